@@ -1,0 +1,109 @@
+package listener
+
+import (
+	"context"
+	"time"
+)
+
+// State is a snapshot of a listener (the whitepaper's QueryState). Policies decide from it
+// and the host reports it.
+type State struct {
+	Queue         string
+	Depth         int64 // approximate, from the last depth query
+	ActiveWorkers int
+	PeakWorkers   int
+	MinWorkers    int
+	MaxWorkers    int
+	InFlight      int
+	PushEnabled   bool
+
+	Processed uint64
+	Failed    uint64
+	Retried   uint64
+	Poisoned  uint64
+
+	// Queue calls: the whitepaper's cost model.
+	Receives      uint64
+	EmptyReceives uint64
+	Deletes       uint64
+	Updates       uint64
+	Sends         uint64
+	Errors        uint64 // backend calls that failed
+
+	LatencyP50 time.Duration
+	LatencyP99 time.Duration
+}
+
+// IdleState is what the back-off policy sees after an empty receive.
+type IdleState struct {
+	// Idle counts the consecutive empty receives of this worker, this one included (>= 1).
+	Idle int
+	// ActiveWorkers is the number of dequeue workers running, this one included.
+	ActiveWorkers int
+	// PushEnabled says wake-ups reach the listener without polling (Notify or a Waiter),
+	// so the last worker may stop too.
+	PushEnabled bool
+}
+
+// Backoff decides how long a worker sleeps after an empty receive and whether it stops.
+type Backoff interface {
+	// Next returns the delay before the worker's next receive, and stop = true when the
+	// worker should exit instead. The listener clamps the delay to its configured bounds and
+	// never stops the last worker unless push wake-ups are enabled.
+	Next(ctx context.Context, s IdleState) (delay time.Duration, stop bool)
+}
+
+// Scaler decides how many dequeue workers a listener should run when work appears.
+type Scaler interface {
+	// Desired returns the wanted number of workers; the listener clamps it to min..max.
+	Desired(ctx context.Context, s State) int
+}
+
+// Action is what happens to a message whose handler failed.
+type Action int
+
+const (
+	// ActionRetry makes the message visible again after Decision.Delay.
+	ActionRetry Action = iota
+	// ActionDeadLetter moves the message to its queue's poison queue.
+	ActionDeadLetter
+	// ActionDrop deletes the message without dead-lettering it.
+	ActionDrop
+)
+
+// String returns the action's name as used in config and logs.
+func (a Action) String() string {
+	switch a {
+	case ActionRetry:
+		return "retry"
+	case ActionDeadLetter:
+		return "dead-letter"
+	case ActionDrop:
+		return "drop"
+	}
+	return "unknown"
+}
+
+// Decision is a PoisonPolicy's answer.
+type Decision struct {
+	Action Action
+	Delay  time.Duration // for ActionRetry
+	Reason string        // recorded on dead-lettered messages; defaults to the error text
+}
+
+// Failure describes one failed handling of a message.
+type Failure struct {
+	Message *Message
+	Err     error
+	// Reject is true when the handler asked for the message to be dead-lettered now.
+	Reject bool
+	// RetryAfter is the delay the handler asked for, or zero.
+	RetryAfter time.Duration
+	// MaxDequeueCount is the binding's configured limit.
+	MaxDequeueCount int
+}
+
+// PoisonPolicy decides what happens to a message whose handler failed.
+type PoisonPolicy interface {
+	Decide(ctx context.Context, f Failure) Decision
+}

@@ -1,0 +1,119 @@
+// Package listener runs the auto-scaling batch queue listener: dequeue workers that receive
+// leased batches from a Queue, hand each message to a Handler, and settle it (delete, release
+// with a delay, or dead-letter) as the configured policies decide.
+//
+// The package knows nothing of WebAssembly. It defines the interfaces it consumes: Queue and
+// Backend (implemented by the backends in listener/memory, listener/local and listener/azure),
+// Handler, and the policies Backoff, Scaler and PoisonPolicy (built-ins live in plugins/).
+package listener
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// MaxBatch is the largest number of messages one Receive may return. It is Azure Queue
+// Storage's limit, and every backend honours it so that a binding behaves the same on all.
+const MaxBatch = 32
+
+// PoisonSuffix is appended to a queue's name to form its dead-letter queue.
+const PoisonSuffix = "-poison"
+
+// Attribute keys that the listener writes on dead-lettered messages. Backends that store
+// attributes natively keep them beside the body; others (Azure) carry them in an envelope.
+const (
+	AttrReason         = "wqhost.reason"
+	AttrOriginalID     = "wqhost.original_id"
+	AttrOriginalQueue  = "wqhost.original_queue"
+	AttrDequeueCount   = "wqhost.dequeue_count"
+	AttrDeadLetteredAt = "wqhost.dead_lettered_at"
+	AttrHandlerVersion = "wqhost.handler_version"
+	// AttrOrderKey carries the ordered-execution group of a message, where a binding uses
+	// ordered mode.
+	AttrOrderKey = "wqhost.order"
+)
+
+// ErrLeaseLost is returned by Delete and UpdateVisibility when the message's lease token is
+// no longer valid: its visibility timeout expired and another receiver may hold it.
+var ErrLeaseLost = errors.New("lease lost")
+
+// ErrNotFound is returned when a message id or queue does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Message is one leased message. Receive fills every field; the listener treats it as
+// read-only except LeaseToken, which UpdateVisibility replaces.
+type Message struct {
+	// ID identifies the message within its queue for its whole life.
+	ID string
+	// Queue is the name of the queue the message was received from.
+	Queue string
+	// Body is the payload, already decoded by the backend.
+	Body []byte
+	// DequeueCount counts the receives of this message, this one included.
+	DequeueCount int
+	// InsertedAt is when the message was first enqueued.
+	InsertedAt time.Time
+	// LeaseToken proves the current lease (Azure's pop receipt). It changes on every receive
+	// and every visibility update.
+	LeaseToken string
+	// VisibleAt is when the lease expires and the message becomes receivable again.
+	VisibleAt time.Time
+	// Attributes are optional string properties (dead-letter metadata, order key).
+	Attributes map[string]string
+}
+
+// SendOptions control Send.
+type SendOptions struct {
+	// Delay keeps the new message invisible for this long.
+	Delay time.Duration
+	// TTL drops the message after this long; zero means never expire.
+	TTL time.Duration
+	// Attributes are stored with the message where the backend can.
+	Attributes map[string]string
+}
+
+// Queue is one named queue with lease-based (transactional) receive: Delete commits a
+// message, UpdateVisibility(0) aborts (releases it to the head), a positive visibility
+// retries it later or renews the lease of a message still being processed.
+//
+// Implementations must be safe for concurrent use.
+type Queue interface {
+	// Name returns the queue's name.
+	Name() string
+	// Receive leases up to max (1..MaxBatch) visible messages for the visibility timeout.
+	// An empty queue returns an empty slice and no error.
+	Receive(ctx context.Context, max int, visibility time.Duration) ([]*Message, error)
+	// Delete removes a leased message. It fails with ErrLeaseLost if the lease expired.
+	Delete(ctx context.Context, m *Message) error
+	// UpdateVisibility makes a leased message visible again after d (0 = now) and stores the
+	// new lease token in m.LeaseToken. It fails with ErrLeaseLost if the lease expired.
+	UpdateVisibility(ctx context.Context, m *Message, d time.Duration) error
+	// Send enqueues a new message and returns its id.
+	Send(ctx context.Context, body []byte, opts SendOptions) (string, error)
+	// Depth returns the approximate number of messages in the queue, leased ones included.
+	Depth(ctx context.Context) (int64, error)
+}
+
+// Batcher is implemented by queues that can settle many messages in one call (one
+// transaction, one fsync). The listener uses it when present.
+type Batcher interface {
+	// DeleteBatch deletes the messages and returns one error per message (nil on success).
+	DeleteBatch(ctx context.Context, ms []*Message) []error
+}
+
+// Waiter is implemented by queues that can block until a message may be available, so an
+// idle listener costs no queue calls (local and memory backends).
+type Waiter interface {
+	// Wait blocks until a message may be visible, ctx is done, or d elapsed (d <= 0: no
+	// limit). It returns ctx.Err() when ctx ended, and nil otherwise.
+	Wait(ctx context.Context, d time.Duration) error
+}
+
+// Backend opens named queues of one store or account.
+type Backend interface {
+	// Open returns the named queue, creating it if the backend is configured to.
+	Open(ctx context.Context, name string) (Queue, error)
+	// Close releases the backend's resources.
+	Close() error
+}
