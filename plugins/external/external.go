@@ -192,6 +192,7 @@ type Plugin struct {
 	down        chan struct{} // wakes the supervisor; buffered 1
 	stop        chan struct{} // closed by Close
 	supervisorW sync.WaitGroup
+	kills       sync.WaitGroup // background kills of retired instances; Close waits for them
 
 	calls, timeouts, errs, fallbacks, clamped atomic.Uint64
 }
@@ -338,7 +339,7 @@ func (p *Plugin) install(inst *instance) {
 // caller never waits for go-plugin's graceful shutdown.
 func (p *Plugin) retire(inst *instance) {
 	inst.retire()
-	go inst.client.Kill()
+	p.kills.Go(inst.client.Kill)
 }
 
 // watch pings inst every HealthInterval until it is retired or found dead.
@@ -499,7 +500,7 @@ func (p *Plugin) Reload(ctx context.Context) error {
 	return nil
 }
 
-// Close kills the plugin process and waits for it to exit. The policies keep answering from
+// Close kills the plugin process (and any being replaced) and waits for them to exit. The policies keep answering from
 // the fallback afterwards, so a listener that outlives its plugin still works.
 func (p *Plugin) Close() error {
 	p.mu.Lock()
@@ -518,6 +519,7 @@ func (p *Plugin) Close() error {
 		inst.retire()
 		inst.client.Kill() // waits for the process to be reaped
 	}
+	p.kills.Wait()
 	return nil
 }
 

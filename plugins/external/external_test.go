@@ -476,3 +476,37 @@ func BenchmarkPolicy(b *testing.B) {
 		}
 	})
 }
+
+// syncBuffer is an io.Writer safe for the plugin's stderr goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestPluginStderrReachesLog(t *testing.T) {
+	var buf syncBuffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	_, err := Start(context.Background(), Config{Path: bins.patternPoison, Args: []string{"-pattern", "("}, Logger: logger})
+	if err == nil || !strings.Contains(err.Error(), bins.patternPoison) {
+		t.Fatalf("Start with a bad pattern = %v, want an error naming the binary", err)
+	}
+	// go-plugin reads stderr concurrently with the exit; give the reader a moment.
+	waitFor(t, "the plugin's stderr in the log", func() bool {
+		return strings.Contains(buf.String(), `pattern-poison: -pattern`)
+	})
+	if !strings.Contains(buf.String(), "plugin="+bins.patternPoison) {
+		t.Errorf("log lines lack the plugin attribute:\n%s", buf.String())
+	}
+}

@@ -1,0 +1,71 @@
+package policyv1
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/wqhost/wqhost/listener"
+)
+
+func TestRoundTrip(t *testing.T) {
+	s := listener.State{
+		Queue: "q", Depth: 1, ActiveWorkers: 2, PeakWorkers: 3, MinWorkers: 4, MaxWorkers: 5, InFlight: 6,
+		PushEnabled: true, Processed: 7, Failed: 8, Retried: 9, Poisoned: 10, Receives: 11, EmptyReceives: 12,
+		Deletes: 13, Updates: 14, Sends: 15, Errors: 16, LatencyP50: 17, LatencyP99: 18,
+	}
+	// Every field is set, so a field forgotten by either conversion shows up as a zero.
+	if v := reflect.ValueOf(s); func() bool {
+		for i := range v.NumField() {
+			if v.Field(i).IsZero() {
+				return true
+			}
+		}
+		return false
+	}() {
+		t.Fatal("test State leaves a field zero")
+	}
+	if got := ToState(FromState(s)); got != s {
+		t.Errorf("State round trip = %+v, want %+v", got, s)
+	}
+	is := listener.IdleState{Idle: 3, ActiveWorkers: 2, PushEnabled: true}
+	if got := ToIdleState(FromIdleState(is)); got != is {
+		t.Errorf("IdleState round trip = %+v", got)
+	}
+	f := listener.Failure{
+		Message: &listener.Message{ID: "m", Queue: "q", DequeueCount: 3, InsertedAt: time.Unix(5, 6),
+			Body: []byte("secret"), LeaseToken: "lease", Attributes: map[string]string{"k": "v"}},
+		Err: errors.New("boom"), Reject: true, RetryAfter: time.Second, MaxDequeueCount: 5,
+	}
+	got := ToFailure(FromFailure(f))
+	if got.Err.Error() != "boom" || !got.Reject || got.RetryAfter != time.Second || got.MaxDequeueCount != 5 {
+		t.Errorf("Failure round trip = %+v", got)
+	}
+	m := got.Message
+	if m.ID != "m" || m.Queue != "q" || m.DequeueCount != 3 || !m.InsertedAt.Equal(f.Message.InsertedAt) || m.Attributes["k"] != "v" {
+		t.Errorf("Message round trip = %+v", m)
+	}
+	if m.Body != nil || m.LeaseToken != "" {
+		t.Errorf("body or lease token crossed to the plugin: %+v", m)
+	}
+}
+
+func TestToDecision(t *testing.T) {
+	tests := []struct {
+		in     *Decision
+		want   listener.Decision
+		wantOK bool
+	}{
+		{&Decision{Action: Action_ACTION_RETRY, DelayNanos: 5}, listener.Decision{Action: listener.ActionRetry, Delay: 5}, true},
+		{&Decision{Action: Action_ACTION_DEAD_LETTER, Reason: "r"}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "r"}, true},
+		{&Decision{Action: Action_ACTION_DROP}, listener.Decision{Action: listener.ActionDrop}, true},
+		{&Decision{Action: Action(7)}, listener.Decision{}, false},
+	}
+	for _, tt := range tests {
+		got, ok := ToDecision(tt.in)
+		if got != tt.want || ok != tt.wantOK {
+			t.Errorf("ToDecision(%v) = %+v,%v, want %+v,%v", tt.in, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}
