@@ -203,7 +203,8 @@ type Plugin struct {
 // Backoff, Scaler and PoisonPolicy). Where none is given a conservative default is used.
 //
 // A missing binary, one that is not a wqhost policy plugin, or one that declares no policy is
-// an error naming the path. ctx bounds the start only; the plugin lives until Close.
+// an error naming the path. The handshake is bounded by Config.StartTimeout and capability
+// discovery also by ctx; the plugin itself lives until Close, whatever happens to ctx.
 func Start(ctx context.Context, cfg Config, fallback ...any) (*Plugin, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Path == "" {

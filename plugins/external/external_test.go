@@ -1,6 +1,7 @@
 package external
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +26,10 @@ var bins struct {
 }
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(hostModeEnv); path != "" {
+		runAsHost(path)
+		return
+	}
 	dir, err := os.MkdirTemp("", "wqhost-plugins-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -509,4 +515,47 @@ func TestPluginStderrReachesLog(t *testing.T) {
 	if !strings.Contains(buf.String(), "plugin="+bins.patternPoison) {
 		t.Errorf("log lines lack the plugin attribute:\n%s", buf.String())
 	}
+}
+
+// hostModeEnv makes the test binary act as a host that starts the plugin at its value,
+// prints the plugin's pid and waits to be killed.
+const hostModeEnv = "WQHOST_TEST_HOST_PLUGIN"
+
+func runAsHost(path string) {
+	p, err := Start(context.Background(), Config{Path: path, Logger: quietLogger()})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Println(p.Status().Pid)
+	select {}
+}
+
+// TestPluginDiesWithKilledHost kills a host with SIGKILL (no Close, no cleanup) and expects
+// its plugin to die too.
+func TestPluginDiesWithKilledHost(t *testing.T) {
+	host := exec.Command(os.Args[0], "-test.run=^$")
+	host.Env = append(os.Environ(), hostModeEnv+"="+bins.slow)
+	out, err := host.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer host.Wait()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		host.Process.Kill()
+		t.Fatalf("reading the plugin pid from the host: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || !alive(pid) {
+		host.Process.Kill()
+		t.Fatalf("host printed %q; plugin not running", line)
+	}
+	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, fmt.Sprintf("plugin %d to die with its host", pid), func() bool { return !alive(pid) })
 }
