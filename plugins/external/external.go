@@ -38,6 +38,7 @@ const (
 	DefaultRestartMax     = 30 * time.Second
 	DefaultMaxRetryDelay  = 7 * 24 * time.Hour // Azure Queue Storage's longest visibility timeout
 	DefaultMaxReasonLen   = 1024
+	DefaultMaxTimeouts    = 5
 )
 
 // Limits bound a plugin's answers to what the binding allows. Zero fields mean "no bound
@@ -75,6 +76,9 @@ type Config struct {
 	// MaxRestarts is how many consecutive failed restart attempts turn the plugin "failed"
 	// (fallback only, until Reload). Zero retries for ever.
 	MaxRestarts int
+	// MaxTimeouts is how many consecutive calls may pass CallTimeout before the plugin is
+	// presumed hung and restarted (default DefaultMaxTimeouts; negative never restarts).
+	MaxTimeouts int
 	// Limits clamp the plugin's answers.
 	Limits Limits
 	// Logger receives the supervisor's events and the plugin's stderr (default slog.Default()).
@@ -98,6 +102,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RestartMax < c.RestartMin {
 		c.RestartMax = max(DefaultRestartMax, c.RestartMin)
+	}
+	if c.MaxTimeouts == 0 {
+		c.MaxTimeouts = DefaultMaxTimeouts
 	}
 	if c.Limits.MaxRetryDelay <= 0 {
 		c.Limits.MaxRetryDelay = DefaultMaxRetryDelay
@@ -157,6 +164,8 @@ type instance struct {
 	pid    int
 	done   chan struct{} // closed when the instance is retired
 	once   sync.Once
+	// timeouts counts consecutive calls past the deadline; a success resets it.
+	timeouts atomic.Int32
 }
 
 func (i *instance) retire() {
@@ -583,7 +592,14 @@ func (p *Plugin) callFailed(ctx context.Context, inst *instance, method string, 
 	code := status.Code(err)
 	if code == codes.DeadlineExceeded {
 		p.timeouts.Add(1)
-		p.recordErr(fmt.Errorf("%s: no answer within %v", method, p.cfg.CallTimeout))
+		err := fmt.Errorf("%s: no answer within %v", method, p.cfg.CallTimeout)
+		if n := inst.timeouts.Add(1); p.cfg.MaxTimeouts > 0 && int(n) >= p.cfg.MaxTimeouts {
+			// A plugin that never answers in time costs every caller the full deadline:
+			// restart it rather than pay that for ever.
+			p.markDown(inst, fmt.Errorf("%d consecutive timeouts, restarting: %w", n, err))
+			return
+		}
+		p.recordErr(err)
 		return
 	}
 	p.errs.Add(1)

@@ -280,6 +280,36 @@ func TestSlowAnswerFallsBackWithoutStall(t *testing.T) {
 	}
 }
 
+func TestHungPluginRestarted(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	p := start(t, Config{Path: bins.slow, CallTimeout: 100 * time.Millisecond, MaxTimeouts: 2, Clock: clock})
+	slow := listener.State{Queue: "slow", MaxWorkers: 100}
+	fast := listener.State{Queue: "q", MaxWorkers: 100}
+	pid := p.Status().Pid
+	// A success between timeouts resets the count.
+	for _, s := range []listener.State{slow, fast, slow} {
+		p.Scaler().Desired(ctx, s)
+	}
+	if st := p.Status(); st.Phase != PhaseRunning || st.Timeouts != 2 {
+		t.Fatalf("after non-consecutive timeouts: %+v", st)
+	}
+	if got := p.Scaler().Desired(ctx, slow); got != fallbackWorkers {
+		t.Fatalf("Desired(slow) = %d, want fallback", got)
+	}
+	if st := p.Status(); st.Phase != PhaseRestarting || !strings.Contains(st.LastError, "consecutive timeouts") {
+		t.Fatalf("after 2 consecutive timeouts: %+v", st)
+	}
+	waitFor(t, "the hung plugin to be replaced", func() bool {
+		clock.Advance(time.Second)
+		return p.Status().Phase == PhaseRunning
+	})
+	if st := p.Status(); st.Pid == pid || st.Restarts != 1 {
+		t.Errorf("after restart: %+v (hung pid %d)", st, pid)
+	}
+	waitFor(t, "the hung process to be killed", func() bool { return !alive(pid) })
+}
+
 func TestAbsurdAnswersClamped(t *testing.T) {
 	ctx := context.Background()
 	p := start(t, Config{Path: bins.slow, Limits: Limits{

@@ -20,6 +20,7 @@ func (b *backoffPolicy) Next(ctx context.Context, s listener.IdleState) (time.Du
 		resp, err := inst.raw.Backoff.Next(cctx, policyv1.FromIdleState(s))
 		cancel()
 		if err == nil {
+			inst.timeouts.Store(0)
 			d, changed := clampDelay(time.Duration(resp.GetDelayNanos()), p.cfg.Limits.MinDelay, p.cfg.Limits.MaxDelay)
 			if changed {
 				p.clamped.Add(1)
@@ -44,6 +45,7 @@ func (sc *scalerPolicy) Desired(ctx context.Context, s listener.State) int {
 		resp, err := inst.raw.Scaler.Desired(cctx, policyv1.FromState(s))
 		cancel()
 		if err == nil {
+			inst.timeouts.Store(0)
 			n, changed := clampWorkers(resp.GetWorkers(), p.cfg.Limits, s)
 			if changed {
 				p.clamped.Add(1)
@@ -68,6 +70,7 @@ func (pp *poisonPolicy) Decide(ctx context.Context, f listener.Failure) listener
 		resp, err := inst.raw.Poison.Decide(cctx, policyv1.FromFailure(f))
 		cancel()
 		if err == nil {
+			inst.timeouts.Store(0)
 			if d, ok := policyv1.ToDecision(resp); ok {
 				if clampDecision(&d, p.cfg.Limits) {
 					p.clamped.Add(1)
