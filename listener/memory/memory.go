@@ -1,0 +1,364 @@
+// Package memory is an in-process listener.Backend for tests and benchmarks. Nothing is
+// persisted. Each queue keeps its messages in a heap ordered by (visible time, sequence), so
+// Receive, Delete and UpdateVisibility cost O(log n) under one short mutex hold.
+package memory
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/wqhost/wqhost/listener"
+)
+
+// Options configure a Backend.
+type Options struct {
+	// Now is the clock; nil means time.Now. With an injected clock Wait cannot arm timers for
+	// leases and delays that expire: call Backend.Notify after advancing the clock.
+	Now func() time.Time
+}
+
+// Backend holds named in-memory queues. It is safe for concurrent use.
+type Backend struct {
+	now     func() time.Time
+	realClk bool
+
+	mu     sync.Mutex
+	queues map[string]*Queue
+	closed bool
+}
+
+var (
+	_ listener.Backend = (*Backend)(nil)
+	_ listener.Queue   = (*Queue)(nil)
+	_ listener.Batcher = (*Queue)(nil)
+	_ listener.Waiter  = (*Queue)(nil)
+)
+
+// New returns an empty Backend.
+func New(opts Options) *Backend {
+	b := &Backend{now: opts.Now, queues: map[string]*Queue{}}
+	if b.now == nil {
+		b.now, b.realClk = time.Now, true
+	}
+	return b
+}
+
+// Open returns the named queue, creating it on first use.
+func (b *Backend) Open(ctx context.Context, name string) (listener.Queue, error) {
+	return b.Queue(ctx, name)
+}
+
+// Queue is Open with the concrete type, for callers that use Notify or Len.
+func (b *Backend) Queue(_ context.Context, name string) (*Queue, error) {
+	if name == "" {
+		return nil, fmt.Errorf("memory: open queue: empty name")
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, fmt.Errorf("memory: open queue %q: backend closed", name)
+	}
+	q, ok := b.queues[name]
+	if !ok {
+		q = &Queue{name: name, b: b, byID: map[string]*item{}, wake: make(chan struct{})}
+		b.queues[name] = q
+	}
+	return q, nil
+}
+
+// Notify wakes every waiter of every queue, so that they re-check visibility. Tests with an
+// injected clock call it after advancing the clock.
+func (b *Backend) Notify() {
+	b.mu.Lock()
+	qs := make([]*Queue, 0, len(b.queues))
+	for _, q := range b.queues {
+		qs = append(qs, q)
+	}
+	b.mu.Unlock()
+	for _, q := range qs {
+		q.mu.Lock()
+		q.broadcastLocked()
+		q.mu.Unlock()
+	}
+}
+
+// Close marks the backend closed; open queues keep working until garbage collected.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	return nil
+}
+
+type item struct {
+	id        string
+	body      []byte
+	attrs     map[string]string
+	inserted  time.Time
+	visible   int64 // unix nanos; 0 puts a released message at the head
+	expires   int64 // unix nanos; 0 = never
+	seq       uint64
+	dequeues  int
+	token     uint64
+	leased    bool
+	heapIndex int
+}
+
+type itemHeap []*item
+
+func (h itemHeap) Len() int { return len(h) }
+func (h itemHeap) Less(i, j int) bool {
+	if h[i].visible != h[j].visible {
+		return h[i].visible < h[j].visible
+	}
+	return h[i].seq < h[j].seq
+}
+func (h itemHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex = i
+	h[j].heapIndex = j
+}
+func (h *itemHeap) Push(x any) {
+	it := x.(*item)
+	it.heapIndex = len(*h)
+	*h = append(*h, it)
+}
+func (h *itemHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	it.heapIndex = -1
+	return it
+}
+
+// Queue is one in-memory queue.
+type Queue struct {
+	name string
+	b    *Backend
+
+	mu      sync.Mutex
+	heap    itemHeap
+	byID    map[string]*item
+	seq     uint64
+	tokens  uint64
+	wake    chan struct{} // closed and replaced to wake all waiters
+	waiting int
+}
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// Receive leases up to max visible messages, oldest visible first.
+func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*listener.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memory: receive from %s: %w", q.name, err)
+	}
+	if max < 1 {
+		return nil, fmt.Errorf("memory: receive from %s: max %d < 1", q.name, max)
+	}
+	if max > listener.MaxBatch {
+		max = listener.MaxBatch
+	}
+	now := q.b.now()
+	nowN := now.UnixNano()
+	until := now.Add(visibility)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []*listener.Message
+	for len(out) < max && len(q.heap) > 0 {
+		it := q.heap[0]
+		if it.visible > nowN {
+			break
+		}
+		if it.expires != 0 && it.expires <= nowN {
+			heap.Pop(&q.heap)
+			delete(q.byID, it.id)
+			continue
+		}
+		q.tokens++
+		it.token = q.tokens
+		it.dequeues++
+		it.leased = true
+		it.visible = until.UnixNano()
+		heap.Fix(&q.heap, 0)
+		if out == nil {
+			out = make([]*listener.Message, 0, min(max, len(q.heap)))
+		}
+		out = append(out, &listener.Message{
+			ID:           it.id,
+			Queue:        q.name,
+			Body:         it.body,
+			DequeueCount: it.dequeues,
+			InsertedAt:   it.inserted,
+			LeaseToken:   strconv.FormatUint(it.token, 36),
+			VisibleAt:    until,
+			Attributes:   it.attrs,
+		})
+	}
+	if out == nil {
+		out = []*listener.Message{}
+	}
+	return out, nil
+}
+
+// leasedLocked returns the item m holds a live lease on.
+func (q *Queue) leasedLocked(m *listener.Message, nowN int64) (*item, error) {
+	it, ok := q.byID[m.ID]
+	if !ok {
+		return nil, fmt.Errorf("memory: message %s in %s: %w", m.ID, q.name, listener.ErrLeaseLost)
+	}
+	if !it.leased || it.visible <= nowN || strconv.FormatUint(it.token, 36) != m.LeaseToken {
+		return nil, fmt.Errorf("memory: message %s in %s: %w", m.ID, q.name, listener.ErrLeaseLost)
+	}
+	return it, nil
+}
+
+// Delete removes a leased message.
+func (q *Queue) Delete(_ context.Context, m *listener.Message) error {
+	nowN := q.b.now().UnixNano()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.deleteLocked(m, nowN)
+}
+
+func (q *Queue) deleteLocked(m *listener.Message, nowN int64) error {
+	it, err := q.leasedLocked(m, nowN)
+	if err != nil {
+		return err
+	}
+	heap.Remove(&q.heap, it.heapIndex)
+	delete(q.byID, it.id)
+	return nil
+}
+
+// DeleteBatch deletes the messages under one lock and returns one error per message.
+func (q *Queue) DeleteBatch(_ context.Context, ms []*listener.Message) []error {
+	nowN := q.b.now().UnixNano()
+	errs := make([]error, len(ms))
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, m := range ms {
+		errs[i] = q.deleteLocked(m, nowN)
+	}
+	return errs
+}
+
+// UpdateVisibility moves a leased message's visibility to now+d and gives it a new lease
+// token. d == 0 releases it to the head of the queue.
+func (q *Queue) UpdateVisibility(_ context.Context, m *listener.Message, d time.Duration) error {
+	now := q.b.now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	it, err := q.leasedLocked(m, now.UnixNano())
+	if err != nil {
+		return err
+	}
+	q.tokens++
+	it.token = q.tokens
+	until := now.Add(d)
+	if d <= 0 {
+		it.leased = false
+		it.visible = 0
+		until = now
+	} else {
+		it.visible = until.UnixNano()
+	}
+	heap.Fix(&q.heap, it.heapIndex)
+	m.LeaseToken = strconv.FormatUint(it.token, 36)
+	m.VisibleAt = until
+	if d <= 0 {
+		q.broadcastLocked()
+	} else if q.b.realClk && q.waiting > 0 {
+		// A waiter's timer may target an earlier time; it re-checks then.
+		q.broadcastLocked()
+	}
+	return nil
+}
+
+// Send enqueues a message. The body is copied.
+func (q *Queue) Send(_ context.Context, body []byte, opts listener.SendOptions) (string, error) {
+	now := q.b.now()
+	it := &item{
+		body:     append([]byte(nil), body...),
+		inserted: now,
+		visible:  now.Add(opts.Delay).UnixNano(),
+	}
+	if len(opts.Attributes) > 0 {
+		it.attrs = make(map[string]string, len(opts.Attributes))
+		for k, v := range opts.Attributes {
+			it.attrs[k] = v
+		}
+	}
+	if opts.TTL > 0 {
+		it.expires = now.Add(opts.TTL).UnixNano()
+	}
+	q.mu.Lock()
+	q.seq++
+	it.seq = q.seq
+	it.id = strconv.FormatUint(it.seq, 10)
+	heap.Push(&q.heap, it)
+	q.byID[it.id] = it
+	q.broadcastLocked()
+	q.mu.Unlock()
+	return it.id, nil
+}
+
+// Depth returns the number of stored messages, leased and delayed ones included.
+func (q *Queue) Depth(context.Context) (int64, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return int64(len(q.heap)), nil
+}
+
+func (q *Queue) broadcastLocked() {
+	if q.waiting == 0 {
+		return
+	}
+	close(q.wake)
+	q.wake = make(chan struct{})
+}
+
+// Wait blocks until a message may be visible, ctx ends, or d elapses (d <= 0: no limit).
+// With the real clock it also wakes when the earliest leased or delayed message becomes
+// visible; with an injected clock the caller must call Backend.Notify after advancing it.
+func (q *Queue) Wait(ctx context.Context, d time.Duration) error {
+	q.mu.Lock()
+	nowN := q.b.now().UnixNano()
+	if len(q.heap) > 0 && q.heap[0].visible <= nowN {
+		q.mu.Unlock()
+		return nil
+	}
+	next := time.Duration(-1)
+	if len(q.heap) > 0 && q.b.realClk {
+		next = time.Duration(q.heap[0].visible - nowN)
+	}
+	wake := q.wake
+	q.waiting++
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		q.waiting--
+		q.mu.Unlock()
+	}()
+	if next >= 0 && (d <= 0 || next < d) {
+		d = next + time.Millisecond
+	}
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-wake:
+	case <-timeout:
+	}
+	return nil
+}
