@@ -1,0 +1,13 @@
+# Convenience targets; scripts/ holds the real commands.
+.PHONY: wasm wasm-check test
+
+# Rebuild every example handler's committed .wasm (deterministic).
+wasm:
+	bash scripts/build-wasm.sh
+
+# Fail if a committed .wasm differs from a fresh build.
+wasm-check:
+	bash scripts/build-wasm.sh --check
+
+test:
+	bash scripts/test.sh

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Rebuilds every example handler's committed .wasm deterministically.
+#   scripts/build-wasm.sh           rebuild into examples/handlers/<name>/<name>.wasm
+#   scripts/build-wasm.sh --check   rebuild into a temp dir and compare bytes with the
+#                                   committed files; exits 1 naming every file that differs
+# Output depends on the Go and rustc versions (the committed files were built with the ones
+# the script prints), not on the checkout path, user, time or VCS state.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+check=0
+case "${1:-}" in
+--check) check=1 ;;
+"") ;;
+*) echo "usage: $0 [--check]" >&2; exit 2 ;;
+esac
+
+# Debian's toolchain by full path: a rustup toolchain earlier on PATH may lack wasm32 targets.
+RUSTC_BIN=${RUSTC_BIN:-/usr/bin/rustc}
+CARGO_BIN=${CARGO_BIN:-/usr/bin/cargo}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if [ "$check" = 1 ]; then out=$tmp/out; else out=$root/examples/handlers; fi
+
+echo "go: $(go version)"
+echo "rustc: $("$RUSTC_BIN" --version)"
+
+go_reactor=(echo-go billing-go)
+go_command=(upper-stdio)
+rust_reactor=(echo-rust)
+
+dest() { # dest NAME -> path of the built file
+	mkdir -p "$out/$1"
+	echo "$out/$1/$1.wasm"
+}
+
+gobuild() { # gobuild NAME [extra go build flags...]
+	local name=$1
+	shift
+	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 GOFLAGS= go build -trimpath -buildvcs=false \
+		"$@" -o "$(dest "$name")" "./examples/handlers/$name"
+	echo "built $name"
+}
+
+for n in "${go_reactor[@]}"; do gobuild "$n" -buildmode=c-shared; done
+for n in "${go_command[@]}"; do gobuild "$n"; done
+
+for n in "${rust_reactor[@]}"; do
+	# wasm32-unknown-unknown: rustc 1.63's wasm32-wasi cdylib exports no _initialize and pulls
+	# WASI imports the handler never uses; the bare target gives a 16 KB module importing
+	# only wqhost functions. Paths are remapped so the checkout location is not embedded.
+	RUSTC=$RUSTC_BIN CARGO_HOME=$tmp/cargo-home CARGO_TARGET_DIR=$tmp/target/$n \
+		RUSTFLAGS="--remap-path-prefix=$root=/wqhost --remap-path-prefix=$tmp=/build" \
+		"$CARGO_BIN" build --offline --quiet --release --target wasm32-unknown-unknown \
+		--manifest-path "examples/handlers/$n/Cargo.toml"
+	crate=${n//-/_}
+	cp "$tmp/target/$n/wasm32-unknown-unknown/release/$crate.wasm" "$(dest "$n")"
+	echo "built $n"
+done
+
+if [ "$check" = 1 ]; then
+	status=0
+	for f in "$out"/*/*.wasm; do
+		rel=examples/handlers/${f#"$out"/}
+		if ! cmp -s "$f" "$rel"; then
+			echo "differs from a fresh build: $rel" >&2
+			status=1
+		fi
+	done
+	[ "$status" = 0 ] && echo "all committed .wasm files match a fresh build"
+	exit "$status"
+fi

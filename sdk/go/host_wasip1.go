@@ -1,0 +1,76 @@
+//go:build wasip1
+
+package wqhost
+
+import "unsafe"
+
+//go:wasmimport wqhost msg_body_len
+func abiMsgBodyLen() int32
+
+//go:wasmimport wqhost msg_body
+func abiMsgBody(ptr unsafe.Pointer, n int32) int32
+
+//go:wasmimport wqhost msg_meta
+func abiMsgMeta(keyPtr unsafe.Pointer, keyLen int32, bufPtr unsafe.Pointer, bufLen int32) int32
+
+//go:wasmimport wqhost config_get
+func abiConfigGet(keyPtr unsafe.Pointer, keyLen int32, bufPtr unsafe.Pointer, bufLen int32) int32
+
+//go:wasmimport wqhost log
+func abiLog(level int32, ptr unsafe.Pointer, n int32)
+
+//go:wasmimport wqhost set_error
+func abiSetError(ptr unsafe.Pointer, n int32)
+
+//go:wasmimport wqhost retry_after
+func abiRetryAfter(ms int64)
+
+//go:wasmimport wqhost emit
+func abiEmit(queuePtr unsafe.Pointer, queueLen int32, bodyPtr unsafe.Pointer, bodyLen int32) int32
+
+//go:wasmexport wqhost_abi_v1
+func wqhostABIv1() {}
+
+//go:wasmexport wqhost_handle
+func wqhostHandle() int32 { return g.handle() }
+
+//go:wasmexport wqhost_self_test
+func wqhostSelfTest() int32 { return g.selfTestStatus() }
+
+// bytesPtr returns the address of b's first byte, or nil for an empty slice (the host reads
+// nothing for a zero length, so the address does not matter).
+func bytesPtr(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
+}
+
+func stringPtr(s string) unsafe.Pointer {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(unsafe.StringData(s))
+}
+
+func hostBodyLen() int32 { return abiMsgBodyLen() }
+
+func hostBody(dst []byte) int32 { return abiMsgBody(bytesPtr(dst), int32(len(dst))) }
+
+func hostMeta(key string, buf []byte) int32 {
+	return abiMsgMeta(stringPtr(key), int32(len(key)), bytesPtr(buf), int32(len(buf)))
+}
+
+func hostConfig(key string, buf []byte) int32 {
+	return abiConfigGet(stringPtr(key), int32(len(key)), bytesPtr(buf), int32(len(buf)))
+}
+
+func hostLog(level int32, msg string) { abiLog(level, stringPtr(msg), int32(len(msg))) }
+
+func hostSetError(msg string) { abiSetError(stringPtr(msg), int32(len(msg))) }
+
+func hostRetryAfter(ms int64) { abiRetryAfter(ms) }
+
+func hostEmit(queue string, body []byte) int32 {
+	return abiEmit(stringPtr(queue), int32(len(queue)), bytesPtr(body), int32(len(body)))
+}
