@@ -1,0 +1,285 @@
+package handlers_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// fakeHost implements the wqhost import module of docs/abi.md for one instance, so these tests
+// check the committed modules against the ABI text without depending on runtime/.
+type fakeHost struct {
+	body     []byte
+	meta     map[string]string
+	config   map[string]string
+	outputs  []output
+	errText  string
+	retryMS  int64
+	logs     []string
+	emitCode int32 // returned by emit when not 0
+}
+
+type output struct {
+	queue string
+	body  []byte
+}
+
+func (h *fakeHost) reset(body []byte, meta map[string]string) {
+	h.body, h.meta, h.outputs, h.errText, h.retryMS, h.logs = body, meta, nil, "", 0, nil
+}
+
+func read(m api.Module, fn string, ptr, n uint32) []byte {
+	b, ok := m.Memory().Read(ptr, n)
+	if !ok {
+		panic(fmt.Sprintf("%s: (%d, %d) is outside guest memory", fn, ptr, n))
+	}
+	return b
+}
+
+// lookup implements msg_meta/config_get: copy min(buf_len, len) bytes, return the full length.
+func lookup(m api.Module, fn string, values map[string]string, stack []uint64) {
+	key := string(read(m, fn, api.DecodeU32(stack[0]), api.DecodeU32(stack[1])))
+	v, ok := values[key]
+	if !ok {
+		stack[0] = api.EncodeI32(-1)
+		return
+	}
+	n := min(int(api.DecodeU32(stack[3])), len(v))
+	if n > 0 && !m.Memory().Write(api.DecodeU32(stack[2]), []byte(v[:n])) {
+		panic(fn + ": buffer outside guest memory")
+	}
+	stack[0] = api.EncodeI32(int32(len(v)))
+}
+
+func (h *fakeHost) instantiate(ctx context.Context, t *testing.T, r wazero.Runtime) {
+	t.Helper()
+	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
+	b := r.NewHostModuleBuilder("wqhost")
+	fn := func(name string, params, results []api.ValueType, f api.GoModuleFunc) {
+		b.NewFunctionBuilder().WithGoModuleFunction(f, params, results).Export(name)
+	}
+	fn("msg_body_len", nil, []api.ValueType{i32}, func(_ context.Context, _ api.Module, s []uint64) {
+		s[0] = api.EncodeI32(int32(len(h.body)))
+	})
+	fn("msg_body", []api.ValueType{i32, i32}, []api.ValueType{i32}, func(_ context.Context, m api.Module, s []uint64) {
+		n := min(int(api.DecodeU32(s[1])), len(h.body))
+		if !m.Memory().Write(api.DecodeU32(s[0]), h.body[:n]) {
+			panic("msg_body: buffer outside guest memory")
+		}
+		s[0] = api.EncodeI32(int32(n))
+	})
+	fn("msg_meta", []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, func(_ context.Context, m api.Module, s []uint64) {
+		lookup(m, "msg_meta", h.meta, s)
+	})
+	fn("config_get", []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, func(_ context.Context, m api.Module, s []uint64) {
+		lookup(m, "config_get", h.config, s)
+	})
+	fn("log", []api.ValueType{i32, i32, i32}, nil, func(_ context.Context, m api.Module, s []uint64) {
+		h.logs = append(h.logs, fmt.Sprintf("%d %s", api.DecodeI32(s[0]), read(m, "log", api.DecodeU32(s[1]), api.DecodeU32(s[2]))))
+	})
+	fn("set_error", []api.ValueType{i32, i32}, nil, func(_ context.Context, m api.Module, s []uint64) {
+		h.errText = string(read(m, "set_error", api.DecodeU32(s[0]), api.DecodeU32(s[1])))
+	})
+	fn("retry_after", []api.ValueType{i64}, nil, func(_ context.Context, _ api.Module, s []uint64) {
+		h.retryMS = int64(s[0])
+	})
+	fn("emit", []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, func(_ context.Context, m api.Module, s []uint64) {
+		q := string(read(m, "emit", api.DecodeU32(s[0]), api.DecodeU32(s[1])))
+		body := bytes.Clone(read(m, "emit", api.DecodeU32(s[2]), api.DecodeU32(s[3])))
+		if h.emitCode != 0 {
+			s[0] = api.EncodeI32(h.emitCode)
+			return
+		}
+		h.outputs = append(h.outputs, output{queue: q, body: body})
+		s[0] = 0
+	})
+	if _, err := b.Instantiate(ctx); err != nil {
+		t.Fatalf("instantiate fake wqhost module: %v", err)
+	}
+}
+
+// reactor loads a committed wqhost/v1 module the way the host does: WASI, the wqhost module,
+// then _initialize if exported.
+func reactor(t *testing.T, name string) (*fakeHost, api.Module) {
+	t.Helper()
+	ctx := context.Background()
+	wasm, err := os.ReadFile(filepath.Join(name, name+".wasm"))
+	if err != nil {
+		t.Fatalf("read committed module: %v", err)
+	}
+	r := wazero.NewRuntime(ctx)
+	t.Cleanup(func() { r.Close(ctx) })
+	wasi_snapshot_preview1.MustInstantiate(ctx, r)
+	h := &fakeHost{}
+	h.instantiate(ctx, t, r)
+	cm, err := r.CompileModule(ctx, wasm)
+	if err != nil {
+		t.Fatalf("compile %s: %v", name, err)
+	}
+	exports := cm.ExportedFunctions()
+	for _, want := range []string{"wqhost_abi_v1", "wqhost_handle"} {
+		if _, ok := exports[want]; !ok {
+			t.Fatalf("%s does not export %s", name, want)
+		}
+	}
+	if _, ok := exports["_start"]; ok {
+		t.Fatalf("%s exports _start: a reactor must not", name)
+	}
+	cfg := wazero.NewModuleConfig().WithName(name).WithStartFunctions()
+	if _, ok := exports["_initialize"]; ok {
+		cfg = cfg.WithStartFunctions("_initialize")
+	}
+	mod, err := r.InstantiateModule(ctx, cm, cfg)
+	if err != nil {
+		t.Fatalf("instantiate %s: %v", name, err)
+	}
+	return h, mod
+}
+
+func call(t *testing.T, mod api.Module, fn string) int32 {
+	t.Helper()
+	res, err := mod.ExportedFunction(fn).Call(context.Background())
+	if err != nil {
+		t.Fatalf("call %s: %v", fn, err)
+	}
+	return api.DecodeI32(res[0])
+}
+
+func TestEchoReactors(t *testing.T) {
+	for _, name := range []string{"echo-go", "echo-rust"} {
+		t.Run(name, func(t *testing.T) {
+			h, mod := reactor(t, name)
+			if got := call(t, mod, "wqhost_self_test"); got != 0 {
+				t.Fatalf("self test = %d, want 0", got)
+			}
+			// Several messages of different sizes through one instance: the SDK reuses its
+			// body buffer, so a shorter message after a longer one must not leak bytes.
+			for _, body := range []string{"hello, queue", strings.Repeat("x", 70000), "", "short"} {
+				h.reset([]byte(body), nil)
+				if got := call(t, mod, "wqhost_handle"); got != 0 {
+					t.Fatalf("body len %d: status %d (error %q), want 0", len(body), got, h.errText)
+				}
+				if len(h.outputs) != 1 || h.outputs[0].queue != "" || string(h.outputs[0].body) != body {
+					t.Fatalf("body len %d: outputs %d, want one identical body to the output queue", len(body), len(h.outputs))
+				}
+			}
+			h.reset([]byte("x"), nil)
+			h.emitCode = -3
+			if got := call(t, mod, "wqhost_handle"); got != 1 {
+				t.Fatalf("emit too large: status %d, want 1 (retry)", got)
+			}
+			if !strings.Contains(h.errText, "too large") {
+				t.Fatalf("emit too large: error text %q does not say so", h.errText)
+			}
+		})
+	}
+}
+
+func TestBilling(t *testing.T) {
+	h, mod := reactor(t, "billing-go")
+	h.config = map[string]string{"tax_rate": "0.2"}
+	if got := call(t, mod, "wqhost_self_test"); got != 0 {
+		t.Fatalf("self test = %d (logs %q), want 0", got, h.logs)
+	}
+	tests := []struct {
+		name       string
+		body       string
+		config     map[string]string
+		wantStatus int32
+		wantOut    map[string]any
+		wantErr    string
+	}{
+		{
+			name:       "items priced with tax",
+			body:       `{"id":"tx-1","account":"acme","currency":"EUR","items":[{"sku":"a","quantity":3,"unit_price":2.5},{"sku":"b","quantity":1,"unit_price":0.1}]}`,
+			config:     map[string]string{"tax_rate": "0.2"},
+			wantStatus: 0,
+			wantOut:    map[string]any{"id": "tx-1", "account": "acme", "currency": "EUR", "items": 2.0, "subtotal_cents": 760.0, "tax_rate": 0.2, "tax_cents": 152.0, "total_cents": 912.0},
+		},
+		{
+			name:       "amount without items, no tax configured",
+			body:       `{"id":"tx-2","account":"acme","currency":"USD","amount":19.99}`,
+			wantStatus: 0,
+			wantOut:    map[string]any{"id": "tx-2", "account": "acme", "currency": "USD", "items": 0.0, "subtotal_cents": 1999.0, "tax_rate": 0.0, "tax_cents": 0.0, "total_cents": 1999.0},
+		},
+		{name: "malformed JSON is rejected", body: `{"id":`, wantStatus: 2, wantErr: "malformed transaction JSON"},
+		{name: "missing fields are rejected", body: `{"id":"tx-3","items":[]}`, wantStatus: 2, wantErr: `transaction "tx-3" lacks account, currency, items or amount`},
+		{name: "bad quantity is rejected", body: `{"id":"tx-4","account":"a","currency":"EUR","items":[{"sku":"z","quantity":0,"unit_price":1}]}`, wantStatus: 2, wantErr: `item 0 ("z")`},
+		{name: "bad tax_rate config is retried", body: `{"id":"tx-5","account":"a","currency":"EUR","amount":1}`, config: map[string]string{"tax_rate": "lots"}, wantStatus: 1, wantErr: `config tax_rate "lots"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h.config = tc.config
+			h.reset([]byte(tc.body), nil)
+			got := call(t, mod, "wqhost_handle")
+			if got != tc.wantStatus {
+				t.Fatalf("status %d (error %q), want %d", got, h.errText, tc.wantStatus)
+			}
+			if tc.wantErr != "" && !strings.Contains(h.errText, tc.wantErr) {
+				t.Fatalf("error text %q, want it to contain %q", h.errText, tc.wantErr)
+			}
+			if tc.wantOut == nil {
+				return
+			}
+			if len(h.outputs) != 1 {
+				t.Fatalf("%d outputs, want 1", len(h.outputs))
+			}
+			var out map[string]any
+			if err := json.Unmarshal(h.outputs[0].body, &out); err != nil {
+				t.Fatalf("output %q is not JSON: %v", h.outputs[0].body, err)
+			}
+			if fmt.Sprint(out) != fmt.Sprint(tc.wantOut) {
+				t.Fatalf("output %v, want %v", out, tc.wantOut)
+			}
+		})
+	}
+}
+
+func TestUpperStdio(t *testing.T) {
+	ctx := context.Background()
+	wasm, err := os.ReadFile("upper-stdio/upper-stdio.wasm")
+	if err != nil {
+		t.Fatalf("read committed module: %v", err)
+	}
+	r := wazero.NewRuntime(ctx)
+	defer r.Close(ctx)
+	wasi_snapshot_preview1.MustInstantiate(ctx, r)
+	cm, err := r.CompileModule(ctx, wasm)
+	if err != nil {
+		t.Fatalf("compile upper-stdio: %v", err)
+	}
+	tests := []struct {
+		in       string
+		wantOut  string
+		wantExit uint32
+	}{
+		{in: "hello, Queue 1\n", wantOut: "HELLO, QUEUE 1\n"},
+		{in: " \n", wantExit: 65},
+	}
+	for _, tc := range tests {
+		var stdout, stderr bytes.Buffer
+		cfg := wazero.NewModuleConfig().WithName("").WithStdin(strings.NewReader(tc.in)).WithStdout(&stdout).WithStderr(&stderr)
+		_, err := r.InstantiateModule(ctx, cm, cfg)
+		var exit uint32
+		var ee *sys.ExitError
+		if errors.As(err, &ee) {
+			exit = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("input %q: %v", tc.in, err)
+		}
+		if exit != tc.wantExit || stdout.String() != tc.wantOut {
+			t.Fatalf("input %q: exit %d stdout %q (stderr %q), want exit %d stdout %q", tc.in, exit, stdout.String(), stderr.String(), tc.wantExit, tc.wantOut)
+		}
+	}
+}
