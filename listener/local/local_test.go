@@ -1,0 +1,170 @@
+package local_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queuetest"
+)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func openStore(t testing.TB, path string, opts local.Options) *local.Backend {
+	t.Helper()
+	b, err := local.Open(context.Background(), path, opts)
+	if err != nil {
+		t.Fatalf("Open %s: %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return b
+}
+
+func TestConformance(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		sync local.Sync
+	}{{"full", local.SyncFull}, {"normal", local.SyncNormal}} {
+		t.Run(mode.name, func(t *testing.T) {
+			queuetest.Run(t, func(t *testing.T) (listener.Backend, func(time.Duration)) {
+				clk := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+				b := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{Sync: mode.sync, Now: clk.Now})
+				return b, clk.Advance
+			})
+		})
+	}
+}
+
+func TestReopenKeepsMessagesAndLeases(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "q.db")
+	clk := &fakeClock{now: time.Unix(1_000_000, 0)}
+	b, err := local.Open(ctx, path, local.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := b.Open(ctx, "jobs")
+	ids := map[string]bool{}
+	for i := 0; i < 5; i++ {
+		id, err := q.Send(ctx, []byte{byte(i)}, listener.SendOptions{Attributes: map[string]string{"n": string(rune('a' + i))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[id] = true
+	}
+	ms, err := q.Receive(ctx, 2, time.Minute)
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("Receive: %d, %v", len(ms), err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b2 := openStore(t, path, local.Options{Now: clk.Now})
+	q2, _ := b2.Open(ctx, "jobs")
+	if d, err := q2.Depth(ctx); err != nil || d != 5 {
+		t.Fatalf("Depth after reopen = %d, %v; want 5", d, err)
+	}
+	got, err := q2.Receive(ctx, listener.MaxBatch, time.Minute)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("Receive after reopen: %d, %v; want the 3 unleased", len(got), err)
+	}
+	// The lease taken before the restart still holds a token that works after it.
+	if err := q2.Delete(ctx, ms[0]); err != nil {
+		t.Fatalf("Delete with pre-restart lease: %v", err)
+	}
+	clk.Advance(2 * time.Minute)
+	again, err := q2.Receive(ctx, listener.MaxBatch, time.Minute)
+	if err != nil || len(again) != 4 {
+		t.Fatalf("Receive after leases expired: %d, %v; want 4", len(again), err)
+	}
+	for _, m := range again {
+		if !ids[m.ID] || m.Attributes["n"] == "" {
+			t.Fatalf("unexpected message %s attrs %v", m.ID, m.Attributes)
+		}
+	}
+}
+
+func TestWaitWakesOnSendAndLeaseExpiry(t *testing.T) {
+	ctx := context.Background()
+	b := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{})
+	q, _ := b.Queue(ctx, "w")
+	done := make(chan error, 1)
+	go func() { done <- q.Wait(ctx, 0) }()
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Wait on an empty queue returned: %v", err)
+	default:
+	}
+	if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Send did not wake the waiter")
+	}
+	if ms, err := q.Receive(ctx, 1, 50*time.Millisecond); err != nil || len(ms) != 1 {
+		t.Fatalf("Receive: %d %v", len(ms), err)
+	}
+	start := time.Now()
+	if err := q.Wait(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatal("Wait did not wake when the lease expired")
+	}
+	if ms, err := q.Receive(ctx, 1, time.Minute); err != nil || len(ms) != 1 {
+		t.Fatalf("Receive after the lease expired: %d %v", len(ms), err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := q.Wait(cctx, 0); err != context.DeadlineExceeded {
+		t.Fatalf("Wait with everything leased = %v, want DeadlineExceeded", err)
+	}
+}
+
+func TestClosedBackend(t *testing.T) {
+	ctx := context.Background()
+	b, err := local.Open(ctx, filepath.Join(t.TempDir(), "q.db"), local.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := b.Open(ctx, "x")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{}); err == nil {
+		t.Fatal("Send on a closed backend succeeded")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
