@@ -599,6 +599,46 @@ func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions
 	return strconv.FormatInt(id, 10), nil
 }
 
+// SendBatch enqueues many messages in one transaction (bulk loads, the CLI's send) and
+// returns their ids in order.
+func (q *Queue) SendBatch(ctx context.Context, bodies [][]byte, opts listener.SendOptions) ([]string, error) {
+	var attrs any
+	if len(opts.Attributes) > 0 {
+		j, err := json.Marshal(opts.Attributes)
+		if err != nil {
+			return nil, q.errf("encode attributes for", err)
+		}
+		attrs = string(j)
+	}
+	ids := make([]string, 0, len(bodies))
+	o := &op{wakes: q, apply: func(now int64) error {
+		ids = ids[:0]
+		var exp int64
+		if opts.TTL > 0 {
+			exp = now + int64(opts.TTL)
+		}
+		for i, body := range bodies {
+			if body == nil {
+				body = []byte{}
+			}
+			res, err := q.b.stmts.insert.Exec(q.name, body, attrs, now, now+int64(max(opts.Delay, 0)), exp)
+			if err != nil {
+				return fmt.Errorf("insert message %d of batch into %s: %w", i, q.name, err)
+			}
+			id, err := res.LastInsertId()
+			if err != nil {
+				return fmt.Errorf("insert message %d of batch into %s: %w", i, q.name, err)
+			}
+			ids = append(ids, strconv.FormatInt(id, 10))
+		}
+		return nil
+	}}
+	if err := q.b.do(ctx, o); err != nil {
+		return nil, q.errf("send batch to", err)
+	}
+	return ids, nil
+}
+
 // Depth counts the queue's messages, leased and delayed ones included.
 func (q *Queue) Depth(ctx context.Context) (int64, error) {
 	var n int64
