@@ -62,7 +62,7 @@ func lookup(m api.Module, fn string, values map[string]string, stack []uint64) {
 	stack[0] = api.EncodeI32(int32(len(v)))
 }
 
-func (h *fakeHost) instantiate(ctx context.Context, t *testing.T, r wazero.Runtime) {
+func (h *fakeHost) instantiate(ctx context.Context, t testing.TB, r wazero.Runtime) {
 	t.Helper()
 	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
 	b := r.NewHostModuleBuilder("wqhost")
@@ -111,7 +111,7 @@ func (h *fakeHost) instantiate(ctx context.Context, t *testing.T, r wazero.Runti
 
 // reactor loads a committed wqhost/v1 module the way the host does: WASI, the wqhost module,
 // then _initialize if exported.
-func reactor(t *testing.T, name string) (*fakeHost, api.Module) {
+func reactor(t testing.TB, name string) (*fakeHost, api.Module) {
 	t.Helper()
 	ctx := context.Background()
 	wasm, err := os.ReadFile(filepath.Join(name, name+".wasm"))
@@ -147,7 +147,7 @@ func reactor(t *testing.T, name string) (*fakeHost, api.Module) {
 	return h, mod
 }
 
-func call(t *testing.T, mod api.Module, fn string) int32 {
+func call(t testing.TB, mod api.Module, fn string) int32 {
 	t.Helper()
 	res, err := mod.ExportedFunction(fn).Call(context.Background())
 	if err != nil {
@@ -281,5 +281,25 @@ func TestUpperStdio(t *testing.T) {
 		if exit != tc.wantExit || stdout.String() != tc.wantOut {
 			t.Fatalf("input %q: exit %d stdout %q (stderr %q), want exit %d stdout %q", tc.in, exit, stdout.String(), stderr.String(), tc.wantExit, tc.wantOut)
 		}
+	}
+}
+
+// BenchmarkEchoHandle measures one wqhost_handle call on a warm instance (fake host included),
+// to compare the Go and Rust SDKs' per-message cost within one run.
+func BenchmarkEchoHandle(b *testing.B) {
+	for _, name := range []string{"echo-go", "echo-rust"} {
+		b.Run(name, func(b *testing.B) {
+			h, mod := reactor(b, name)
+			h.reset([]byte(strings.Repeat("m", 256)), nil)
+			fn := mod.ExportedFunction("wqhost_handle")
+			ctx := context.Background()
+			b.ResetTimer()
+			for range b.N {
+				h.outputs = h.outputs[:0]
+				if _, err := fn.Call(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
