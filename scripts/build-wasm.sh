@@ -39,6 +39,9 @@ dest() { # dest NAME -> path of the built file
 gobuild() { # gobuild NAME [extra go build flags...]
 	local name=$1
 	shift
+	# go build skips writing when the existing file's build ID matches, even if the bytes were
+	# altered after it: remove it so the file is always the build's output.
+	rm -f "$(dest "$name")"
 	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 GOFLAGS= go build -trimpath -buildvcs=false \
 		"$@" -o "$(dest "$name")" "./examples/handlers/$name"
 	echo "built $name"
