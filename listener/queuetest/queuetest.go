@@ -40,6 +40,8 @@ func Run(t *testing.T, f Factory) {
 		{"DepthApproximate", false, testDepth},
 		{"NamedQueuesIndependent", false, testIndependentQueues},
 		{"ConcurrentReceiversExclusive", false, testConcurrentReceivers},
+		{"BatcherPerMessageErrors", false, testBatcher},
+		{"WaiterWakesOnSend", false, testWaiter},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -470,5 +472,75 @@ func testConcurrentReceivers(t *testing.T, b listener.Backend, _ func(time.Durat
 		if c != 1 {
 			t.Fatalf("message %s received %d times while leased", id, c)
 		}
+	}
+}
+
+func testBatcher(t *testing.T, b listener.Backend, _ func(time.Duration)) {
+	ctx := context.Background()
+	q := open(t, b, "batcher")
+	bt, ok := q.(listener.Batcher)
+	if !ok {
+		t.Skip("queue does not implement listener.Batcher")
+	}
+	for i := 0; i < 3; i++ {
+		send(t, q, []byte{byte(i)}, listener.SendOptions{})
+	}
+	ms := receive(t, q, 3, time.Minute)
+	if len(ms) != 3 {
+		t.Fatalf("got %d messages, want 3", len(ms))
+	}
+	stale := *ms[1]
+	if err := q.UpdateVisibility(ctx, ms[1], time.Minute); err != nil {
+		t.Fatalf("UpdateVisibility: %v", err)
+	}
+	errs := bt.DeleteBatch(ctx, []*listener.Message{ms[0], &stale, ms[2]})
+	if len(errs) != 3 {
+		t.Fatalf("DeleteBatch returned %d errors for 3 messages", len(errs))
+	}
+	if errs[0] != nil || errs[2] != nil {
+		t.Fatalf("DeleteBatch errors %v, want success for the live leases", errs)
+	}
+	if !errors.Is(errs[1], listener.ErrLeaseLost) {
+		t.Fatalf("DeleteBatch error for the stale token = %v, want ErrLeaseLost", errs[1])
+	}
+	if d, err := q.Depth(ctx); err != nil || d != 1 {
+		t.Fatalf("Depth = %d, %v; want 1", d, err)
+	}
+	if errs := bt.DeleteBatch(ctx, nil); len(errs) != 0 {
+		t.Fatalf("DeleteBatch(nil) = %v", errs)
+	}
+}
+
+func testWaiter(t *testing.T, b listener.Backend, _ func(time.Duration)) {
+	ctx := context.Background()
+	q := open(t, b, "waiter")
+	w, ok := q.(listener.Waiter)
+	if !ok {
+		t.Skip("queue does not implement listener.Waiter")
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Wait(ctx, time.Minute) }()
+	// The waiter may or may not be parked yet; either way the send must release it.
+	time.Sleep(20 * time.Millisecond)
+	send(t, q, []byte("wake"), listener.SendOptions{})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Send did not wake a waiter")
+	}
+	// A visible message makes Wait return at once, well before this deadline.
+	tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer tcancel()
+	if err := w.Wait(tctx, 0); err != nil {
+		t.Fatalf("Wait with a visible message: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	receive(t, q, 1, time.Hour)
+	if err := w.Wait(cctx, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait with a cancelled context and nothing visible = %v, want context.Canceled", err)
 	}
 }
