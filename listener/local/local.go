@@ -11,6 +11,11 @@
 // transaction (group commit). Messages are received in (visible_at, id) order through an
 // index on (queue, visible_at, id): best-effort FIFO that never scans past leased rows. A
 // released message (UpdateVisibility 0) gets visible_at 0 and so returns to the head.
+//
+// A storage error (disk full, I/O error) rolls back the whole group and fails every
+// operation in it; the callers' messages are then neither sent, leased nor deleted.
+// WAL size is bounded by journal_size_limit after SQLite's automatic checkpoints, a
+// TRUNCATE checkpoint on Close, and auto_vacuum=INCREMENTAL returns freed pages bit by bit.
 package local
 
 import (

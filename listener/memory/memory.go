@@ -153,7 +153,8 @@ type Queue struct {
 // Name returns the queue's name.
 func (q *Queue) Name() string { return q.name }
 
-// Receive leases up to max visible messages, oldest visible first.
+// Receive leases up to max visible messages, oldest visible first. The returned Body and
+// Attributes share the stored message's memory: callers must treat them as read-only.
 func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*listener.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memory: receive from %s: %w", q.name, err)
