@@ -89,6 +89,11 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_ready ON messages (queue, visible_at, id);
 `
 
+// selectReadySQL must be served by messages_ready in index order: a scan in id order would
+// walk past every leased row (see TestReceiveUsesReadyIndex).
+const selectReadySQL = `SELECT id, body, attrs, inserted_at, dequeue_count, expires_at FROM messages
+	WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?`
+
 // Backend is an open queue store. It is safe for concurrent use.
 type Backend struct {
 	path     string
@@ -187,8 +192,7 @@ func (b *Backend) init(ctx context.Context) error {
 		*dst, err = c.PrepareContext(ctx, q)
 	}
 	s := &b.stmts
-	prep(&s.selectReady, `SELECT id, body, attrs, inserted_at, dequeue_count, expires_at FROM messages
-		WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?`)
+	prep(&s.selectReady, selectReadySQL)
 	prep(&s.lease, `UPDATE messages SET visible_at = ?, lease = ?, dequeue_count = dequeue_count + 1 WHERE id = ?`)
 	prep(&s.del, `DELETE FROM messages WHERE id = ?`)
 	prep(&s.delLeased, `DELETE FROM messages WHERE id = ? AND queue = ? AND lease = ? AND visible_at > ?`)
