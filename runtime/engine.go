@@ -1,0 +1,274 @@
+// Package runtime runs WebAssembly handlers under wazero: one runtime per tenant sharing an
+// on-disk compilation cache, modules compiled once per sha256 digest, pools of warm instances
+// with memory and time limits, and the guest ABIs of docs/abi.md (wqhost/v1 and wasi-stdio).
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// ABI names the contract between host and guest (docs/abi.md).
+type ABI string
+
+// The ABIs the host supports.
+const (
+	ABIWqhostV1  ABI = "wqhost/v1"
+	ABIWasiStdio ABI = "wasi-stdio"
+)
+
+// EngineConfig configures an Engine.
+type EngineConfig struct {
+	// CacheDir holds compiled machine code across restarts; empty keeps it in memory only.
+	CacheDir string
+	// Logger receives guest logs and runtime events; nil uses slog.Default().
+	Logger *slog.Logger
+}
+
+// Engine owns the compilation cache, the validated modules and the tenants' runtimes.
+type Engine struct {
+	cache  wazero.CompilationCache
+	logger *slog.Logger
+	check  *checker
+
+	mu      sync.Mutex
+	modules map[string]*flight[*compiled]
+	tenants map[string]*Tenant
+	closed  bool
+}
+
+// flight is a single-flight slot: the first caller fills it, the rest wait on done.
+type flight[T any] struct {
+	done chan struct{}
+	val  T
+	err  error
+}
+
+// compiled is what every Module with the same bytes and ABI shares.
+type compiled struct {
+	digest   string
+	abi      ABI
+	wasm     []byte
+	selfTest bool
+}
+
+// Module is a validated module, ready to be instantiated by any tenant.
+type Module struct {
+	name string
+	c    *compiled
+}
+
+// Name is the name the module was loaded under (usually its file path).
+func (m *Module) Name() string { return m.name }
+
+// Digest is the hex sha256 of the module's bytes.
+func (m *Module) Digest() string { return m.c.digest }
+
+// ABI is the module's declared ABI.
+func (m *Module) ABI() ABI { return m.c.abi }
+
+// NewEngine creates an Engine. Close it to release the cache and every tenant's runtime.
+func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
+	var cache wazero.CompilationCache
+	if cfg.CacheDir != "" {
+		if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
+			return nil, fmt.Errorf("runtime: compilation cache %s: %w", cfg.CacheDir, err)
+		}
+		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: compilation cache %s: %w", cfg.CacheDir, err)
+		}
+		cache = c
+	} else {
+		cache = wazero.NewCompilationCache()
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	chk, err := newChecker(ctx, cache)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{
+		cache: cache, logger: logger, check: chk,
+		modules: map[string]*flight[*compiled]{},
+		tenants: map[string]*Tenant{},
+	}, nil
+}
+
+// Compile validates wasm against abi and returns the module. Loads of the same bytes and ABI,
+// concurrent or not, validate and compile once.
+func (e *Engine) Compile(ctx context.Context, name string, wasm []byte, abi ABI) (*Module, error) {
+	if abi == "" {
+		abi = ABIWqhostV1
+	}
+	sum := sha256.Sum256(wasm)
+	digest := hex.EncodeToString(sum[:])
+	key := digest + "|" + string(abi)
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("runtime: compile %s: engine closed", name)
+	}
+	f, ok := e.modules[key]
+	if !ok {
+		f = &flight[*compiled]{done: make(chan struct{})}
+		e.modules[key] = f
+		e.mu.Unlock()
+		f.val, f.err = e.check.validate(ctx, name, wasm, abi)
+		if f.val != nil {
+			f.val.digest = digest
+		}
+		close(f.done)
+		if f.err != nil {
+			// A failed validation is not cached: the next load of a fixed file must retry.
+			e.mu.Lock()
+			delete(e.modules, key)
+			e.mu.Unlock()
+		}
+	} else {
+		e.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("runtime: compile %s: %w", name, ctx.Err())
+		}
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &Module{name: name, c: f.val}, nil
+}
+
+// TenantLimits are the limits shared by every instance of one tenant.
+type TenantLimits struct {
+	// MemoryPages caps each instance's linear memory, in 64 KiB pages; 0 means 2048 (128 MiB).
+	MemoryPages uint32
+}
+
+// Tenant returns the tenant's runtime, creating it on first use. Later calls return the same
+// Tenant and ignore limits.
+func (e *Engine) Tenant(name string, limits TenantLimits) (*Tenant, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, fmt.Errorf("runtime: tenant %s: engine closed", name)
+	}
+	if t, ok := e.tenants[name]; ok {
+		return t, nil
+	}
+	if limits.MemoryPages == 0 {
+		limits.MemoryPages = 2048
+	}
+	t := &Tenant{name: name, e: e, limits: limits, logger: e.logger.With("tenant", name)}
+	e.tenants[name] = t
+	return t, nil
+}
+
+// Close closes every tenant's runtime and the cache. Pools should be closed first.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	e.closed = true
+	tenants := e.tenants
+	e.tenants = map[string]*Tenant{}
+	e.mu.Unlock()
+	var errs []error
+	for _, t := range tenants {
+		errs = append(errs, t.close(ctx))
+	}
+	errs = append(errs, e.check.rt.Close(ctx), e.cache.Close(ctx))
+	return errors.Join(errs...)
+}
+
+// Tenant is one tenant's isolation domain: its own wazero runtimes, never shared.
+type Tenant struct {
+	name   string
+	e      *Engine
+	limits TenantLimits
+	logger *slog.Logger
+
+	mu sync.Mutex
+	// rts holds two runtimes: [0] without and [1] with close-on-context-done, because that
+	// option is per runtime and costs a goroutine per call, which pools without a time limit
+	// should not pay.
+	rts      [2]wazero.Runtime
+	compiled [2]map[string]*flight[wazero.CompiledModule]
+}
+
+// Name is the tenant's name.
+func (t *Tenant) Name() string { return t.name }
+
+func (t *Tenant) runtime(ctx context.Context, terminate bool) (wazero.Runtime, int, error) {
+	i := 0
+	if terminate {
+		i = 1
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.rts[i] != nil {
+		return t.rts[i], i, nil
+	}
+	cfg := wazero.NewRuntimeConfig().
+		WithCompilationCache(t.e.cache).
+		WithMemoryLimitPages(t.limits.MemoryPages).
+		WithCloseOnContextDone(terminate)
+	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, 0, fmt.Errorf("runtime: tenant %s: wasi: %w", t.name, err)
+	}
+	if _, err := hostModule(rt).Instantiate(ctx); err != nil {
+		_ = rt.Close(ctx)
+		return nil, 0, fmt.Errorf("runtime: tenant %s: host module: %w", t.name, err)
+	}
+	t.rts[i] = rt
+	t.compiled[i] = map[string]*flight[wazero.CompiledModule]{}
+	return rt, i, nil
+}
+
+// compile returns the module compiled in the tenant's runtime, once per digest.
+func (t *Tenant) compile(ctx context.Context, m *Module, terminate bool) (wazero.Runtime, wazero.CompiledModule, error) {
+	rt, i, err := t.runtime(ctx, terminate)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.mu.Lock()
+	f, ok := t.compiled[i][m.c.digest]
+	if !ok {
+		f = &flight[wazero.CompiledModule]{done: make(chan struct{})}
+		t.compiled[i][m.c.digest] = f
+		t.mu.Unlock()
+		f.val, f.err = rt.CompileModule(ctx, m.c.wasm)
+		if f.err != nil {
+			f.err = fmt.Errorf("runtime: tenant %s: compile %s: %w", t.name, m.name, f.err)
+		}
+		close(f.done)
+	} else {
+		t.mu.Unlock()
+		<-f.done
+	}
+	return rt, f.val, f.err
+}
+
+func (t *Tenant) close(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var errs []error
+	for i, rt := range t.rts {
+		if rt != nil {
+			errs = append(errs, rt.Close(ctx))
+			t.rts[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,256 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+const hostModuleName = "wqhost"
+
+// Return codes of the host functions (docs/abi.md).
+const (
+	errNotFound = -1
+	errDenied   = -2
+	errTooLarge = -3
+	errLimit    = -4
+	errInvalid  = -5
+)
+
+const (
+	maxLogLine     = 4096
+	maxLogsPerCall = 100
+)
+
+// HostCallError is a guest's misuse of a host function, such as a pointer outside its memory.
+// It traps the instance.
+type HostCallError struct {
+	Func string // the host function, e.g. "wqhost.msg_body"
+	Msg  string
+}
+
+func (e *HostCallError) Error() string { return e.Func + ": " + e.Msg }
+
+type stateKey struct{}
+
+// callState is one instance's view of the message being handled; host functions find it in
+// the instance's long-lived context, so the hot path allocates nothing to reach it.
+type callState struct {
+	pool *Pool
+	in   *Input
+	out  *Output
+	logs int
+	// retryAfterSet records whether the guest called retry_after.
+	retryAfterSet bool
+}
+
+func stateOf(ctx context.Context) *callState {
+	st, _ := ctx.Value(stateKey{}).(*callState)
+	return st
+}
+
+// mem returns guest memory [ptr, ptr+n) or traps naming fn.
+func mem(m api.Module, fn string, ptr, n uint32) []byte {
+	b, ok := m.Memory().Read(ptr, n)
+	if !ok {
+		panic(&HostCallError{Func: "wqhost." + fn, Msg: fmt.Sprintf("range [%d, %d+%d) is outside the guest memory of %d bytes", ptr, ptr, n, m.Memory().Size())})
+	}
+	return b
+}
+
+func i32(v int32) uint64 { return uint64(uint32(v)) }
+
+type hostFn struct {
+	name    string
+	params  []api.ValueType
+	results []api.ValueType
+	fn      api.GoModuleFunc
+}
+
+var (
+	tI32 = api.ValueTypeI32
+	tI64 = api.ValueTypeI64
+)
+
+func hostFuncs() []hostFn {
+	return []hostFn{
+		{"msg_body_len", nil, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
+			st := stateOf(ctx)
+			n := 0
+			if st != nil && st.in != nil {
+				n = len(st.in.Body)
+			}
+			s[0] = i32(int32(n))
+		}},
+		{"msg_body", []api.ValueType{tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
+			dst := mem(m, "msg_body", uint32(s[0]), uint32(s[1]))
+			st := stateOf(ctx)
+			var body []byte
+			if st != nil && st.in != nil {
+				body = st.in.Body
+			}
+			s[0] = i32(int32(copy(dst, body)))
+		}},
+		{"msg_meta", []api.ValueType{tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
+			key := mem(m, "msg_meta", uint32(s[0]), uint32(s[1]))
+			dst := mem(m, "msg_meta", uint32(s[2]), uint32(s[3]))
+			var scratch [64]byte
+			v, ok := stateOf(ctx).meta(string(key), scratch[:0])
+			if !ok {
+				s[0] = i32(errNotFound)
+				return
+			}
+			copy(dst, v)
+			s[0] = i32(int32(len(v)))
+		}},
+		{"config_get", []api.ValueType{tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
+			key := mem(m, "config_get", uint32(s[0]), uint32(s[1]))
+			dst := mem(m, "config_get", uint32(s[2]), uint32(s[3]))
+			st := stateOf(ctx)
+			var v string
+			ok := false
+			if st != nil && st.pool != nil {
+				v, ok = st.pool.cfg.Config[string(key)]
+			}
+			if !ok {
+				s[0] = i32(errNotFound)
+				return
+			}
+			copy(dst, v)
+			s[0] = i32(int32(len(v)))
+		}},
+		{"log", []api.ValueType{tI32, tI32, tI32}, nil, func(ctx context.Context, m api.Module, s []uint64) {
+			b := mem(m, "log", uint32(s[1]), uint32(s[2]))
+			st := stateOf(ctx)
+			if st == nil || st.pool == nil {
+				return
+			}
+			st.logs++
+			if st.logs > maxLogsPerCall {
+				return
+			}
+			if len(b) > maxLogLine {
+				b = b[:maxLogLine]
+			}
+			level := slog.Level(int32(s[0]))
+			id := ""
+			if st.in != nil {
+				id = st.in.ID
+			}
+			st.pool.logger.Log(ctx, level, string(b), "message_id", id, "source", "guest")
+		}},
+		{"set_error", []api.ValueType{tI32, tI32}, nil, func(ctx context.Context, m api.Module, s []uint64) {
+			b := mem(m, "set_error", uint32(s[0]), uint32(s[1]))
+			if st := stateOf(ctx); st != nil && st.out != nil {
+				if len(b) > maxLogLine {
+					b = b[:maxLogLine]
+				}
+				st.out.ErrorText = string(b)
+			}
+		}},
+		{"retry_after", []api.ValueType{tI64}, nil, func(ctx context.Context, m api.Module, s []uint64) {
+			if st := stateOf(ctx); st != nil && st.out != nil {
+				ms := int64(s[0])
+				if ms < 0 {
+					ms = 0
+				}
+				st.out.RetryAfter = time.Duration(ms) * time.Millisecond
+			}
+		}},
+		{"emit", []api.ValueType{tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
+			q := mem(m, "emit", uint32(s[0]), uint32(s[1]))
+			body := mem(m, "emit", uint32(s[2]), uint32(s[3]))
+			st := stateOf(ctx)
+			if st == nil || st.out == nil || st.pool == nil {
+				// Self-test and other message-less calls have nowhere to send to.
+				s[0] = i32(errDenied)
+				return
+			}
+			s[0] = i32(st.emit(q, body))
+		}},
+	}
+}
+
+func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
+	b := rt.NewHostModuleBuilder(hostModuleName)
+	for _, f := range hostFuncs() {
+		b.NewFunctionBuilder().WithGoModuleFunction(f.fn, f.params, f.results).WithName(f.name).Export(f.name)
+	}
+	return b
+}
+
+func validQueueName(q []byte) bool {
+	if len(q) == 0 || len(q) > 255 {
+		return false
+	}
+	for _, c := range q {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (st *callState) emit(q, body []byte) int32 {
+	cfg := &st.pool.cfg
+	if len(st.out.Outputs) >= cfg.MaxOutputs {
+		return errLimit
+	}
+	if len(body) > cfg.MaxOutputBytes {
+		return errTooLarge
+	}
+	var queue string
+	if len(q) == 0 {
+		if cfg.OutputQueue == "" {
+			return errInvalid
+		}
+		queue = cfg.OutputQueue
+	} else {
+		if !validQueueName(q) {
+			return errInvalid
+		}
+		queue = string(q)
+		if cfg.AllowEmit != nil {
+			if err := cfg.AllowEmit(queue); err != nil {
+				return errDenied
+			}
+		}
+	}
+	st.out.Outputs = append(st.out.Outputs, Emitted{Queue: queue, Body: append([]byte(nil), body...)})
+	return 0
+}
+
+// meta returns the metadata value for key, formatting numbers into scratch.
+func (st *callState) meta(key string, scratch []byte) ([]byte, bool) {
+	if st == nil || st.in == nil {
+		return nil, false
+	}
+	in := st.in
+	switch key {
+	case "id":
+		return []byte(in.ID), true
+	case "queue":
+		return []byte(in.Queue), true
+	case "tenant":
+		return []byte(st.pool.t.name), true
+	case "binding":
+		return []byte(st.pool.cfg.Binding), true
+	case "dequeue_count":
+		return strconv.AppendInt(scratch, in.DequeueCount, 10), true
+	case "inserted_at":
+		return in.InsertedAt.UTC().AppendFormat(scratch, time.RFC3339Nano), true
+	case "order_key":
+		if in.OrderKey == "" {
+			return nil, false
+		}
+		return []byte(in.OrderKey), true
+	}
+	return nil, false
+}

@@ -1,0 +1,417 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// Errors a call can fail with; test them with errors.Is.
+var (
+	ErrTimeout     = errors.New("handler exceeded its time limit")
+	ErrMemoryLimit = errors.New("handler exceeded its memory limit")
+	ErrTrap        = errors.New("handler trapped")
+	ErrBadStatus   = errors.New("handler returned an unknown status")
+	ErrPoolClosed  = errors.New("pool closed")
+	ErrSelfTest    = errors.New("self test failed")
+)
+
+// Status is a handler's verdict on a message.
+type Status int
+
+// The statuses of docs/abi.md.
+const (
+	StatusOK     Status = 0
+	StatusRetry  Status = 1
+	StatusReject Status = 2
+)
+
+// Input is the message handed to a guest.
+type Input struct {
+	ID           string
+	Queue        string
+	Body         []byte
+	DequeueCount int64
+	InsertedAt   time.Time
+	OrderKey     string
+}
+
+// Emitted is one output message.
+type Emitted struct {
+	Queue string
+	Body  []byte
+}
+
+// Output is the result of a call that did not fail.
+type Output struct {
+	Status     Status
+	RetryAfter time.Duration // set by retry_after; 0 means the binding's policy decides
+	ErrorText  string        // set by set_error (wqhost/v1) or the last stderr line (wasi-stdio)
+	Outputs    []Emitted     // to send if Status is StatusOK
+	first      [1]Emitted    // backs Outputs so the common single output costs no extra allocation
+}
+
+// PoolConfig configures a Pool. Zero values take the documented defaults.
+type PoolConfig struct {
+	Binding      string
+	MinInstances int // warm instances kept ready (wqhost/v1 only)
+	MaxInstances int // instances at once, i.e. concurrent calls; default 4
+	MaxUses      int // calls before an instance is replaced; 0 = unlimited
+	// MaxMemoryBytes replaces an instance whose memory grew past it after a call; 0 = never.
+	MaxMemoryBytes uint64
+	// Timeout limits each call's wall time; 0 means no limit (and no per-call watchdog cost).
+	Timeout        time.Duration
+	Config         map[string]string
+	OutputQueue    string                   // target of emit with an empty queue name
+	AllowEmit      func(queue string) error // nil allows every named queue; an error gives ERR_DENIED
+	MaxOutputBytes int                      // per output; default 4 MiB
+	MaxOutputs     int                      // per message; default 64
+	Env            map[string]string        // environment variables granted to the guest
+	ReadOnlyDir    string                   // host directory mounted read-only at / ; empty = none
+	StdioCapBytes  int                      // guest stdout+stderr logged per call; default 16 KiB
+}
+
+// PoolStats are a pool's counters.
+type PoolStats struct {
+	Instances, Idle, Busy   int
+	Calls, Discarded, Traps int64
+	Timeouts                int64
+}
+
+// Pool runs one module version of one binding of one tenant.
+type Pool struct {
+	t        *Tenant
+	m        *Module
+	cfg      PoolConfig
+	rt       wazero.Runtime
+	cm       wazero.CompiledModule
+	logger   *slog.Logger
+	memLimit uint64
+
+	tokens chan struct{}
+	idle   chan *instance
+	wg     sync.WaitGroup
+	closed atomic.Bool
+	total  atomic.Int64
+	busy   atomic.Int64
+
+	calls, discarded, traps, timeouts atomic.Int64
+}
+
+// NewPool creates a pool and warms MinInstances instances.
+func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool, error) {
+	if cfg.MaxInstances <= 0 {
+		cfg.MaxInstances = 4
+	}
+	if cfg.MinInstances > cfg.MaxInstances {
+		cfg.MinInstances = cfg.MaxInstances
+	}
+	if cfg.MaxOutputBytes <= 0 {
+		cfg.MaxOutputBytes = 4 << 20
+	}
+	if cfg.MaxOutputs <= 0 {
+		cfg.MaxOutputs = 64
+	}
+	if cfg.StdioCapBytes <= 0 {
+		cfg.StdioCapBytes = 16 << 10
+	}
+	rt, cm, err := t.compile(ctx, m, cfg.Timeout > 0)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{
+		t: t, m: m, cfg: cfg, rt: rt, cm: cm,
+		logger:   t.logger.With("binding", cfg.Binding, "module", m.name, "digest", m.c.digest[:12]),
+		memLimit: uint64(t.limits.MemoryPages) * 65536,
+		tokens:   make(chan struct{}, cfg.MaxInstances),
+		idle:     make(chan *instance, cfg.MaxInstances),
+	}
+	for range cfg.MaxInstances {
+		p.tokens <- struct{}{}
+	}
+	if m.c.abi == ABIWqhostV1 {
+		for range cfg.MinInstances {
+			inst, err := p.newInstance(ctx)
+			if err != nil {
+				_ = p.Close(ctx)
+				return nil, err
+			}
+			p.idle <- inst
+		}
+	}
+	return p, nil
+}
+
+// Validate instantiates m once in the tenant's runtime and runs its wqhost_self_test export if
+// it has one; hot reload calls it before switching a binding to a new version.
+func (t *Tenant) Validate(ctx context.Context, m *Module, cfg PoolConfig) error {
+	if m.c.abi != ABIWqhostV1 {
+		return nil
+	}
+	cfg.MinInstances, cfg.MaxInstances = 0, 1
+	p, err := t.NewPool(ctx, m, cfg)
+	if err != nil {
+		return err
+	}
+	defer p.Close(ctx)
+	inst, err := p.newInstance(ctx)
+	if err != nil {
+		return err
+	}
+	defer inst.close(ctx)
+	if inst.selfTest == nil {
+		return nil
+	}
+	stack := []uint64{0}
+	if err := inst.selfTest.CallWithStack(ctx, stack); err != nil {
+		return fmt.Errorf("runtime: %s: wqhost_self_test: %w: %w", m.name, ErrSelfTest, err)
+	}
+	if rc := int32(stack[0]); rc != 0 {
+		return fmt.Errorf("runtime: %s: wqhost_self_test returned %d: %w", m.name, rc, ErrSelfTest)
+	}
+	return nil
+}
+
+type instance struct {
+	mod      api.Module
+	handle   api.Function
+	selfTest api.Function
+	st       *callState
+	ctx      context.Context
+	cancel   context.CancelFunc
+	timer    *time.Timer
+	stack    [1]uint64
+	uses     int
+	stdio    *cappedLog
+}
+
+func (p *Pool) moduleConfig(stdio io.Writer) wazero.ModuleConfig {
+	mc := wazero.NewModuleConfig().WithName("").
+		WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader).
+		WithStdout(stdio).WithStderr(stdio)
+	for k, v := range p.cfg.Env {
+		mc = mc.WithEnv(k, v)
+	}
+	if p.cfg.ReadOnlyDir != "" {
+		mc = mc.WithFSConfig(wazero.NewFSConfig().WithReadOnlyDirMount(p.cfg.ReadOnlyDir, "/"))
+	}
+	return mc
+}
+
+func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
+	st := &callState{pool: p}
+	logw := &cappedLog{logger: p.logger, limit: p.cfg.StdioCapBytes}
+	base, cancel := context.WithCancel(context.WithValue(context.Background(), stateKey{}, st))
+	mc := p.moduleConfig(logw).WithStartFunctions("_initialize")
+	mod, err := p.rt.InstantiateModule(base, p.cm, mc)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("runtime: tenant %s binding %s: instantiate %s: %w", p.t.name, p.cfg.Binding, p.m.name, err)
+	}
+	inst := &instance{
+		mod: mod, handle: mod.ExportedFunction("wqhost_handle"), selfTest: mod.ExportedFunction("wqhost_self_test"),
+		st: st, ctx: base, cancel: cancel, stdio: logw,
+	}
+	if p.cfg.Timeout > 0 {
+		// One timer per instance, re-armed per call, is cheaper than a deadline context per call.
+		inst.timer = time.AfterFunc(time.Hour, cancel)
+		inst.timer.Stop()
+	}
+	p.total.Add(1)
+	return inst, nil
+}
+
+func (inst *instance) close(ctx context.Context) {
+	if inst.timer != nil {
+		inst.timer.Stop()
+	}
+	inst.cancel()
+	_ = inst.mod.Close(ctx)
+}
+
+// Call hands in to the module and returns its verdict. An error means the call failed (trap,
+// time limit, memory limit, bad pointer, unknown status); the instance is then replaced.
+func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
+	if p.m.c.abi == ABIWasiStdio {
+		return p.callStdio(ctx, in)
+	}
+	select {
+	case <-p.tokens:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("runtime: message %s: waiting for an instance: %w", in.ID, ctx.Err())
+	}
+	p.wg.Add(1)
+	defer p.wg.Done()
+	if p.closed.Load() {
+		p.tokens <- struct{}{}
+		return nil, fmt.Errorf("runtime: message %s: %w", in.ID, ErrPoolClosed)
+	}
+	var inst *instance
+	select {
+	case inst = <-p.idle:
+	default:
+		var err error
+		if inst, err = p.newInstance(ctx); err != nil {
+			p.tokens <- struct{}{}
+			return nil, err
+		}
+	}
+	p.busy.Add(1)
+	out, discard, err := p.run(inst, in)
+	p.busy.Add(-1)
+	if discard || p.closed.Load() {
+		p.discard(inst)
+	} else {
+		select {
+		case p.idle <- inst:
+		default:
+			// A refill raced this call's fresh instance; keep the pool within MaxInstances.
+			inst.close(context.Background())
+			p.total.Add(-1)
+		}
+	}
+	p.tokens <- struct{}{}
+	return out, err
+}
+
+func (p *Pool) run(inst *instance, in *Input) (out *Output, discard bool, err error) {
+	p.calls.Add(1)
+	out = &Output{}
+	out.Outputs = out.first[:0]
+	st := inst.st
+	st.in, st.out, st.logs = in, out, 0
+	inst.stdio.reset(in.ID)
+	if inst.timer != nil {
+		inst.timer.Reset(p.cfg.Timeout)
+	}
+	err = inst.handle.CallWithStack(inst.ctx, inst.stack[:])
+	timedOut := inst.timer != nil && !inst.timer.Stop()
+	st.in, st.out = nil, nil
+	inst.uses++
+	if err != nil || timedOut {
+		if err == nil {
+			// The watchdog fired after the guest returned: the result stands, the instance's
+			// context is spent.
+			return p.verdict(inst, out)
+		}
+		var hce *HostCallError
+		switch {
+		case timedOut:
+			p.timeouts.Add(1)
+			err = fmt.Errorf("runtime: message %s: %w (%s): %w", in.ID, ErrTimeout, p.cfg.Timeout, err)
+		case errors.As(err, &hce):
+			p.traps.Add(1)
+			err = fmt.Errorf("runtime: message %s: %w: %w", in.ID, ErrTrap, err)
+		case p.nearMemLimit(inst):
+			p.traps.Add(1)
+			err = fmt.Errorf("runtime: message %s: %w (%d bytes): %w", in.ID, ErrMemoryLimit, p.memLimit, err)
+		default:
+			p.traps.Add(1)
+			err = fmt.Errorf("runtime: message %s: %w: %w", in.ID, ErrTrap, err)
+		}
+		return nil, true, err
+	}
+	out, discard, err = p.verdict(inst, out)
+	if err != nil {
+		err = fmt.Errorf("runtime: message %s: %w", in.ID, err)
+	}
+	return out, discard, err
+}
+
+func (p *Pool) verdict(inst *instance, out *Output) (*Output, bool, error) {
+	discard := inst.timer != nil && inst.ctx.Err() != nil ||
+		p.cfg.MaxUses > 0 && inst.uses >= p.cfg.MaxUses ||
+		p.cfg.MaxMemoryBytes > 0 && uint64(inst.mod.Memory().Size()) > p.cfg.MaxMemoryBytes
+	switch rc := int32(inst.stack[0]); rc {
+	case 0, 1, 2:
+		out.Status = Status(rc)
+		if out.Status != StatusOK {
+			out.Outputs = nil
+		}
+		return out, discard, nil
+	default:
+		return nil, discard, fmt.Errorf("%w %d: %s", ErrBadStatus, rc, out.ErrorText)
+	}
+}
+
+// nearMemLimit reports whether a failed call ran out of memory. wazero does not report a
+// refused memory.grow; the guest's allocator aborts instead, so a trap with memory within a
+// quarter of the limit (one large allocation away) is taken as the limit hit.
+func (p *Pool) nearMemLimit(inst *instance) bool {
+	slack := max(p.memLimit/4, 8<<20)
+	m := inst.mod.Memory()
+	return m != nil && uint64(m.Size())+slack >= p.memLimit
+}
+
+func (p *Pool) discard(inst *instance) {
+	inst.close(context.Background())
+	p.discarded.Add(1)
+	p.total.Add(-1)
+	if p.closed.Load() || int(p.total.Load()) >= p.cfg.MinInstances {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		// A refill holds a call slot like a call does, so instances never exceed MaxInstances.
+		select {
+		case <-p.tokens:
+		default:
+			return
+		}
+		defer func() { p.tokens <- struct{}{} }()
+		if p.closed.Load() || int(p.total.Load()) >= p.cfg.MinInstances {
+			return
+		}
+		inst, err := p.newInstance(context.Background())
+		if err != nil {
+			p.logger.Warn("refilling pool", "err", err)
+			return
+		}
+		select {
+		case p.idle <- inst:
+		default:
+			inst.close(context.Background())
+			p.total.Add(-1)
+		}
+	}()
+}
+
+// Stats returns the pool's counters.
+func (p *Pool) Stats() PoolStats {
+	return PoolStats{
+		Instances: int(p.total.Load()), Idle: len(p.idle), Busy: int(p.busy.Load()),
+		Calls: p.calls.Load(), Discarded: p.discarded.Load(), Traps: p.traps.Load(), Timeouts: p.timeouts.Load(),
+	}
+}
+
+// Close stops new calls, waits for calls in flight (or ctx), and closes every instance.
+func (p *Pool) Close(ctx context.Context) error {
+	p.closed.Store(true)
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("runtime: closing pool %s: %w", p.cfg.Binding, ctx.Err())
+	}
+	for {
+		select {
+		case inst := <-p.idle:
+			inst.close(ctx)
+			p.total.Add(-1)
+		default:
+			return err
+		}
+	}
+}

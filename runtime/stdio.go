@@ -1,0 +1,168 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// Exit codes of the wasi-stdio ABI.
+const (
+	exitTempFail = 75 // EX_TEMPFAIL: retry
+	exitDataErr  = 65 // EX_DATAERR: reject
+)
+
+// cappedLog sends guest stdout/stderr lines to the log until a per-call byte budget is spent.
+type cappedLog struct {
+	logger *slog.Logger
+	limit  int
+	used   int
+	id     string
+	warned bool
+}
+
+func (c *cappedLog) reset(id string) { c.used, c.id, c.warned = 0, id, false }
+
+func (c *cappedLog) Write(b []byte) (int, error) {
+	n := len(b)
+	if c.used >= c.limit {
+		if !c.warned {
+			c.warned = true
+			c.logger.Warn("guest output truncated", "message_id", c.id, "cap_bytes", c.limit)
+		}
+		return n, nil
+	}
+	if room := c.limit - c.used; len(b) > room {
+		b = b[:room]
+	}
+	c.used += len(b)
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		c.logger.Info(line, "message_id", c.id, "source", "guest-stdio")
+	}
+	return n, nil
+}
+
+// cappedBuf collects stdout up to a limit and notes an overflow.
+type cappedBuf struct {
+	bytes.Buffer
+	limit    int
+	overflow bool
+}
+
+func (c *cappedBuf) Write(b []byte) (int, error) {
+	if c.Len()+len(b) > c.limit {
+		c.overflow = true
+		return 0, errors.New("stdout exceeds the output size limit")
+	}
+	return c.Buffer.Write(b)
+}
+
+// envKey turns a config key into the suffix of WQHOST_CONFIG_<KEY>.
+func envKey(k string) string {
+	b := []byte(strings.ToUpper(k))
+	for i, c := range b {
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// callStdio runs a fresh command instance: stdin is the body, stdout the output.
+func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
+	select {
+	case <-p.tokens:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("runtime: message %s: waiting for a slot: %w", in.ID, ctx.Err())
+	}
+	defer func() { p.tokens <- struct{}{} }()
+	p.wg.Add(1)
+	defer p.wg.Done()
+	if p.closed.Load() {
+		return nil, fmt.Errorf("runtime: message %s: %w", in.ID, ErrPoolClosed)
+	}
+	p.calls.Add(1)
+	if p.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.Timeout)
+		defer cancel()
+	}
+	stdout := &cappedBuf{limit: p.cfg.MaxOutputBytes}
+	logw := &cappedLog{logger: p.logger, limit: p.cfg.StdioCapBytes, id: in.ID}
+	var stderr bytes.Buffer
+	mc := p.moduleConfig(logw).WithStdin(bytes.NewReader(in.Body)).WithStdout(stdout).
+		WithStderr(multiWriter{&stderr, logw}).
+		WithEnv("WQHOST_MESSAGE_ID", in.ID).WithEnv("WQHOST_QUEUE", in.Queue).
+		WithEnv("WQHOST_TENANT", p.t.name).WithEnv("WQHOST_BINDING", p.cfg.Binding).
+		WithEnv("WQHOST_DEQUEUE_COUNT", strconv.FormatInt(in.DequeueCount, 10)).
+		WithEnv("WQHOST_INSERTED_AT", in.InsertedAt.UTC().Format("2006-01-02T15:04:05.999999999Z07:00"))
+	for k, v := range p.cfg.Config {
+		mc = mc.WithEnv("WQHOST_CONFIG_"+envKey(k), v)
+	}
+	mod, err := p.rt.InstantiateModule(ctx, p.cm, mc)
+	if mod != nil {
+		_ = mod.Close(context.Background())
+	}
+	code := uint32(0)
+	if err != nil {
+		var exit *sys.ExitError
+		if !errors.As(err, &exit) {
+			p.traps.Add(1)
+			return nil, fmt.Errorf("runtime: message %s: %w: %w", in.ID, ErrTrap, err)
+		}
+		code = exit.ExitCode()
+		switch {
+		case code == sys.ExitCodeDeadlineExceeded || code == sys.ExitCodeContextCanceled && ctx.Err() != nil:
+			p.timeouts.Add(1)
+			return nil, fmt.Errorf("runtime: message %s: %w (%s): %w", in.ID, ErrTimeout, p.cfg.Timeout, err)
+		}
+	}
+	reason := lastLine(stderr.String())
+	out := &Output{ErrorText: reason}
+	switch code {
+	case 0:
+		if stdout.overflow {
+			return nil, fmt.Errorf("runtime: message %s: stdout exceeds %d bytes", in.ID, p.cfg.MaxOutputBytes)
+		}
+		out.Status = StatusOK
+		if stdout.Len() > 0 && p.cfg.OutputQueue != "" {
+			out.Outputs = append(out.first[:0], Emitted{Queue: p.cfg.OutputQueue, Body: stdout.Bytes()})
+		}
+		return out, nil
+	case exitTempFail:
+		out.Status = StatusRetry
+		return out, nil
+	case exitDataErr:
+		out.Status = StatusReject
+		return out, nil
+	}
+	return nil, fmt.Errorf("runtime: message %s: exit code %d: %s: %w", in.ID, code, reason, ErrBadStatus)
+}
+
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if len(s) > maxLogLine {
+		s = s[:maxLogLine]
+	}
+	return s
+}
+
+type multiWriter struct {
+	a, b interface{ Write([]byte) (int, error) }
+}
+
+func (m multiWriter) Write(b []byte) (int, error) {
+	if m.a.(*bytes.Buffer).Len() < 64<<10 {
+		m.a.Write(b)
+	}
+	return m.b.Write(b)
+}

@@ -1,0 +1,159 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// checker compiles modules in a runtime of its own to inspect their imports and exports.
+type checker struct {
+	rt   wazero.Runtime
+	wasi map[string]api.FunctionDefinition
+	host map[string]api.FunctionDefinition
+}
+
+func newChecker(ctx context.Context, cache wazero.CompilationCache) (*checker, error) {
+	cfg := wazero.NewRuntimeConfig()
+	if cache != nil {
+		cfg = cfg.WithCompilationCache(cache)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
+	_, err := wasi_snapshot_preview1.Instantiate(ctx, rt)
+	if err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("runtime: validator: wasi: %w", err)
+	}
+	h, err := hostModule(rt).Instantiate(ctx)
+	if err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("runtime: validator: host module: %w", err)
+	}
+	return &checker{rt: rt, wasi: rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions(), host: h.ExportedFunctionDefinitions()}, nil
+}
+
+// Validate checks the module in the file at path against abi, without running it, and returns
+// an error naming the file, the ABI and everything missing or unknown. It is what
+// `wqhost validate` runs.
+func Validate(ctx context.Context, path string, abi ABI) error {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("runtime: validate %s: %w", path, err)
+	}
+	c, err := newChecker(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer c.rt.Close(ctx)
+	_, err = c.validate(ctx, path, wasm, abi)
+	return err
+}
+
+func sigString(params, results []api.ValueType) string {
+	names := func(ts []api.ValueType) string {
+		s := make([]string, len(ts))
+		for i, t := range ts {
+			s[i] = api.ValueTypeName(t)
+		}
+		return "(" + strings.Join(s, ",") + ")"
+	}
+	return names(params) + "->" + names(results)
+}
+
+func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi ABI) (*compiled, error) {
+	if abi == "" {
+		abi = ABIWqhostV1
+	}
+	if abi != ABIWqhostV1 && abi != ABIWasiStdio {
+		return nil, fmt.Errorf("runtime: %s: unknown abi %q (supported: %s, %s)", name, abi, ABIWqhostV1, ABIWasiStdio)
+	}
+	cm, err := c.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: %s: not a valid wasm module: %w", name, err)
+	}
+	defer cm.Close(ctx)
+
+	var problems []string
+	for _, imp := range cm.ImportedFunctions() {
+		mod, fn, _ := imp.Import()
+		var known map[string]api.FunctionDefinition
+		switch mod {
+		case wasi_snapshot_preview1.ModuleName:
+			known = c.wasi
+		case hostModuleName:
+			if abi != ABIWqhostV1 {
+				problems = append(problems, fmt.Sprintf("imports %s.%s, which only %s modules may use", mod, fn, ABIWqhostV1))
+				continue
+			}
+			known = c.host
+		default:
+			problems = append(problems, fmt.Sprintf("imports unknown module %q (function %s)", mod, fn))
+			continue
+		}
+		def, ok := known[fn]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("imports unknown host function %s.%s", mod, fn))
+			continue
+		}
+		if !slices.Equal(def.ParamTypes(), imp.ParamTypes()) || !slices.Equal(def.ResultTypes(), imp.ResultTypes()) {
+			problems = append(problems, fmt.Sprintf("imports %s.%s with signature %s, want %s", mod, fn,
+				sigString(imp.ParamTypes(), imp.ResultTypes()), sigString(def.ParamTypes(), def.ResultTypes())))
+		}
+	}
+	exports := cm.ExportedFunctions()
+	if _, ok := cm.ExportedMemories()["memory"]; !ok {
+		problems = append(problems, "missing export memory")
+	}
+	want := func(name string, results ...api.ValueType) {
+		def, ok := exports[name]
+		if !ok {
+			problems = append(problems, "missing export "+name)
+			return
+		}
+		if len(def.ParamTypes()) != 0 || !slices.Equal(def.ResultTypes(), results) {
+			problems = append(problems, fmt.Sprintf("export %s has signature %s, want %s", name,
+				sigString(def.ParamTypes(), def.ResultTypes()), sigString(nil, results)))
+		}
+	}
+	out := &compiled{abi: abi, wasm: wasm}
+	switch abi {
+	case ABIWqhostV1:
+		if _, ok := exports["_start"]; ok {
+			problems = append(problems, "exports _start (a command module: use abi wasi-stdio)")
+		}
+		if _, ok := exports["wqhost_abi_v1"]; !ok {
+			var others []string
+			for n := range exports {
+				if strings.HasPrefix(n, "wqhost_abi_v") {
+					others = append(others, n)
+				}
+			}
+			if len(others) > 0 {
+				slices.Sort(others)
+				problems = append(problems, fmt.Sprintf("declares %s; this host supports only wqhost_abi_v1", strings.Join(others, ", ")))
+			} else {
+				problems = append(problems, "missing export wqhost_abi_v1 (the ABI version marker)")
+			}
+		}
+		want("wqhost_handle", api.ValueTypeI32)
+		if _, ok := exports["wqhost_self_test"]; ok {
+			want("wqhost_self_test", api.ValueTypeI32)
+			out.selfTest = true
+		}
+		if _, ok := exports["_initialize"]; ok {
+			want("_initialize")
+		}
+	case ABIWasiStdio:
+		want("_start")
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("runtime: %s does not fit abi %s: %s", name, abi, strings.Join(problems, "; "))
+	}
+	return out, nil
+}
