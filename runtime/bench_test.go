@@ -1,0 +1,128 @@
+package runtime
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+var benchFixtures = []struct{ name, path string }{
+	{"go", "../examples/handlers/echo-go/echo-go.wasm"},
+	{"rust", "../examples/handlers/echo-rust/echo-rust.wasm"},
+}
+
+// rawHost is the smallest wqhost module that lets an echo guest run: a fixed body, emit
+// discarded. It is the floor the pooled path is compared with.
+func rawHost(rt wazero.Runtime, body []byte) wazero.HostModuleBuilder {
+	b := rt.NewHostModuleBuilder(hostModuleName)
+	for _, f := range hostFuncs() {
+		fn := f.fn
+		switch f.name {
+		case "msg_body_len":
+			fn = func(_ context.Context, _ api.Module, s []uint64) { s[0] = uint64(len(body)) }
+		case "msg_body":
+			fn = func(_ context.Context, m api.Module, s []uint64) {
+				m.Memory().Write(uint32(s[0]), body[:min(len(body), int(uint32(s[1])))])
+				s[0] = uint64(min(len(body), int(uint32(s[1]))))
+			}
+		case "emit":
+			fn = func(_ context.Context, _ api.Module, s []uint64) { s[0] = 0 }
+		}
+		b.NewFunctionBuilder().WithGoModuleFunction(fn, f.params, f.results).Export(f.name)
+	}
+	return b
+}
+
+// BenchmarkDispatch compares one echo call through the pool with a bare wazero call of the same
+// export (raw) and with instantiating per message. Run:
+// go test -run '^$' -bench Dispatch -benchmem ./runtime/
+func BenchmarkDispatch(b *testing.B) {
+	body := []byte("hello, benchmark")
+	for _, fx := range benchFixtures {
+		wasm, err := os.ReadFile(fx.path)
+		if err != nil {
+			b.Run(fx.name, func(b *testing.B) { b.Skipf("%s: %v", fx.path, err) })
+			continue
+		}
+		b.Run(fx.name+"/raw", func(b *testing.B) {
+			ctx := context.Background()
+			rt := wazero.NewRuntime(ctx)
+			defer rt.Close(ctx)
+			wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+			if _, err := rawHost(rt, body).Instantiate(ctx); err != nil {
+				b.Fatal(err)
+			}
+			mod, err := rt.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().WithStartFunctions("_initialize"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			fn := mod.ExportedFunction("wqhost_handle")
+			stack := []uint64{0}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if err := fn.CallWithStack(ctx, stack); err != nil || stack[0] != 0 {
+					b.Fatal(err, stack[0])
+				}
+			}
+		})
+		for _, mode := range []struct {
+			name    string
+			timeout time.Duration
+		}{{"pooled", time.Second}, {"pooled-notimeout", 0}} {
+			b.Run(fx.name+"/"+mode.name, func(b *testing.B) {
+				e := testEngine(b)
+				ten, _ := e.Tenant("bench", TenantLimits{})
+				m, err := e.Compile(context.Background(), fx.path, wasm, ABIWqhostV1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p, err := ten.NewPool(context.Background(), m, PoolConfig{Binding: "b", OutputQueue: "out", MinInstances: 1, MaxInstances: 1, Timeout: mode.timeout})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close(context.Background())
+				in := &Input{ID: "m", Body: body}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					out, err := p.Call(context.Background(), in)
+					if err != nil || out.Status != StatusOK {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+		b.Run(fx.name+"/instantiate", func(b *testing.B) {
+			e := testEngine(b)
+			ten, _ := e.Tenant("bench", TenantLimits{})
+			m, err := e.Compile(context.Background(), fx.path, wasm, ABIWqhostV1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, err := ten.NewPool(context.Background(), m, PoolConfig{Binding: "b", OutputQueue: "out", MaxInstances: 1, Timeout: time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			in := &Input{ID: "m", Body: body}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				inst, err := p.newInstance(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := p.run(inst, in); err != nil {
+					b.Fatal(err)
+				}
+				p.discard(inst)
+			}
+		})
+	}
+}
