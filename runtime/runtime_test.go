@@ -412,3 +412,39 @@ func TestStdio(t *testing.T) {
 		}
 	}
 }
+
+func TestGuestLogsReachSlog(t *testing.T) {
+	var buf syncBuffer
+	e, err := NewEngine(context.Background(), EngineConfig{CacheDir: cacheDir, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	p := guestPool(t, e, "acme", PoolConfig{Binding: "b"})
+	if _, err := p.Call(context.Background(), &Input{ID: "m-7", Body: []byte("log:careful")}); err != nil {
+		t.Fatal(err)
+	}
+	got := buf.String()
+	for _, w := range []string{"level=WARN msg=careful", "tenant=acme", "binding=b", "message_id=m-7", "msg=stdout:careful"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("log lacks %q:\n%s", w, got)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
