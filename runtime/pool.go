@@ -105,6 +105,9 @@ type Pool struct {
 	busy   atomic.Int64
 
 	calls, discarded, traps, timeouts atomic.Int64
+
+	// trace, when set by tests, sees every checkout (start) and return of an instance.
+	trace func(inst *instance, start bool)
 }
 
 // NewPool creates a pool and warms MinInstances instances.
@@ -266,7 +269,13 @@ func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
 		}
 	}
 	p.busy.Add(1)
+	if p.trace != nil {
+		p.trace(inst, true)
+	}
 	out, discard, err := p.run(inst, in)
+	if p.trace != nil {
+		p.trace(inst, false)
+	}
 	p.busy.Add(-1)
 	if discard || p.closed.Load() {
 		p.discard(inst)

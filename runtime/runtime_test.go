@@ -214,10 +214,17 @@ func TestConcurrentCallsExclusive(t *testing.T) {
 	e := testEngine(t)
 	p := guestPool(t, e, "t", PoolConfig{Binding: "b", MinInstances: 2, MaxInstances: 3, MaxUses: 5, Timeout: time.Second})
 	var mu sync.Mutex
-	inUse := map[*callState]bool{}
-	p.cfg.AllowEmit = func(string) error { return nil }
+	inUse := map[*instance]bool{}
+	errs := make(chan error, 400)
+	p.trace = func(inst *instance, start bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if start && inUse[inst] {
+			errs <- errors.New("instance served two goroutines at once")
+		}
+		inUse[inst] = start
+	}
 	var wg sync.WaitGroup
-	errs := make(chan error, 200)
 	for g := range 16 {
 		wg.Add(1)
 		go func() {
@@ -240,28 +247,7 @@ func TestConcurrentCallsExclusive(t *testing.T) {
 			}
 		}()
 	}
-	// Watch checkouts from the inside: the idle channel only ever holds instances no one runs.
-	stop := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case inst := <-p.idle:
-				mu.Lock()
-				if inUse[inst.st] {
-					errs <- errors.New("instance served two goroutines")
-				}
-				mu.Unlock()
-				if inst.st.in != nil {
-					errs <- errors.New("idle instance holds a message")
-				}
-				p.idle <- inst
-			}
-		}
-	}()
 	wg.Wait()
-	close(stop)
 	close(errs)
 	for err := range errs {
 		t.Error(err)
