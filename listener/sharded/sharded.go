@@ -1,0 +1,177 @@
+// Package sharded composes several listener.Queues (orders-0..orders-N) into one Queue so a
+// hot logical queue can exceed the throughput limit of a single storage queue.
+package sharded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/wqhost/wqhost/listener"
+)
+
+// Queue spreads receives and sends over its shards. It is safe for concurrent use.
+type Queue struct {
+	name     string
+	shards   []listener.Queue
+	byName   map[string]listener.Queue
+	now      func() time.Time
+	refresh  time.Duration
+	mu       sync.Mutex
+	depths   []int64
+	depthsAt time.Time
+	next     int
+	sendNext int
+}
+
+// Options tune a sharded Queue.
+type Options struct {
+	// DepthRefresh bounds how often shard depths are re-read; zero means 5s.
+	DepthRefresh time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// New returns a Queue named name over shards, which must have distinct names.
+func New(name string, shards []listener.Queue, opts Options) (*Queue, error) {
+	if len(shards) == 0 {
+		return nil, fmt.Errorf("sharded queue %q: no shards", name)
+	}
+	q := &Queue{name: name, shards: shards, byName: map[string]listener.Queue{},
+		now: opts.Now, refresh: opts.DepthRefresh, depths: make([]int64, len(shards))}
+	if q.now == nil {
+		q.now = time.Now
+	}
+	if q.refresh <= 0 {
+		q.refresh = 5 * time.Second
+	}
+	for _, s := range shards {
+		if _, dup := q.byName[s.Name()]; dup {
+			return nil, fmt.Errorf("sharded queue %q: duplicate shard %q", name, s.Name())
+		}
+		q.byName[s.Name()] = s
+	}
+	return q, nil
+}
+
+// Name returns the logical queue name.
+func (q *Queue) Name() string { return q.name }
+
+// order returns shard indexes to try: the deepest cached shard first, then the others
+// round-robin from a rotating start so no shard starves when depths are stale or equal.
+func (q *Queue) order(ctx context.Context) []int {
+	q.mu.Lock()
+	stale := q.now().Sub(q.depthsAt) >= q.refresh
+	q.mu.Unlock()
+	if stale {
+		_, _ = q.ShardDepths(ctx) // a failed refresh keeps old depths; receive still round-robins
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := len(q.shards)
+	start := q.next
+	q.next = (q.next + 1) % n
+	deepest := start
+	for i := range n {
+		if q.depths[i] > q.depths[deepest] {
+			deepest = i
+		}
+	}
+	out := []int{deepest}
+	for i := range n {
+		if j := (start + i) % n; j != deepest {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// Receive leases from the deepest shard first and moves on to others until it has messages.
+func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*listener.Message, error) {
+	var errs []error
+	for _, i := range q.order(ctx) {
+		ms, err := q.shards[i].Receive(ctx, max, visibility)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("receive from shard %q: %w", q.shards[i].Name(), err))
+			continue
+		}
+		if len(ms) > 0 {
+			q.mu.Lock()
+			q.depths[i] -= int64(len(ms)) // keep the cache honest between refreshes
+			q.mu.Unlock()
+			return ms, nil
+		}
+		q.mu.Lock()
+		q.depths[i] = 0
+		q.mu.Unlock()
+	}
+	if len(errs) == len(q.shards) {
+		return nil, errors.Join(errs...)
+	}
+	return nil, nil
+}
+
+func (q *Queue) shardOf(m *listener.Message) (listener.Queue, error) {
+	s, ok := q.byName[m.Queue]
+	if !ok {
+		return nil, fmt.Errorf("sharded queue %q: message %s from unknown shard %q: %w", q.name, m.ID, m.Queue, listener.ErrNotFound)
+	}
+	return s, nil
+}
+
+// Delete deletes m on the shard it was received from.
+func (q *Queue) Delete(ctx context.Context, m *listener.Message) error {
+	s, err := q.shardOf(m)
+	if err != nil {
+		return err
+	}
+	return s.Delete(ctx, m)
+}
+
+// UpdateVisibility updates m on the shard it was received from.
+func (q *Queue) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+	s, err := q.shardOf(m)
+	if err != nil {
+		return err
+	}
+	return s.UpdateVisibility(ctx, m, d)
+}
+
+// Send enqueues on the shards in turn.
+func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions) (string, error) {
+	q.mu.Lock()
+	i := q.sendNext
+	q.sendNext = (q.sendNext + 1) % len(q.shards)
+	q.mu.Unlock()
+	return q.shards[i].Send(ctx, body, opts)
+}
+
+// Depth returns the sum of the shard depths, read now.
+func (q *Queue) Depth(ctx context.Context) (int64, error) {
+	ds, err := q.ShardDepths(ctx)
+	var sum int64
+	for _, d := range ds {
+		sum += d
+	}
+	return sum, err
+}
+
+// ShardDepths reads every shard's depth, in shard order, and refreshes the cache.
+func (q *Queue) ShardDepths(ctx context.Context) ([]int64, error) {
+	ds := make([]int64, len(q.shards))
+	var errs []error
+	for i, s := range q.shards {
+		d, err := s.Depth(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("depth of shard %q: %w", s.Name(), err))
+		}
+		ds[i] = d
+	}
+	q.mu.Lock()
+	copy(q.depths, ds)
+	q.depthsAt = q.now()
+	q.mu.Unlock()
+	return ds, errors.Join(errs...)
+}
