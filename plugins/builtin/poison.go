@@ -1,0 +1,121 @@
+package builtin
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/wqhost/wqhost/listener"
+)
+
+// Poison policy defaults: with the default max_dequeue_count of 5 a failing message is
+// retried after 5 s, 10 s, 20 s and 40 s and dead-lettered on its 5th failure, about 75 s
+// after the first. DefaultPoisonMaxDelay also caps a handler's own retry-after.
+const (
+	DefaultBaseDelay       = 5 * time.Second
+	DefaultFactor          = 2.0
+	DefaultPoisonMaxDelay  = time.Hour
+	DefaultMaxDequeueCount = 5
+)
+
+// PoisonOptions configure RetryThenDeadLetter. Zero or negative values mean the defaults.
+type PoisonOptions struct {
+	// BaseDelay is the visibility delay after the first failure.
+	BaseDelay time.Duration
+	// MaxDelay caps every retry delay, a handler's retry-after included; a value below
+	// BaseDelay is raised to BaseDelay.
+	MaxDelay time.Duration
+	// Factor multiplies the delay after each further failure; values below 1 (or NaN) mean
+	// DefaultFactor, and 1 gives a constant delay.
+	Factor float64
+}
+
+// RetryThenDeadLetter is the default listener.PoisonPolicy. A message the handler rejected
+// is dead-lettered at once with the error text as its reason. Otherwise it is retried after
+// BaseDelay·Factor^(dequeueCount−1), capped at MaxDelay (or after the handler's retry-after,
+// capped too), until its dequeue count reaches the binding's max_dequeue_count; that failure
+// dead-letters it with a reason giving the count and the error text.
+type RetryThenDeadLetter struct {
+	base, maxDelay time.Duration
+	factor         float64
+}
+
+var _ listener.PoisonPolicy = (*RetryThenDeadLetter)(nil)
+
+// NewPoison returns the retry-then-dead-letter policy with o's settings, defaults filled in.
+func NewPoison(o PoisonOptions) *RetryThenDeadLetter {
+	if o.BaseDelay <= 0 {
+		o.BaseDelay = DefaultBaseDelay
+	}
+	if o.MaxDelay <= 0 {
+		o.MaxDelay = DefaultPoisonMaxDelay
+	}
+	if o.MaxDelay < o.BaseDelay {
+		o.MaxDelay = o.BaseDelay
+	}
+	if !(o.Factor >= 1) || math.IsInf(o.Factor, 0) {
+		o.Factor = DefaultFactor
+	}
+	return &RetryThenDeadLetter{base: o.BaseDelay, maxDelay: o.MaxDelay, factor: o.Factor}
+}
+
+// Decide implements listener.PoisonPolicy.
+func (p *RetryThenDeadLetter) Decide(_ context.Context, f listener.Failure) listener.Decision {
+	text := "handler failed"
+	if f.Err != nil {
+		text = f.Err.Error()
+	}
+	if f.Reject {
+		return listener.Decision{Action: listener.ActionDeadLetter, Reason: text}
+	}
+	count := 1
+	if f.Message != nil {
+		count = max(f.Message.DequeueCount, 1)
+	}
+	limit := f.MaxDequeueCount
+	if limit <= 0 {
+		limit = DefaultMaxDequeueCount
+	}
+	if count >= limit {
+		return listener.Decision{
+			Action: listener.ActionDeadLetter,
+			Reason: fmt.Sprintf("failed %d times (max_dequeue_count %d): %s", count, limit, text),
+		}
+	}
+	if f.RetryAfter > 0 {
+		return listener.Decision{Action: listener.ActionRetry, Delay: min(f.RetryAfter, p.maxDelay)}
+	}
+	return listener.Decision{Action: listener.ActionRetry, Delay: p.delay(count)}
+}
+
+// delay is BaseDelay·Factor^(count−1) capped at MaxDelay, computed in float64 so that large
+// counts saturate at the cap instead of overflowing.
+func (p *RetryThenDeadLetter) delay(count int) time.Duration {
+	d := float64(p.base) * math.Pow(p.factor, float64(count-1))
+	if d >= float64(p.maxDelay) {
+		return p.maxDelay
+	}
+	return time.Duration(d)
+}
+
+// Validate reports options a config should be refused for (NewPoison itself silently
+// replaces them): negative delays, a maximum below the base delay, a factor below 1. Field
+// names are the config's base_delay, max_delay and factor.
+func (o PoisonOptions) Validate() error {
+	base := o.BaseDelay
+	if base == 0 {
+		base = DefaultBaseDelay
+	}
+	switch {
+	case o.BaseDelay < 0:
+		return fmt.Errorf("base_delay %s is negative", o.BaseDelay)
+	case o.MaxDelay < 0:
+		return fmt.Errorf("max_delay %s is negative", o.MaxDelay)
+	case o.MaxDelay > 0 && o.MaxDelay < base:
+		return fmt.Errorf("max_delay %s is below base_delay %s", o.MaxDelay, base)
+	case o.Factor != 0 && !(o.Factor >= 1) || math.IsInf(o.Factor, 0):
+		return fmt.Errorf("factor %v must be at least 1 (0 means the default %v)", o.Factor, DefaultFactor)
+	}
+	return nil
+}

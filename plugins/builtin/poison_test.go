@@ -1,0 +1,117 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wqhost/wqhost/listener"
+)
+
+func failure(count, maxDequeue int, err error) listener.Failure {
+	return listener.Failure{
+		Message:         &listener.Message{ID: "m1", Queue: "orders", DequeueCount: count},
+		Err:             err,
+		MaxDequeueCount: maxDequeue,
+	}
+}
+
+// Every failure of a message is retried with a growing delay until its dequeue count reaches
+// max_dequeue_count, and that very failure dead-letters it.
+func TestPoisonExactlyAtMaxDequeueCount(t *testing.T) {
+	ctx := context.Background()
+	p := NewPoison(PoisonOptions{})
+	boom := errors.New("boom: invalid order 42")
+	for _, limit := range []int{1, 2, 3, 5, 8, 20} {
+		var prev time.Duration
+		for count := 1; count <= limit; count++ {
+			d := p.Decide(ctx, failure(count, limit, boom))
+			if count < limit {
+				if d.Action != listener.ActionRetry {
+					t.Fatalf("max %d: failure %d got %v, want retry", limit, count, d.Action)
+				}
+				if d.Delay <= 0 || d.Delay < prev || d.Delay > DefaultPoisonMaxDelay {
+					t.Fatalf("max %d: failure %d retry delay %v (previous %v)", limit, count, d.Delay, prev)
+				}
+				prev = d.Delay
+				continue
+			}
+			if d.Action != listener.ActionDeadLetter {
+				t.Fatalf("max %d: failure %d got %v, want dead-letter", limit, count, d.Action)
+			}
+			want := fmt.Sprintf("failed %d times (max_dequeue_count %d): %s", limit, limit, boom)
+			if d.Reason != want {
+				t.Fatalf("max %d: reason %q, want %q", limit, d.Reason, want)
+			}
+		}
+	}
+}
+
+func TestPoisonDecisions(t *testing.T) {
+	ctx := context.Background()
+	boom := errors.New("boom")
+	s := time.Second
+	custom := PoisonOptions{BaseDelay: s, MaxDelay: 10 * s, Factor: 3}
+	tests := []struct {
+		name string
+		o    PoisonOptions
+		f    listener.Failure
+		want listener.Decision
+	}{
+		{"first failure", PoisonOptions{}, failure(1, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: 5 * s}},
+		{"second", PoisonOptions{}, failure(2, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: 10 * s}},
+		{"fourth", PoisonOptions{}, failure(4, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: 40 * s}},
+		{"fifth: poison", PoisonOptions{}, failure(5, 5, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
+		{"past the limit (limit lowered)", PoisonOptions{}, failure(9, 5, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 9 times (max_dequeue_count 5): boom"}},
+		{"limit 0 means 5: fourth", PoisonOptions{}, failure(4, 0, boom), listener.Decision{Action: listener.ActionRetry, Delay: 40 * s}},
+		{"limit 0 means 5: fifth", PoisonOptions{}, failure(5, 0, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
+		{"negative limit means 5", PoisonOptions{}, failure(5, -3, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
+		{"reject: dead-letter now", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 1}, Err: listener.Reject(boom), Reject: true, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "rejected: boom"}},
+		{"reject without error", PoisonOptions{}, listener.Failure{Reject: true}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "handler failed"}},
+		{"retry-after honoured", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 2}, Err: boom, RetryAfter: 3 * s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: 3 * s}},
+		{"retry-after capped", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 2}, Err: boom, RetryAfter: 100 * time.Hour, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: DefaultPoisonMaxDelay}},
+		{"retry-after does not outlive the limit", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 5}, Err: boom, RetryAfter: s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
+		{"negative retry-after ignored", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 1}, Err: boom, RetryAfter: -s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: 5 * s}},
+		{"nil message counts as first", PoisonOptions{}, listener.Failure{Err: boom, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: 5 * s}},
+		{"zero dequeue count counts as first", PoisonOptions{}, failure(0, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: 5 * s}},
+		{"custom 1", custom, failure(1, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: s}},
+		{"custom 2", custom, failure(2, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 3 * s}},
+		{"custom 3", custom, failure(3, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 9 * s}},
+		{"custom 4 capped", custom, failure(4, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 10 * s}},
+		{"huge count saturates", PoisonOptions{}, failure(100000, math.MaxInt, boom), listener.Decision{Action: listener.ActionRetry, Delay: DefaultPoisonMaxDelay}},
+		{"constant factor", PoisonOptions{BaseDelay: 2 * s, Factor: 1}, failure(7, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 2 * s}},
+		{"factor below 1 is the default", PoisonOptions{BaseDelay: s, Factor: 0.5}, failure(3, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 4 * s}},
+		{"max below base is raised", PoisonOptions{BaseDelay: 8 * s, MaxDelay: s}, failure(3, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 8 * s}},
+	}
+	for _, tt := range tests {
+		if got := NewPoison(tt.o).Decide(ctx, tt.f); got != tt.want {
+			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestPoisonValidate(t *testing.T) {
+	tests := []struct {
+		o   PoisonOptions
+		err string
+	}{
+		{PoisonOptions{}, ""},
+		{PoisonOptions{BaseDelay: time.Second, MaxDelay: time.Minute, Factor: 1.5}, ""},
+		{PoisonOptions{BaseDelay: -time.Second}, "base_delay -1s is negative"},
+		{PoisonOptions{MaxDelay: -time.Second}, "max_delay -1s is negative"},
+		{PoisonOptions{MaxDelay: time.Second}, "max_delay 1s is below base_delay 5s"},
+		{PoisonOptions{Factor: 0.5}, "factor 0.5 must be at least 1"},
+		{PoisonOptions{Factor: math.NaN()}, "factor NaN must be at least 1"},
+		{PoisonOptions{Factor: math.Inf(1)}, "factor +Inf must be at least 1"},
+	}
+	for _, tt := range tests {
+		got := errText(tt.o.Validate())
+		if tt.err == "" && got != "" || !strings.Contains(got, tt.err) {
+			t.Errorf("%+v.Validate() = %q, want %q", tt.o, got, tt.err)
+		}
+	}
+}
