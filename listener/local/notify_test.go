@@ -1,0 +1,145 @@
+package local_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/local"
+)
+
+// TestWatchExternalWakesWaiter: two Backends on one file stand for `wqhost run` and a
+// `wqhost send` in another process (separate connections and writers; the file watch sees
+// the other's WAL writes exactly as across processes). A Wait with a one-minute limit must
+// return promptly after the other Backend's Send when the watch is on, and must still be
+// blocked without it (the control that shows the test can fail).
+func TestWatchExternalWakesWaiter(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		watch bool
+		queue string // queue the other process sends to
+		wake  bool
+	}{
+		{"watched", true, "jobs", true},
+		{"unwatched", false, "jobs", false},
+		{"other queue stays asleep", true, "other", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "q.db")
+			host := openStore(t, path, local.Options{})
+			sender := openStore(t, path, local.Options{})
+			if tc.watch {
+				w, err := host.WatchExternal(ctx)
+				if err != nil {
+					t.Fatalf("WatchExternal: %v", err)
+				}
+				t.Cleanup(func() { w.Close() })
+			}
+			q, _ := host.Queue(ctx, "jobs")
+			// Something already in the store, so the watcher's starting point is not zero.
+			if _, err := q.Send(ctx, []byte("old"), listener.SendOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if ms, err := q.Receive(ctx, 1, time.Hour); err != nil || len(ms) != 1 {
+				t.Fatalf("Receive: %d, %v", len(ms), err)
+			}
+
+			waited := make(chan error, 1)
+			go func() { waited <- q.Wait(ctx, time.Minute) }()
+			select {
+			case err := <-waited:
+				t.Fatalf("Wait returned before any send: %v", err)
+			case <-time.After(200 * time.Millisecond):
+			}
+
+			sq, _ := sender.Queue(ctx, tc.queue)
+			if _, err := sq.Send(ctx, []byte("new"), listener.SendOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			limit := 10 * time.Second // generous for a loaded machine; far below the minute
+			if !tc.wake {
+				limit = time.Second
+			}
+			select {
+			case err := <-waited:
+				if !tc.wake {
+					t.Fatalf("Wait returned (%v) though nothing for it was committed", err)
+				}
+				if err != nil {
+					t.Fatalf("Wait: %v", err)
+				}
+				ms, err := q.Receive(ctx, 32, time.Minute)
+				if err != nil || len(ms) != 1 || string(ms[0].Body) != "new" {
+					t.Fatalf("after wake-up Receive = %d messages, %v; want the new one", len(ms), err)
+				}
+			case <-time.After(limit):
+				if tc.wake {
+					t.Fatalf("Wait still blocked %s after another process's send", limit)
+				}
+			}
+		})
+	}
+}
+
+// TestWatchExternalStopsWithBackend checks the watch ends when its Backend closes, so a
+// host that forgets to Close the watcher leaks nothing.
+func TestWatchExternalStopsWithBackend(t *testing.T) {
+	ctx := context.Background()
+	b, err := local.Open(ctx, filepath.Join(t.TempDir(), "q.db"), local.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := b.WatchExternal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { w.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("watcher still running after the backend closed")
+	}
+}
+
+// BenchmarkExternalWake measures the latency from another Backend's committed Send to the
+// return of a blocked Wait (ns/op is one round: send, wake, receive, delete).
+func BenchmarkExternalWake(b *testing.B) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "q.db")
+	host := openStore(b, path, local.Options{})
+	sender := openStore(b, path, local.Options{})
+	w, err := host.WatchExternal(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	q, _ := host.Queue(ctx, "jobs")
+	sq, _ := sender.Queue(ctx, "jobs")
+	var wake time.Duration
+	for b.Loop() {
+		waited := make(chan struct{})
+		go func() { q.Wait(ctx, time.Minute); close(waited) }()
+		time.Sleep(time.Millisecond)
+		start := time.Now()
+		if _, err := sq.Send(ctx, []byte("x"), listener.SendOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		<-waited
+		wake += time.Since(start)
+		ms, err := q.Receive(ctx, 1, time.Minute)
+		if err != nil || len(ms) != 1 {
+			b.Fatalf("Receive: %d, %v", len(ms), err)
+		}
+		if err := q.Delete(ctx, ms[0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(wake.Microseconds())/float64(b.N), "µs-send-to-wake")
+}
