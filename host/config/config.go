@@ -1,0 +1,365 @@
+// Package config loads and validates a wqhost host configuration: a YAML file, WQHOST_…
+// environment overrides and command-line flags, merged with koanf, decoded strictly (an
+// unknown key or a wrong type is an error naming its key path) and validated as a whole, so
+// that a host never starts half-configured.
+//
+// # Sources and precedence
+//
+// Lowest to highest: the built-in defaults of every key, the YAML file (or, with no file, the
+// embedded default config: see Default), environment variables, flags.
+//
+// Environment variables start with WQHOST_; the rest of the name is lower-cased and "__"
+// separates nesting levels, so a single "_" stays part of a key:
+//
+//	WQHOST_DATA_DIR=/var/lib/wqhost                         -> data_dir
+//	WQHOST_ADMIN__ADDR=127.0.0.1:9000                       -> admin.addr
+//	WQHOST_TENANTS__ACME__BINDINGS__ORDERS__BATCH_SIZE=16   -> tenants.acme.bindings.orders.batch_size
+//
+// Flags (a pflag.FlagSet passed to Load) override only when set on the command line: see
+// FlagKeys for the names understood.
+//
+// # Modules
+//
+// A binding's module is either a file path (relative paths are relative to the config file's
+// directory, or to the working directory for the embedded default) or "builtin:<name>", one of
+// the example handlers compiled into the binary (examples/handlers, e.g. "builtin:billing-go").
+//
+// # Queue namespaces
+//
+// Queue names in the config are a tenant's own names. On the backend, a queue of tenant T is
+// stored as "T.<queue>" (Azure, whose names cannot hold a dot: "T-<queue>"), except for the
+// tenant named "default", whose queues keep their names. See Config.PhysicalQueue.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// DefaultTenant is the tenant whose queues are not prefixed.
+const DefaultTenant = "default"
+
+// Documented defaults.
+const (
+	DefaultDataDir           = "./data"
+	DefaultAdminAddr         = "127.0.0.1:8480"
+	DefaultBackend           = "local"
+	DefaultLocalPath         = "wqhost.db"
+	DefaultBatchSize         = 32
+	DefaultVisibilityTimeout = 30 * time.Second
+	DefaultMaxDequeueCount   = 5
+	DefaultMinWorkers        = 1
+	DefaultMaxWorkers        = 16
+	DefaultBackoffMin        = 100 * time.Millisecond
+	DefaultBackoffMax        = 60 * time.Second
+	DefaultPoisonBaseDelay   = time.Second
+	DefaultPoisonMaxDelay    = 60 * time.Second
+	DefaultPluginTimeout     = 50 * time.Millisecond
+	DefaultMemory            = ByteSize(128 << 20)
+	DefaultTimeout           = 30 * time.Second
+	DefaultInstances         = 64
+	DefaultMaxMessageBytes   = ByteSize(1 << 20)
+	DefaultMaxOutputBytes    = ByteSize(1 << 20)
+	DefaultPoolMinInstances  = 1
+	DefaultPoolMaxInstances  = 4
+	DefaultWeight            = 1
+)
+
+// Policy names of the built-in policies (plugins/builtin).
+const (
+	BackoffRandomExponential  = "random-exponential"
+	ScalerDepthTable          = "depth-table"
+	ScalerTarget              = "target"
+	PoisonRetryThenDeadLetter = "retry-then-dead-letter"
+)
+
+// ABI names (runtime.ABI values).
+const (
+	ABIWqhostV1  = "wqhost/v1"
+	ABIWasiStdio = "wasi-stdio"
+)
+
+// Backend types.
+const (
+	BackendLocal  = "local"
+	BackendAzure  = "azure"
+	BackendMemory = "memory"
+)
+
+// PoisonSuffix names a queue's dead-letter queue (listener.PoisonSuffix).
+const PoisonSuffix = "-poison"
+
+// BuiltinPrefix marks a module reference to an embedded example handler.
+const BuiltinPrefix = "builtin:"
+
+// Config is a whole host configuration. Load and Default return it validated.
+type Config struct {
+	// DataDir holds the local queue store and the compilation cache.
+	DataDir string `koanf:"data_dir"`
+	// MaxConcurrency is the host-wide budget of handler calls at once shared by tenants;
+	// 0 means no host-wide cap (each tenant's max_concurrency still applies).
+	MaxConcurrency int                `koanf:"max_concurrency"`
+	Admin          Admin              `koanf:"admin"`
+	Log            Log                `koanf:"log"`
+	Backends       map[string]Backend `koanf:"backends"`
+	Tenants        map[string]Tenant  `koanf:"tenants"`
+
+	// BaseDir is the directory relative module and plugin paths are resolved against: the
+	// config file's directory, or the working directory for the embedded default.
+	BaseDir string `koanf:"-"`
+	// File is the config file loaded, or "" for the embedded default.
+	File string `koanf:"-"`
+}
+
+// Admin configures the admin HTTP API.
+type Admin struct {
+	// Addr is the listen address; loopback by default. "off" disables the admin server.
+	Addr string `koanf:"addr"`
+	// TokenEnv names the environment variable holding the host-wide bearer token; empty
+	// means no authentication (acceptable on loopback only).
+	TokenEnv string `koanf:"token_env"`
+	// MaxBodyBytes limits request bodies (default 64 KiB).
+	MaxBodyBytes ByteSize `koanf:"max_body_bytes"`
+}
+
+// Log configures the host's slog output.
+type Log struct {
+	Format string `koanf:"format"` // text (default) or json
+	Level  string `koanf:"level"`  // debug, info (default), warn, error
+}
+
+// Backend is one queue store or account. Fields apply to the type named in the comment.
+type Backend struct {
+	Type string `koanf:"type"` // local, azure or memory
+
+	// local: Path is the SQLite file, relative to data_dir (default wqhost.db).
+	Path string `koanf:"path"`
+	// local: Sync is full (default, survives power loss) or normal (survives process crashes).
+	Sync string `koanf:"sync"`
+
+	// azure: exactly one way to authenticate.
+	ConnectionStringEnv string `koanf:"connection_string_env"`
+	AccountName         string `koanf:"account_name"`
+	AccountKeyEnv       string `koanf:"account_key_env"`
+	SASURLEnv           string `koanf:"sas_url_env"`
+	ServiceURL          string `koanf:"service_url"`
+	DefaultCredential   bool   `koanf:"default_credential"`
+	// azure: Encoding of message bodies on the wire: base64 (default, as Functions) or text.
+	Encoding string `koanf:"encoding"`
+	// azure: CreateQueues creates missing queues on open.
+	CreateQueues bool `koanf:"create_queues"`
+	// azure: PoisonTTL is the time to live of dead letters (0 = never expire).
+	PoisonTTL time.Duration `koanf:"poison_ttl"`
+}
+
+// Tenant is the unit of isolation: its own bindings, queue namespace, limits and token.
+type Tenant struct {
+	// Weight is the tenant's share of the host-wide budget relative to other busy tenants.
+	Weight int `koanf:"weight"`
+	// MaxConcurrency caps the tenant's handler calls at once; 0 means no cap.
+	MaxConcurrency int `koanf:"max_concurrency"`
+	// TokenEnv names the environment variable holding the tenant's admin bearer token.
+	TokenEnv string             `koanf:"token_env"`
+	Limits   Limits             `koanf:"limits"`
+	Bindings map[string]Binding `koanf:"bindings"`
+	// ModuleDir, when set, confines the tenant's module paths: each must resolve inside it.
+	ModuleDir string `koanf:"module_dir"`
+}
+
+// Limits apply to every handler call of a tenant.
+type Limits struct {
+	Memory          ByteSize      `koanf:"memory"`            // linear memory per instance
+	Timeout         time.Duration `koanf:"timeout"`           // wall time per message
+	Instances       int           `koanf:"instances"`         // cap of each binding's pool size
+	MaxMessageBytes ByteSize      `koanf:"max_message_bytes"` // larger messages are rejected
+	MaxOutputBytes  ByteSize      `koanf:"max_output_bytes"`  // per output message
+}
+
+// Binding connects a queue to a handler module and an optional output queue.
+type Binding struct {
+	Backend string `koanf:"backend"` // a key of backends; default "local"
+	// Queue is the input queue; Shards instead lists several queues consumed as one.
+	Queue  string   `koanf:"queue"`
+	Shards []string `koanf:"shards"`
+	// Output is the queue the handler's default emits go to; empty means none.
+	Output string            `koanf:"output"`
+	Module string            `koanf:"module"` // a file path or builtin:<name>
+	ABI    string            `koanf:"abi"`    // wqhost/v1 (default) or wasi-stdio
+	Config map[string]string `koanf:"config"` // read by the guest with config_get
+
+	BatchSize         int           `koanf:"batch_size"`
+	VisibilityTimeout time.Duration `koanf:"visibility_timeout"`
+	MaxDequeueCount   int           `koanf:"max_dequeue_count"`
+	MinWorkers        int           `koanf:"min_workers"`
+	MaxWorkers        int           `koanf:"max_workers"`
+	// Push lets the last worker stop when idle: wake-ups (admin notify, local enqueue) start it.
+	Push bool `koanf:"push"`
+	// AtMostOnce deletes messages on receive instead of after success.
+	AtMostOnce bool `koanf:"at_most_once"`
+
+	Backoff Backoff `koanf:"backoff"`
+	Scaler  Scaler  `koanf:"scaler"`
+	Poison  Poison  `koanf:"poison"`
+	Pool    Pool    `koanf:"pool"`
+}
+
+// PluginRef selects an external policy plugin (plugins/external) instead of a built-in; the
+// built-in named by the policy's "policy" key answers while the plugin is down.
+type PluginRef struct {
+	Plugin  string            `koanf:"plugin"`  // path of the plugin binary
+	Args    []string          `koanf:"args"`    // its arguments
+	Env     map[string]string `koanf:"env"`     // added to its environment
+	Timeout time.Duration     `koanf:"timeout"` // deadline of each call (default 50ms)
+}
+
+// Backoff is the idle back-off policy.
+type Backoff struct {
+	Policy    string        `koanf:"policy"` // random-exponential
+	Min       time.Duration `koanf:"min"`
+	Max       time.Duration `koanf:"max"`
+	PluginRef `koanf:",squash"`
+}
+
+// DepthRow is one row of a depth-table scaler: from Depth messages on, run Workers workers.
+type DepthRow struct {
+	Depth   int64 `koanf:"depth"`
+	Workers int   `koanf:"workers"`
+}
+
+// Scaler is the scale-out policy.
+type Scaler struct {
+	Policy string     `koanf:"policy"` // depth-table (default) or target
+	Target int64      `koanf:"target"` // target: messages per worker
+	Table  []DepthRow `koanf:"table"`  // depth-table: empty = the whitepaper table
+	PluginRef `koanf:",squash"`
+}
+
+// Poison is the failed-message policy.
+type Poison struct {
+	Policy    string        `koanf:"policy"` // retry-then-dead-letter
+	BaseDelay time.Duration `koanf:"base_delay"`
+	MaxDelay  time.Duration `koanf:"max_delay"`
+	PluginRef `koanf:",squash"`
+}
+
+// Pool sizes a binding's instance pool.
+type Pool struct {
+	MinInstances int      `koanf:"min_instances"` // warm instances
+	MaxInstances int      `koanf:"max_instances"` // calls at once (at most limits.instances)
+	MaxUses      int      `koanf:"max_uses"`      // calls before an instance is replaced; 0 = no limit
+	MaxMemory    ByteSize `koanf:"max_memory"`    // replace an instance whose memory grew past it; 0 = never
+}
+
+func defaultConfig() Config {
+	return Config{
+		DataDir: DefaultDataDir,
+		Admin:   Admin{Addr: DefaultAdminAddr, MaxBodyBytes: 64 << 10},
+		Log:     Log{Format: "text", Level: "info"},
+	}
+}
+
+func defaultBackend() Backend {
+	return Backend{Type: BackendLocal, Path: DefaultLocalPath, Sync: "full", Encoding: "base64"}
+}
+
+func defaultTenant() Tenant {
+	return Tenant{
+		Weight: DefaultWeight,
+		Limits: Limits{
+			Memory: DefaultMemory, Timeout: DefaultTimeout, Instances: DefaultInstances,
+			MaxMessageBytes: DefaultMaxMessageBytes, MaxOutputBytes: DefaultMaxOutputBytes,
+		},
+	}
+}
+
+func defaultBinding() Binding {
+	return Binding{
+		Backend:           DefaultBackend,
+		ABI:               ABIWqhostV1,
+		BatchSize:         DefaultBatchSize,
+		VisibilityTimeout: DefaultVisibilityTimeout,
+		MaxDequeueCount:   DefaultMaxDequeueCount,
+		MinWorkers:        DefaultMinWorkers,
+		MaxWorkers:        DefaultMaxWorkers,
+		Backoff:           Backoff{Policy: BackoffRandomExponential, Min: DefaultBackoffMin, Max: DefaultBackoffMax},
+		Scaler:            Scaler{Policy: ScalerDepthTable},
+		Poison:            Poison{Policy: PoisonRetryThenDeadLetter, BaseDelay: DefaultPoisonBaseDelay, MaxDelay: DefaultPoisonMaxDelay},
+		Pool:              Pool{MinInstances: DefaultPoolMinInstances, MaxInstances: DefaultPoolMaxInstances},
+	}
+}
+
+// BackendFor returns the backend a binding uses. The implicit "local" backend exists even
+// when backends does not declare it.
+func (c *Config) BackendFor(name string) (Backend, bool) {
+	if b, ok := c.Backends[name]; ok {
+		return b, true
+	}
+	if name == DefaultBackend {
+		return defaultBackend(), true
+	}
+	return Backend{}, false
+}
+
+// PhysicalQueue returns the backend name of a tenant's queue: the tenant "default" keeps
+// its names; others get "<tenant>.<queue>", or "<tenant>-<queue>" on Azure (no dots there).
+func (c *Config) PhysicalQueue(tenant, backend, queue string) string {
+	if tenant == DefaultTenant || tenant == "" {
+		return queue
+	}
+	if b, ok := c.BackendFor(backend); ok && b.Type == BackendAzure {
+		return tenant + "-" + queue
+	}
+	return tenant + "." + queue
+}
+
+// LocalPath returns the SQLite file of a local backend: Path resolved against DataDir.
+func (c *Config) LocalPath(b Backend) string {
+	if filepath.IsAbs(b.Path) {
+		return b.Path
+	}
+	return filepath.Join(c.DataDir, b.Path)
+}
+
+// CacheDir is where the runtime keeps compiled modules across restarts.
+func (c *Config) CacheDir() string { return filepath.Join(c.DataDir, "cache") }
+
+// Binding returns tenant's binding by name.
+func (c *Config) Binding(tenant, binding string) (Binding, error) {
+	t, ok := c.Tenants[tenant]
+	if !ok {
+		return Binding{}, fmt.Errorf("tenant %q is not configured", tenant)
+	}
+	b, ok := t.Bindings[binding]
+	if !ok {
+		return Binding{}, fmt.Errorf("tenants.%s: binding %q is not configured", tenant, binding)
+	}
+	return b, nil
+}
+
+// ErrNotConfigured reports a tenant or queue the config does not know.
+var ErrNotConfigured = errors.New("not configured")
+
+// QueueBackend returns the backend that holds a tenant's queue: the backend of the binding
+// that reads it, writes it as output, or has it as a shard; the implicit local backend for
+// a queue no binding mentions. A tenant that does not exist is an error.
+func (c *Config) QueueBackend(tenant, queue string) (string, error) {
+	t, ok := c.Tenants[tenant]
+	if !ok {
+		return "", fmt.Errorf("tenant %q: %w", tenant, ErrNotConfigured)
+	}
+	base := strings.TrimSuffix(queue, PoisonSuffix)
+	for _, b := range t.Bindings {
+		if b.Queue == queue || b.Output == queue || b.Queue == base || b.Output == base {
+			return b.Backend, nil
+		}
+		for _, s := range b.Shards {
+			if s == queue || s == base {
+				return b.Backend, nil
+			}
+		}
+	}
+	return DefaultBackend, nil
+}

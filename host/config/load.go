@@ -1,0 +1,211 @@
+package config
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+)
+
+// defaultYAML is the embedded default configuration: the local backend under data_dir and
+// one binding "billing" (queue transactions -> output priced) running builtin:billing-go.
+//
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultYAML returns the embedded default configuration file (documentation, `config show`).
+func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
+
+// EnvPrefix starts every environment override.
+const EnvPrefix = "WQHOST_"
+
+// FlagKeys maps the command-line flags Load understands to their config keys. Other flags of
+// the set are ignored; a flag overrides only when set on the command line.
+var FlagKeys = map[string]string{
+	"data-dir":   "data_dir",
+	"admin":      "admin.addr",
+	"log-level":  "log.level",
+	"log-format": "log.format",
+}
+
+// LoadOptions say where a configuration comes from.
+type LoadOptions struct {
+	// File is the YAML config file; empty uses the embedded default (see Default).
+	File string
+	// Environ lists "KEY=value" pairs to read WQHOST_… overrides from; nil means os.Environ().
+	// Use an empty non-nil slice to ignore the environment.
+	Environ []string
+	// Flags, when set, override keys as FlagKeys says, for flags set on the command line.
+	Flags *pflag.FlagSet
+}
+
+// Load reads, merges, decodes and validates a configuration. The error joins one error per
+// problem (errors.Join), each naming the key path, or the file, and the reason.
+func Load(opts LoadOptions) (*Config, error) {
+	k := koanf.New(".")
+	file, base := opts.File, ""
+	var data []byte
+	if file == "" {
+		data = defaultYAML
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("config: working directory: %w", err)
+		}
+		base = wd
+	} else {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		data = b
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			return nil, fmt.Errorf("config: %s: %w", file, err)
+		}
+		base = filepath.Dir(abs)
+	}
+	if err := loadYAML(k, data); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", nameOf(file), err)
+	}
+	environ := opts.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	envp := env.Provider(".", env.Opt{
+		Prefix:        EnvPrefix,
+		EnvironFunc:   func() []string { return environ },
+		TransformFunc: envKey,
+	})
+	if err := k.Load(envp, nil); err != nil {
+		return nil, fmt.Errorf("config: environment: %w", err)
+	}
+	if opts.Flags != nil {
+		fp := posflag.ProviderWithFlag(opts.Flags, ".", nil, func(f *pflag.Flag) (string, any) {
+			key, ok := FlagKeys[f.Name]
+			if !ok || !f.Changed {
+				return "", nil
+			}
+			return key, f.Value.String()
+		})
+		if err := k.Load(fp, nil); err != nil {
+			return nil, fmt.Errorf("config: flags: %w", err)
+		}
+	}
+	cfg, err := build(k.Raw(), base)
+	if err != nil {
+		return nil, err
+	}
+	cfg.File = file
+	return cfg, nil
+}
+
+// Default returns the embedded default configuration with data_dir set to dataDir (empty:
+// DefaultDataDir), without reading the environment: the config `wqhost run` uses when given
+// no file.
+func Default(dataDir string) (*Config, error) {
+	k := koanf.New(".")
+	if err := loadYAML(k, defaultYAML); err != nil {
+		return nil, fmt.Errorf("config: embedded default: %w", err)
+	}
+	if dataDir != "" {
+		if err := k.Set("data_dir", dataDir); err != nil {
+			return nil, fmt.Errorf("config: data_dir: %w", err)
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("config: working directory: %w", err)
+	}
+	return build(k.Raw(), wd)
+}
+
+// Parse decodes and validates one YAML document with no environment or flags; relative
+// paths resolve against baseDir.
+func Parse(data []byte, baseDir string) (*Config, error) {
+	k := koanf.New(".")
+	if err := loadYAML(k, data); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return build(k.Raw(), baseDir)
+}
+
+// Error is an invalid configuration: one problem per bad key, each naming its key path.
+type Error struct {
+	Problems []error
+}
+
+// Error lists every problem, one per line.
+func (e *Error) Error() string {
+	var sb strings.Builder
+	if len(e.Problems) == 1 {
+		sb.WriteString("invalid config: ")
+		sb.WriteString(e.Problems[0].Error())
+		return sb.String()
+	}
+	fmt.Fprintf(&sb, "invalid config (%d problems):", len(e.Problems))
+	for _, p := range e.Problems {
+		sb.WriteString("\n  ")
+		sb.WriteString(p.Error())
+	}
+	return sb.String()
+}
+
+// Unwrap returns the problems, so errors.Is and errors.As see each.
+func (e *Error) Unwrap() []error { return e.Problems }
+
+type rawBytes []byte
+
+func (r rawBytes) ReadBytes() ([]byte, error)   { return r, nil }
+func (r rawBytes) Read() (map[string]any, error) { return nil, errors.New("not supported") }
+
+func loadYAML(k *koanf.Koanf, data []byte) (err error) {
+	defer func() {
+		// A parser panic on hostile input must be a config error, not a crash.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("invalid YAML: %v", r)
+		}
+	}()
+	if err := k.Load(rawBytes(data), yaml.Parser()); err != nil {
+		return fmt.Errorf("invalid YAML: %w", err)
+	}
+	return nil
+}
+
+func nameOf(file string) string {
+	if file == "" {
+		return "embedded default"
+	}
+	return file
+}
+
+// envKey maps WQHOST_TENANTS__ACME__BATCH_SIZE to tenants.acme.batch_size.
+func envKey(k, v string) (string, any) {
+	k = strings.TrimPrefix(k, EnvPrefix)
+	if k == "" {
+		return "", nil
+	}
+	return strings.ReplaceAll(strings.ToLower(k), "__", "."), v
+}
+
+func build(raw map[string]any, base string) (*Config, error) {
+	cfg := defaultConfig()
+	d := &decoder{}
+	d.decode("", raw, reflect.ValueOf(&cfg).Elem())
+	if len(d.errs) > 0 {
+		return nil, &Error{Problems: d.errs}
+	}
+	cfg.BaseDir = base
+	if errs := cfg.validate(); len(errs) > 0 {
+		return nil, &Error{Problems: errs}
+	}
+	return &cfg, nil
+}

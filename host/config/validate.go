@@ -1,0 +1,439 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/wqhost/wqhost/examples/handlers"
+)
+
+// Ranges checked at load.
+const (
+	MaxBatchSize       = 32 // Azure Queue Storage's receive limit, honoured by every backend
+	MaxVisibility      = 7 * 24 * time.Hour
+	MaxDequeueCountCap = 1000
+	MaxWorkersCap      = 1024
+	MaxInstancesCap    = 1024
+	MaxMemory          = ByteSize(4 << 30) // wasm32 address space
+	MinMemory          = ByteSize(1 << 20)
+	MaxMessageBytesCap = ByteSize(64 << 20)
+	MaxTimeout         = time.Hour
+	MaxWeight          = 1000
+	MaxConcurrencyCap  = 100000
+)
+
+var (
+	nameRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	queueRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+)
+
+// validate checks the decoded config as a whole, one error per problem.
+func (c *Config) validate() []error {
+	var errs []error
+	fail := func(path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	}
+	if strings.TrimSpace(c.DataDir) == "" {
+		fail("data_dir", "must not be empty")
+	}
+	if c.MaxConcurrency < 0 || c.MaxConcurrency > MaxConcurrencyCap {
+		fail("max_concurrency", "%d is outside 0..%d", c.MaxConcurrency, MaxConcurrencyCap)
+	}
+	if c.Admin.Addr != "off" {
+		if _, port, err := net.SplitHostPort(c.Admin.Addr); err != nil || port == "" {
+			fail("admin.addr", "%q is not host:port (or \"off\")", c.Admin.Addr)
+		}
+	}
+	if c.Admin.MaxBodyBytes <= 0 || c.Admin.MaxBodyBytes > 16<<20 {
+		fail("admin.max_body_bytes", "%d is outside 1..16MiB", c.Admin.MaxBodyBytes)
+	}
+	checkEnvName(fail, "admin.token_env", c.Admin.TokenEnv)
+	oneOf(fail, "log.format", c.Log.Format, "text", "json")
+	oneOf(fail, "log.level", c.Log.Level, "debug", "info", "warn", "error")
+
+	for _, name := range sortedNames(c.Backends) {
+		b := c.Backends[name]
+		path := "backends." + name
+		if !nameRE.MatchString(name) {
+			fail(path, "name %q must be lower-case letters, digits, '-' or '_' (at most 63)", name)
+		}
+		c.validateBackend(fail, path, b)
+	}
+
+	if len(c.Tenants) == 0 {
+		fail("tenants", "no tenant configured: a host needs at least one binding")
+	}
+	type consumer struct{ backend, queue string }
+	consumers := map[consumer]string{}
+	for _, tn := range sortedNames(c.Tenants) {
+		t := c.Tenants[tn]
+		tp := "tenants." + tn
+		if !nameRE.MatchString(tn) {
+			fail(tp, "tenant name %q must be lower-case letters, digits, '-' or '_' (at most 63)", tn)
+		}
+		if t.Weight < 1 || t.Weight > MaxWeight {
+			fail(tp+".weight", "%d is outside 1..%d", t.Weight, MaxWeight)
+		}
+		if t.MaxConcurrency < 0 || t.MaxConcurrency > MaxConcurrencyCap {
+			fail(tp+".max_concurrency", "%d is outside 0..%d (0 = no cap)", t.MaxConcurrency, MaxConcurrencyCap)
+		}
+		checkEnvName(fail, tp+".token_env", t.TokenEnv)
+		l := t.Limits
+		if l.Memory < MinMemory || l.Memory > MaxMemory {
+			fail(tp+".limits.memory", "%s is outside %s..%s", l.Memory, MinMemory, MaxMemory)
+		}
+		if l.Timeout <= 0 || l.Timeout > MaxTimeout {
+			fail(tp+".limits.timeout", "%s is outside 1ns..%s", l.Timeout, MaxTimeout)
+		}
+		if l.Instances < 1 || l.Instances > MaxInstancesCap {
+			fail(tp+".limits.instances", "%d is outside 1..%d", l.Instances, MaxInstancesCap)
+		}
+		if l.MaxMessageBytes < 1 || l.MaxMessageBytes > MaxMessageBytesCap {
+			fail(tp+".limits.max_message_bytes", "%s is outside 1..%s", l.MaxMessageBytes, MaxMessageBytesCap)
+		}
+		if l.MaxOutputBytes < 1 || l.MaxOutputBytes > MaxMessageBytesCap {
+			fail(tp+".limits.max_output_bytes", "%s is outside 1..%s", l.MaxOutputBytes, MaxMessageBytesCap)
+		}
+		if len(t.Bindings) == 0 {
+			fail(tp+".bindings", "tenant has no binding")
+		}
+		for _, bn := range sortedNames(t.Bindings) {
+			b := t.Bindings[bn]
+			bp := tp + ".bindings." + bn
+			if !nameRE.MatchString(bn) {
+				fail(bp, "binding name %q must be lower-case letters, digits, '-' or '_' (at most 63)", bn)
+			}
+			c.validateBinding(fail, bp, tn, t, b)
+			queues := b.Shards
+			if b.Queue != "" {
+				queues = []string{b.Queue}
+			}
+			for _, q := range queues {
+				key := consumer{b.Backend, c.PhysicalQueue(tn, b.Backend, q)}
+				if other, dup := consumers[key]; dup {
+					fail(bp+".queue", "queue %q is already consumed by %s", q, other)
+				} else {
+					consumers[key] = bp
+				}
+			}
+		}
+	}
+	return errs
+}
+
+type failFunc func(path, format string, args ...any)
+
+func oneOf(fail failFunc, path, v string, allowed ...string) {
+	for _, a := range allowed {
+		if v == a {
+			return
+		}
+	}
+	fail(path, "%q is not one of %s", v, strings.Join(allowed, ", "))
+}
+
+var envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func checkEnvName(fail failFunc, path, v string) {
+	if v != "" && !envRE.MatchString(v) {
+		fail(path, "%q is not an environment variable name", v)
+	}
+}
+
+func sortedNames[T any](m map[string]T) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// within reports whether path p lies inside dir (both cleaned, absolute or both relative).
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+func (c *Config) validateBackend(fail failFunc, path string, b Backend) {
+	switch b.Type {
+	case BackendLocal:
+		oneOf(fail, path+".sync", b.Sync, "full", "normal")
+		if b.Path == "" {
+			fail(path+".path", "must not be empty")
+		} else if !filepath.IsAbs(b.Path) && !within(".", filepath.Clean(b.Path)) {
+			fail(path+".path", "%q escapes data_dir (use a path under data_dir or an absolute path)", b.Path)
+		}
+		if b.ConnectionStringEnv != "" || b.AccountName != "" || b.SASURLEnv != "" || b.ServiceURL != "" || b.DefaultCredential {
+			fail(path, "azure keys given for a backend of type local")
+		}
+	case BackendAzure:
+		oneOf(fail, path+".encoding", b.Encoding, "base64", "text")
+		n := 0
+		if b.ConnectionStringEnv != "" {
+			n++
+		}
+		if b.AccountName != "" && b.AccountKeyEnv != "" {
+			n++
+		} else if b.AccountKeyEnv != "" {
+			fail(path+".account_name", "required with account_key_env")
+		}
+		if b.SASURLEnv != "" {
+			n++
+		}
+		if b.DefaultCredential {
+			n++
+			if b.ServiceURL == "" && b.AccountName == "" {
+				fail(path+".service_url", "default_credential needs service_url or account_name")
+			}
+		}
+		if n != 1 {
+			fail(path, "exactly one of connection_string_env, account_name+account_key_env, sas_url_env, default_credential is required (got %d)", n)
+		}
+		for _, e := range []struct{ k, v string }{
+			{"connection_string_env", b.ConnectionStringEnv}, {"account_key_env", b.AccountKeyEnv}, {"sas_url_env", b.SASURLEnv},
+		} {
+			checkEnvName(fail, path+"."+e.k, e.v)
+		}
+		if b.PoisonTTL < 0 {
+			fail(path+".poison_ttl", "must not be negative")
+		}
+	case BackendMemory:
+	default:
+		fail(path+".type", "%q is not one of local, azure, memory", b.Type)
+	}
+}
+
+func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b Binding) {
+	if _, ok := c.BackendFor(b.Backend); !ok {
+		fail(bp+".backend", "%q is not a configured backend (known: %s)", b.Backend, strings.Join(append(sortedNames(c.Backends), DefaultBackend), ", "))
+	}
+	checkQueue := func(path, q string) {
+		if !queueRE.MatchString(q) {
+			fail(path, "queue name %q must be 1-63 lower-case letters, digits or inner '-'", q)
+		}
+	}
+	switch {
+	case b.Queue != "" && len(b.Shards) > 0:
+		fail(bp+".shards", "give either queue or shards, not both")
+	case b.Queue == "" && len(b.Shards) == 0:
+		fail(bp+".queue", "required (or shards)")
+	case b.Queue != "":
+		checkQueue(bp+".queue", b.Queue)
+	default:
+		seen := map[string]bool{}
+		for i, s := range b.Shards {
+			checkQueue(fmt.Sprintf("%s.shards[%d]", bp, i), s)
+			if seen[s] {
+				fail(fmt.Sprintf("%s.shards[%d]", bp, i), "shard %q listed twice", s)
+			}
+			seen[s] = true
+		}
+	}
+	if b.Output != "" {
+		checkQueue(bp+".output", b.Output)
+		if b.Output == b.Queue {
+			fail(bp+".output", "output %q is the binding's own input queue (a loop)", b.Output)
+		}
+	}
+	oneOf(fail, bp+".abi", b.ABI, ABIWqhostV1, ABIWasiStdio)
+	c.validateModule(fail, bp+".module", t, b.Module)
+
+	if b.BatchSize < 1 || b.BatchSize > MaxBatchSize {
+		if b.BatchSize > MaxBatchSize {
+			fail(bp+".batch_size", "%d is above the maximum %d", b.BatchSize, MaxBatchSize)
+		} else {
+			fail(bp+".batch_size", "%d is below the minimum 1", b.BatchSize)
+		}
+	}
+	if b.VisibilityTimeout < time.Second || b.VisibilityTimeout > MaxVisibility {
+		fail(bp+".visibility_timeout", "%s is outside 1s..%s", b.VisibilityTimeout, MaxVisibility)
+	}
+	if b.MaxDequeueCount < 1 || b.MaxDequeueCount > MaxDequeueCountCap {
+		fail(bp+".max_dequeue_count", "%d is outside 1..%d", b.MaxDequeueCount, MaxDequeueCountCap)
+	}
+	if b.MaxWorkers < 1 || b.MaxWorkers > MaxWorkersCap {
+		fail(bp+".max_workers", "%d is outside 1..%d", b.MaxWorkers, MaxWorkersCap)
+	}
+	switch {
+	case b.MinWorkers < 0:
+		fail(bp+".min_workers", "%d is negative", b.MinWorkers)
+	case b.MinWorkers > b.MaxWorkers:
+		fail(bp+".min_workers", "%d is above max_workers %d", b.MinWorkers, b.MaxWorkers)
+	case b.MinWorkers == 0 && !b.Push:
+		fail(bp+".min_workers", "0 needs push: true (otherwise nothing would ever receive)")
+	}
+
+	c.validatePlugin(fail, bp+".backoff", b.Backoff.PluginRef)
+	if b.Backoff.Policy != BackoffRandomExponential {
+		fail(bp+".backoff.policy", "unknown policy %q (known: %s)", b.Backoff.Policy, BackoffRandomExponential)
+	}
+	if b.Backoff.Min <= 0 {
+		fail(bp+".backoff.min", "%s must be positive", b.Backoff.Min)
+	}
+	if b.Backoff.Max < b.Backoff.Min {
+		fail(bp+".backoff.max", "%s is below backoff.min %s", b.Backoff.Max, b.Backoff.Min)
+	}
+
+	c.validatePlugin(fail, bp+".scaler", b.Scaler.PluginRef)
+	switch b.Scaler.Policy {
+	case ScalerDepthTable:
+		if b.Scaler.Target != 0 {
+			fail(bp+".scaler.target", "applies to the target policy, not depth-table")
+		}
+		for i, r := range b.Scaler.Table {
+			p := fmt.Sprintf("%s.scaler.table[%d]", bp, i)
+			if r.Depth < 0 || r.Workers < 0 {
+				fail(p, "depth and workers must not be negative")
+			}
+			if i > 0 && r.Depth <= b.Scaler.Table[i-1].Depth {
+				fail(p+".depth", "%d is not above the previous row's %d (rows must ascend)", r.Depth, b.Scaler.Table[i-1].Depth)
+			}
+		}
+	case ScalerTarget:
+		if b.Scaler.Target < 1 {
+			fail(bp+".scaler.target", "%d must be at least 1 (messages per worker)", b.Scaler.Target)
+		}
+		if len(b.Scaler.Table) > 0 {
+			fail(bp+".scaler.table", "applies to the depth-table policy, not target")
+		}
+	default:
+		fail(bp+".scaler.policy", "unknown policy %q (known: %s, %s)", b.Scaler.Policy, ScalerDepthTable, ScalerTarget)
+	}
+
+	c.validatePlugin(fail, bp+".poison", b.Poison.PluginRef)
+	if b.Poison.Policy != PoisonRetryThenDeadLetter {
+		fail(bp+".poison.policy", "unknown policy %q (known: %s)", b.Poison.Policy, PoisonRetryThenDeadLetter)
+	}
+	if b.Poison.BaseDelay < 0 {
+		fail(bp+".poison.base_delay", "%s is negative", b.Poison.BaseDelay)
+	}
+	if b.Poison.MaxDelay < b.Poison.BaseDelay {
+		fail(bp+".poison.max_delay", "%s is below poison.base_delay %s", b.Poison.MaxDelay, b.Poison.BaseDelay)
+	} else if b.Poison.MaxDelay > MaxVisibility {
+		fail(bp+".poison.max_delay", "%s is above the maximum %s", b.Poison.MaxDelay, MaxVisibility)
+	}
+
+	p := b.Pool
+	if p.MaxInstances < 1 || p.MaxInstances > t.Limits.Instances {
+		fail(bp+".pool.max_instances", "%d is outside 1..%d (tenants.%s.limits.instances)", p.MaxInstances, t.Limits.Instances, tenant)
+	}
+	if p.MinInstances < 0 || p.MinInstances > p.MaxInstances {
+		fail(bp+".pool.min_instances", "%d is outside 0..pool.max_instances %d", p.MinInstances, p.MaxInstances)
+	}
+	if p.MaxUses < 0 {
+		fail(bp+".pool.max_uses", "%d is negative (0 = no limit)", p.MaxUses)
+	}
+	if p.MaxMemory < 0 || p.MaxMemory > t.Limits.Memory {
+		fail(bp+".pool.max_memory", "%s is outside 0..%s (tenants.%s.limits.memory)", p.MaxMemory, t.Limits.Memory, tenant)
+	}
+}
+
+// ModulePath resolves a file module reference against the config's base directory; it
+// returns "" for builtin: references.
+func (c *Config) ModulePath(ref string) string {
+	if strings.HasPrefix(ref, BuiltinPrefix) || ref == "" {
+		return ""
+	}
+	if filepath.IsAbs(ref) {
+		return filepath.Clean(ref)
+	}
+	return filepath.Join(c.BaseDir, ref)
+}
+
+// ReadModule returns the bytes of a module reference: an embedded builtin:<name> or a file.
+func (c *Config) ReadModule(ref string) ([]byte, error) {
+	if name, ok := strings.CutPrefix(ref, BuiltinPrefix); ok {
+		return handlers.Module(name)
+	}
+	b, err := os.ReadFile(c.ModulePath(ref))
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", ref, err)
+	}
+	return b, nil
+}
+
+func (c *Config) validateModule(fail failFunc, path string, t Tenant, ref string) {
+	if ref == "" {
+		fail(path, "required: a .wasm file path or builtin:<name> (builtin: %s)", strings.Join(handlers.Names(), ", "))
+		return
+	}
+	if name, ok := strings.CutPrefix(ref, BuiltinPrefix); ok {
+		if _, err := handlers.Module(name); err != nil {
+			fail(path, "%v", err)
+		}
+		return
+	}
+	p := c.ModulePath(ref)
+	if t.ModuleDir != "" {
+		dir := t.ModuleDir
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(c.BaseDir, dir)
+		}
+		if !within(filepath.Clean(dir), p) {
+			fail(path, "%q is outside the tenant's module_dir %s", ref, t.ModuleDir)
+			return
+		}
+	}
+	fi, err := os.Stat(p)
+	switch {
+	case err != nil:
+		fail(path, "module file %s: %v", p, errText(err))
+	case fi.IsDir():
+		fail(path, "module %s is a directory, not a .wasm file", p)
+	}
+}
+
+func (c *Config) validatePlugin(fail failFunc, path string, p PluginRef) {
+	if p.Plugin == "" {
+		if len(p.Args) > 0 || len(p.Env) > 0 || p.Timeout != 0 {
+			fail(path+".plugin", "args, env or timeout given without plugin")
+		}
+		return
+	}
+	bin := p.Plugin
+	if !filepath.IsAbs(bin) {
+		bin = filepath.Join(c.BaseDir, bin)
+	}
+	fi, err := os.Stat(bin)
+	switch {
+	case err != nil:
+		fail(path+".plugin", "plugin binary %s: %v", bin, errText(err))
+	case fi.IsDir():
+		fail(path+".plugin", "plugin %s is a directory, not an executable", bin)
+	case fi.Mode().Perm()&0o111 == 0:
+		fail(path+".plugin", "plugin %s is not executable (mode %v)", bin, fi.Mode().Perm())
+	}
+	if p.Timeout < 0 || p.Timeout > 10*time.Second {
+		fail(path+".timeout", "%s is outside 0..10s (0 = default %s)", p.Timeout, DefaultPluginTimeout)
+	}
+	for k := range p.Env {
+		if !envRE.MatchString(k) {
+			fail(path+".env."+k, "not an environment variable name")
+		}
+	}
+}
+
+// PluginPath resolves a plugin binary path against the config's base directory.
+func (c *Config) PluginPath(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.BaseDir, p)
+}
+
+func errText(err error) string {
+	switch {
+	case os.IsNotExist(err):
+		return "no such file"
+	case os.IsPermission(err):
+		return "permission denied"
+	}
+	return err.Error()
+}
