@@ -231,9 +231,9 @@ type DepthRow struct {
 
 // Scaler is the scale-out policy.
 type Scaler struct {
-	Policy string     `koanf:"policy"` // depth-table (default) or target
-	Target int64      `koanf:"target"` // target: messages per worker
-	Table  []DepthRow `koanf:"table"`  // depth-table: empty = the whitepaper table
+	Policy    string     `koanf:"policy"` // depth-table (default) or target
+	Target    int64      `koanf:"target"` // target: messages per worker
+	Table     []DepthRow `koanf:"table"`  // depth-table: empty = the whitepaper table
 	PluginRef `koanf:",squash"`
 }
 

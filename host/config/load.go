@@ -164,7 +164,7 @@ func (e *Error) Unwrap() []error { return e.Problems }
 
 type rawBytes []byte
 
-func (r rawBytes) ReadBytes() ([]byte, error)   { return r, nil }
+func (r rawBytes) ReadBytes() ([]byte, error)    { return r, nil }
 func (r rawBytes) Read() (map[string]any, error) { return nil, errors.New("not supported") }
 
 func loadYAML(k *koanf.Koanf, data []byte) (err error) {
