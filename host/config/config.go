@@ -37,6 +37,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
 // DefaultTenant is the tenant whose queues are not prefixed.
@@ -70,10 +72,10 @@ const (
 
 // Policy names of the built-in policies (plugins/builtin).
 const (
-	BackoffRandomExponential  = "random-exponential"
-	ScalerDepthTable          = "depth-table"
-	ScalerTarget              = "target"
-	PoisonRetryThenDeadLetter = "retry-then-dead-letter"
+	BackoffRandomExponential  = builtin.BackoffRandomExponential
+	ScalerDepthTable          = builtin.ScalerDepthTable
+	ScalerTarget              = builtin.ScalerTarget
+	PoisonRetryThenDeadLetter = builtin.PoisonRetryThenDeadLetter
 )
 
 // ABI names (runtime.ABI values).
@@ -181,7 +183,8 @@ type Limits struct {
 // Binding connects a queue to a handler module and an optional output queue.
 type Binding struct {
 	Backend string `koanf:"backend"` // a key of backends; default "local"
-	// Queue is the input queue; Shards instead lists several queues consumed as one.
+	// Queue is the input queue. With Shards it is the logical name (status, <queue>-poison)
+	// of the shard queues consumed as one.
 	Queue  string   `koanf:"queue"`
 	Shards []string `koanf:"shards"`
 	// Output is the queue the handler's default emits go to; empty means none.
@@ -231,8 +234,8 @@ type DepthRow struct {
 
 // Scaler is the scale-out policy.
 type Scaler struct {
-	Policy    string     `koanf:"policy"` // depth-table (default) or target
-	Target    int64      `koanf:"target"` // target: messages per worker
+	Policy    string     `koanf:"policy"` // target (default) or depth-table
+	Target    int64      `koanf:"target"` // target: messages per worker (0 = 32)
 	Table     []DepthRow `koanf:"table"`  // depth-table: empty = the whitepaper table
 	PluginRef `koanf:",squash"`
 }
@@ -285,7 +288,7 @@ func defaultBinding() Binding {
 		MinWorkers:        DefaultMinWorkers,
 		MaxWorkers:        DefaultMaxWorkers,
 		Backoff:           Backoff{Policy: BackoffRandomExponential, Min: DefaultBackoffMin, Max: DefaultBackoffMax},
-		Scaler:            Scaler{Policy: ScalerDepthTable},
+		Scaler:            Scaler{Policy: ScalerTarget},
 		Poison:            Poison{Policy: PoisonRetryThenDeadLetter, BaseDelay: DefaultPoisonBaseDelay, MaxDelay: DefaultPoisonMaxDelay},
 		Pool:              Pool{MinInstances: DefaultPoolMinInstances, MaxInstances: DefaultPoolMaxInstances},
 	}

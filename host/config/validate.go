@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/wqhost/wqhost/examples/handlers"
+	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
 // Ranges checked at load.
@@ -111,7 +113,7 @@ func (c *Config) validate() []error {
 			}
 			c.validateBinding(fail, bp, tn, t, b)
 			queues := b.Shards
-			if b.Queue != "" {
+			if len(queues) == 0 {
 				queues = []string{b.Queue}
 			}
 			for _, q := range queues {
@@ -219,14 +221,12 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 			fail(path, "queue name %q must be 1-63 lower-case letters, digits or inner '-'", q)
 		}
 	}
-	switch {
-	case b.Queue != "" && len(b.Shards) > 0:
-		fail(bp+".shards", "give either queue or shards, not both")
-	case b.Queue == "" && len(b.Shards) == 0:
-		fail(bp+".queue", "required (or shards)")
-	case b.Queue != "":
+	if b.Queue == "" {
+		fail(bp+".queue", "required (with shards: the logical name of the sharded queue)")
+	} else {
 		checkQueue(bp+".queue", b.Queue)
-	default:
+	}
+	if len(b.Shards) > 0 {
 		seen := map[string]bool{}
 		for i, s := range b.Shards {
 			checkQueue(fmt.Sprintf("%s.shards[%d]", bp, i), s)
@@ -271,8 +271,8 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 	}
 
 	c.validatePlugin(fail, bp+".backoff", b.Backoff.PluginRef)
-	if b.Backoff.Policy != BackoffRandomExponential {
-		fail(bp+".backoff.policy", "unknown policy %q (known: %s)", b.Backoff.Policy, BackoffRandomExponential)
+	if !slices.Contains(builtin.BackoffNames(), b.Backoff.Policy) {
+		fail(bp+".backoff.policy", "unknown policy %q (known: %s)", b.Backoff.Policy, strings.Join(builtin.BackoffNames(), ", "))
 	}
 	if b.Backoff.Min <= 0 {
 		fail(bp+".backoff.min", "%s must be positive", b.Backoff.Min)
@@ -297,19 +297,19 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 			}
 		}
 	case ScalerTarget:
-		if b.Scaler.Target < 1 {
-			fail(bp+".scaler.target", "%d must be at least 1 (messages per worker)", b.Scaler.Target)
+		if b.Scaler.Target < 0 {
+			fail(bp+".scaler.target", "%d is negative (messages per worker; 0 = %d)", b.Scaler.Target, builtin.DefaultTargetPerWorker)
 		}
 		if len(b.Scaler.Table) > 0 {
 			fail(bp+".scaler.table", "applies to the depth-table policy, not target")
 		}
 	default:
-		fail(bp+".scaler.policy", "unknown policy %q (known: %s, %s)", b.Scaler.Policy, ScalerDepthTable, ScalerTarget)
+		fail(bp+".scaler.policy", "unknown policy %q (known: %s)", b.Scaler.Policy, strings.Join(builtin.ScalerNames(), ", "))
 	}
 
 	c.validatePlugin(fail, bp+".poison", b.Poison.PluginRef)
-	if b.Poison.Policy != PoisonRetryThenDeadLetter {
-		fail(bp+".poison.policy", "unknown policy %q (known: %s)", b.Poison.Policy, PoisonRetryThenDeadLetter)
+	if !slices.Contains(builtin.PoisonNames(), b.Poison.Policy) {
+		fail(bp+".poison.policy", "unknown policy %q (known: %s)", b.Poison.Policy, strings.Join(builtin.PoisonNames(), ", "))
 	}
 	if b.Poison.BaseDelay < 0 {
 		fail(bp+".poison.base_delay", "%s is negative", b.Poison.BaseDelay)
