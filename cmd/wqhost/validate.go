@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/wqhost/wqhost/runtime"
+)
+
+const validateDoc = `
+Checks a WebAssembly module against a guest ABI without running it: the exports the ABI needs
+(wqhost_abi_v1, wqhost_handle, memory for wqhost/v1; _start for wasi-stdio) and every import
+(only wasi_snapshot_preview1 and, for wqhost/v1, the wqhost host functions with the right
+signatures). Exit code 0: fits; 1: does not fit (each problem on its own line); 2: no such
+file or unknown ABI.`
+
+func (c *cli) validate(ctx context.Context, args []string) error {
+	fl := c.flags("validate", "FILE.wasm [--abi wqhost/v1|wasi-stdio]", validateDoc)
+	abi := fl.String("abi", string(runtime.ABIWqhostV1), "guest ABI to check against: wqhost/v1 or wasi-stdio")
+	if err := c.parse(fl, args); err != nil {
+		return err
+	}
+	if fl.NArg() != 1 {
+		return usagef("want exactly one module file, got %d arguments (see --help)", fl.NArg())
+	}
+	path := fl.Arg(0)
+	a := runtime.ABI(*abi)
+	if a != runtime.ABIWqhostV1 && a != runtime.ABIWasiStdio {
+		return usagef("--abi %q: unknown ABI (want %s or %s)", *abi, runtime.ABIWqhostV1, runtime.ABIWasiStdio)
+	}
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return usagef("%s: no such file", path)
+		}
+		return usagef("%s: %v", path, err)
+	}
+	err := runtime.Validate(ctx, path, a)
+	if err == nil {
+		fmt.Fprintf(c.stdout, "%s: ok, fits abi %s\n", path, a)
+		return nil
+	}
+	// runtime.Validate joins the problems with "; " after "does not fit abi X: ".
+	msg := err.Error()
+	marker := fmt.Sprintf("does not fit abi %s: ", a)
+	if i := strings.Index(msg, marker); i >= 0 {
+		problems := strings.Split(msg[i+len(marker):], "; ")
+		fmt.Fprintf(c.stdout, "%s: does not fit abi %s (%s):\n", path, a, plural(len(problems), "problem"))
+		for _, p := range problems {
+			fmt.Fprintf(c.stdout, "  - %s\n", p)
+		}
+		return fmt.Errorf("%s does not fit abi %s", path, a)
+	}
+	return err
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
