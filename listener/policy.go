@@ -29,6 +29,8 @@ type State struct {
 	Updates       uint64
 	Sends         uint64
 	Errors        uint64 // backend calls that failed
+	DepthQueries  uint64 // Depth calls, kept rare: they are billed like any other call
+	LeasesLost    uint64 // messages whose lease expired before they were settled
 
 	LatencyP50 time.Duration
 	LatencyP99 time.Duration

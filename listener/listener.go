@@ -1,0 +1,532 @@
+package listener
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Limiter gates handler calls: tenant caps and the host-wide fair share are built on it.
+type Limiter interface {
+	// Acquire blocks until one more handler call may run, or ctx ends (then it returns an
+	// error and the call does not run).
+	Acquire(ctx context.Context) error
+	// Release returns the slot taken by a successful Acquire.
+	Release()
+}
+
+// Config configures a Listener. Zero values mean the documented defaults.
+type Config struct {
+	// Queue is the queue the listener drains. Required.
+	Queue Queue
+	// DeadLetter receives poison messages (the <queue>-poison queue). Required.
+	DeadLetter Queue
+	// Handler processes each message. Required.
+	Handler Handler
+	// Backoff paces an idle listener and decides when surplus workers stop. Required.
+	Backoff Backoff
+	// Scaler decides how many workers to run when work appears. Required.
+	Scaler Scaler
+	// Poison settles failed messages. Required.
+	Poison PoisonPolicy
+
+	// MinWorkers is the number of dequeue workers kept alive; default 1. Zero is allowed
+	// (and is the default) only with Push.
+	MinWorkers int
+	// MaxWorkers caps the dequeue workers; default 16.
+	MaxWorkers int
+	// BatchSize is the number of messages one receive asks for, 1..MaxBatch; default 32.
+	BatchSize int
+	// Concurrency bounds the handler calls one worker runs at once; default BatchSize.
+	Concurrency int
+	// VisibilityTimeout is the lease taken on receive; default 30s. Leases are renewed
+	// while a handler runs.
+	VisibilityTimeout time.Duration
+	// MaxDequeueCount is the dequeue count at which the poison policy gives up; default 5.
+	MaxDequeueCount int
+	// MinIdle and MaxIdle clamp the Backoff's delays; defaults 100ms and 60s.
+	MinIdle, MaxIdle time.Duration
+	// ErrorBackoffMax caps the exponential back-off after backend errors; default 60s.
+	ErrorBackoffMax time.Duration
+	// TimeSlice is how long a worker keeps its slot under a backlog before handing it back
+	// to the scaling logic, so that many bindings share a host fairly; default 10s.
+	TimeSlice time.Duration
+	// Push says wake-ups (Notify, or a Waiter backend) reach the listener: an idle
+	// listener then makes no queue calls at all and its last worker may stop.
+	Push bool
+	// AtMostOnce deletes messages on receive, before they are handled.
+	AtMostOnce bool
+	// ShutdownGrace bounds how long in-flight handlers may run after Run's context ends;
+	// default 30s.
+	ShutdownGrace time.Duration
+	// HandlerVersion is recorded on dead letters (AttrHandlerVersion). Optional.
+	HandlerVersion func() string
+	// Limiter gates handler calls. Optional.
+	Limiter Limiter
+	// Clock is the time source; default SystemClock().
+	Clock Clock
+	// Logger receives the listener's logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxWorkers        = 16
+	DefaultVisibilityTimeout = 30 * time.Second
+	DefaultMaxDequeueCount   = 5
+	DefaultMinIdle           = 100 * time.Millisecond
+	DefaultMaxIdle           = 60 * time.Second
+	DefaultErrorBackoffMax   = 60 * time.Second
+	DefaultTimeSlice         = 10 * time.Second
+	DefaultShutdownGrace     = 30 * time.Second
+)
+
+// maxRetryDelay caps a poison policy's retry delay: Azure's longest visibility timeout.
+const maxRetryDelay = 7 * 24 * time.Hour
+
+// depthEvery bounds how often the listener asks the queue for its depth: Depth is a billed
+// call, so it is asked only when scaling needs it and at most this often.
+const depthEvery = time.Second
+
+func (c *Config) withDefaults() (Config, error) {
+	cfg := *c
+	required := []struct {
+		name  string
+		isNil bool
+	}{
+		{"Queue", cfg.Queue == nil},
+		{"DeadLetter", cfg.DeadLetter == nil},
+		{"Handler", cfg.Handler == nil},
+		{"Backoff", cfg.Backoff == nil},
+		{"Scaler", cfg.Scaler == nil},
+		{"Poison", cfg.Poison == nil},
+	}
+	for _, r := range required {
+		if r.isNil {
+			return cfg, fmt.Errorf("listener config: %s is required", r.name)
+		}
+	}
+	name := cfg.Queue.Name()
+	bad := func(field string, format string, args ...any) (Config, error) {
+		return cfg, fmt.Errorf("listener config for queue %q: %s: %s", name, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case cfg.MinWorkers < 0:
+		return bad("MinWorkers", "%d is negative", cfg.MinWorkers)
+	case cfg.MinWorkers == 0 && !cfg.Push:
+		cfg.MinWorkers = 1
+	}
+	switch {
+	case cfg.MaxWorkers < 0:
+		return bad("MaxWorkers", "%d is negative", cfg.MaxWorkers)
+	case cfg.MaxWorkers == 0:
+		cfg.MaxWorkers = max(DefaultMaxWorkers, cfg.MinWorkers)
+	}
+	if cfg.MaxWorkers < cfg.MinWorkers {
+		return bad("MaxWorkers", "%d is below MinWorkers %d", cfg.MaxWorkers, cfg.MinWorkers)
+	}
+	if cfg.MaxWorkers < 1 {
+		return bad("MaxWorkers", "must be at least 1")
+	}
+	switch {
+	case cfg.BatchSize == 0:
+		cfg.BatchSize = MaxBatch
+	case cfg.BatchSize < 1 || cfg.BatchSize > MaxBatch:
+		return bad("BatchSize", "%d is outside 1..%d", cfg.BatchSize, MaxBatch)
+	}
+	switch {
+	case cfg.Concurrency == 0:
+		cfg.Concurrency = cfg.BatchSize
+	case cfg.Concurrency < 0:
+		return bad("Concurrency", "%d is negative", cfg.Concurrency)
+	}
+	switch {
+	case cfg.MaxDequeueCount == 0:
+		cfg.MaxDequeueCount = DefaultMaxDequeueCount
+	case cfg.MaxDequeueCount < 0:
+		return bad("MaxDequeueCount", "%d is negative", cfg.MaxDequeueCount)
+	}
+	durations := []struct {
+		field string
+		d     *time.Duration
+		def   time.Duration
+	}{
+		{"VisibilityTimeout", &cfg.VisibilityTimeout, DefaultVisibilityTimeout},
+		{"MinIdle", &cfg.MinIdle, DefaultMinIdle},
+		{"MaxIdle", &cfg.MaxIdle, DefaultMaxIdle},
+		{"ErrorBackoffMax", &cfg.ErrorBackoffMax, DefaultErrorBackoffMax},
+		{"TimeSlice", &cfg.TimeSlice, DefaultTimeSlice},
+		{"ShutdownGrace", &cfg.ShutdownGrace, DefaultShutdownGrace},
+	}
+	for _, d := range durations {
+		switch {
+		case *d.d < 0:
+			return bad(d.field, "%s is negative", *d.d)
+		case *d.d == 0:
+			*d.d = d.def
+		}
+	}
+	if cfg.MinIdle > cfg.MaxIdle {
+		return bad("MinIdle", "%s exceeds MaxIdle %s", cfg.MinIdle, cfg.MaxIdle)
+	}
+	if cfg.VisibilityTimeout < time.Second {
+		return bad("VisibilityTimeout", "%s is below 1s", cfg.VisibilityTimeout)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Logger = cfg.Logger.With("queue", name)
+	return cfg, nil
+}
+
+// Listener drains one queue with an auto-scaling set of dequeue workers. Create it with New
+// and start it with Run.
+type Listener struct {
+	cfg     Config
+	q       Queue
+	batcher Batcher // nil when the queue has none
+	waiter  Waiter  // nil when the queue cannot block
+	clk     Clock
+	log     *slog.Logger
+
+	notifyCh  chan struct{} // Notify: buffered 1
+	rescaleCh chan struct{} // a worker handed back its slot: buffered 1
+	emptyCh   chan struct{} // the last worker stopped (push): buffered 1
+	unparkCh  chan struct{} // wakes parked workers; capacity MaxWorkers
+
+	mu      sync.Mutex
+	active  int  // workers holding a slot, parked ones included
+	parked  int  // workers waiting for a fan-out without calling the queue
+	waiting bool // one worker is in peek mode (idle wait or error back-off)
+	wg      sync.WaitGroup
+	running atomic.Bool
+
+	// Shutdown: stopping is set when Run's context ends; handlers run on hctx, cancelled
+	// when the grace period is over.
+	stopping atomic.Bool
+	hctx     context.Context
+	hcancel  context.CancelFunc
+
+	errStreak atomic.Int64 // consecutive failed receives, listener-wide
+	depthAt   atomic.Int64 // unix nanos of the last Depth call
+	nextDue   atomic.Int64 // earliest retry this listener scheduled (unix nanos), 0 = none
+
+	c    counters
+	hist latencyHist
+}
+
+type counters struct {
+	depth, peak, inFlight, activeW                               atomic.Int64
+	processed, failed, retried, poisoned                         atomic.Uint64
+	receives, emptyReceives, deletes, updates, sends, errorCalls atomic.Uint64
+	depthQueries, leasesLost                                     atomic.Uint64
+}
+
+// New validates cfg and returns a Listener. Errors name the offending field.
+func New(cfg Config) (*Listener, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l := &Listener{
+		cfg:       c,
+		q:         c.Queue,
+		clk:       c.Clock,
+		log:       c.Logger,
+		notifyCh:  make(chan struct{}, 1),
+		rescaleCh: make(chan struct{}, 1),
+		emptyCh:   make(chan struct{}, 1),
+		unparkCh:  make(chan struct{}, c.MaxWorkers),
+	}
+	l.batcher, _ = c.Queue.(Batcher)
+	l.waiter, _ = c.Queue.(Waiter)
+	return l, nil
+}
+
+// Notify wakes an idle listener at once (a push notification: a message was sent). It never
+// blocks; wake-ups that arrive while the listener is busy are merged.
+func (l *Listener) Notify() {
+	select {
+	case l.notifyCh <- struct{}{}:
+	default:
+	}
+}
+
+// State returns a snapshot of the listener's counters. It is cheap and safe to call
+// concurrently with Run.
+func (l *Listener) State() State {
+	q := l.hist.quantiles(0.5, 0.99)
+	return State{
+		Queue:         l.q.Name(),
+		Depth:         l.c.depth.Load(),
+		ActiveWorkers: int(l.c.activeW.Load()),
+		PeakWorkers:   int(l.c.peak.Load()),
+		MinWorkers:    l.cfg.MinWorkers,
+		MaxWorkers:    l.cfg.MaxWorkers,
+		InFlight:      int(l.c.inFlight.Load()),
+		PushEnabled:   l.cfg.Push,
+		Processed:     l.c.processed.Load(),
+		Failed:        l.c.failed.Load(),
+		Retried:       l.c.retried.Load(),
+		Poisoned:      l.c.poisoned.Load(),
+		Receives:      l.c.receives.Load(),
+		EmptyReceives: l.c.emptyReceives.Load(),
+		Deletes:       l.c.deletes.Load(),
+		Updates:       l.c.updates.Load(),
+		Sends:         l.c.sends.Load(),
+		Errors:        l.c.errorCalls.Load(),
+		DepthQueries:  l.c.depthQueries.Load(),
+		LeasesLost:    l.c.leasesLost.Load(),
+		LatencyP50:    q[0],
+		LatencyP99:    q[1],
+	}
+}
+
+// Run drains the queue until ctx ends. Then it stops receiving, lets in-flight handlers
+// finish within ShutdownGrace, releases leased-but-unstarted messages at once and returns
+// nil; it returns an error if handlers were still running when the grace period ended
+// (their messages stay leased and are redelivered when the lease expires).
+func (l *Listener) Run(ctx context.Context) error {
+	if !l.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("listener for queue %q: Run called twice", l.q.Name())
+	}
+	// Handlers and settlement outlive ctx by the grace period.
+	l.hctx, l.hcancel = context.WithCancel(context.WithoutCancel(ctx))
+	defer l.hcancel()
+	stop := context.AfterFunc(ctx, func() { l.stopping.Store(true) })
+	defer stop()
+
+	l.mu.Lock()
+	// Start as if idle: the first receive that finds work asks the scaler, so a backlog
+	// present at start-up is met with the right number of workers.
+	for range max(l.cfg.MinWorkers, 1) {
+		l.startLocked(ctx, 1)
+	}
+	l.mu.Unlock()
+
+	l.supervise(ctx)
+	return l.shutdown()
+}
+
+func (l *Listener) shutdown() error {
+	l.stopping.Store(true)
+	done := make(chan struct{})
+	go func() {
+		l.wg.Wait()
+		close(done)
+	}()
+	t := l.clk.NewTimer(l.cfg.ShutdownGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C():
+	}
+	inFlight := l.c.inFlight.Load()
+	l.hcancel()
+	<-done
+	if inFlight == 0 {
+		return nil
+	}
+	return fmt.Errorf("listener for queue %q: %d handlers still running after the %s shutdown grace were cancelled",
+		l.q.Name(), inFlight, l.cfg.ShutdownGrace)
+}
+
+// supervise restarts workers when one hands back its slot (time slice) and, with push,
+// waits at zero queue calls for a wake-up once the last worker stopped.
+func (l *Listener) supervise(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.rescaleCh:
+			l.scaleUp(ctx, 1)
+		case <-l.emptyCh:
+			if !l.waitForWork(ctx) {
+				return
+			}
+			l.mu.Lock()
+			if l.active == 0 {
+				l.startLocked(ctx, 1)
+			}
+			l.mu.Unlock()
+		}
+	}
+}
+
+// waitForWork blocks until a wake-up: Notify, the Waiter backend, or the earliest retry this
+// listener scheduled becoming due. It reports false when ctx ended.
+func (l *Listener) waitForWork(ctx context.Context) bool {
+	for {
+		l.mu.Lock()
+		idle := l.active == 0
+		l.mu.Unlock()
+		if !idle {
+			return true
+		}
+		woke, _ := l.idleWait(ctx, 0)
+		if ctx.Err() != nil {
+			return false
+		}
+		if woke {
+			return true
+		}
+	}
+}
+
+// startLocked starts one worker; idle > 0 means it starts as if the queue had been empty,
+// so that finding work makes it ask the scaler. l.mu must be held.
+func (l *Listener) startLocked(ctx context.Context, idle int) {
+	if l.active >= l.cfg.MaxWorkers || ctx.Err() != nil {
+		return
+	}
+	l.active++
+	l.c.activeW.Store(int64(l.active))
+	if int64(l.active) > l.c.peak.Load() {
+		l.c.peak.Store(int64(l.active))
+	}
+	l.wg.Add(1)
+	go l.worker(ctx, idle)
+}
+
+// exitLocked gives back a worker's slot. l.mu must be held.
+func (l *Listener) exitLocked() {
+	l.active--
+	l.c.activeW.Store(int64(l.active))
+	if l.active == 0 && l.cfg.Push {
+		select {
+		case l.emptyCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// desired asks the scaler for the worker count, refreshing the depth if it is stale, and
+// clamps the answer to MinWorkers..MaxWorkers and at least floor.
+func (l *Listener) desired(ctx context.Context, floor int) int {
+	l.refreshDepth(ctx)
+	want := l.cfg.Scaler.Desired(ctx, l.State())
+	return min(max(want, l.cfg.MinWorkers, floor), l.cfg.MaxWorkers)
+}
+
+// scaleUp brings the running workers up to the scaler's answer: parked workers first,
+// then new ones.
+func (l *Listener) scaleUp(ctx context.Context, floor int) {
+	want := l.desired(ctx, floor)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	need := want - (l.active - l.parked)
+	for ; need > 0 && l.parked > 0; need-- {
+		l.parked--
+		l.unparkCh <- struct{}{} // capacity MaxWorkers >= parked: never blocks
+	}
+	for ; need > 0 && l.active < l.cfg.MaxWorkers; need-- {
+		l.startLocked(ctx, 0)
+	}
+}
+
+func (l *Listener) refreshDepth(ctx context.Context) {
+	now := l.clk.Now().UnixNano()
+	last := l.depthAt.Load()
+	if last != 0 && now-last < int64(depthEvery) {
+		return
+	}
+	if !l.depthAt.CompareAndSwap(last, now) {
+		return // another worker is refreshing it
+	}
+	l.c.depthQueries.Add(1)
+	d, err := l.q.Depth(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.c.errorCalls.Add(1)
+			l.log.Warn("queue depth", "err", err)
+		}
+		return
+	}
+	l.c.depth.Store(d)
+}
+
+// idleWait sleeps up to d (d <= 0: until woken) unless woken earlier by Notify, the Waiter
+// backend or, with push, a retry of ours falling due. It reports whether it was woken
+// (rather than timing out), and false for both when ctx ended.
+func (l *Listener) idleWait(ctx context.Context, d time.Duration) (woke bool, timedOut bool) {
+	if due := l.nextDue.Load(); due != 0 && l.cfg.Push {
+		in := time.Duration(due - l.clk.Now().UnixNano())
+		if in <= 0 {
+			l.nextDue.CompareAndSwap(due, 0)
+			return true, false
+		}
+		if d <= 0 || in < d {
+			defer func() {
+				if timedOut {
+					l.nextDue.CompareAndSwap(due, 0)
+					woke, timedOut = true, false
+				}
+			}()
+			d = in
+		}
+	}
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := l.clk.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C()
+	}
+	var waited chan struct{}
+	if l.waiter != nil {
+		wctx, cancel := context.WithCancel(ctx)
+		waited = make(chan struct{})
+		wdone := make(chan struct{})
+		go func() {
+			defer close(wdone)
+			if l.waiter.Wait(wctx, 0) == nil {
+				close(waited)
+			}
+		}()
+		defer func() {
+			cancel()
+			<-wdone
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		return false, false
+	case <-l.notifyCh:
+		return true, false
+	case <-waited:
+		return true, false
+	case <-timeout:
+		return false, true
+	}
+}
+
+// errDelay is the pause before the next call after n consecutive backend errors:
+// doubling from MinIdle, capped at ErrorBackoffMax.
+func (l *Listener) errDelay(n int64) time.Duration {
+	d := l.cfg.MinIdle
+	for i := int64(1); i < n && d < l.cfg.ErrorBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, l.cfg.ErrorBackoffMax)
+}
+
+// sleep waits d on the listener's clock; it reports false when ctx ended first.
+func (l *Listener) sleep(ctx context.Context, d time.Duration) bool {
+	t := l.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+var errUnstarted = errors.New("not started")

@@ -1,0 +1,380 @@
+package listener
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// batch is one received batch being processed. A worker reuses its batch (and the slices
+// in it) for every receive, so the hot path allocates little beyond the messages.
+type batch struct {
+	l    *Listener
+	msgs []*Message
+	errs []error // handler outcome per message; errUnstarted when it never ran
+	lost []bool  // lease lost while processing: must not be settled
+	// leases holds renewed copies of the messages: renewal must not write the Message a
+	// handler is reading. Settlement copies the tokens back once every handler returned.
+	leases  []Message
+	renewed bool
+	dels    []*Message
+	delErrs []error
+	next    atomic.Int32
+	left    atomic.Int32
+	done    chan struct{}
+}
+
+// errOverDequeued marks a message received more often than MaxDequeueCount: its earlier
+// leases expired unsettled (a hung or crashed handler), so it is dead-lettered unhandled.
+var errOverDequeued = errors.New("over dequeue count")
+
+// errSkip marks a message left alone: an at-most-once delete failed, so it is not handled
+// and its lease expires.
+var errSkip = errors.New("skipped")
+
+func (b *batch) reset(msgs []*Message) {
+	n := len(msgs)
+	b.msgs = msgs
+	if cap(b.errs) < n {
+		b.errs = make([]error, n, MaxBatch)
+		b.lost = make([]bool, n, MaxBatch)
+	}
+	b.errs = b.errs[:n]
+	b.lost = b.lost[:n]
+	clear(b.errs)
+	clear(b.lost)
+	b.renewed = false
+	b.next.Store(0)
+}
+
+// process hands a batch to the handler (at most Concurrency calls at once), renews the
+// leases while handlers run long, then settles every message.
+func (l *Listener) process(ctx context.Context, b *batch, msgs []*Message) {
+	b.reset(msgs)
+	if l.cfg.AtMostOnce {
+		l.deleteOnReceive(b)
+	} else {
+		for i, m := range msgs {
+			if m.DequeueCount > l.cfg.MaxDequeueCount {
+				b.errs[i] = errOverDequeued
+			}
+		}
+	}
+	n := min(l.cfg.Concurrency, len(msgs))
+	b.left.Store(int32(n))
+	b.done = make(chan struct{})
+	for range n {
+		go b.run()
+	}
+	l.awaitRenewing(b)
+	l.settle(ctx, b)
+}
+
+func (b *batch) run() {
+	l := b.l
+	for {
+		i := int(b.next.Add(1)) - 1
+		if i >= len(b.msgs) {
+			break
+		}
+		if b.errs[i] != nil || b.lost[i] {
+			continue // settled before handling (over-dequeued, or at-most-once delete failed)
+		}
+		b.errs[i] = l.handle(b.msgs[i])
+	}
+	if b.left.Add(-1) == 0 {
+		close(b.done)
+	}
+}
+
+// handle runs the handler on one message, unless the listener is shutting down.
+func (l *Listener) handle(m *Message) (err error) {
+	if l.stopping.Load() {
+		return errUnstarted
+	}
+	if lim := l.cfg.Limiter; lim != nil {
+		if lim.Acquire(l.hctx) != nil {
+			return errUnstarted
+		}
+		defer lim.Release()
+		if l.stopping.Load() {
+			return errUnstarted
+		}
+	}
+	l.c.inFlight.Add(1)
+	start := l.clk.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panicked on message %s: %v", m.ID, r)
+		}
+		l.hist.record(l.clk.Now().Sub(start))
+		l.c.inFlight.Add(-1)
+	}()
+	return l.cfg.Handler.Handle(l.hctx, m)
+}
+
+// awaitRenewing waits for the batch's handlers, renewing every unsettled lease each half
+// visibility timeout so that a slow handler's messages are not delivered twice.
+func (l *Listener) awaitRenewing(b *batch) {
+	every := l.cfg.VisibilityTimeout / 2
+	for {
+		t := l.clk.NewTimer(every)
+		select {
+		case <-b.done:
+			t.Stop()
+			if b.renewed {
+				for i := range b.msgs {
+					b.msgs[i].LeaseToken = b.leases[i].LeaseToken
+					b.msgs[i].VisibleAt = b.leases[i].VisibleAt
+				}
+			}
+			return
+		case <-t.C():
+			l.renew(b)
+		}
+	}
+}
+
+func (l *Listener) renew(b *batch) {
+	if l.cfg.AtMostOnce {
+		return // already deleted: nothing to keep
+	}
+	if !b.renewed {
+		b.leases = b.leases[:0]
+		for _, m := range b.msgs {
+			b.leases = append(b.leases, *m)
+		}
+		b.renewed = true
+	}
+	ctx := context.WithoutCancel(l.hctx)
+	for i := range b.leases {
+		if b.lost[i] {
+			continue
+		}
+		l.c.updates.Add(1)
+		err := l.q.UpdateVisibility(ctx, &b.leases[i], l.cfg.VisibilityTimeout)
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrLeaseLost):
+			b.lost[i] = true
+		default:
+			l.c.errorCalls.Add(1)
+			l.log.Warn("renew lease", "id", b.msgs[i].ID, "err", err)
+		}
+	}
+}
+
+// settle deletes the handled messages (in one call when the queue is a Batcher), releases
+// the unstarted ones and hands failures to the poison policy.
+func (l *Listener) settle(ctx context.Context, b *batch) {
+	sctx := context.WithoutCancel(ctx) // settling must finish even during shutdown
+	b.dels = b.dels[:0]
+	for i, m := range b.msgs {
+		if b.lost[i] {
+			l.leaseLost(m, nil)
+			continue
+		}
+		err := b.errs[i]
+		switch {
+		case err == nil:
+			if l.cfg.AtMostOnce {
+				l.c.processed.Add(1)
+			} else {
+				b.dels = append(b.dels, m)
+			}
+		case err == errSkip:
+		case err == errUnstarted:
+			l.putBack(sctx, m)
+		case err == errOverDequeued:
+			l.deadLetter(sctx, m, fmt.Sprintf("dequeue count %d exceeds max_dequeue_count %d: earlier leases expired unsettled",
+				m.DequeueCount, l.cfg.MaxDequeueCount))
+		case l.hctx.Err() != nil && errors.Is(err, context.Canceled):
+			// Cut off by the end of the shutdown grace: not the message's fault.
+			l.putBack(sctx, m)
+		default:
+			l.fail(sctx, m, err)
+		}
+	}
+	if len(b.dels) > 0 {
+		b.delErrs = l.deleteMany(sctx, b.dels, b.delErrs)
+		var ok uint64
+		for i, err := range b.delErrs {
+			if err == nil {
+				ok++
+				continue
+			}
+			if errors.Is(err, ErrLeaseLost) {
+				l.leaseLost(b.dels[i], err)
+			} else {
+				l.c.errorCalls.Add(1)
+				l.log.Error("delete processed message; it will be redelivered", "id", b.dels[i].ID, "err", err)
+			}
+		}
+		l.c.processed.Add(ok)
+	}
+}
+
+// deleteMany deletes ms (one call with a Batcher) and returns one error per message, in
+// errs' storage.
+func (l *Listener) deleteMany(ctx context.Context, ms []*Message, errs []error) []error {
+	l.c.deletes.Add(uint64(len(ms)))
+	if l.batcher != nil {
+		return l.batcher.DeleteBatch(ctx, ms)
+	}
+	errs = errs[:0]
+	for _, m := range ms {
+		errs = append(errs, l.q.Delete(ctx, m))
+	}
+	return errs
+}
+
+// deleteOnReceive implements at-most-once: the batch is deleted before any handler runs;
+// a message that could not be deleted is not handled (another receiver may get it).
+func (l *Listener) deleteOnReceive(b *batch) {
+	ctx := context.WithoutCancel(l.hctx)
+	errs := l.deleteMany(ctx, b.msgs, b.delErrs)
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			b.lost[i] = true
+		} else {
+			b.errs[i] = errSkip
+			l.c.errorCalls.Add(1)
+			l.log.Error("at-most-once delete on receive; message not handled", "id", b.msgs[i].ID, "err", err)
+		}
+	}
+	if l.batcher == nil {
+		b.delErrs = errs
+	}
+}
+
+func (l *Listener) leaseLost(m *Message, err error) {
+	l.c.leasesLost.Add(1)
+	l.log.Warn("lease lost before the message was settled; it may be processed again elsewhere", "id", m.ID, "dequeue_count", m.DequeueCount, "err", err)
+}
+
+// putBack returns a message that was never handled: released to the head of its queue, or
+// sent again under at-most-once (it was deleted on receive).
+func (l *Listener) putBack(ctx context.Context, m *Message) {
+	if l.cfg.AtMostOnce {
+		l.c.sends.Add(1)
+		if _, err := l.q.Send(ctx, m.Body, SendOptions{Attributes: m.Attributes}); err != nil {
+			l.c.errorCalls.Add(1)
+			l.log.Error("re-send unstarted message at shutdown; it is lost", "id", m.ID, "err", err)
+		}
+		return
+	}
+	l.c.updates.Add(1)
+	if err := l.q.UpdateVisibility(ctx, m, 0); err != nil {
+		if errors.Is(err, ErrLeaseLost) {
+			return // it is visible again already
+		}
+		l.c.errorCalls.Add(1)
+		l.log.Warn("release unstarted message; it returns when its lease expires", "id", m.ID, "err", err)
+	}
+}
+
+// fail settles a failed message as the poison policy decides.
+func (l *Listener) fail(ctx context.Context, m *Message, err error) {
+	l.c.failed.Add(1)
+	f := Failure{Message: m, Err: err, Reject: IsReject(err), MaxDequeueCount: l.cfg.MaxDequeueCount}
+	var re *RetryError
+	if errors.As(err, &re) {
+		f.RetryAfter = max(re.After, 0)
+	}
+	d := l.cfg.Poison.Decide(ctx, f)
+	reason := d.Reason
+	if reason == "" {
+		reason = err.Error()
+	}
+	if l.cfg.AtMostOnce && d.Action == ActionRetry {
+		d.Action = ActionDeadLetter // deleted on receive: keeping it is all that is left
+	}
+	switch d.Action {
+	case ActionDeadLetter:
+		l.deadLetter(ctx, m, reason)
+	case ActionDrop:
+		l.log.Warn("failed message dropped by the poison policy", "id", m.ID, "dequeue_count", m.DequeueCount, "err", err)
+		if !l.cfg.AtMostOnce {
+			l.deleteOne(ctx, m)
+		}
+	default: // ActionRetry, and any unknown answer: retrying never loses the message
+		delay := min(max(d.Delay, 0), maxRetryDelay)
+		l.c.updates.Add(1)
+		if err := l.q.UpdateVisibility(ctx, m, delay); err != nil {
+			if errors.Is(err, ErrLeaseLost) {
+				l.leaseLost(m, err)
+				return
+			}
+			l.c.errorCalls.Add(1)
+			l.log.Warn("retry: update visibility; the message returns when its lease expires", "id", m.ID, "err", err)
+			return
+		}
+		l.c.retried.Add(1)
+		l.noteDue(l.clk.Now().Add(delay))
+		l.log.Debug("message failed; retrying", "id", m.ID, "dequeue_count", m.DequeueCount, "delay", delay, "err", err)
+	}
+}
+
+// noteDue remembers the earliest retry this listener scheduled, so that a push listener
+// with no wake-up coming wakes for it.
+func (l *Listener) noteDue(t time.Time) {
+	if !l.cfg.Push {
+		return
+	}
+	n := t.UnixNano()
+	for {
+		cur := l.nextDue.Load()
+		if cur != 0 && cur <= n {
+			return
+		}
+		if l.nextDue.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// deadLetter sends the message to the dead-letter queue with its reason and metadata, then
+// deletes the original. If the send fails the original stays (its lease expires and it
+// comes back), so a poison message is never lost.
+func (l *Listener) deadLetter(ctx context.Context, m *Message, reason string) {
+	attrs := make(map[string]string, len(m.Attributes)+6)
+	maps.Copy(attrs, m.Attributes)
+	attrs[AttrReason] = reason
+	attrs[AttrOriginalID] = m.ID
+	attrs[AttrOriginalQueue] = l.q.Name()
+	attrs[AttrDequeueCount] = strconv.Itoa(m.DequeueCount)
+	attrs[AttrDeadLetteredAt] = l.clk.Now().UTC().Format(time.RFC3339Nano)
+	if l.cfg.HandlerVersion != nil {
+		attrs[AttrHandlerVersion] = l.cfg.HandlerVersion()
+	}
+	l.c.sends.Add(1)
+	if _, err := l.cfg.DeadLetter.Send(ctx, m.Body, SendOptions{Attributes: attrs}); err != nil {
+		l.c.errorCalls.Add(1)
+		l.log.Error("dead-letter send failed; the message stays and comes back", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "err", err)
+		return
+	}
+	l.c.poisoned.Add(1)
+	l.log.Warn("message dead-lettered", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "dequeue_count", m.DequeueCount, "reason", reason)
+	if !l.cfg.AtMostOnce {
+		l.deleteOne(ctx, m)
+	}
+}
+
+func (l *Listener) deleteOne(ctx context.Context, m *Message) {
+	l.c.deletes.Add(1)
+	if err := l.q.Delete(ctx, m); err != nil {
+		if errors.Is(err, ErrLeaseLost) {
+			l.leaseLost(m, err)
+			return
+		}
+		l.c.errorCalls.Add(1)
+		l.log.Error("delete", "id", m.ID, "err", err)
+	}
+}

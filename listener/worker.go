@@ -1,0 +1,170 @@
+package listener
+
+import (
+	"context"
+	"time"
+)
+
+// worker is one dequeue worker: it receives batches and processes them until the queue is
+// empty and the back-off policy (or the single-waiter rule) tells it to stop, its time slice
+// ends, or ctx ends. idle > 0 means it starts as if the queue had been found empty.
+func (l *Listener) worker(ctx context.Context, idle int) {
+	defer l.wg.Done()
+	b := &batch{l: l}
+	sliceEnd := l.clk.Now().Add(l.cfg.TimeSlice)
+	for {
+		if ctx.Err() != nil {
+			l.exit()
+			return
+		}
+		msgs, err := l.q.Receive(ctx, l.cfg.BatchSize, l.cfg.VisibilityTimeout)
+		l.c.receives.Add(1)
+		if err != nil {
+			if ctx.Err() != nil {
+				l.exit()
+				return
+			}
+			l.c.errorCalls.Add(1)
+			n := l.errStreak.Add(1)
+			delay := l.errDelay(n)
+			if n&(n-1) == 0 { // log the 1st, 2nd, 4th, 8th... error of a streak
+				l.log.Error("receive failed; backing off", "err", err, "consecutive", n, "delay", delay)
+			}
+			if !l.onError(ctx, delay) {
+				return
+			}
+			idle = max(idle, 1) // work found after the outage is met with the scaler's answer
+			continue
+		}
+		if l.errStreak.Load() != 0 {
+			l.errStreak.Store(0)
+		}
+		if len(msgs) == 0 {
+			l.c.emptyReceives.Add(1)
+			var ok bool
+			if idle, ok = l.onEmpty(ctx, idle); !ok {
+				return
+			}
+			continue
+		}
+		if idle > 0 {
+			idle = 0
+			l.scaleUp(ctx, 0)
+		}
+		l.process(ctx, b, msgs)
+		if !l.clk.Now().Before(sliceEnd) && ctx.Err() == nil {
+			// Hand the slot back even under a backlog: the supervisor re-acquires slots
+			// through the scaler, so the worker count follows the load and other bindings
+			// get their turn.
+			l.mu.Lock()
+			l.active--
+			l.c.activeW.Store(int64(l.active))
+			l.mu.Unlock()
+			select {
+			case l.rescaleCh <- struct{}{}:
+			default:
+			}
+			return
+		}
+	}
+}
+
+func (l *Listener) exit() {
+	l.mu.Lock()
+	l.exitLocked()
+	l.mu.Unlock()
+}
+
+// canStopLocked reports whether a worker may stop: never below MinWorkers, and never the
+// last one unless wake-ups reach the listener.
+func (l *Listener) canStopLocked() bool {
+	return l.active > l.cfg.MinWorkers && (l.active > 1 || l.cfg.Push)
+}
+
+// onEmpty handles an empty receive. Only one worker waits on an empty queue (seed 000's
+// peek mode): the others stop, or park without calling the queue when MinWorkers keeps
+// them. The waiter sleeps as the back-off policy says, waking early on Notify or a Waiter
+// backend; with Push it does not poll at all, since a wake-up announces any work. It
+// returns the idle count and false when the worker has exited.
+func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool) {
+	for {
+		idle++
+		l.mu.Lock()
+		active := l.active
+		l.mu.Unlock()
+		delay, stop := l.cfg.Backoff.Next(ctx, IdleState{Idle: idle, ActiveWorkers: active, PushEnabled: l.cfg.Push})
+		delay = min(max(delay, l.cfg.MinIdle), l.cfg.MaxIdle)
+
+		l.mu.Lock()
+		if stop && l.canStopLocked() {
+			l.exitLocked()
+			l.mu.Unlock()
+			return idle, false
+		}
+		if l.waiting {
+			return l.yieldLocked(ctx)
+		}
+		l.waiting = true
+		l.mu.Unlock()
+
+		woke, _ := l.idleWait(ctx, delay)
+
+		l.mu.Lock()
+		l.waiting = false
+		l.mu.Unlock()
+		if ctx.Err() != nil {
+			l.exit()
+			return idle, false
+		}
+		if woke || !l.cfg.Push {
+			return idle, true
+		}
+	}
+}
+
+// yieldLocked is called, with l.mu held, by a worker that found no work (or an error)
+// while another worker already waits on the queue: it stops if MinWorkers allows,
+// otherwise parks until a fan-out. It returns false when the worker has exited.
+func (l *Listener) yieldLocked(ctx context.Context) (int, bool) {
+	if l.active > l.cfg.MinWorkers {
+		l.exitLocked()
+		l.mu.Unlock()
+		return 0, false
+	}
+	l.parked++
+	l.mu.Unlock()
+	select {
+	case <-l.unparkCh:
+		return 0, true // scaleUp already counted it as running
+	case <-ctx.Done():
+		l.mu.Lock()
+		select {
+		case <-l.unparkCh: // woken as ctx ended: scaleUp already took it off parked
+		default:
+			l.parked--
+		}
+		l.exitLocked()
+		l.mu.Unlock()
+		return 0, false
+	}
+}
+
+// onError pauses after a failed receive. A single worker probes the queue, once per
+// back-off interval; the others stop or park, so an outage costs one call per interval.
+func (l *Listener) onError(ctx context.Context, delay time.Duration) bool {
+	l.mu.Lock()
+	if l.waiting {
+		_, ok := l.yieldLocked(ctx)
+		return ok
+	}
+	l.waiting = true
+	l.mu.Unlock()
+	ok := l.sleep(ctx, delay)
+	l.mu.Lock()
+	l.waiting = false
+	l.mu.Unlock()
+	if !ok {
+		l.exit()
+	}
+	return ok
+}
