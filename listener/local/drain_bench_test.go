@@ -64,11 +64,12 @@ func drain(tb testing.TB, q *local.Queue, workers int) int {
 	return total
 }
 
-// BenchmarkDrain measures an end-to-end drain of 100k messages: receive(32) plus one batched
+// BenchmarkStoreDrain measures the raw store (no listener; BenchmarkDrain in package listener is
+// the end-to-end figure): a drain of 100k messages, receive(32) plus one batched
 // delete, from 4 goroutines, every commit fsynced (SyncFull, the default) or not (SyncNormal).
 //
-//	go test ./listener/local -run '^$' -bench BenchmarkDrain -benchtime 1x -count 3
-func BenchmarkDrain(b *testing.B) {
+//	go test ./listener/local -run '^$' -bench BenchmarkStoreDrain -benchtime 1x -count 3
+func BenchmarkStoreDrain(b *testing.B) {
 	const n = 100_000
 	for _, c := range []struct {
 		name string
