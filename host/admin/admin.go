@@ -1,0 +1,272 @@
+// Package admin serves wqhost's admin HTTP API:
+//
+//	GET  /healthz                                  200 while the process serves (no auth)
+//	GET  /readyz                                   200 once every binding's module is loaded, else 503 (no auth)
+//	GET  /metrics                                  Prometheus text format
+//	GET  /v1/status                                JSON status of every tenant and binding
+//	POST /v1/tenants/{tenant}/queues/{queue}/notify push wake-up of the binding reading the queue
+//	POST /v1/reload                                reload config and modules
+//
+// Authentication: when any token is configured, every endpoint but /healthz and /readyz needs
+// "Authorization: Bearer <token>". The host token may do everything; a tenant token sees only
+// its own tenant (status and metrics are filtered to it) and may notify only its own queues.
+// A missing or unknown token is 401; a tenant token on another tenant's resource, or on
+// /v1/reload, is 403. Request bodies are limited in size (413 beyond).
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Host is what the admin API steers.
+type Host interface {
+	Ready() bool
+	// Status returns the JSON-able status of every tenant.
+	Status(ctx context.Context) any
+	// TenantStatus returns the status restricted to one tenant.
+	TenantStatus(ctx context.Context, tenant string) any
+	HasTenant(name string) bool
+	Notify(ctx context.Context, tenant, queue string) error
+	Reload(ctx context.Context) error
+	// IsNotFound and IsNotSupported classify the errors of Notify and Reload.
+	IsNotFound(err error) bool
+	IsNotSupported(err error) bool
+}
+
+// Tokens are the bearer tokens the API accepts. Empty values are not accepted tokens.
+type Tokens struct {
+	Host    string
+	Tenants map[string]string // tenant name -> token
+}
+
+func (t Tokens) any() bool {
+	if t.Host != "" {
+		return true
+	}
+	for _, v := range t.Tenants {
+		if v != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Options configure the handler.
+type Options struct {
+	Tokens Tokens
+	// MaxBodyBytes limits request bodies; default 64 KiB.
+	MaxBodyBytes int64
+	// Gatherer serves /metrics; nil serves no metrics (404).
+	Gatherer prometheus.Gatherer
+	Logger   *slog.Logger
+}
+
+type server struct {
+	h    Host
+	opts Options
+	log  *slog.Logger
+}
+
+// principal is who a request authenticated as: the host ("" tenant) or one tenant.
+type principal struct {
+	host   bool
+	tenant string
+}
+
+// New returns the admin API handler.
+func New(h Host, opts Options) http.Handler {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 64 << 10
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &server{h: h, opts: opts, log: opts.Logger}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !h.Ready() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	mux.HandleFunc("GET /metrics", s.auth(s.metrics))
+	mux.HandleFunc("GET /v1/status", s.auth(s.status))
+	mux.HandleFunc("POST /v1/tenants/{tenant}/queues/{queue}/notify", s.auth(s.notify))
+	mux.HandleFunc("POST /v1/reload", s.auth(s.reload))
+	return s.limitBody(mux)
+}
+
+// limitBody rejects bodies above MaxBodyBytes with 413 before any handler runs.
+func (s *server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.opts.MaxBodyBytes {
+			writeError(w, http.StatusRequestEntityTooLarge, "request body above %d bytes", s.opts.MaxBodyBytes)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+type authedHandler func(w http.ResponseWriter, r *http.Request, p principal)
+
+func (s *server) auth(next authedHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, ok := s.authenticate(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="wqhost"`)
+			writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
+			return
+		}
+		// Drain (bounded) bodies so that an oversized one is refused even where unused.
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				writeError(w, http.StatusRequestEntityTooLarge, "request body above %d bytes", s.opts.MaxBodyBytes)
+				return
+			}
+			writeError(w, http.StatusBadRequest, "reading body: %v", err)
+			return
+		}
+		next(w, r, p)
+	}
+}
+
+func (s *server) authenticate(r *http.Request) (principal, bool) {
+	t := s.opts.Tokens
+	if !t.any() {
+		return principal{host: true}, true
+	}
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || tok == "" {
+		return principal{}, false
+	}
+	if equal(tok, t.Host) {
+		return principal{host: true}, true
+	}
+	for name, v := range t.Tenants {
+		if equal(tok, v) {
+			return principal{tenant: name}, true
+		}
+	}
+	return principal{}, false
+}
+
+func equal(got, want string) bool {
+	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+func (s *server) status(w http.ResponseWriter, r *http.Request, p principal) {
+	if p.host {
+		writeJSON(w, http.StatusOK, s.h.Status(r.Context()))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.h.TenantStatus(r.Context(), p.tenant))
+}
+
+func (s *server) metrics(w http.ResponseWriter, r *http.Request, p principal) {
+	if s.opts.Gatherer == nil {
+		writeError(w, http.StatusNotFound, "no metrics")
+		return
+	}
+	g := s.opts.Gatherer
+	if !p.host {
+		g = tenantGatherer{g: g, tenant: p.tenant}
+	}
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorLog: nil}).ServeHTTP(w, r)
+}
+
+func (s *server) notify(w http.ResponseWriter, r *http.Request, p principal) {
+	tenant, queue := r.PathValue("tenant"), r.PathValue("queue")
+	if !p.host && p.tenant != tenant {
+		writeError(w, http.StatusForbidden, "this token may not steer tenant %q", tenant)
+		return
+	}
+	if !s.h.HasTenant(tenant) {
+		writeError(w, http.StatusNotFound, "tenant %q is not configured", tenant)
+		return
+	}
+	if err := s.h.Notify(r.Context(), tenant, queue); err != nil {
+		if s.h.IsNotFound(err) {
+			writeError(w, http.StatusNotFound, "%v", err)
+			return
+		}
+		writeError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "notified", "tenant": tenant, "queue": queue})
+}
+
+func (s *server) reload(w http.ResponseWriter, r *http.Request, p principal) {
+	if !p.host {
+		writeError(w, http.StatusForbidden, "only the host token may reload")
+		return
+	}
+	if err := s.h.Reload(r.Context()); err != nil {
+		if s.h.IsNotSupported(err) {
+			writeError(w, http.StatusNotImplemented, "%v", err)
+			return
+		}
+		s.log.Error("reload failed", "err", err)
+		writeError(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	s.log.Info("reloaded through the admin API")
+	writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+}
+
+// tenantGatherer keeps only the series labelled with one tenant.
+type tenantGatherer struct {
+	g      prometheus.Gatherer
+	tenant string
+}
+
+func (t tenantGatherer) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := t.g.Gather()
+	var out []*dto.MetricFamily
+	for _, mf := range mfs {
+		var keep []*dto.Metric
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "tenant" && l.GetValue() == t.tenant {
+					keep = append(keep, m)
+					break
+				}
+			}
+		}
+		if len(keep) > 0 {
+			mf.Metric = keep
+			out = append(out, mf)
+		}
+	}
+	return out, err
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, format string, args ...any) {
+	writeJSON(w, code, map[string]string{"error": fmt.Sprintf(format, args...)})
+}

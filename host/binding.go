@@ -1,0 +1,310 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/sharded"
+	"github.com/wqhost/wqhost/plugins/builtin"
+	"github.com/wqhost/wqhost/plugins/external"
+	"github.com/wqhost/wqhost/runtime"
+)
+
+// binding is one queue -> module -> output wiring of a tenant.
+type binding struct {
+	h        *Host
+	tenant   *tenant
+	name     string
+	cfg      config.Binding
+	log      *slog.Logger
+	backend  listener.Backend
+	physical string // the input queue's backend name
+	queue    listener.Queue
+	dead     listener.Queue
+	module   *runtime.Module
+	loadedAt time.Time
+	pool     *runtime.Pool
+	lis      *listener.Listener
+	plugins  []namedPlugin
+
+	outMu   sync.Mutex
+	outputs map[string]listener.Queue // by tenant-local name
+}
+
+type namedPlugin struct {
+	policy string // backoff, scaler or poison
+	p      *external.Plugin
+}
+
+// ownQueueRE is the shape of a tenant-local queue name. It has no dot, so no name a guest
+// emits can reach into another tenant's "<tenant>.<queue>" namespace.
+var ownQueueRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config.Binding) (b *binding, err error) {
+	b = &binding{
+		h: h, tenant: t, name: name, cfg: bc,
+		log:     h.log.With("tenant", t.name, "binding", name),
+		outputs: map[string]listener.Queue{},
+	}
+	defer func() {
+		if err != nil {
+			_ = b.close(context.Background())
+		}
+	}()
+	if b.backend, err = h.backs.get(ctx, bc.Backend); err != nil {
+		return nil, err
+	}
+	if b.queue, err = b.openInput(ctx); err != nil {
+		return nil, err
+	}
+	b.physical = b.queue.Name()
+	if b.dead, err = b.backend.Open(ctx, h.cfg.PhysicalQueue(t.name, bc.Backend, bc.Queue+config.PoisonSuffix)); err != nil {
+		return nil, fmt.Errorf("open poison queue: %w", err)
+	}
+
+	wasm, err := h.cfg.ReadModule(bc.Module)
+	if err != nil {
+		return nil, fmt.Errorf("module: %w", err)
+	}
+	if b.module, err = h.engine.Compile(ctx, bc.Module, wasm, runtime.ABI(bc.ABI)); err != nil {
+		return nil, fmt.Errorf("module %s: %w", bc.Module, err)
+	}
+	pc := runtime.PoolConfig{
+		Binding:        name,
+		MinInstances:   bc.Pool.MinInstances,
+		MaxInstances:   bc.Pool.MaxInstances,
+		MaxUses:        bc.Pool.MaxUses,
+		MaxMemoryBytes: uint64(bc.Pool.MaxMemory),
+		Timeout:        t.cfg.Limits.Timeout,
+		Config:         bc.Config,
+		OutputQueue:    bc.Output,
+		AllowEmit:      allowOwnQueue,
+		MaxOutputBytes: int(t.cfg.Limits.MaxOutputBytes),
+	}
+	if err := t.rt.Validate(ctx, b.module, pc); err != nil {
+		return nil, fmt.Errorf("module %s: %w", bc.Module, err)
+	}
+	if b.pool, err = t.rt.NewPool(ctx, b.module, pc); err != nil {
+		return nil, fmt.Errorf("module %s: %w", bc.Module, err)
+	}
+	b.loadedAt = time.Now()
+
+	backoff, scaler, poison, err := b.policies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lc := listener.Config{
+		Queue: b.queue, DeadLetter: b.dead, Handler: b,
+		Backoff: backoff, Scaler: scaler, Poison: poison,
+		MinWorkers: bc.MinWorkers, MaxWorkers: bc.MaxWorkers, BatchSize: bc.BatchSize,
+		Concurrency:       min(bc.BatchSize, bc.Pool.MaxInstances),
+		VisibilityTimeout: bc.VisibilityTimeout, MaxDequeueCount: bc.MaxDequeueCount,
+		MinIdle: bc.Backoff.Min, MaxIdle: bc.Backoff.Max,
+		Push: bc.Push, AtMostOnce: bc.AtMostOnce,
+		HandlerVersion: func() string { return b.module.Digest()[:12] },
+		Logger:         b.log,
+	}
+	if t.limiter != nil {
+		lc.Limiter = t.limiter
+	}
+	if b.lis, err = listener.New(lc); err != nil {
+		return nil, err
+	}
+	b.log.Info("binding loaded", "queue", b.physical, "output", bc.Output, "module", bc.Module,
+		"abi", bc.ABI, "digest", b.module.Digest()[:12])
+	return b, nil
+}
+
+// allowOwnQueue refuses emits that do not name a queue of the guest's own tenant.
+func allowOwnQueue(q string) error {
+	if !ownQueueRE.MatchString(q) {
+		return fmt.Errorf("queue %q is not a queue of this tenant", q)
+	}
+	return nil
+}
+
+func (b *binding) openInput(ctx context.Context) (listener.Queue, error) {
+	cfg, tn := b.h.cfg, b.tenant.name
+	if len(b.cfg.Shards) == 0 {
+		q, err := b.backend.Open(ctx, cfg.PhysicalQueue(tn, b.cfg.Backend, b.cfg.Queue))
+		if err != nil {
+			return nil, fmt.Errorf("open queue %s: %w", b.cfg.Queue, err)
+		}
+		return q, nil
+	}
+	shards := make([]listener.Queue, 0, len(b.cfg.Shards))
+	for _, s := range b.cfg.Shards {
+		q, err := b.backend.Open(ctx, cfg.PhysicalQueue(tn, b.cfg.Backend, s))
+		if err != nil {
+			return nil, fmt.Errorf("open shard %s: %w", s, err)
+		}
+		shards = append(shards, q)
+	}
+	return sharded.New(cfg.PhysicalQueue(tn, b.cfg.Backend, b.cfg.Queue), shards, sharded.Options{})
+}
+
+// reads reports whether the binding consumes the tenant-local queue q.
+func (b *binding) reads(q string) bool {
+	return b.cfg.Queue == q || slices.Contains(b.cfg.Shards, q)
+}
+
+// policies builds the built-in policies and, where the config names a plugin, starts it
+// with the built-in as its fallback.
+func (b *binding) policies(ctx context.Context) (listener.Backoff, listener.Scaler, listener.PoisonPolicy, error) {
+	bc := b.cfg
+	backoff, err := builtin.NewBackoffNamed(bc.Backoff.Policy, builtin.BackoffOptions{MinIdle: bc.Backoff.Min, MaxIdle: bc.Backoff.Max})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("backoff: %w", err)
+	}
+	rows := make([]builtin.DepthRow, len(bc.Scaler.Table))
+	for i, r := range bc.Scaler.Table {
+		rows[i] = builtin.DepthRow{Depth: r.Depth, Workers: r.Workers}
+	}
+	if len(rows) == 0 {
+		rows = nil
+	}
+	scaler, err := builtin.NewScalerNamed(bc.Scaler.Policy, builtin.ScalerOptions{Table: rows, TargetPerWorker: bc.Scaler.Target})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("scaler: %w", err)
+	}
+	poison, err := builtin.NewPoisonNamed(bc.Poison.Policy, builtin.PoisonOptions{BaseDelay: bc.Poison.BaseDelay, MaxDelay: bc.Poison.MaxDelay})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("poison: %w", err)
+	}
+	limits := external.Limits{MinWorkers: bc.MinWorkers, MaxWorkers: bc.MaxWorkers, MinDelay: bc.Backoff.Min, MaxDelay: bc.Backoff.Max}
+	start := func(kind string, ref config.PluginRef, fallback any) (*external.Plugin, error) {
+		if ref.Plugin == "" {
+			return nil, nil
+		}
+		env := make([]string, 0, len(ref.Env))
+		for _, k := range sortedKeys(ref.Env) {
+			env = append(env, k+"="+ref.Env[k])
+		}
+		p, err := external.Start(ctx, external.Config{
+			Path: b.h.cfg.PluginPath(ref.Plugin), Args: ref.Args, Env: env, CallTimeout: ref.Timeout,
+			Limits: limits, Logger: b.log.With("policy", kind),
+		}, fallback)
+		if err != nil {
+			return nil, fmt.Errorf("%s.plugin: %w", kind, err)
+		}
+		b.plugins = append(b.plugins, namedPlugin{policy: kind, p: p})
+		return p, nil
+	}
+	if p, err := start("backoff", bc.Backoff.PluginRef, backoff); err != nil {
+		return nil, nil, nil, err
+	} else if p != nil {
+		backoff = p.Backoff()
+	}
+	if p, err := start("scaler", bc.Scaler.PluginRef, scaler); err != nil {
+		return nil, nil, nil, err
+	} else if p != nil {
+		scaler = p.Scaler()
+	}
+	if p, err := start("poison", bc.Poison.PluginRef, poison); err != nil {
+		return nil, nil, nil, err
+	} else if p != nil {
+		poison = p.Poison()
+	}
+	return backoff, scaler, poison, nil
+}
+
+// Handle implements listener.Handler: one message through the module.
+func (b *binding) Handle(ctx context.Context, m *listener.Message) error {
+	limit := int(b.tenant.cfg.Limits.MaxMessageBytes)
+	if len(m.Body) > limit {
+		err := listener.Reject(fmt.Errorf("message of %d bytes exceeds the tenant's max_message_bytes %d", len(m.Body), limit))
+		b.logFailure(m, err)
+		return err
+	}
+	in := runtime.Input{
+		ID: m.ID, Queue: b.cfg.Queue, Body: m.Body, DequeueCount: int64(m.DequeueCount),
+		InsertedAt: m.InsertedAt, OrderKey: m.Attributes[listener.AttrOrderKey],
+	}
+	start := time.Now()
+	out, err := b.pool.Call(ctx, &in)
+	b.h.metrics.observe(b, time.Since(start))
+	if err != nil {
+		err = fmt.Errorf("handler call: %w", err)
+		b.logFailure(m, err)
+		return err
+	}
+	switch out.Status {
+	case runtime.StatusOK:
+		if err := b.sendOutputs(ctx, out.Outputs); err != nil {
+			b.logFailure(m, err)
+			return err
+		}
+		return nil
+	case runtime.StatusRetry:
+		text := out.ErrorText
+		if text == "" {
+			text = "handler asked for a retry"
+		}
+		err := listener.Retry(out.RetryAfter, errors.New(text))
+		b.logFailure(m, err)
+		return err
+	default:
+		text := out.ErrorText
+		if text == "" {
+			text = "rejected by the handler"
+		}
+		err := listener.Reject(errors.New(text))
+		b.logFailure(m, err)
+		return err
+	}
+}
+
+func (b *binding) logFailure(m *listener.Message, err error) {
+	b.log.Warn("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", err.Error())
+}
+
+// sendOutputs sends every output before the message is settled, so a crash between the two
+// repeats outputs (at least once) but never loses them.
+func (b *binding) sendOutputs(ctx context.Context, outs []runtime.Emitted) error {
+	for _, o := range outs {
+		q, err := b.outputQueue(ctx, o.Queue)
+		if err != nil {
+			return err
+		}
+		if _, err := q.Send(ctx, o.Body, listener.SendOptions{}); err != nil {
+			return fmt.Errorf("sending output to queue %s: %w", o.Queue, err)
+		}
+	}
+	return nil
+}
+
+func (b *binding) outputQueue(ctx context.Context, name string) (listener.Queue, error) {
+	b.outMu.Lock()
+	defer b.outMu.Unlock()
+	if q, ok := b.outputs[name]; ok {
+		return q, nil
+	}
+	if err := allowOwnQueue(name); err != nil {
+		return nil, err
+	}
+	q, err := b.backend.Open(ctx, b.h.cfg.PhysicalQueue(b.tenant.name, b.cfg.Backend, name))
+	if err != nil {
+		return nil, fmt.Errorf("opening output queue %s: %w", name, err)
+	}
+	b.outputs[name] = q
+	return q, nil
+}
+
+func (b *binding) close(ctx context.Context) error {
+	var errs []error
+	for _, np := range b.plugins {
+		errs = append(errs, np.p.Close())
+	}
+	if b.pool != nil {
+		errs = append(errs, b.pool.Close(ctx))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,386 @@
+// Package host wires a validated config into running bindings: for each tenant's binding a
+// queue backend, a listener (listener/), a pool of warm WebAssembly instances (runtime/) and
+// its policies (plugins/builtin, or external plugins), plus the admin HTTP API
+// (host/admin) and Prometheus metrics.
+//
+// A handler's verdict maps onto the listener: ok sends every output to the binding's output
+// queue (the tenant's own queues only; sends finish before the message is deleted), retry is
+// a delayed release, reject dead-letters the message with the guest's error text, and a
+// failed call (trap, timeout, memory limit) is an ordinary failure the poison policy settles.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wqhost/wqhost/host/admin"
+	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/runtime"
+)
+
+// ErrReloadNotSupported is returned by Reload until hot reload lands.
+var ErrReloadNotSupported = errors.New("reload is not supported yet: restart the host to apply a new config")
+
+// ErrNotFound reports a tenant or queue the host does not serve.
+var ErrNotFound = errors.New("not found")
+
+// Host runs every binding of a config. Create it with New, then call Run once.
+type Host struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	engine  *runtime.Engine
+	backs   *backends
+	tenants map[string]*tenant
+	binds   []*binding // sorted by tenant, then name
+	metrics *metrics
+	started time.Time
+
+	ready     atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+	runOnce   atomic.Bool
+
+	adminMu   sync.Mutex
+	adminAddr net.Addr
+}
+
+type tenant struct {
+	name    string
+	cfg     config.Tenant
+	rt      *runtime.Tenant
+	limiter *semaphore // nil: no cap
+	token   string
+}
+
+// New builds every binding of cfg: opens the backends and queues, compiles and validates
+// each module, warms its pool and starts its plugins. Nothing processes messages until Run.
+// If anything fails, everything already built is closed and the error (one per failing
+// binding, joined) is returned: a host never starts half-configured.
+func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, error) {
+	if cfg == nil {
+		return nil, errors.New("host: nil config")
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("host: data_dir %s: %w", cfg.DataDir, err)
+	}
+	engine, err := runtime.NewEngine(ctx, runtime.EngineConfig{CacheDir: cfg.CacheDir(), Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	h := &Host{
+		cfg: cfg, log: logger, engine: engine,
+		backs:   newBackends(cfg, logger),
+		tenants: map[string]*tenant{},
+		started: time.Now(),
+	}
+	h.metrics = newMetrics(h)
+	var errs []error
+	if h.cfg.Admin.TokenEnv != "" && os.Getenv(h.cfg.Admin.TokenEnv) == "" {
+		errs = append(errs, fmt.Errorf("admin.token_env: environment variable %s is empty or unset", h.cfg.Admin.TokenEnv))
+	}
+	for _, tn := range sortedKeys(cfg.Tenants) {
+		tc := cfg.Tenants[tn]
+		t := &tenant{name: tn, cfg: tc}
+		if tc.TokenEnv != "" {
+			t.token = os.Getenv(tc.TokenEnv)
+			if t.token == "" {
+				errs = append(errs, fmt.Errorf("tenants.%s.token_env: environment variable %s is empty or unset", tn, tc.TokenEnv))
+			}
+		}
+		if tc.MaxConcurrency > 0 {
+			t.limiter = newSemaphore(tc.MaxConcurrency)
+		}
+		rt, err := engine.Tenant(tn, runtime.TenantLimits{MemoryPages: uint32((int64(tc.Limits.Memory) + 65535) / 65536)})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tenants.%s: %w", tn, err))
+			continue
+		}
+		t.rt = rt
+		h.tenants[tn] = t
+		for _, bn := range sortedKeys(tc.Bindings) {
+			b, err := h.newBinding(ctx, t, bn, tc.Bindings[bn])
+			if err != nil {
+				errs = append(errs, fmt.Errorf("tenants.%s.bindings.%s: %w", tn, bn, err))
+				continue
+			}
+			h.binds = append(h.binds, b)
+		}
+	}
+	if len(errs) > 0 {
+		_ = h.Close(context.Background())
+		return nil, fmt.Errorf("host: %w", errors.Join(errs...))
+	}
+	h.ready.Store(true)
+	h.log.Info("host ready", "tenants", len(h.tenants), "bindings", len(h.binds), "data_dir", cfg.DataDir)
+	return h, nil
+}
+
+// Config returns the config the host runs.
+func (h *Host) Config() *config.Config { return h.cfg }
+
+// Ready reports whether every binding's module is loaded and the host is not shutting down.
+func (h *Host) Ready() bool { return h.ready.Load() }
+
+// AdminAddr returns the admin server's bound address once Run has started it, or nil.
+func (h *Host) AdminAddr() net.Addr {
+	h.adminMu.Lock()
+	defer h.adminMu.Unlock()
+	return h.adminAddr
+}
+
+// Run processes messages on every binding and serves the admin API (unless admin.addr is
+// "off") until ctx is done. Then it shuts down gracefully: listeners stop receiving, handlers
+// in flight finish (within the listener's grace period), leased messages that did not start
+// are released at once, and everything is closed. For local backends it also watches the
+// store for messages committed by other processes (`wqhost send`) so they are picked up at
+// once. Run returns nil after a clean shutdown; it may be called once.
+func (h *Host) Run(ctx context.Context) error {
+	if !h.runOnce.CompareAndSwap(false, true) {
+		return errors.New("host: Run called twice")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var srv *http.Server
+	srvErr := make(chan error, 1)
+	if h.cfg.Admin.Addr != "off" {
+		ln, err := net.Listen("tcp", h.cfg.Admin.Addr)
+		if err != nil {
+			_ = h.Close(context.Background())
+			return fmt.Errorf("host: admin.addr %s: %w", h.cfg.Admin.Addr, err)
+		}
+		h.adminMu.Lock()
+		h.adminAddr = ln.Addr()
+		h.adminMu.Unlock()
+		srv = &http.Server{Handler: h.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { srvErr <- srv.Serve(ln) }()
+		h.log.Info("admin API listening", "addr", ln.Addr().String())
+	}
+	stopWatch := h.backs.watchExternal(ctx)
+
+	var wg sync.WaitGroup
+	errs := make([]error, len(h.binds))
+	for i, b := range h.binds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.log.Info("binding started", "queue", b.physical, "module", b.module.Name(), "digest", b.module.Digest()[:12])
+			if err := b.lis.Run(ctx); err != nil {
+				errs[i] = fmt.Errorf("tenants.%s.bindings.%s: %w", b.tenant.name, b.name, err)
+				b.log.Error("binding stopped with an error", "err", err)
+				cancel()
+				return
+			}
+			b.log.Info("binding stopped")
+		}()
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-srvErr:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("host: admin server: %w", err))
+			cancel()
+		}
+	}
+	h.ready.Store(false)
+	h.log.Info("host shutting down")
+	wg.Wait()
+	stopWatch()
+	if srv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		scancel()
+	}
+	errs = append(errs, h.Close(context.Background()))
+	h.log.Info("host stopped")
+	return errors.Join(errs...)
+}
+
+// Close releases everything New built: plugins, pools, backends and the runtime. Run calls
+// it on its way out; call it yourself only for a Host that never ran. It is idempotent.
+func (h *Host) Close(ctx context.Context) error {
+	h.closeOnce.Do(func() {
+		h.ready.Store(false)
+		var errs []error
+		for _, b := range h.binds {
+			errs = append(errs, b.close(ctx))
+		}
+		errs = append(errs, h.backs.close(), h.engine.Close(ctx))
+		h.closeErr = errors.Join(errs...)
+	})
+	return h.closeErr
+}
+
+// Notify wakes the listener of the binding that reads tenant's queue (push wake-up), so a
+// message just sent is received without waiting for the next poll.
+func (h *Host) Notify(tenant, queue string) error {
+	found := false
+	for _, b := range h.binds {
+		if b.tenant.name == tenant && b.reads(queue) {
+			b.lis.Notify()
+			found = true
+		}
+	}
+	if !found {
+		return fmt.Errorf("host: notify %s/%s: no binding reads this queue: %w", tenant, queue, ErrNotFound)
+	}
+	return nil
+}
+
+// Reload would re-read the config and modules; hot reload is not implemented yet, so it
+// returns ErrReloadNotSupported.
+func (h *Host) Reload(ctx context.Context) error { return ErrReloadNotSupported }
+
+// Registry returns the host's own Prometheus registry (no global state): per tenant,
+// binding and queue counters and gauges, handler latency, pool instances, plugin state.
+func (h *Host) Registry() *prometheus.Registry { return h.metrics.reg }
+
+// AdminHandler returns the admin API handler (what Run serves): use it with httptest or to
+// mount the API on a server of your own.
+func (h *Host) AdminHandler() http.Handler {
+	tokens := admin.Tokens{Host: tokenOf(h.cfg.Admin.TokenEnv), Tenants: map[string]string{}}
+	for name, t := range h.tenants {
+		if t.token != "" {
+			tokens.Tenants[name] = t.token
+		}
+	}
+	return admin.New(adminHost{h}, admin.Options{
+		Tokens: tokens, MaxBodyBytes: int64(h.cfg.Admin.MaxBodyBytes), Gatherer: h.metrics.reg, Logger: h.log,
+	})
+}
+
+func tokenOf(env string) string {
+	if env == "" {
+		return ""
+	}
+	return os.Getenv(env)
+}
+
+// adminHost adapts Host to admin.Host.
+type adminHost struct{ h *Host }
+
+func (a adminHost) Ready() bool                                      { return a.h.Ready() }
+func (a adminHost) Status(ctx context.Context) any                   { return a.h.Status(ctx) }
+func (a adminHost) Reload(ctx context.Context) error                 { return a.h.Reload(ctx) }
+func (a adminHost) HasTenant(name string) bool                       { _, ok := a.h.tenants[name]; return ok }
+func (a adminHost) Notify(_ context.Context, tenant, q string) error { return a.h.Notify(tenant, q) }
+func (a adminHost) TenantStatus(ctx context.Context, tenant string) any {
+	st := a.h.Status(ctx)
+	st.Tenants = slices.DeleteFunc(st.Tenants, func(t TenantStatus) bool { return t.Name != tenant })
+	return st
+}
+func (a adminHost) IsNotFound(err error) bool     { return errors.Is(err, ErrNotFound) }
+func (a adminHost) IsNotSupported(err error) bool { return errors.Is(err, ErrReloadNotSupported) }
+
+func sortedKeys[T any](m map[string]T) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// semaphore is a tenant's max_concurrency: a listener.Limiter shared by its bindings.
+type semaphore struct {
+	slots chan struct{}
+	held  atomic.Int64
+}
+
+func newSemaphore(n int) *semaphore { return &semaphore{slots: make(chan struct{}, n)} }
+
+// Acquire implements listener.Limiter.
+func (s *semaphore) Acquire(ctx context.Context) error {
+	select {
+	case s.slots <- struct{}{}:
+		s.held.Add(1)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Release implements listener.Limiter.
+func (s *semaphore) Release() {
+	s.held.Add(-1)
+	<-s.slots
+}
+
+var _ listener.Limiter = (*semaphore)(nil)
+
+// backends opens each configured backend once, on first use.
+type backends struct {
+	cfg  *config.Config
+	log  *slog.Logger
+	mu   sync.Mutex
+	open map[string]listener.Backend
+}
+
+func newBackends(cfg *config.Config, log *slog.Logger) *backends {
+	return &backends{cfg: cfg, log: log, open: map[string]listener.Backend{}}
+}
+
+func (bs *backends) get(ctx context.Context, name string) (listener.Backend, error) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if b, ok := bs.open[name]; ok {
+		return b, nil
+	}
+	b, err := openBackend(ctx, bs.cfg, name, bs.log)
+	if err != nil {
+		return nil, err
+	}
+	bs.open[name] = b
+	return b, nil
+}
+
+func (bs *backends) watchExternal(ctx context.Context) (stop func()) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	var watchers []*local.ExternalWatcher
+	for name, b := range bs.open {
+		if lb, ok := b.(*local.Backend); ok {
+			w, err := lb.WatchExternal(ctx)
+			if err != nil {
+				bs.log.Warn("local backend: cross-process wake-up off; other processes' messages wait for the next poll", "backend", name, "err", err)
+				continue
+			}
+			watchers = append(watchers, w)
+		}
+	}
+	return func() {
+		for _, w := range watchers {
+			w.Close()
+		}
+	}
+}
+
+func (bs *backends) close() error {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	var errs []error
+	for name, b := range bs.open {
+		if err := b.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("backend %s: %w", name, err))
+		}
+	}
+	bs.open = map[string]listener.Backend{}
+	return errors.Join(errs...)
+}

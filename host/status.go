@@ -1,0 +1,160 @@
+package host
+
+import (
+	"context"
+	"time"
+
+	"github.com/wqhost/wqhost/plugins/external"
+)
+
+// Status is the host's state as GET /v1/status returns it.
+type Status struct {
+	Ready     bool           `json:"ready"`
+	StartedAt time.Time      `json:"started_at"`
+	Tenants   []TenantStatus `json:"tenants"`
+}
+
+// TenantStatus is one tenant's state.
+type TenantStatus struct {
+	Name           string          `json:"name"`
+	Weight         int             `json:"weight"`
+	MaxConcurrency int             `json:"max_concurrency"` // 0 = no cap
+	Running        int64           `json:"running"`         // handler calls holding a tenant slot
+	Bindings       []BindingStatus `json:"bindings"`
+}
+
+// BindingStatus is one binding's state: the listener's counters, the module, the pool and
+// the plugins.
+type BindingStatus struct {
+	Name          string `json:"name"`
+	Queue         string `json:"queue"`          // the tenant-local input queue name
+	PhysicalQueue string `json:"physical_queue"` // its name on the backend
+	Output        string `json:"output,omitempty"`
+	Backend       string `json:"backend"`
+
+	Depth           int64  `json:"depth"`
+	DeadLetterDepth int64  `json:"dead_letter_depth"`
+	Workers         int    `json:"workers"`
+	PeakWorkers     int    `json:"peak_workers"`
+	InFlight        int    `json:"in_flight"`
+	Processed       uint64 `json:"processed"`
+	Failed          uint64 `json:"failed"`
+	Retried         uint64 `json:"retried"`
+	Poisoned        uint64 `json:"poisoned"`
+
+	QueueCalls QueueCalls `json:"queue_calls"`
+
+	LatencyP50Ms float64 `json:"latency_p50_ms"`
+	LatencyP99Ms float64 `json:"latency_p99_ms"`
+
+	Module         string     `json:"module"`
+	ModuleDigest   string     `json:"module_digest"`
+	ModuleLoadedAt time.Time  `json:"module_loaded_at"`
+	ABI            string     `json:"abi"`
+	Pool           PoolStatus `json:"pool"`
+
+	Plugins []PluginStatus `json:"plugins,omitempty"`
+}
+
+// QueueCalls are the whitepaper's cost model: every backend call the listener made.
+type QueueCalls struct {
+	Receives      uint64 `json:"receives"`
+	EmptyReceives uint64 `json:"empty_receives"`
+	Deletes       uint64 `json:"deletes"`
+	Updates       uint64 `json:"updates"`
+	Sends         uint64 `json:"sends"`
+	Errors        uint64 `json:"errors"`
+}
+
+// PoolStatus is a binding's instance pool.
+type PoolStatus struct {
+	Instances int   `json:"instances"`
+	Idle      int   `json:"idle"`
+	Busy      int   `json:"busy"`
+	Calls     int64 `json:"calls"`
+	Discarded int64 `json:"discarded"`
+	Traps     int64 `json:"traps"`
+	Timeouts  int64 `json:"timeouts"`
+}
+
+// PluginStatus is an external policy plugin's state.
+type PluginStatus struct {
+	Policy    string `json:"policy"` // backoff, scaler or poison
+	Path      string `json:"path"`
+	Phase     string `json:"phase"` // running, restarting, failed, closed
+	Pid       int    `json:"pid"`
+	Restarts  uint64 `json:"restarts"`
+	Calls     uint64 `json:"calls"`
+	Timeouts  uint64 `json:"timeouts"`
+	Fallbacks uint64 `json:"fallbacks"`
+	Clamped   uint64 `json:"clamped"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// depthTimeout bounds the live depth queries of one status call.
+const depthTimeout = 2 * time.Second
+
+// Status returns a snapshot of every tenant and binding. Depths are read live from the
+// backends (bounded by a short timeout; on failure the listener's last known depth is shown).
+func (h *Host) Status(ctx context.Context) Status {
+	ctx, cancel := context.WithTimeout(ctx, depthTimeout)
+	defer cancel()
+	st := Status{Ready: h.Ready(), StartedAt: h.started}
+	byTenant := map[string]int{}
+	for _, tn := range sortedKeys(h.tenants) {
+		t := h.tenants[tn]
+		ts := TenantStatus{Name: tn, Weight: t.cfg.Weight, MaxConcurrency: t.cfg.MaxConcurrency, Bindings: []BindingStatus{}}
+		if t.limiter != nil {
+			ts.Running = t.limiter.held.Load()
+		}
+		byTenant[tn] = len(st.Tenants)
+		st.Tenants = append(st.Tenants, ts)
+	}
+	for _, b := range h.binds {
+		i := byTenant[b.tenant.name]
+		st.Tenants[i].Bindings = append(st.Tenants[i].Bindings, b.status(ctx))
+	}
+	return st
+}
+
+func (b *binding) status(ctx context.Context) BindingStatus {
+	ls := b.lis.State()
+	depth := ls.Depth
+	if d, err := b.queue.Depth(ctx); err == nil {
+		depth = d
+	}
+	var dead int64
+	if d, err := b.dead.Depth(ctx); err == nil {
+		dead = d
+	}
+	ps := b.pool.Stats()
+	bs := BindingStatus{
+		Name: b.name, Queue: b.cfg.Queue, PhysicalQueue: b.physical, Output: b.cfg.Output, Backend: b.cfg.Backend,
+		Depth: depth, DeadLetterDepth: dead,
+		Workers: ls.ActiveWorkers, PeakWorkers: ls.PeakWorkers, InFlight: ls.InFlight,
+		Processed: ls.Processed, Failed: ls.Failed, Retried: ls.Retried, Poisoned: ls.Poisoned,
+		QueueCalls: QueueCalls{
+			Receives: ls.Receives, EmptyReceives: ls.EmptyReceives, Deletes: ls.Deletes,
+			Updates: ls.Updates, Sends: ls.Sends, Errors: ls.Errors,
+		},
+		LatencyP50Ms: ms(ls.LatencyP50), LatencyP99Ms: ms(ls.LatencyP99),
+		Module: b.cfg.Module, ModuleDigest: b.module.Digest(), ModuleLoadedAt: b.loadedAt, ABI: string(b.module.ABI()),
+		Pool: PoolStatus{
+			Instances: ps.Instances, Idle: ps.Idle, Busy: ps.Busy, Calls: ps.Calls,
+			Discarded: ps.Discarded, Traps: ps.Traps, Timeouts: ps.Timeouts,
+		},
+	}
+	for _, np := range b.plugins {
+		bs.Plugins = append(bs.Plugins, pluginStatus(np.policy, np.p.Status()))
+	}
+	return bs
+}
+
+func pluginStatus(policy string, s external.Status) PluginStatus {
+	return PluginStatus{
+		Policy: policy, Path: s.Path, Phase: string(s.Phase), Pid: s.Pid, Restarts: s.Restarts,
+		Calls: s.Calls, Timeouts: s.Timeouts, Fallbacks: s.Fallbacks, Clamped: s.Clamped, LastError: s.LastError,
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
