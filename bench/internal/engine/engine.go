@@ -1,0 +1,217 @@
+// Package engine runs one handler logic (no-op, count-vowels, billing) on one execution engine
+// (wqhost's pooled runtime, Extism's Go SDK, instantiate-per-message, plain Go) behind one
+// interface, so that every comparison does the same work and differs only in the host.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	wqruntime "github.com/wqhost/wqhost/runtime"
+)
+
+// Logic is the work a handler does per message.
+type Logic string
+
+// The logics compared. Each has the same behaviour on every engine that supports it.
+const (
+	// Noop accepts the message without reading it (Extism's noop plugin, run_test).
+	Noop Logic = "noop"
+	// Vowels counts the body's vowels and emits {"count","total","vowels"} (Extism's
+	// count_vowels plugin).
+	Vowels Logic = "vowels"
+	// Billing prices a JSON transaction and emits a priced line (examples/handlers/billing-go).
+	Billing Logic = "billing"
+)
+
+// Logics lists every logic.
+var Logics = []Logic{Noop, Vowels, Billing}
+
+// Kind is the execution engine.
+type Kind string
+
+// The engines.
+const (
+	// Go is the logic as a plain Go function: the floor.
+	Go Kind = "go"
+	// Wqhost is wqhost's pooled runtime with the Go-SDK handler, per-call time limit on.
+	Wqhost Kind = "wqhost"
+	// WqhostNoTimeout is the same pool with the time limit off.
+	WqhostNoTimeout Kind = "wqhost-notimeout"
+	// WqhostRust is wqhost's pool with the Rust-SDK handler (Extism's count_vowels is Rust).
+	WqhostRust Kind = "wqhost-rust"
+	// Extism is Extism's Go SDK: one compiled plugin, one Instance per concurrent caller.
+	Extism Kind = "extism"
+	// Instantiate is wqhost's runtime instantiating a fresh module per message (max_uses 1),
+	// what a naive wazero host does.
+	Instantiate Kind = "instantiate"
+)
+
+// Kinds lists every engine, floor first.
+var Kinds = []Kind{Go, Wqhost, WqhostNoTimeout, WqhostRust, Extism, Instantiate}
+
+// Caller runs one message through the logic. Call is safe for up to the concurrency the
+// caller was opened with; more callers wait.
+type Caller interface {
+	// Call handles body and returns the emitted output (nil for Noop). A message the logic
+	// refuses returns an error wrapping ErrRejected.
+	Call(ctx context.Context, body []byte) ([]byte, error)
+	// Close releases the engine.
+	Close(ctx context.Context) error
+}
+
+// ErrRejected marks a message the handler rejected (it would be dead-lettered).
+var ErrRejected = errors.New("handler rejected the message")
+
+// ErrUnsupported is returned by Open for a logic an engine has no module for.
+var ErrUnsupported = errors.New("no module for this logic on this engine")
+
+// Paths locates the modules.
+type Paths struct {
+	// Repo is the wqhost checkout (holds examples/handlers).
+	Repo string
+	// ExtismWasm is the go-sdk module's wasm/ folder.
+	ExtismWasm string
+	// CacheDir is an on-disk wazero compilation cache shared by every engine, so that
+	// opening an engine again does not recompile; empty compiles every time.
+	CacheDir string
+}
+
+// wqhostModule is the examples/handlers module for a logic, per SDK language.
+func (p Paths) wqhostModule(l Logic, rust bool) (string, error) {
+	name := map[Logic]string{Noop: "noop-go", Vowels: "count-vowels-go", Billing: "billing-go"}[l]
+	if rust {
+		name = map[Logic]string{Vowels: "count-vowels-rust"}[l]
+	}
+	if name == "" {
+		return "", ErrUnsupported
+	}
+	return filepath.Join(p.Repo, "examples", "handlers", name, name+".wasm"), nil
+}
+
+// Open starts engine k running logic l for up to conc concurrent calls.
+func Open(ctx context.Context, k Kind, l Logic, conc int, p Paths) (Caller, error) {
+	if conc < 1 {
+		conc = 1
+	}
+	switch k {
+	case Go:
+		return openNative(l)
+	case Wqhost, WqhostNoTimeout, WqhostRust, Instantiate:
+		path, err := p.wqhostModule(l, k == WqhostRust)
+		if err != nil {
+			return nil, fmt.Errorf("engine %s, logic %s: %w", k, l, err)
+		}
+		cfg := wqruntime.PoolConfig{
+			Binding: "bench", OutputQueue: "out", MinInstances: conc, MaxInstances: conc,
+			Timeout: 30 * time.Second, Config: map[string]string{"tax_rate": "0.2"},
+		}
+		switch k {
+		case WqhostNoTimeout:
+			cfg.Timeout = 0
+		case Instantiate:
+			cfg.MinInstances, cfg.MaxUses = 0, 1
+		}
+		return openWqhost(ctx, path, p.CacheDir, cfg)
+	case Extism:
+		return openExtism(ctx, l, conc, p)
+	default:
+		return nil, fmt.Errorf("engine %q: unknown (want one of %v)", k, Kinds)
+	}
+}
+
+type wqhostCaller struct {
+	e    *wqruntime.Engine
+	pool *wqruntime.Pool
+}
+
+func openWqhost(ctx context.Context, path, cacheDir string, cfg wqruntime.PoolConfig) (*wqhostCaller, error) {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("engine wqhost: %w", err)
+	}
+	e, err := wqruntime.NewEngine(ctx, wqruntime.EngineConfig{CacheDir: cacheDir})
+	if err != nil {
+		return nil, err
+	}
+	m, err := e.Compile(ctx, path, wasm, wqruntime.ABIWqhostV1)
+	if err != nil {
+		_ = e.Close(ctx)
+		return nil, err
+	}
+	t, err := e.Tenant("bench", wqruntime.TenantLimits{})
+	if err != nil {
+		_ = e.Close(ctx)
+		return nil, err
+	}
+	pool, err := t.NewPool(ctx, m, cfg)
+	if err != nil {
+		_ = e.Close(ctx)
+		return nil, err
+	}
+	return &wqhostCaller{e: e, pool: pool}, nil
+}
+
+func (c *wqhostCaller) Call(ctx context.Context, body []byte) ([]byte, error) {
+	out, err := c.pool.Call(ctx, &wqruntime.Input{ID: "bench", Queue: "bench", Body: body})
+	if err != nil {
+		return nil, err
+	}
+	switch out.Status {
+	case wqruntime.StatusOK:
+	case wqruntime.StatusReject:
+		return nil, fmt.Errorf("%w: %s", ErrRejected, out.ErrorText)
+	default:
+		return nil, fmt.Errorf("engine wqhost: status %d: %s", out.Status, out.ErrorText)
+	}
+	if len(out.Outputs) == 0 {
+		return nil, nil
+	}
+	return out.Outputs[0].Body, nil
+}
+
+func (c *wqhostCaller) Close(ctx context.Context) error {
+	return errors.Join(c.pool.Close(ctx), c.e.Close(ctx))
+}
+
+// FindExtismWasm returns the wasm/ folder of the github.com/extism/go-sdk module that the
+// bench module requires, asking the go command (run from dir, inside the bench module).
+func FindExtismWasm(dir string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/extism/go-sdk")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating the extism go-sdk module (run `go mod download` in bench/): %w", err)
+	}
+	d := filepath.Join(strings.TrimSpace(string(out)), "wasm")
+	if _, err := os.Stat(filepath.Join(d, "count_vowels.wasm")); err != nil {
+		return "", fmt.Errorf("extism plugins: %w", err)
+	}
+	return d, nil
+}
+
+// FindRepo walks up from dir to the wqhost checkout (the directory with examples/handlers
+// and the main go.mod).
+func FindRepo(dir string) (string, error) {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil && strings.HasPrefix(string(b), "module github.com/wqhost/wqhost\n") {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("no wqhost checkout (go.mod of github.com/wqhost/wqhost) above %s", dir)
+		}
+		d = parent
+	}
+}
