@@ -432,6 +432,15 @@ func (l *Listener) scaleUp(ctx context.Context, floor int) {
 	}
 }
 
+// depthStale reports whether the depth is older than depthEvery, for a worker under a
+// backlog that may ask the scaler again. Not while every slot is taken: nothing to add.
+func (l *Listener) depthStale(now time.Time) bool {
+	if int(l.c.activeW.Load()) >= l.cfg.MaxWorkers {
+		return false
+	}
+	return now.UnixNano()-l.depthAt.Load() >= int64(depthEvery)
+}
+
 func (l *Listener) refreshDepth(ctx context.Context) {
 	now := l.clk.Now().UnixNano()
 	last := l.depthAt.Load()

@@ -47,8 +47,13 @@ func (l *Listener) worker(ctx context.Context, idle int) {
 			}
 			continue
 		}
-		if idle > 0 {
+		now := l.clk.Now()
+		switch {
+		case idle > 0:
 			idle = 0
+			l.scaleUp(ctx, 0)
+		case len(msgs) == l.cfg.BatchSize && l.depthStale(now):
+			// A full batch: the backlog may have grown since the scaler was last asked.
 			l.scaleUp(ctx, 0)
 		}
 		l.process(ctx, b, msgs)

@@ -1,0 +1,451 @@
+package listener_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/wqhost/wqhost/listener"
+)
+
+// A message that always fails is retried until its dequeue count reaches MaxDequeueCount,
+// then moved to the dead-letter queue with its reason and metadata, its own attributes kept.
+func TestPoisonAfterMaxDequeueCount(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		max       int
+		err       error
+		wantCalls int
+		reason    string
+	}{
+		{"max 1", 1, errors.New("boom"), 1, "boom"},
+		{"max 3", 3, errors.New("boom"), 3, "failed 3 times"},
+		{"default 5", 0, errors.New("bad input"), 5, "bad input"},
+		{"reject skips retries", 5, listener.Reject(errors.New("malformed")), 1, "malformed"},
+		{"retry-after still counts", 3, listener.Retry(time.Minute, errors.New("later")), 3, "later"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newMem(t)
+				cfg := baseConfig(e.q, e.dl)
+				cfg.MaxDequeueCount = tt.max
+				cfg.HandlerVersion = func() string { return "sha256:abc" }
+				var calls atomic.Int32
+				cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+					calls.Add(1)
+					return tt.err
+				})
+				id, err := e.q.Send(context.Background(), []byte("payload"), listener.SendOptions{Attributes: map[string]string{"tenant": "acme"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l := start(t, cfg)
+				sent := time.Now()
+				waitFor(t, time.Second, 24*time.Hour, "dead-letter", func() bool { return l.State().Poisoned == 1 })
+				time.Sleep(time.Hour) // nothing more happens to it
+				synctest.Wait()
+				if got := int(calls.Load()); got != tt.wantCalls {
+					t.Errorf("handler ran %d times, want %d", got, tt.wantCalls)
+				}
+				if d, _ := e.q.Depth(context.Background()); d != 0 {
+					t.Errorf("%d messages left in the work queue, want 0", d)
+				}
+				ms, err := e.dl.Receive(context.Background(), 10, time.Minute)
+				if err != nil || len(ms) != 1 {
+					t.Fatalf("dead-letter queue holds %d messages (%v), want 1", len(ms), err)
+				}
+				m := ms[0]
+				want := map[string]string{
+					"tenant":                    "acme",
+					listener.AttrOriginalID:     id,
+					listener.AttrOriginalQueue:  "work",
+					listener.AttrDequeueCount:   strconv.Itoa(tt.wantCalls),
+					listener.AttrHandlerVersion: "sha256:abc",
+				}
+				for k, v := range want {
+					if m.Attributes[k] != v {
+						t.Errorf("dead letter attribute %s = %q, want %q", k, m.Attributes[k], v)
+					}
+				}
+				if r := m.Attributes[listener.AttrReason]; !strings.Contains(r, tt.reason) {
+					t.Errorf("reason %q does not mention %q", r, tt.reason)
+				}
+				at, err := time.Parse(time.RFC3339Nano, m.Attributes[listener.AttrDeadLetteredAt])
+				if err != nil || at.Before(sent) || at.After(time.Now()) {
+					t.Errorf("dead-lettered-at %q (%v) is not a time since the send", m.Attributes[listener.AttrDeadLetteredAt], err)
+				}
+				if string(m.Body) != "payload" {
+					t.Errorf("dead letter body %q, want the original", m.Body)
+				}
+				s := l.State()
+				if s.Failed != uint64(tt.wantCalls) || s.Retried != uint64(tt.wantCalls-1) || s.Processed != 0 {
+					t.Errorf("failed %d, retried %d, processed %d; want %d, %d, 0", s.Failed, s.Retried, s.Processed, tt.wantCalls, tt.wantCalls-1)
+				}
+			})
+		})
+	}
+}
+
+// The poison policy sees the handler's retry-after and reject requests.
+func TestFailurePassedToPolicy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		cfg := baseConfig(e.q, e.dl)
+		cfg.MaxDequeueCount = 7
+		var mu sync.Mutex
+		var seen []listener.Failure
+		cfg.Poison = policyFunc(func(f listener.Failure) listener.Decision {
+			mu.Lock()
+			seen = append(seen, f)
+			mu.Unlock()
+			return listener.Decision{Action: listener.ActionDrop}
+		})
+		errs := map[string]error{
+			"\x00": listener.Retry(42*time.Second, errors.New("busy")),
+			"\x01": listener.Reject(errors.New("bad")),
+			"\x02": fmt.Errorf("wrapped: %w", listener.Retry(3*time.Second, nil)),
+		}
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			return errs[string(m.Body[:1])]
+		})
+		for k := range errs {
+			e.q.Send(context.Background(), []byte(k), listener.SendOptions{})
+		}
+		l := start(t, cfg)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) != 3 {
+			t.Fatalf("policy asked %d times, want 3", len(seen))
+		}
+		for _, f := range seen {
+			want := map[string]listener.Failure{
+				"\x00": {RetryAfter: 42 * time.Second},
+				"\x01": {Reject: true},
+				"\x02": {RetryAfter: 3 * time.Second},
+			}[string(f.Message.Body[:1])]
+			if f.RetryAfter != want.RetryAfter || f.Reject != want.Reject || f.MaxDequeueCount != 7 || f.Err == nil {
+				t.Errorf("failure of %q: retry-after %s reject %v max %d err %v; want %s %v 7 non-nil",
+					f.Message.Body, f.RetryAfter, f.Reject, f.MaxDequeueCount, f.Err, want.RetryAfter, want.Reject)
+			}
+		}
+		if d, _ := e.q.Depth(context.Background()); d != 0 || l.State().Poisoned != 0 {
+			t.Errorf("dropped messages: depth %d, poisoned %d; want 0, 0", d, l.State().Poisoned)
+		}
+	})
+}
+
+type policyFunc func(listener.Failure) listener.Decision
+
+func (f policyFunc) Decide(_ context.Context, fl listener.Failure) listener.Decision { return f(fl) }
+
+// A handler running for many visibility timeouts keeps its lease: the message is neither
+// delivered a second time nor lost, and it is deleted once the handler succeeds.
+func TestLeaseRenewalPreventsRedelivery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		cfg := baseConfig(e.q, e.dl)
+		cfg.VisibilityTimeout = 30 * time.Second
+		cfg.BatchSize = 1
+		cfg.Scaler = fixedScaler(4) // idle workers around that would take a lost lease
+		var mu sync.Mutex
+		deliveries := map[string]int{}
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			mu.Lock()
+			deliveries[m.ID]++
+			mu.Unlock()
+			if m.Body[0] == 0 {
+				time.Sleep(5 * time.Minute) // ten visibility timeouts
+			}
+			return nil
+		})
+		e.send(t, 5)
+		l := start(t, cfg)
+		// A second listener on the same queue polls too: it would get the message the
+		// moment its lease lapsed.
+		ocfg := baseConfig(e.q, e.dl)
+		ocfg.Handler = cfg.Handler
+		other := start(t, ocfg)
+		waitFor(t, time.Second, time.Hour, "all processed", func() bool {
+			return l.State().Processed+other.State().Processed == 5
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		for id, n := range deliveries {
+			if n != 1 {
+				t.Errorf("message %s delivered %d times, want 1", id, n)
+			}
+		}
+		s, o := l.State(), other.State()
+		if u, lost := s.Updates+o.Updates, s.LeasesLost+o.LeasesLost; u < 9 || lost != 0 {
+			t.Errorf("%d visibility updates, %d leases lost; want >= 9 renewals for 5 minutes at 15s, 0 lost", u, lost)
+		}
+	})
+}
+
+// Shutdown stops receiving, lets the in-flight handler finish within the grace period
+// (deleting its message) and releases the batch's unstarted messages at once.
+func TestShutdownReleasesUnstarted(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		work    time.Duration // the in-flight handler's run time
+		grace   time.Duration
+		wantErr bool
+		left    int // messages visible right after Run returns
+	}{
+		{"in-flight finishes", 5 * time.Second, 30 * time.Second, false, 9},
+		{"grace exceeded", time.Hour, 10 * time.Second, true, 10},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newMem(t)
+				cfg := baseConfig(e.q, e.dl)
+				cfg.BatchSize, cfg.Concurrency, cfg.MaxWorkers = 10, 1, 1
+				cfg.ShutdownGrace = tt.grace
+				started := make(chan struct{}, 10)
+				cfg.Handler = listener.HandlerFunc(func(ctx context.Context, m *listener.Message) error {
+					started <- struct{}{}
+					select {
+					case <-time.After(tt.work):
+						return nil
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				})
+				e.send(t, 10)
+				l := start(t, cfg)
+				<-started
+				t0 := time.Now()
+				err := l.stop()
+				if (err != nil) != tt.wantErr {
+					t.Fatalf("Run returned %v, want error %v", err, tt.wantErr)
+				}
+				if took := time.Since(t0); took > min(tt.work, tt.grace) {
+					t.Errorf("shutdown took %s, want at most %s", took, min(tt.work, tt.grace))
+				}
+				if len(started) != 0 {
+					t.Errorf("%d more handlers started after shutdown began", len(started))
+				}
+				// Released messages are visible now, not after the 30s lease.
+				ms, err := e.q.Receive(context.Background(), 32, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ms) != tt.left {
+					t.Errorf("%d messages receivable right after shutdown, want %d", len(ms), tt.left)
+				}
+				if p := l.State().Processed; int(p) != 10-tt.left {
+					t.Errorf("processed %d, want %d", p, 10-tt.left)
+				}
+			})
+		})
+	}
+}
+
+// A delete that finds the lease lost is counted and logged, not counted as processed; the
+// message comes back and is processed (and counted) once.
+func TestLeaseLostCountedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		spy := &spyQueue{Queue: e.q}
+		spy.loseDeletes.Store(1)
+		cfg := baseConfig(spy, e.dl)
+		cfg.VisibilityTimeout = 30 * time.Second
+		var runs atomic.Int32
+		cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+			runs.Add(1)
+			return nil
+		})
+		e.send(t, 1)
+		l := start(t, cfg)
+		synctest.Wait()
+		if s := l.State(); s.Processed != 0 || s.LeasesLost != 1 {
+			t.Fatalf("after a lost lease: processed %d, lost %d; want 0, 1", s.Processed, s.LeasesLost)
+		}
+		waitFor(t, time.Second, 10*time.Minute, "redelivery", func() bool { return l.State().Processed == 1 })
+		time.Sleep(10 * time.Minute)
+		if s := l.State(); s.Processed != 1 || s.LeasesLost != 1 || runs.Load() != 2 {
+			t.Errorf("processed %d, lost %d, handler runs %d; want 1, 1, 2", s.Processed, s.LeasesLost, runs.Load())
+		}
+	})
+}
+
+// At-most-once deletes each message before handling it: a failure is never retried, it is
+// dead-lettered instead (kept, not lost).
+func TestAtMostOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		cfg := baseConfig(e.q, e.dl)
+		cfg.AtMostOnce = true
+		var mu sync.Mutex
+		runs := map[string]int{}
+		cfg.Handler = listener.HandlerFunc(func(ctx context.Context, m *listener.Message) error {
+			mu.Lock()
+			runs[m.ID]++
+			mu.Unlock()
+			if d, _ := e.q.Depth(ctx); d != 0 {
+				return fmt.Errorf("message %s still in the queue while handled (depth %d)", m.ID, d)
+			}
+			if m.Body[0]%2 == 1 {
+				return errors.New("odd")
+			}
+			return nil
+		})
+		e.send(t, 10)
+		l := start(t, cfg)
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		s := l.State()
+		if s.Processed != 5 || s.Poisoned != 5 || s.Retried != 0 {
+			t.Errorf("processed %d, poisoned %d, retried %d; want 5, 5, 0", s.Processed, s.Poisoned, s.Retried)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for id, n := range runs {
+			if n != 1 {
+				t.Errorf("message %s handled %d times under at-most-once", id, n)
+			}
+		}
+		if len(runs) != 10 {
+			t.Errorf("%d messages handled, want 10", len(runs))
+		}
+	})
+}
+
+// The Limiter bounds the handler calls in flight across all workers.
+func TestLimiterBoundsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		cfg := baseConfig(e.q, e.dl)
+		cfg.Scaler = fixedScaler(8)
+		lim := &semaphore{ch: make(chan struct{}, 3)}
+		cfg.Limiter = lim
+		var cur, peak atomic.Int32
+		cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+			n := cur.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			time.Sleep(time.Second)
+			cur.Add(-1)
+			return nil
+		})
+		e.send(t, 60)
+		l := start(t, cfg)
+		waitFor(t, time.Second, time.Hour, "drain", func() bool { return l.State().Processed == 60 })
+		if p := peak.Load(); p != 3 {
+			t.Errorf("peak concurrent handler calls %d, want the limiter's 3", p)
+		}
+	})
+}
+
+type semaphore struct{ ch chan struct{} }
+
+func (s *semaphore) Acquire(ctx context.Context) error {
+	select {
+	case s.ch <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+func (s *semaphore) Release() { <-s.ch }
+
+// Under a long backlog a worker hands its slot back every TimeSlice, and slots are taken
+// again through the scaler, so the worker count follows it while work goes on.
+func TestTimeSliceHandsBackSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		cfg := baseConfig(e.q, e.dl)
+		cfg.BatchSize = 1
+		cfg.TimeSlice = 10 * time.Second
+		var asked atomic.Int32
+		want := atomic.Int32{}
+		want.Store(4)
+		cfg.Scaler = scalerFunc(func(listener.State) int {
+			asked.Add(1)
+			return int(want.Load())
+		})
+		cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+			time.Sleep(time.Second)
+			return nil
+		})
+		e.send(t, 1000)
+		l := start(t, cfg)
+		time.Sleep(5 * time.Second)
+		if a := l.State().ActiveWorkers; a != 4 {
+			t.Fatalf("%d workers, want 4", a)
+		}
+		want.Store(2)
+		before := asked.Load()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if n := asked.Load() - before; n < 2 {
+			t.Errorf("scaler asked %d times in 30s of backlog with 10s slices, want slots re-acquired through it", n)
+		}
+		s := l.State()
+		if s.ActiveWorkers > 4 || s.Processed < 60 {
+			t.Errorf("%d workers, %d processed after 35s; want the backlog worked on throughout", s.ActiveWorkers, s.Processed)
+		}
+	})
+}
+
+type scalerFunc func(listener.State) int
+
+func (f scalerFunc) Desired(_ context.Context, s listener.State) int { return f(s) }
+
+// New refuses bad configurations with an error naming the field.
+func TestConfigValidation(t *testing.T) {
+	e := newMem(t)
+	for _, tt := range []struct {
+		name string
+		edit func(*listener.Config)
+		want string
+	}{
+		{"no queue", func(c *listener.Config) { c.Queue = nil }, "Queue is required"},
+		{"no dead letter", func(c *listener.Config) { c.DeadLetter = nil }, "DeadLetter is required"},
+		{"no handler", func(c *listener.Config) { c.Handler = nil }, "Handler is required"},
+		{"no backoff", func(c *listener.Config) { c.Backoff = nil }, "Backoff is required"},
+		{"no scaler", func(c *listener.Config) { c.Scaler = nil }, "Scaler is required"},
+		{"no poison", func(c *listener.Config) { c.Poison = nil }, "Poison is required"},
+		{"batch too big", func(c *listener.Config) { c.BatchSize = 33 }, "BatchSize: 33 is outside 1..32"},
+		{"negative min", func(c *listener.Config) { c.MinWorkers = -1 }, "MinWorkers: -1 is negative"},
+		{"max below min", func(c *listener.Config) { c.MinWorkers, c.MaxWorkers = 4, 2 }, "MaxWorkers: 2 is below MinWorkers 4"},
+		{"idle bounds inverted", func(c *listener.Config) { c.MinIdle, c.MaxIdle = time.Minute, time.Second }, "MinIdle: 1m0s exceeds MaxIdle 1s"},
+		{"negative grace", func(c *listener.Config) { c.ShutdownGrace = -time.Second }, "ShutdownGrace: -1s is negative"},
+		{"tiny lease", func(c *listener.Config) { c.VisibilityTimeout = time.Millisecond }, "VisibilityTimeout: 1ms is below 1s"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := baseConfig(e.q, e.dl)
+			tt.edit(&cfg)
+			_, err := listener.New(cfg)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New: %v; want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	t.Run("defaults", func(t *testing.T) {
+		l, err := listener.New(baseConfig(e.q, e.dl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := l.State(); s.MinWorkers != 1 || s.MaxWorkers != 16 {
+			t.Errorf("defaults: min %d max %d, want 1 and 16", s.MinWorkers, s.MaxWorkers)
+		}
+		cfg := baseConfig(e.q, e.dl)
+		cfg.Push = true
+		l, err = listener.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := l.State(); s.MinWorkers != 0 {
+			t.Errorf("push default MinWorkers %d, want 0", s.MinWorkers)
+		}
+	})
+}
