@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 
 	"github.com/spf13/pflag"
+	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/listener"
-	"github.com/wqhost/wqhost/listener/local"
 )
 
 // configFlags adds --config and --data-dir, the flags every command that opens queues shares.
@@ -21,7 +19,8 @@ func configFlags(fl *pflag.FlagSet) *string {
 }
 
 // loadConfig loads the config the way `wqhost run` does: the file or the embedded default,
-// WQHOST_… environment overrides, then the flags set on the command line.
+// WQHOST_… environment overrides, then the flags set on the command line. Every failure is
+// a configuration error (exit 2).
 func (c *cli) loadConfig(file string, fl *pflag.FlagSet) (*config.Config, error) {
 	cfg, err := config.Load(config.LoadOptions{File: file, Flags: fl})
 	if err != nil {
@@ -34,44 +33,15 @@ func (c *cli) loadConfig(file string, fl *pflag.FlagSet) (*config.Config, error)
 	return cfg, nil
 }
 
-// openQueue opens a tenant's queue on the backend the config gives it, under its physical
-// name (tenants other than "default" are namespaced). close releases the backend.
-func openQueue(ctx context.Context, cfg *config.Config, tenant, queue string) (q listener.Queue, closeFn func() error, err error) {
-	bname, err := cfg.QueueBackend(tenant, queue)
+// openQueue opens a tenant's queue through the config, as the host would. A tenant or queue
+// the config does not know is a usage error.
+func openQueue(ctx context.Context, cfg *config.Config, tenant, queue string) (listener.Queue, io.Closer, error) {
+	q, closer, err := host.OpenQueue(ctx, cfg, tenant, queue)
 	if err != nil {
-		return nil, nil, &usageError{err: err}
-	}
-	if bname == "" {
-		bname = config.DefaultBackend
-	}
-	b, ok := cfg.BackendFor(bname)
-	if !ok {
-		return nil, nil, usagef("backend %q of tenant %q is not configured", bname, tenant)
-	}
-	name := cfg.PhysicalQueue(tenant, bname, queue)
-	switch b.Type {
-	case config.BackendLocal, "":
-		path := cfg.LocalPath(b)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, nil, fmt.Errorf("data directory: %w", err)
+		if errors.Is(err, config.ErrNotConfigured) {
+			return nil, nil, &usageError{err: err}
 		}
-		sync := local.SyncFull
-		if b.Sync == "normal" {
-			sync = local.SyncNormal
-		}
-		st, err := local.Open(ctx, path, local.Options{Sync: sync})
-		if err != nil {
-			return nil, nil, err
-		}
-		lq, err := st.Queue(ctx, name)
-		if err != nil {
-			st.Close()
-			return nil, nil, err
-		}
-		return lq, st.Close, nil
-	case config.BackendMemory:
-		return nil, nil, usagef("queue %q of tenant %q is on backend %q of type memory: it lives inside the running host and cannot be reached from another process", queue, tenant, bname)
-	default:
-		return nil, nil, usagef("queue %q of tenant %q: backend %q of type %s is not supported by this command yet", queue, tenant, bname, b.Type)
+		return nil, nil, err
 	}
+	return q, closer, nil
 }

@@ -3,15 +3,27 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/wqhost/wqhost/host"
+	"github.com/wqhost/wqhost/host/config"
 )
 
 const runDoc = `
 Runs the host: every binding of the config (or, with no --config, the embedded default: the
 local queue store under --data-dir and the billing example handler reading the queue
 "transactions" and writing priced lines to "priced") until SIGINT or SIGTERM, which drain it
-gracefully. SIGHUP reloads the config and changed modules.
+gracefully: receiving stops, handlers in flight finish, leased messages not yet started are
+released at once. SIGHUP reloads the config and changed modules.
 --demo loads the shipped billing sample (3000 transactions, a few malformed) into the default
-binding's queue, processes it with a progress bar, prints a summary and exits.`
+binding's queue, processes it with a progress bar, prints a summary and exits.
+Exit code 2 means the config is invalid or could not be built (a module that does not load).`
 
 func (c *cli) run(ctx context.Context, args []string) error {
 	fl := c.flags("run", "[--config FILE] [--data-dir DIR] [--admin ADDR] [--demo]", runDoc)
@@ -33,6 +45,64 @@ func (c *cli) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	_ = cfg
-	return errors.New("the host package has not landed yet")
+	if *demo {
+		if !fl.Changed("admin") {
+			cfg.Admin.Addr = "off" // a demo must not fail because a real host holds the port
+		}
+		if !fl.Changed("log-level") {
+			cfg.Log.Level = "error" // the summary reports the rejected transactions
+		}
+	}
+	logger, err := newLogger(cfg.Log, c.stderr)
+	if err != nil {
+		return &usageError{err: err}
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if *demo {
+		return c.demo(ctx, cfg, logger)
+	}
+	h, err := host.New(ctx, cfg, logger)
+	if err != nil {
+		// The config loaded, but a binding could not be built from it (module, plugin,
+		// backend): still a configuration problem, and nothing was left running.
+		return &usageError{err: err}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				logger.Info("SIGHUP: reloading")
+				if err := h.Reload(ctx); err != nil {
+					logger.Warn("reload failed; the running config stays", "err", err)
+				}
+			}
+		}
+	}()
+	if err := h.Run(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// newLogger builds the host's slog logger from the config's log section.
+func newLogger(lc config.Log, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(lc.Level)); err != nil && lc.Level != "" {
+		return nil, fmt.Errorf("log.level %q: want debug, info, warn or error", lc.Level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(lc.Format) {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, errors.New("log.format " + lc.Format + ": want text or json")
 }

@@ -65,11 +65,11 @@ func (c *cli) send(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	q, closeQ, err := openQueue(ctx, cfg, *tenant, *queue)
+	q, closer, err := openQueue(ctx, cfg, *tenant, *queue)
 	if err != nil {
 		return err
 	}
-	defer closeQ()
+	defer closer.Close()
 
 	opts := listener.SendOptions{Delay: *delay}
 	if len(bodies) == 1 {
@@ -78,7 +78,7 @@ func (c *cli) send(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Fprintf(c.stdout, "sent message %s to %s\n", id, *queue)
-		return closeQ()
+		return closer.Close()
 	}
 	bar := c.progress(len(bodies), "sending to "+*queue)
 	start := time.Now()
@@ -99,7 +99,7 @@ func (c *cli) send(ctx context.Context, args []string) error {
 	bar.Finish()
 	el := time.Since(start)
 	fmt.Fprintf(c.stdout, "sent %d messages to %s in %s (%.0f msg/s)\n", len(bodies), *queue, el.Round(time.Millisecond), float64(len(bodies))/el.Seconds())
-	return closeQ()
+	return closer.Close()
 }
 
 func (c *cli) bodies(file string, lines bool, args []string, count int) ([][]byte, error) {

@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
 )
 
@@ -44,21 +43,38 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	var doc any
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return fmt.Errorf("GET %s/v1/status: not JSON: %w", *admin, err)
+	var st host.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return fmt.Errorf("GET %s: not a status document: %w", adminURL(*admin, "/v1/status"), err)
 	}
-	rows := bindingRows(doc)
-	if len(rows) == 0 {
-		fmt.Fprintln(c.stdout, "no bindings")
+	return printStatus(c.stdout, st)
+}
+
+// printStatus writes one table row per binding.
+func printStatus(w io.Writer, st host.Status) error {
+	ready := "ready"
+	if !st.Ready {
+		ready = "not ready"
+	}
+	up := ""
+	if !st.StartedAt.IsZero() {
+		up = ", up " + time.Since(st.StartedAt).Round(time.Second).String()
+	}
+	fmt.Fprintf(w, "host %s%s\n", ready, up)
+	n := 0
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tBINDING\tQUEUE\tDEPTH\tWORKERS\tIN-FLIGHT\tPROCESSED\tFAILED\tRETRIED\tPOISONED\tDEAD\tP99 MS\tMODULE")
+	for _, t := range st.Tenants {
+		for _, b := range t.Bindings {
+			n++
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\n", t.Name, b.Name, b.Queue,
+				b.Depth, b.Workers, b.InFlight, b.Processed, b.Failed, b.Retried, b.Poisoned, b.DeadLetterDepth,
+				b.LatencyP99Ms, shortDigest(b.ModuleDigest))
+		}
+	}
+	if n == 0 {
+		fmt.Fprintln(w, "no bindings")
 		return nil
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "TENANT\tBINDING\tQUEUE\tDEPTH\tWORKERS\tIN-FLIGHT\tPROCESSED\tFAILED\tRETRIED\tPOISONED\tMODULE\t")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.tenant, r.binding, r.queue,
-			r.num("depth"), r.num("workers", "active_workers"), r.num("in_flight", "inflight"),
-			r.num("processed"), r.num("failed"), r.num("retried"), r.num("poisoned"), shortDigest(r.digest))
 	}
 	return tw.Flush()
 }
@@ -106,94 +122,10 @@ func (c *cli) adminGet(ctx context.Context, addr, path, tokenEnv string, timeout
 	return body, nil
 }
 
-// statusRow is one binding found in the status document.
-type statusRow struct {
-	tenant, binding, queue, digest string
-	fields                         map[string]any
-}
-
-func (r statusRow) num(keys ...string) string {
-	for _, k := range keys {
-		switch v := r.fields[k].(type) {
-		case float64:
-			return strconv.FormatFloat(v, 'f', -1, 64)
-		case string:
-			return v
-		}
-	}
-	return "-"
-}
-
 func shortDigest(d string) string {
 	d = strings.TrimPrefix(d, "sha256:")
 	if len(d) > 12 {
 		return d[:12]
 	}
-	if d == "" {
-		return "-"
-	}
-	return d
-}
-
-// bindingRows finds the bindings in a status document: every object with a "queue" string
-// is one, its tenant and name taken from its own fields or from where it sits (a map key or
-// the enclosing object's name). This reads both a nested tenants → bindings document and a
-// flat list of bindings.
-func bindingRows(doc any) []statusRow {
-	var rows []statusRow
-	var walk func(v any, tenant, key string, depth int)
-	walk = func(v any, tenant, key string, depth int) {
-		switch v := v.(type) {
-		case map[string]any:
-			if q, ok := v["queue"].(string); ok {
-				r := statusRow{tenant: tenant, binding: key, queue: q, fields: v}
-				if s, ok := v["tenant"].(string); ok {
-					r.tenant = s
-				}
-				for _, k := range []string{"binding", "name"} {
-					if s, ok := v[k].(string); ok {
-						r.binding = s
-						break
-					}
-				}
-				for _, k := range []string{"module_digest", "digest", "module"} {
-					if s, ok := v[k].(string); ok && s != "" {
-						r.digest = s
-						break
-					}
-					if m, ok := v[k].(map[string]any); ok {
-						if s, ok := m["digest"].(string); ok {
-							r.digest = s
-							break
-						}
-					}
-				}
-				rows = append(rows, r)
-				return
-			}
-			if s, ok := v["tenant"].(string); ok {
-				tenant = s
-			} else if s, ok := v["name"].(string); ok && depth > 0 {
-				tenant = s
-			}
-			keys := make([]string, 0, len(v))
-			for k := range v {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				t := tenant
-				if key == "tenants" {
-					t = k
-				}
-				walk(v[k], t, k, depth+1)
-			}
-		case []any:
-			for _, e := range v {
-				walk(e, tenant, key, depth+1)
-			}
-		}
-	}
-	walk(doc, "", "", 0)
-	return rows
+	return orDash(d)
 }
