@@ -217,6 +217,7 @@ type Listener struct {
 	errStreak atomic.Int64 // consecutive failed receives, listener-wide
 	depthAt   atomic.Int64 // unix nanos of the last Depth call
 	nextDue   atomic.Int64 // earliest retry this listener scheduled (unix nanos), 0 = none
+	spurious  atomic.Int32 // consecutive wake-ups that found nothing
 
 	c    counters
 	hist latencyHist
@@ -307,7 +308,7 @@ func (l *Listener) Run(ctx context.Context) error {
 	// Start as if idle: the first receive that finds work asks the scaler, so a backlog
 	// present at start-up is met with the right number of workers.
 	for range max(l.cfg.MinWorkers, 1) {
-		l.startLocked(ctx, 1)
+		l.startLocked(ctx, 1, false)
 	}
 	l.mu.Unlock()
 
@@ -354,7 +355,7 @@ func (l *Listener) supervise(ctx context.Context) {
 			}
 			l.mu.Lock()
 			if l.active == 0 {
-				l.startLocked(ctx, 1)
+				l.startLocked(ctx, 1, true)
 			}
 			l.mu.Unlock()
 		}
@@ -382,8 +383,9 @@ func (l *Listener) waitForWork(ctx context.Context) bool {
 }
 
 // startLocked starts one worker; idle > 0 means it starts as if the queue had been empty,
-// so that finding work makes it ask the scaler. l.mu must be held.
-func (l *Listener) startLocked(ctx context.Context, idle int) {
+// so that finding work makes it ask the scaler, and woken that a wake-up started it. l.mu
+// must be held.
+func (l *Listener) startLocked(ctx context.Context, idle int, woken bool) {
 	if l.active >= l.cfg.MaxWorkers || ctx.Err() != nil {
 		return
 	}
@@ -393,7 +395,7 @@ func (l *Listener) startLocked(ctx context.Context, idle int) {
 		l.c.peak.Store(int64(l.active))
 	}
 	l.wg.Add(1)
-	go l.worker(ctx, idle)
+	go l.worker(ctx, idle, woken)
 }
 
 // exitLocked gives back a worker's slot. l.mu must be held.
@@ -428,7 +430,7 @@ func (l *Listener) scaleUp(ctx context.Context, floor int) {
 		l.unparkCh <- struct{}{} // capacity MaxWorkers >= parked: never blocks
 	}
 	for ; need > 0 && l.active < l.cfg.MaxWorkers; need-- {
-		l.startLocked(ctx, 0)
+		l.startLocked(ctx, 0, false)
 	}
 }
 
@@ -465,7 +467,23 @@ func (l *Listener) refreshDepth(ctx context.Context) {
 // idleWait sleeps up to d (d <= 0: until woken) unless woken earlier by Notify, the Waiter
 // backend or, with push, a retry of ours falling due. It reports whether it was woken
 // (rather than timing out), and false for both when ctx ended.
+//
+// Wake-ups that found nothing (a backend whose Wait fires spuriously, or a competing
+// listener that took the message) must not become a loop: after k of them in a row,
+// wake-ups are ignored for MinIdle·2^(k-1), up to MaxIdle.
 func (l *Listener) idleWait(ctx context.Context, d time.Duration) (woke bool, timedOut bool) {
+	if k := l.spurious.Load(); k > 0 {
+		quiet := min(l.cfg.MinIdle<<min(k-1, 20), l.cfg.MaxIdle)
+		if d > 0 && quiet >= d {
+			return false, l.sleep(ctx, d)
+		}
+		if !l.sleep(ctx, quiet) {
+			return false, false
+		}
+		if d > 0 {
+			d -= quiet
+		}
+	}
 	if due := l.nextDue.Load(); due != 0 && l.cfg.Push {
 		in := time.Duration(due - l.clk.Now().UnixNano())
 		if in <= 0 {

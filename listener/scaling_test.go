@@ -296,3 +296,30 @@ func TestBackendErrorsBackOff(t *testing.T) {
 		})
 	})
 }
+
+// spuriousWaiter is a Waiter whose Wait always says a message may be visible.
+type spuriousWaiter struct{ listener.Queue }
+
+func (spuriousWaiter) Wait(context.Context, time.Duration) error { return nil }
+
+// A backend whose Wait fires without a message cannot spin the listener: after k wake-ups in
+// a row that found nothing, wake-ups are ignored for MinIdle·2^(k-1) up to MaxIdle, so it
+// costs about what polling at the back-off maximum does.
+func TestSpuriousWakeupsDoNotSpin(t *testing.T) {
+	for _, push := range []bool{false, true} {
+		t.Run(map[bool]string{false: "poll", true: "push"}[push], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newMem(t)
+				cfg := baseConfig(spuriousWaiter{e.q}, e.dl)
+				cfg.Push = push
+				l := start(t, cfg)
+				time.Sleep(10 * time.Minute)
+				synctest.Wait()
+				// 10 to reach the 60s maximum, then one a minute: about 20 in 10 minutes.
+				if r := l.State().Receives; r > 25 {
+					t.Errorf("%d receives in 10 minutes against a spurious Waiter, want at most 25", r)
+				}
+			})
+		})
+	}
+}

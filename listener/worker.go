@@ -8,7 +8,7 @@ import (
 // worker is one dequeue worker: it receives batches and processes them until the queue is
 // empty and the back-off policy (or the single-waiter rule) tells it to stop, its time slice
 // ends, or ctx ends. idle > 0 means it starts as if the queue had been found empty.
-func (l *Listener) worker(ctx context.Context, idle int) {
+func (l *Listener) worker(ctx context.Context, idle int, woken bool) {
 	defer l.wg.Done()
 	b := &batch{l: l}
 	sliceEnd := l.clk.Now().Add(l.cfg.TimeSlice)
@@ -41,11 +41,18 @@ func (l *Listener) worker(ctx context.Context, idle int) {
 		}
 		if len(msgs) == 0 {
 			l.c.emptyReceives.Add(1)
+			if woken {
+				l.spurious.Add(1) // a wake-up that found nothing
+			}
 			var ok bool
-			if idle, ok = l.onEmpty(ctx, idle); !ok {
+			if idle, woken, ok = l.onEmpty(ctx, idle); !ok {
 				return
 			}
 			continue
+		}
+		woken = false
+		if l.spurious.Load() != 0 {
+			l.spurious.Store(0)
 		}
 		now := l.clk.Now()
 		switch {
@@ -90,8 +97,9 @@ func (l *Listener) canStopLocked() bool {
 // peek mode): the others stop, or park without calling the queue when MinWorkers keeps
 // them. The waiter sleeps as the back-off policy says, waking early on Notify or a Waiter
 // backend; with Push it does not poll at all, since a wake-up announces any work. It
-// returns the idle count and false when the worker has exited.
-func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool) {
+// returns the idle count, whether a wake-up ended the wait, and false when the worker has
+// exited.
+func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
 	for {
 		idle++
 		l.mu.Lock()
@@ -104,10 +112,11 @@ func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool) {
 		if stop && l.canStopLocked() {
 			l.exitLocked()
 			l.mu.Unlock()
-			return idle, false
+			return idle, false, false
 		}
 		if l.waiting {
-			return l.yieldLocked(ctx)
+			_, ok := l.yieldLocked(ctx)
+			return 0, false, ok
 		}
 		l.waiting = true
 		l.mu.Unlock()
@@ -119,10 +128,10 @@ func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool) {
 		l.mu.Unlock()
 		if ctx.Err() != nil {
 			l.exit()
-			return idle, false
+			return idle, false, false
 		}
 		if woke || !l.cfg.Push {
-			return idle, true
+			return idle, woke, true
 		}
 	}
 }
