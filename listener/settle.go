@@ -64,14 +64,26 @@ func (l *Listener) process(ctx context.Context, b *batch, msgs []*Message) {
 			}
 		}
 	}
-	n := min(l.cfg.Concurrency, len(msgs))
-	b.left.Store(int32(n))
+	b.left.Store(1)
 	b.done = make(chan struct{})
-	for range n {
+	go b.run()
+	l.awaitRenewing(b, min(l.cfg.Concurrency, len(msgs))-1)
+	l.settle(ctx, b)
+}
+
+// spawnAfter is how long one goroutine works through a batch alone before helpers join it
+// (up to Concurrency). Fast handlers finish a whole batch sooner: starting a goroutine per
+// message would cost them more than the handler itself.
+const spawnAfter = 100 * time.Microsecond
+
+// spawn starts up to k more goroutines on b's unclaimed messages.
+func (b *batch) spawn(k int) {
+	for ; k > 0 && int(b.next.Load()) < len(b.msgs); k-- {
+		if b.left.Add(1) == 1 {
+			return // every runner already finished: the batch is done
+		}
 		go b.run()
 	}
-	l.awaitRenewing(b)
-	l.settle(ctx, b)
 }
 
 func (b *batch) run() {
@@ -117,12 +129,25 @@ func (l *Listener) handle(m *Message) (err error) {
 	return l.cfg.Handler.Handle(l.hctx, m)
 }
 
-// awaitRenewing waits for the batch's handlers, renewing every unsettled lease each half
+// awaitRenewing waits for the batch's handlers, starting up to helpers more goroutines if
+// the batch takes longer than spawnAfter, and renewing every unsettled lease each half
 // visibility timeout so that a slow handler's messages are not delivered twice.
-func (l *Listener) awaitRenewing(b *batch) {
+func (l *Listener) awaitRenewing(b *batch, helpers int) {
 	every := l.cfg.VisibilityTimeout / 2
+	if helpers > 0 {
+		t := l.clk.NewTimer(spawnAfter)
+		select {
+		case <-b.done:
+			t.Stop()
+			return // fast path: nothing was renewed
+		case <-t.C():
+			b.spawn(helpers)
+			every -= spawnAfter
+		}
+	}
 	for {
 		t := l.clk.NewTimer(every)
+		every = l.cfg.VisibilityTimeout / 2
 		select {
 		case <-b.done:
 			t.Stop()

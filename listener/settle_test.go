@@ -449,3 +449,32 @@ func TestConfigValidation(t *testing.T) {
 		}
 	})
 }
+
+// One worker runs up to Concurrency handler calls of its batch at once, and no more.
+func TestConcurrencyWithinBatch(t *testing.T) {
+	for _, tt := range []struct{ batch, conc, want int }{
+		{10, 4, 4},
+		{10, 1, 1},
+		{3, 8, 3},
+		{32, 0, 32}, // default: BatchSize
+	} {
+		t.Run(fmt.Sprintf("batch%d-conc%d", tt.batch, tt.conc), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newMem(t)
+				cfg := baseConfig(e.q, e.dl)
+				cfg.MaxWorkers, cfg.BatchSize, cfg.Concurrency = 1, tt.batch, tt.conc
+				cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+					time.Sleep(time.Second)
+					return nil
+				})
+				e.send(t, 100)
+				l := start(t, cfg)
+				time.Sleep(time.Millisecond) // past the single-goroutine fast path
+				synctest.Wait()
+				if got := l.State().InFlight; got != tt.want {
+					t.Errorf("%d handler calls in flight, want %d", got, tt.want)
+				}
+			})
+		})
+	}
+}
