@@ -144,3 +144,13 @@ func (q *batchWaitQueue) DeleteBatch(ctx context.Context, ms []*listener.Message
 }
 
 func (q *batchWaitQueue) Wait(ctx context.Context, d time.Duration) error { return q.wait(q.w, ctx, d) }
+
+// WrapPolling is Wrap without the Waiter capability: the listener then polls with its
+// back-off, as it must on a backend that cannot wait (Azure).
+func WrapPolling(q listener.Queue, c *Counts) listener.Queue {
+	base := &queue{q: q, c: c}
+	if b, ok := q.(listener.Batcher); ok {
+		return &batchQueue{queue: base, b: b}
+	}
+	return base
+}

@@ -80,6 +80,10 @@ type pricedLine struct {
 	TotalCents    int64   `json:"total_cents"`
 }
 
+// BillingNative is the billing logic in plain Go (tax_rate 0.2); it returns an error wrapping
+// ErrRejected for a transaction billing-go would reject.
+func BillingNative(body []byte) ([]byte, error) { return billing(body) }
+
 // billing mirrors examples/handlers/billing-go with tax_rate 0.2: decode, validate, price in
 // cents, encode.
 func billing(body []byte) ([]byte, error) {

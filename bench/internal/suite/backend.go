@@ -1,0 +1,185 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/azure"
+	"github.com/wqhost/wqhost/listener/azure/azuritetest"
+	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/memory"
+)
+
+// Backend names a queue store.
+type Backend string
+
+// The backends a workload can run on.
+const (
+	Memory  Backend = "memory"
+	Local   Backend = "local"   // durable SQLite (synchronous FULL), a fresh file per run
+	Azurite Backend = "azurite" // Azure Queue Storage emulator, started on demand
+)
+
+// Backends lists every backend.
+var Backends = []Backend{Memory, Local, Azurite}
+
+// Stores opens fresh queues on each backend. Azurite is started once, on first use, unless
+// AzureConnectionString points at a running service. Close stops what it started.
+type Stores struct {
+	// Dir holds the local backend's database files.
+	Dir string
+	// Repo is the wqhost checkout, where tools/azurite lives.
+	Repo string
+	// AzureConnectionString, if set, is used instead of starting Azurite.
+	AzureConnectionString string
+
+	mu      sync.Mutex
+	azurite *azuritetest.Server
+	seq     atomic.Int64
+}
+
+// Close stops Azurite if Stores started it.
+func (s *Stores) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.azurite != nil {
+		return s.azurite.Close()
+	}
+	return nil
+}
+
+func (s *Stores) azureConn(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.AzureConnectionString != "" {
+		return s.AzureConnectionString, nil
+	}
+	if s.azurite == nil {
+		if os.Getenv("WQHOST_AZURITE_DIR") == "" {
+			// azuritetest looks beside the nearest go.mod, which from bench/ is this module's.
+			os.Setenv("WQHOST_AZURITE_DIR", filepath.Join(s.Repo, "tools", "azurite"))
+		}
+		srv, err := azuritetest.StartServer(ctx, azuritetest.Options{InMemory: true})
+		if err != nil {
+			return "", fmt.Errorf("azurite: %w (%s)", err, azuritetest.InstallHint)
+		}
+		s.azurite = srv
+	}
+	return s.azurite.ConnectionString(), nil
+}
+
+// Opened is a work queue and its dead-letter queue on a fresh store or fresh names.
+type Opened struct {
+	Queue, DeadLetter listener.Queue
+	close             func() error
+}
+
+// Close releases the store.
+func (o *Opened) Close() error { return o.close() }
+
+// Open returns an empty queue (and its -poison queue) on backend b.
+func (s *Stores) Open(ctx context.Context, b Backend) (*Opened, error) {
+	n := s.seq.Add(1)
+	name := fmt.Sprintf("bench-%d", n)
+	var be listener.Backend
+	switch b {
+	case Memory:
+		be = memory.New(memory.Options{})
+	case Local:
+		if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+			return nil, err
+		}
+		path := filepath.Join(s.Dir, fmt.Sprintf("run-%d-%d.db", os.Getpid(), n))
+		lb, err := local.Open(ctx, path, local.Options{})
+		if err != nil {
+			return nil, err
+		}
+		be = closer{lb, func() { os.Remove(path); os.Remove(path + "-wal"); os.Remove(path + "-shm") }}
+	case Azurite:
+		conn, err := s.azureConn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ab, err := azure.Open(ctx, azure.Options{ConnectionString: conn, CreateQueues: true})
+		if err != nil {
+			return nil, err
+		}
+		be = ab
+	default:
+		return nil, fmt.Errorf("backend %q: unknown (want one of %v)", b, Backends)
+	}
+	q, err := be.Open(ctx, name)
+	if err != nil {
+		be.Close()
+		return nil, fmt.Errorf("backend %s: open %s: %w", b, name, err)
+	}
+	dl, err := be.Open(ctx, name+listener.PoisonSuffix)
+	if err != nil {
+		be.Close()
+		return nil, fmt.Errorf("backend %s: open %s: %w", b, name+listener.PoisonSuffix, err)
+	}
+	return &Opened{Queue: q, DeadLetter: dl, close: be.Close}, nil
+}
+
+// closer runs cleanup after closing a backend.
+type closer struct {
+	listener.Backend
+	after func()
+}
+
+func (c closer) Close() error {
+	err := c.Backend.Close()
+	c.after()
+	return err
+}
+
+// batchSender is implemented by backends that enqueue many messages in one transaction.
+type batchSender interface {
+	SendBatch(ctx context.Context, bodies [][]byte, opts listener.SendOptions) ([]string, error)
+}
+
+// Preload enqueues bodies, in batches where the backend can, else from 16 goroutines.
+func Preload(ctx context.Context, q listener.Queue, bodies [][]byte, progress func(int)) error {
+	if bs, ok := q.(batchSender); ok {
+		for i := 0; i < len(bodies); i += 512 {
+			chunk := bodies[i:min(i+512, len(bodies))]
+			if _, err := bs.SendBatch(ctx, chunk, listener.SendOptions{}); err != nil {
+				return fmt.Errorf("preload %s: %w", q.Name(), err)
+			}
+			if progress != nil {
+				progress(len(chunk))
+			}
+		}
+		return nil
+	}
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+		errs = make(chan error, 16)
+	)
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(bodies) {
+					return
+				}
+				if _, err := q.Send(ctx, bodies[i], listener.SendOptions{}); err != nil {
+					errs <- fmt.Errorf("preload %s message %d: %w", q.Name(), i, err)
+					return
+				}
+				if progress != nil {
+					progress(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
