@@ -16,7 +16,9 @@ import (
 func TestScaleUpOnBurst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newMem(t)
-		cfg := baseConfig(e.q, e.dl)
+		// The spy hides memory's Waiter, so the whole burst is queued before Notify wakes
+		// the poller (a send would wake it at the first message, racing the others).
+		cfg := baseConfig(&spyQueue{Queue: e.q}, e.dl)
 		cfg.MaxWorkers = 8
 		cfg.BatchSize = 4
 		cfg.Scaler = builtin.NewTarget(10) // 200 messages -> 20 workers, clamped to 8
@@ -33,7 +35,8 @@ func TestScaleUpOnBurst(t *testing.T) {
 			t.Fatalf("idle: %d active, %d peak workers; want 1 and 1", s.ActiveWorkers, s.PeakWorkers)
 		}
 		e.send(t, 200)
-		synctest.Wait() // the poller wakes on the send, receives, and the scaler fans out
+		l.Notify()
+		synctest.Wait() // the poller wakes, receives, and the scaler fans out
 		s := l.State()
 		if s.ActiveWorkers != 8 {
 			t.Fatalf("after the burst: %d active workers, want 8 (scaler said 20, MaxWorkers 8)", s.ActiveWorkers)

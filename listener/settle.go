@@ -88,6 +88,7 @@ func (b *batch) spawn(k int) {
 
 func (b *batch) run() {
 	l := b.l
+	var last time.Time // when the previous call ended: the next one's start, one clock read per call
 	for {
 		i := int(b.next.Add(1)) - 1
 		if i >= len(b.msgs) {
@@ -96,37 +97,42 @@ func (b *batch) run() {
 		if b.errs[i] != nil || b.lost[i] {
 			continue // settled before handling (over-dequeued, or at-most-once delete failed)
 		}
-		b.errs[i] = l.handle(b.msgs[i])
+		last, b.errs[i] = l.handle(b.msgs[i], last)
 	}
 	if b.left.Add(-1) == 0 {
 		close(b.done)
 	}
 }
 
-// handle runs the handler on one message, unless the listener is shutting down.
-func (l *Listener) handle(m *Message) (err error) {
+// handle runs the handler on one message, unless the listener is shutting down. start is
+// when the call begins (zero: read the clock); it returns when the call ended.
+func (l *Listener) handle(m *Message, start time.Time) (end time.Time, err error) {
 	if l.stopping.Load() {
-		return errUnstarted
+		return time.Time{}, errUnstarted
 	}
 	if lim := l.cfg.Limiter; lim != nil {
 		if lim.Acquire(l.hctx) != nil {
-			return errUnstarted
+			return time.Time{}, errUnstarted
 		}
 		defer lim.Release()
 		if l.stopping.Load() {
-			return errUnstarted
+			return time.Time{}, errUnstarted
 		}
+		start = time.Time{} // the wait for the limiter is not handler latency
 	}
 	l.c.inFlight.Add(1)
-	start := l.clk.Now()
+	if start.IsZero() {
+		start = l.clk.Now()
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panicked on message %s: %v", m.ID, r)
 		}
-		l.hist.record(l.clk.Now().Sub(start))
+		end = l.clk.Now()
+		l.hist.record(end.Sub(start))
 		l.c.inFlight.Add(-1)
 	}()
-	return l.cfg.Handler.Handle(l.hctx, m)
+	return time.Time{}, l.cfg.Handler.Handle(l.hctx, m)
 }
 
 // awaitRenewing waits for the batch's handlers, starting up to helpers more goroutines if

@@ -478,3 +478,56 @@ func TestConcurrencyWithinBatch(t *testing.T) {
 		})
 	}
 }
+
+// State reports handler latency quantiles from its histogram (within its 12.5% buckets).
+func TestLatencyQuantiles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		cfg := baseConfig(e.q, e.dl)
+		cfg.MaxWorkers, cfg.BatchSize = 1, 1
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			i := int(m.Body[0]) | int(m.Body[1])<<8
+			switch {
+			case i < 150:
+				time.Sleep(10 * time.Millisecond)
+			case i < 198:
+				time.Sleep(100 * time.Millisecond)
+			default:
+				time.Sleep(time.Second)
+			}
+			return nil
+		})
+		e.send(t, 200)
+		l := start(t, cfg)
+		waitFor(t, time.Second, time.Hour, "drain", func() bool { return l.State().Processed == 200 })
+		s := l.State()
+		if s.LatencyP50 < 10*time.Millisecond || s.LatencyP50 > 11250*time.Microsecond {
+			t.Errorf("p50 %s, want 10ms (+12.5%%)", s.LatencyP50)
+		}
+		if s.LatencyP99 < 100*time.Millisecond || s.LatencyP99 > 112500*time.Microsecond {
+			t.Errorf("p99 %s, want 100ms (+12.5%%)", s.LatencyP99)
+		}
+	})
+}
+
+// A panicking handler fails its message like an error would; the listener survives.
+func TestHandlerPanicIsAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		cfg := baseConfig(e.q, e.dl)
+		cfg.MaxDequeueCount = 2
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			if m.Body[0] == 0 {
+				panic("nil map")
+			}
+			return nil
+		})
+		e.send(t, 3)
+		l := start(t, cfg)
+		waitFor(t, time.Second, time.Hour, "settled", func() bool { s := l.State(); return s.Processed == 2 && s.Poisoned == 1 })
+		ms, _ := e.dl.Receive(context.Background(), 1, time.Minute)
+		if len(ms) != 1 || !strings.Contains(ms[0].Attributes[listener.AttrReason], "panicked") {
+			t.Errorf("dead letter %v, want one whose reason says the handler panicked", ms)
+		}
+	})
+}
