@@ -326,3 +326,38 @@ func TestSpuriousWakeupsDoNotSpin(t *testing.T) {
 		})
 	}
 }
+
+// MinWorkers kept alive while idle do not poll: one of them waits on the queue (seed 000's
+// single peek-mode waiter), the others park until it finds work and fans out.
+func TestSingleWaiterWithMinWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		cfg := baseConfig(e.q, e.dl)
+		cfg.MinWorkers, cfg.MaxWorkers, cfg.BatchSize = 4, 8, 1
+		release := make(chan struct{})
+		cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+			<-release
+			return nil
+		})
+		l := start(t, cfg)
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		before := l.State()
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		after := l.State()
+		if n := after.Receives - before.Receives; n > 11 {
+			t.Errorf("%d receives in 10 idle minutes with 4 workers, want about 10 (one waiter)", n)
+		}
+		if after.ActiveWorkers != 4 {
+			t.Errorf("%d workers kept, want MinWorkers 4", after.ActiveWorkers)
+		}
+		e.send(t, 6)
+		synctest.Wait()
+		if f := l.State().InFlight; f != 4 {
+			t.Errorf("%d messages in flight after a wake-up, want the 4 kept workers busy", f)
+		}
+		close(release)
+		waitFor(t, time.Second, time.Hour, "drain", func() bool { return l.State().Processed == 6 })
+	})
+}

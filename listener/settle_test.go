@@ -531,3 +531,84 @@ func TestHandlerPanicIsAFailure(t *testing.T) {
 		}
 	})
 }
+
+// A message received more often than MaxDequeueCount (its earlier leases expired unsettled,
+// say a handler that hung the process) is dead-lettered without running the handler again.
+func TestOverDequeuedMessageDeadLettered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		e.send(t, 1)
+		for range 3 { // three leases that expire unsettled
+			if ms, _ := e.q.Receive(context.Background(), 1, time.Second); len(ms) != 1 {
+				t.Fatal("setup: message not received")
+			}
+			time.Sleep(2 * time.Second)
+		}
+		cfg := baseConfig(e.q, e.dl)
+		cfg.MaxDequeueCount = 3
+		var runs atomic.Int32
+		cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+			runs.Add(1)
+			return nil
+		})
+		l := start(t, cfg)
+		synctest.Wait()
+		if s := l.State(); s.Poisoned != 1 || runs.Load() != 0 {
+			t.Fatalf("poisoned %d, handler runs %d; want 1, 0", s.Poisoned, runs.Load())
+		}
+		ms, _ := e.dl.Receive(context.Background(), 1, time.Minute)
+		if len(ms) != 1 || ms[0].Attributes[listener.AttrDequeueCount] != "4" ||
+			!strings.Contains(ms[0].Attributes[listener.AttrReason], "exceeds max_dequeue_count 3") {
+			t.Errorf("dead letter %+v, want dequeue count 4 and a reason naming the limit", ms)
+		}
+	})
+}
+
+// Absurd poison decisions are clamped: a negative delay retries now, an unknown action
+// retries (never loses the message), a delay beyond 7 days is cut to 7 days.
+func TestPoisonDecisionClamped(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		decision  listener.Decision
+		visibleIn time.Duration
+	}{
+		{"negative delay", listener.Decision{Action: listener.ActionRetry, Delay: -time.Hour}, 0},
+		{"unknown action", listener.Decision{Action: listener.Action(99), Delay: time.Minute}, time.Minute},
+		{"huge delay", listener.Decision{Action: listener.ActionRetry, Delay: 1000 * time.Hour}, 7 * 24 * time.Hour},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newMem(t)
+				cfg := baseConfig(e.q, e.dl)
+				cfg.MaxWorkers = 1
+				cfg.Poison = policyFunc(func(listener.Failure) listener.Decision { return tt.decision })
+				var runs atomic.Int32
+				cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+					runs.Add(1)
+					return errors.New("fail")
+				})
+				e.send(t, 1)
+				l := start(t, cfg)
+				synctest.Wait()
+				if r := runs.Load(); r != 1 && tt.visibleIn > 0 {
+					t.Fatalf("handler ran %d times before the retry delay, want 1", r)
+				}
+				if tt.visibleIn > 0 {
+					time.Sleep(tt.visibleIn - time.Second)
+					synctest.Wait()
+					if r := runs.Load(); r != 1 {
+						t.Fatalf("handler ran again before %s", tt.visibleIn)
+					}
+				}
+				time.Sleep(2 * time.Minute) // the poller's interval, then the retry is due
+				synctest.Wait()
+				if r := runs.Load(); r < 2 {
+					t.Errorf("message not retried after %s: %d runs", tt.visibleIn, r)
+				}
+				if l.State().Retried == 0 {
+					t.Error("no retry counted")
+				}
+			})
+		})
+	}
+}
