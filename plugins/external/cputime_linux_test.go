@@ -3,6 +3,7 @@ package external
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,23 +22,27 @@ func cpuTime(pid int) (time.Duration, error) {
 	if pid <= 0 {
 		return total, nil
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
+	// /proc/<pid>/stat counts in 10 ms ticks, too coarse for a drain; each thread's
+	// schedstat gives its run time in nanoseconds. (Threads that exited are not counted; Go
+	// keeps its threads.)
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		return 0, fmt.Errorf("no threads of process %d in /proc", pid)
 	}
-	// Fields after the parenthesised command name, which may itself hold spaces: state is
-	// field 3, utime and stime fields 14 and 15, in clock ticks (USER_HZ, 100 on Linux).
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name", pid, len(fields))
-	}
-	for _, f := range fields[11:13] {
-		ticks, err := strconv.ParseInt(f, 10, 64)
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
 		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+			continue // the thread exited since the glob
 		}
-		total += time.Duration(ticks) * (time.Second / 100)
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0, fmt.Errorf("%s: empty", t)
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", t, err)
+		}
+		total += time.Duration(ns)
 	}
 	return total, nil
 }
