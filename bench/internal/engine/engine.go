@@ -44,7 +44,8 @@ const (
 	Wqhost Kind = "wqhost"
 	// WqhostNoTimeout is the same pool with the time limit off.
 	WqhostNoTimeout Kind = "wqhost-notimeout"
-	// WqhostRust is wqhost's pool with the Rust-SDK handler (Extism's count_vowels is Rust).
+	// WqhostRust is wqhost's pool with the Rust-SDK handler and the time limit off: the
+	// like-for-like match for Extism's count_vowels, a Rust plugin run without a timeout.
 	WqhostRust Kind = "wqhost-rust"
 	// Extism is Extism's Go SDK: one compiled plugin, one Instance per concurrent caller.
 	Extism Kind = "extism"
@@ -113,7 +114,7 @@ func Open(ctx context.Context, k Kind, l Logic, conc int, p Paths) (Caller, erro
 			Timeout: 30 * time.Second, Config: map[string]string{"tax_rate": "0.2"},
 		}
 		switch k {
-		case WqhostNoTimeout:
+		case WqhostNoTimeout, WqhostRust:
 			cfg.Timeout = 0
 		case Instantiate:
 			cfg.MinInstances, cfg.MaxUses = 0, 1

@@ -1,0 +1,100 @@
+// Package report turns a benchmark run's results into docs/benchmarks.md and its PNG charts.
+package report
+
+import (
+	"bufio"
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wqhost/wqhost/bench/internal/suite"
+)
+
+// Results is everything one `wqbench all` run measured.
+type Results struct {
+	Command   string             `json:"command"`
+	Machine   Machine            `json:"machine"`
+	Started   time.Time          `json:"started"`
+	Finished  time.Time          `json:"finished"`
+	LoadAfter string             `json:"load_after"`
+	PerCall   []suite.PerCallRow `json:"per_call"`
+	Engines   []suite.RunResult  `json:"engines"`
+	Consumers []suite.RunResult  `json:"consumers"`
+	Scaling   []suite.RunResult  `json:"scaling"`
+	Sizes     []suite.RunResult  `json:"sizes"`
+	Idle      []suite.IdleRow    `json:"idle"`
+	// Notes are the runs that failed and were left out.
+	Notes []string `json:"notes"`
+}
+
+// Machine describes where the numbers were taken.
+type Machine struct {
+	CPU       string  `json:"cpu"`
+	Cores     int     `json:"cores"`
+	MemoryGiB float64 `json:"memory_gib"`
+	Kernel    string  `json:"kernel"`
+	Go        string  `json:"go"`
+	LoadStart string  `json:"load_start"`
+}
+
+// Describe reads the machine's description from /proc and the Go runtime.
+func Describe() Machine {
+	m := Machine{Cores: runtime.NumCPU(), Go: runtime.Version(), LoadStart: LoadAverage()}
+	m.CPU = procField("/proc/cpuinfo", "model name")
+	if kb := procField("/proc/meminfo", "MemTotal"); kb != "" {
+		var n float64
+		for _, f := range strings.Fields(kb) {
+			if _, err := parseFloat(f, &n); err == nil {
+				break
+			}
+		}
+		m.MemoryGiB = n / (1 << 20)
+	}
+	var u syscall.Utsname
+	if syscall.Uname(&u) == nil {
+		m.Kernel = utsString(u.Sysname[:]) + " " + utsString(u.Release[:])
+	}
+	return m
+}
+
+// LoadAverage is /proc/loadavg's 1, 5 and 15 minute figures: how busy the machine was.
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func procField(path, key string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), ":")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func utsString(b []int8) string {
+	var sb strings.Builder
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		sb.WriteByte(byte(c))
+	}
+	return sb.String()
+}
