@@ -265,4 +265,3 @@ func cmdCharts(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	return render(*out, &res, stdout)
 }
-
