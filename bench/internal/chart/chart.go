@@ -47,7 +47,8 @@ func LogBars(file, title, unit string, groups []string, series []Series) error {
 	if top == base {
 		top++
 	}
-	bw := vg.Points(math.Min(60, 300/float64(max(len(series), 1))))
+	// About 500 points of plot width share the groups; bars fill 80% of each group.
+	bw := vg.Points(math.Min(40, 500/float64(max(len(groups), 1))*0.8/float64(max(len(series), 1))))
 	for i, s := range series {
 		vals := make(plotter.Values, len(groups))
 		for j := range groups {
@@ -71,11 +72,14 @@ func LogBars(file, title, unit string, groups []string, series []Series) error {
 		ticks = append(ticks, plot.Tick{Value: e - base, Label: magnitude(math.Pow(10, e), unit)})
 	}
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
-	p.Y.Min, p.Y.Max = 0, top-base+0.1
+	// Headroom above the tallest bar keeps the legend clear of the bars.
+	p.Y.Min, p.Y.Max = 0, (top-base)*1.35+0.2
 	p.Add(plotter.NewGrid())
 	p.NominalX(groups...)
+	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5
 	p.Legend.Top = true
-	p.Legend.Left = false
+	p.Legend.Left = true
+	p.Legend.Padding = vg.Points(2)
 	return p.Save(width, height, file)
 }
 
@@ -109,9 +113,9 @@ type Line struct {
 	X, Y []float64
 }
 
-// Lines draws curves with a log2 (or log10) x axis labelled at the given ticks and a linear
-// y axis from zero, and saves a PNG.
-func Lines(file, title, xlabel, ylabel string, xticks []float64, xtickLabel func(float64) string, lines []Line) error {
+// Lines draws curves with a log x axis labelled at the given ticks and a y axis that is
+// linear from zero, or logarithmic with logY, and saves a PNG.
+func Lines(file, title, xlabel, ylabel string, xticks []float64, xtickLabel func(float64) string, logY bool, lines []Line) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xlabel
@@ -123,6 +127,11 @@ func Lines(file, title, xlabel, ylabel string, xticks []float64, xtickLabel func
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Y.Min = 0
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Label.Text += " (log scale)"
+	}
 	var args []any
 	n := 0
 	for _, l := range lines {
@@ -132,6 +141,9 @@ func Lines(file, title, xlabel, ylabel string, xticks []float64, xtickLabel func
 		pts := make(plotter.XYs, len(l.X))
 		for i := range l.X {
 			pts[i].X, pts[i].Y = l.X[i], l.Y[i]
+			if logY && pts[i].Y <= 0 {
+				return fmt.Errorf("chart %s: %s: value %g at x=%g cannot go on a log scale", file, l.Name, pts[i].Y, pts[i].X)
+			}
 		}
 		args = append(args, l.Name, pts)
 		n++
@@ -141,6 +153,15 @@ func Lines(file, title, xlabel, ylabel string, xticks []float64, xtickLabel func
 	}
 	if err := plotutil.AddLinePoints(p, args...); err != nil {
 		return fmt.Errorf("chart %s: %w", file, err)
+	}
+	if logY {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, l := range lines {
+			for _, y := range l.Y {
+				lo, hi = math.Min(lo, y), math.Max(hi, y)
+			}
+		}
+		p.Y.Min, p.Y.Max = math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi))+0.3)
 	}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true

@@ -77,7 +77,7 @@ func Charts(r *Results, imgDir string) ([]string, error) {
 			}
 			series = append(series, s)
 		}
-		if err := add(ChartIdle, chart.LogBars(file(ChartIdle), "Billed queue calls per hour while the queue is empty (lower is better)", "calls/hour", groups, series)); err != nil {
+		if err := add(ChartIdle, chart.LogBars(file(ChartIdle), "Billed queue calls per hour while the queue is empty (lower is better; no bar = 0)", "calls/hour", groups, series)); err != nil {
 			return done, err
 		}
 	}
@@ -98,7 +98,7 @@ func Charts(r *Results, imgDir string) ([]string, error) {
 		}
 		slices.Sort(ticks)
 		label := func(x float64) string { return strconv.Itoa(int(x)) }
-		if err := add(ChartScaling, chart.Lines(file(ChartScaling), "Scaling: msg/s against max workers (no-op handler on wqhost)", "max workers", "msg/s", ticks, label, lines)); err != nil {
+		if err := add(ChartScaling, chart.Lines(file(ChartScaling), "Scaling: msg/s against max workers (no-op handler on wqhost)", "max workers", "msg/s", ticks, label, true, lines)); err != nil {
 			return done, err
 		}
 	}
@@ -119,7 +119,7 @@ func Charts(r *Results, imgDir string) ([]string, error) {
 		}
 		slices.Sort(ticks)
 		label := func(x float64) string { return size(int(x)) }
-		if err := add(ChartSizes, chart.Lines(file(ChartSizes), "Message size sweep on the local backend (wqhost listener, 4 workers)", "message size", "msg/s", ticks, label, lines)); err != nil {
+		if err := add(ChartSizes, chart.Lines(file(ChartSizes), "Message size sweep on the local backend (wqhost listener, 4 workers)", "message size", "msg/s", ticks, label, true, lines)); err != nil {
 			return done, err
 		}
 	}
