@@ -477,6 +477,18 @@ func TestDefaultHostEndToEnd(t *testing.T) {
 	wq(t, dir, "poison", "list", "--data-dir", data, "--queue", "transactions").
 		expect(t, 0, "poison list", "lacks currency", "1 dead letter in transactions-poison")
 
+	// SIGHUP asks for a reload; it must never stop the host (Go's default for SIGHUP).
+	if err := h.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the reload logged", func() bool { return strings.Contains(h.logs(), "SIGHUP") })
+	select {
+	case <-h.done:
+		t.Fatalf("host exited on SIGHUP: %v", h.err)
+	default:
+	}
+	h.binding("default", "billing")
+
 	if code := h.stop(os.Interrupt, time.Minute); code != 0 {
 		t.Fatalf("exit code %d after SIGINT\n%s", code, h.logs())
 	}
