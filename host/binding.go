@@ -48,8 +48,8 @@ type namedPlugin struct {
 // emits can reach into another tenant's "<tenant>.<queue>" namespace.
 var ownQueueRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
-func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config.Binding) (b *binding, err error) {
-	b = &binding{
+func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config.Binding) (_ *binding, err error) {
+	b := &binding{
 		h: h, tenant: t, name: name, cfg: bc,
 		log:     h.log.With("tenant", t.name, "binding", name),
 		outputs: map[string]listener.Queue{},

@@ -101,6 +101,9 @@ const BuiltinPrefix = "builtin:"
 type Config struct {
 	// DataDir holds the local queue store and the compilation cache.
 	DataDir string `koanf:"data_dir"`
+	// CacheDir holds compiled module machine code across restarts; default <data_dir>/cache.
+	// Hosts may share one.
+	CacheDirPath string `koanf:"cache_dir"`
 	// MaxConcurrency is the host-wide budget of handler calls at once shared by tenants;
 	// 0 means no host-wide cap (each tenant's max_concurrency still applies).
 	MaxConcurrency int                `koanf:"max_concurrency"`
@@ -326,8 +329,14 @@ func (c *Config) LocalPath(b Backend) string {
 	return filepath.Join(c.DataDir, b.Path)
 }
 
-// CacheDir is where the runtime keeps compiled modules across restarts.
-func (c *Config) CacheDir() string { return filepath.Join(c.DataDir, "cache") }
+// CacheDir is where the runtime keeps compiled modules across restarts: cache_dir, or
+// <data_dir>/cache.
+func (c *Config) CacheDir() string {
+	if c.CacheDirPath != "" {
+		return c.CacheDirPath
+	}
+	return filepath.Join(c.DataDir, "cache")
+}
 
 // Binding returns tenant's binding by name.
 func (c *Config) Binding(tenant, binding string) (Binding, error) {

@@ -1,0 +1,583 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/listener"
+)
+
+// cacheDir is shared by every test's host, so each module compiles once per test binary
+// (compiling 2 MB Go-built modules dominates the run time, under -race most of all).
+var cacheDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wqhost-host-test-cache")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cacheDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func abs(t *testing.T, rel string) string {
+	t.Helper()
+	p, err := filepath.Abs(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// fast are binding settings that keep tests quick: short idle back-off and retry delays.
+const fast = `
+        max_dequeue_count: 3
+        backoff: {min: 5ms, max: 50ms}
+        poison: {base_delay: 5ms, max_delay: 20ms}
+`
+
+// newHost builds a host on a temp data dir from a tenants section (indented by 2).
+func newHost(t *testing.T, tenants string) (*Host, *config.Config) {
+	t.Helper()
+	dir := t.TempDir()
+	yaml := fmt.Sprintf("data_dir: %s\ncache_dir: %s\nadmin: {addr: \"off\"}\ntenants:\n%s", filepath.Join(dir, "data"), cacheDir, tenants)
+	cfg, err := config.Parse([]byte(yaml), dir)
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, yaml)
+	}
+	h, err := New(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, cfg
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// run starts h.Run and returns a stop function that cancels it and returns Run's error.
+func run(t *testing.T, h *Host) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	var once bool
+	var err error
+	stop = func() error {
+		if !once {
+			once = true
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run did not return within 30s of cancel")
+			}
+		}
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func send(t *testing.T, h *Host, tenant, queue string, bodies ...string) {
+	t.Helper()
+	q, err := h.OpenQueue(context.Background(), tenant, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bodies {
+		if _, err := q.Send(context.Background(), []byte(b), listener.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = h.Notify(tenant, queue)
+}
+
+func depth(t *testing.T, h *Host, tenant, queue string) int64 {
+	t.Helper()
+	q, err := h.OpenQueue(context.Background(), tenant, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Depth(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// drainBodies receives and deletes every message of a queue, returning the bodies.
+func drainBodies(t *testing.T, h *Host, tenant, queue string) []*listener.Message {
+	t.Helper()
+	q, err := h.OpenQueue(context.Background(), tenant, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*listener.Message
+	for {
+		ms, err := q.Receive(context.Background(), 32, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			return out
+		}
+		out = append(out, ms...)
+		for _, m := range ms {
+			if err := q.Delete(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func bindingStatus(t *testing.T, h *Host, tenant, binding string) BindingStatus {
+	t.Helper()
+	for _, ts := range h.Status(context.Background()).Tenants {
+		if ts.Name != tenant {
+			continue
+		}
+		for _, b := range ts.Bindings {
+			if b.Name == binding {
+				return b
+			}
+		}
+	}
+	t.Fatalf("no status for %s/%s", tenant, binding)
+	return BindingStatus{}
+}
+
+func TestMessagesReachOutputQueueAndAreCounted(t *testing.T) {
+	echo := abs(t, "../examples/handlers/echo-go/echo-go.wasm")
+	h, _ := newHost(t, fmt.Sprintf(`
+  default:
+    bindings:
+      echo: {queue: in, output: out, module: %q}
+      billing:
+        queue: transactions
+        output: priced
+        module: builtin:billing-go
+        config: {tax_rate: "0.2"}
+  acme:
+    bindings:
+      echo: {queue: in, output: out, module: %q}
+`, echo, echo))
+	stop := run(t, h)
+	for i := range 20 {
+		send(t, h, "default", "in", "msg-"+strconv.Itoa(i))
+	}
+	send(t, h, "acme", "in", "a1", "a2", "a3", "a4", "a5")
+	send(t, h, "default", "transactions",
+		`{"id":"tx-1","account":"acme","currency":"EUR","items":[{"sku":"a","quantity":3,"unit_price":2.5}]}`,
+		`{"id":"tx-2","account":"acme","currency":"EUR","amount":10}`,
+		`{"id":"tx-3","currency":"EUR"}`)
+
+	eventually(t, "all outputs", func() bool {
+		return depth(t, h, "default", "out") == 20 && depth(t, h, "acme", "out") == 5 &&
+			depth(t, h, "default", "priced") == 2 && depth(t, h, "default", "transactions-poison") == 1
+	})
+	// Tenants are namespaced: acme's echo read only acme's five messages.
+	if s := bindingStatus(t, h, "default", "echo"); s.Processed != 20 || s.Depth != 0 || s.ModuleDigest == "" || s.PhysicalQueue != "in" {
+		t.Errorf("default echo status = %+v", s)
+	}
+	if s := bindingStatus(t, h, "acme", "echo"); s.Processed != 5 || s.PhysicalQueue != "acme.in" {
+		t.Errorf("acme echo status = %+v", s)
+	}
+	if s := bindingStatus(t, h, "default", "billing"); s.Processed != 2 || s.Poisoned != 1 || s.DeadLetterDepth != 1 {
+		t.Errorf("billing status = %+v", s)
+	}
+
+	srv := httptest.NewServer(h.AdminHandler())
+	defer srv.Close()
+	body := get(t, srv.URL+"/metrics", "", http.StatusOK)
+	for _, want := range []string{
+		`wqhost_messages_processed_total{binding="echo",queue="in",tenant="default"} 20`,
+		`wqhost_messages_processed_total{binding="echo",queue="in",tenant="acme"} 5`,
+		`wqhost_messages_poisoned_total{binding="billing",queue="transactions",tenant="default"} 1`,
+		`wqhost_handler_duration_seconds_count{binding="echo",queue="in",tenant="default"} 20`,
+		`wqhost_ready 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if !regexp.MustCompile(`wqhost_pool_instances\{binding="echo",queue="in",tenant="default"\} [1-9]`).MatchString(body) {
+		t.Errorf("/metrics shows no pool instance for default/echo")
+	}
+	st := get(t, srv.URL+"/v1/status", "", http.StatusOK)
+	for _, want := range []string{`"processed": 20`, `"module_digest": "`, `"queue": "transactions"`, `"poisoned": 1`} {
+		if !strings.Contains(st, want) {
+			t.Errorf("/v1/status lacks %s", want)
+		}
+	}
+
+	outs := drainBodies(t, h, "default", "priced")
+	if len(outs) != 2 || !strings.Contains(string(outs[0].Body)+string(outs[1].Body), `"total_cents":900`) {
+		t.Errorf("priced outputs = %d messages", len(outs))
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+func TestRetryThenOKIsProcessedOnce(t *testing.T) {
+	h, _ := newHost(t, fmt.Sprintf(`
+  default:
+    bindings:
+      flaky:
+        queue: in
+        output: out
+        module: %q
+%s`, abs(t, "testdata/flaky/flaky.wasm"), fast))
+	stop := run(t, h)
+	send(t, h, "default", "in", "retry-once:hello")
+	eventually(t, "the output", func() bool { return depth(t, h, "default", "out") == 1 })
+	eventually(t, "the input to drain", func() bool { return depth(t, h, "default", "in") == 0 })
+	s := bindingStatus(t, h, "default", "flaky")
+	if s.Processed != 1 || s.Retried != 1 || s.Failed != 1 || s.Poisoned != 0 {
+		t.Errorf("status = processed %d retried %d failed %d poisoned %d; want 1 1 1 0", s.Processed, s.Retried, s.Failed, s.Poisoned)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	outs := drainBodies(t, h, "default", "out")
+	if len(outs) != 1 || string(outs[0].Body) != "hello" {
+		t.Fatalf("outputs = %v, want one \"hello\"", outs)
+	}
+	if d := depth(t, h, "default", "in-poison"); d != 0 {
+		t.Fatalf("poison depth %d", d)
+	}
+}
+
+func TestFailingMessagesEndInPoisonQueueAndRequeue(t *testing.T) {
+	h, cfg := newHost(t, fmt.Sprintf(`
+  acme:
+    bindings:
+      guest:
+        queue: in
+        output: out
+        module: %q
+%s`, abs(t, "../runtime/testdata/guest/guest.wasm"), fast))
+	stop := run(t, h)
+	send(t, h, "acme", "in", "trap", "reject:bad input", "emitto:other.out", "ok")
+	eventually(t, "three dead letters", func() bool { return depth(t, h, "acme", "in-poison") == 3 })
+	eventually(t, "the good output", func() bool { return depth(t, h, "acme", "out") == 1 })
+	s := bindingStatus(t, h, "acme", "guest")
+	if s.Poisoned != 3 || s.Processed != 1 || s.Pool.Traps < 3 {
+		t.Errorf("status = %+v", s)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := context.Background()
+	dls, err := ListDeadLetters(ctx, cfg, "acme", "in", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byBody := map[string]DeadLetter{}
+	for _, d := range dls {
+		byBody[string(d.Body)] = d
+	}
+	if d := byBody["trap"]; d.DequeueCount != 3 || !strings.Contains(d.Reason, "trapped") || d.OriginalQueue != "acme.in" || d.HandlerVersion == "" {
+		t.Errorf("trap dead letter = %+v; want dequeue count 3 (max_dequeue_count) and a trap reason", d)
+	}
+	if d := byBody["reject:bad input"]; d.DequeueCount != 1 || !strings.Contains(d.Reason, "bad input") {
+		t.Errorf("rejected dead letter = %+v; want dead-lettered at once with the guest's text", d)
+	}
+	// A guest cannot address another tenant's queue: emit is denied, the guest rejects.
+	if d := byBody["emitto:other.out"]; !strings.Contains(d.Reason, "emit=-2") {
+		t.Errorf("cross-tenant emit dead letter = %+v; want emit denied (-2)", d)
+	}
+
+	n, err := RequeueDeadLetters(ctx, cfg, "acme", "in", 0)
+	if err != nil || n != 3 {
+		t.Fatalf("requeue = %d, %v; want 3", n, err)
+	}
+	q, closer, err := OpenQueue(ctx, cfg, "acme", "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	ms, err := q.Receive(ctx, 32, time.Minute)
+	if err != nil || len(ms) != 3 {
+		t.Fatalf("requeued messages = %d, %v; want 3", len(ms), err)
+	}
+	for _, m := range ms {
+		if m.DequeueCount != 1 || m.Attributes[listener.AttrReason] != "" {
+			t.Errorf("requeued %q: dequeue count %d, attributes %v; want a fresh message", m.Body, m.DequeueCount, m.Attributes)
+		}
+	}
+	if dls, err := ListDeadLetters(ctx, cfg, "acme", "in", 0); err != nil || len(dls) != 0 {
+		t.Fatalf("dead letters after requeue = %d, %v", len(dls), err)
+	}
+}
+
+func TestPurgeDeadLetters(t *testing.T) {
+	h, cfg := newHost(t, fmt.Sprintf(`
+  default:
+    bindings:
+      guest: {queue: in, module: %q}
+`, abs(t, "../runtime/testdata/guest/guest.wasm")))
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	q, closer, err := OpenQueue(ctx, cfg, "default", "in-poison")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		if _, err := q.Send(ctx, []byte(strconv.Itoa(i)), listener.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closer.Close()
+	if n, err := PurgeDeadLetters(ctx, cfg, "default", "in", 5); err != nil || n != 5 {
+		t.Fatalf("purge 5 = %d, %v", n, err)
+	}
+	if n, err := PurgeDeadLetters(ctx, cfg, "default", "in", 0); err != nil || n != 35 {
+		t.Fatalf("purge all = %d, %v", n, err)
+	}
+}
+
+func TestGracefulShutdownLeavesNothingInvisible(t *testing.T) {
+	h, cfg := newHost(t, fmt.Sprintf(`
+  default:
+    bindings:
+      slow:
+        queue: in
+        output: out
+        module: %q
+        max_workers: 1
+        pool: {min_instances: 2, max_instances: 2}
+`, abs(t, "testdata/flaky/flaky.wasm")))
+	const n = 12
+	bodies := make([]string, n)
+	for i := range bodies {
+		bodies[i] = "sleep:300"
+	}
+	send(t, h, "default", "in", bodies...)
+	stop := run(t, h)
+	eventually(t, "handlers in flight", func() bool { return bindingStatus(t, h, "default", "slow").InFlight > 0 })
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	ctx := context.Background()
+	in, c1, err := OpenQueue(ctx, cfg, "default", "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	out, c2, err := OpenQueue(ctx, cfg, "default", "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	left, _ := in.Depth(ctx)
+	done, _ := out.Depth(ctx)
+	if done == 0 {
+		t.Errorf("no handler in flight finished")
+	}
+	if left+done != n {
+		t.Errorf("%d left + %d done != %d sent", left, done, n)
+	}
+	// Every message still in the queue is visible now: none stays leased by the stopped host.
+	var got int64
+	for {
+		ms, err := in.Receive(ctx, 32, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			break
+		}
+		got += int64(len(ms))
+	}
+	if got != left {
+		t.Errorf("received %d of %d remaining messages at once; the rest stayed invisible", got, left)
+	}
+	t.Logf("shutdown: %d finished, %d released", done, left)
+}
+
+func TestNotifyUnknownQueue(t *testing.T) {
+	h, _ := newHost(t, "  default:\n    bindings:\n      b: {queue: in, module: 'builtin:echo-go'}\n")
+	defer h.Close(context.Background())
+	if err := h.Notify("default", "in"); err != nil {
+		t.Errorf("notify in: %v", err)
+	}
+	if err := h.Notify("default", "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("notify nope: %v", err)
+	}
+	if err := h.Notify("ghost", "in"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("notify ghost tenant: %v", err)
+	}
+}
+
+func TestNewFailsWholeOnABadModule(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.wasm")
+	if err := os.WriteFile(bad, []byte("not wasm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+data_dir: %s
+cache_dir: %s
+tenants:
+  default:
+    bindings:
+      good: {queue: a, module: 'builtin:echo-go'}
+      bad: {queue: b, module: %q}
+`, filepath.Join(dir, "data"), cacheDir, bad)), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(context.Background(), cfg, testLogger(t))
+	if err == nil || !strings.Contains(err.Error(), "tenants.default.bindings.bad") {
+		t.Fatalf("New = %v; want an error naming the bad binding", err)
+	}
+}
+
+func get(t *testing.T, url, token string, want int) string {
+	t.Helper()
+	return do(t, http.MethodGet, url, token, "", want)
+}
+
+func do(t *testing.T, method, url, token, body string, want int) string {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Errorf("%s %s = %d, want %d: %s", method, url, resp.StatusCode, want, b)
+	}
+	return string(b)
+}
+
+func TestAdminAuth(t *testing.T) {
+	t.Setenv("TEST_WQ_HOST_TOKEN", "host-secret")
+	t.Setenv("TEST_WQ_ACME_TOKEN", "acme-secret")
+	t.Setenv("TEST_WQ_BETA_TOKEN", "beta-secret")
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+data_dir: %s
+cache_dir: %s
+admin: {token_env: TEST_WQ_HOST_TOKEN, max_body_bytes: 1KiB}
+tenants:
+  acme:
+    token_env: TEST_WQ_ACME_TOKEN
+    bindings:
+      a: {queue: in, module: 'builtin:echo-go'}
+  beta:
+    token_env: TEST_WQ_BETA_TOKEN
+    bindings:
+      b: {queue: in, module: 'builtin:echo-go'}
+`, filepath.Join(dir, "data"), cacheDir)), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	srv := httptest.NewServer(h.AdminHandler())
+	defer srv.Close()
+	u := srv.URL
+	cases := []struct {
+		name, method, path, token string
+		want                      int
+	}{
+		{"healthz needs no token", "GET", "/healthz", "", 200},
+		{"readyz needs no token", "GET", "/readyz", "", 200},
+		{"status without token", "GET", "/v1/status", "", 401},
+		{"status with a bad token", "GET", "/v1/status", "nope", 401},
+		{"metrics without token", "GET", "/metrics", "", 401},
+		{"status with host token", "GET", "/v1/status", "host-secret", 200},
+		{"status with tenant token", "GET", "/v1/status", "acme-secret", 200},
+		{"notify own queue", "POST", "/v1/tenants/acme/queues/in/notify", "acme-secret", 200},
+		{"notify another tenant's queue", "POST", "/v1/tenants/beta/queues/in/notify", "acme-secret", 403},
+		{"host notifies any tenant", "POST", "/v1/tenants/beta/queues/in/notify", "host-secret", 200},
+		{"notify unknown queue", "POST", "/v1/tenants/acme/queues/nope/notify", "acme-secret", 404},
+		{"notify unknown tenant", "POST", "/v1/tenants/ghost/queues/in/notify", "host-secret", 404},
+		{"notify without token", "POST", "/v1/tenants/acme/queues/in/notify", "", 401},
+		{"reload by a tenant", "POST", "/v1/reload", "acme-secret", 403},
+		{"reload by the host", "POST", "/v1/reload", "host-secret", 501},
+		{"wrong method", "GET", "/v1/reload", "host-secret", 405},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { do(t, c.method, u+c.path, c.token, "", c.want) })
+	}
+
+	// A tenant token sees only its own tenant, in status and metrics.
+	st := get(t, u+"/v1/status", "acme-secret", 200)
+	if !strings.Contains(st, `"name": "acme"`) || strings.Contains(st, `"name": "beta"`) {
+		t.Errorf("acme's status shows other tenants:\n%s", st)
+	}
+	m := get(t, u+"/metrics", "beta-secret", 200)
+	if !strings.Contains(m, `tenant="beta"`) || strings.Contains(m, `tenant="acme"`) {
+		t.Errorf("beta's metrics show other tenants")
+	}
+	all := get(t, u+"/v1/status", "host-secret", 200)
+	if !strings.Contains(all, `"name": "acme"`) || !strings.Contains(all, `"name": "beta"`) {
+		t.Errorf("host status lacks a tenant")
+	}
+	// Bodies are size-limited.
+	do(t, "POST", u+"/v1/tenants/acme/queues/in/notify", "acme-secret", strings.Repeat("x", 2048), http.StatusRequestEntityTooLarge)
+}
+
+func TestReadyzFollowsLifecycle(t *testing.T) {
+	h, _ := newHost(t, "  default:\n    bindings:\n      b: {queue: in, module: 'builtin:echo-go'}\n")
+	srv := httptest.NewServer(h.AdminHandler())
+	defer srv.Close()
+	get(t, srv.URL+"/readyz", "", 200)
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	get(t, srv.URL+"/readyz", "", 503)
+}
