@@ -5,3 +5,5 @@ package runtime
 //go:generate sh -c "cd testdata/badimport && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o badimport.wasm ."
 //go:generate sh -c "cd testdata/noexport && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o noexport.wasm ."
 //go:generate sh -c "cd testdata/stdio && GOOS=wasip1 GOARCH=wasm go build -o stdio.wasm ."
+//go:generate sh -c "cd testdata/hang && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hang.wasm ."
+//go:generate sh -c "cd testdata/hostile && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hostile.wasm ."
