@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		_ = f.Value.Set(conformanceSkip)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	shared, startErr = azuritetest.StartServer(ctx, azuritetest.Options{})
+	shared, startErr = azuritetest.StartServer(ctx, azuritetest.Options{InMemory: true})
 	cancel()
 	if startErr != nil && (!errors.Is(startErr, azuritetest.ErrUnavailable) || os.Getenv("CI") == "true") {
 		fmt.Fprintf(os.Stderr, "azure tests: start azurite: %v\n", startErr)

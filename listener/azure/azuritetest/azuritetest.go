@@ -7,6 +7,7 @@
 package azuritetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -173,19 +174,26 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	args := []string{s.main,
 		"--queueHost", "127.0.0.1", "--queuePort", strconv.Itoa(s.port),
-		"--location", s.dir,
 		"--skipApiVersionCheck", // the Go and JS SDKs may speak a newer API version than Azurite knows
 		"--loose", "--disableTelemetry",
 	}
 	if s.opts.InMemory {
-		args = append(args, "--inMemoryPersistence")
+		args = append(args, "--inMemoryPersistence") // exclusive with --location
+	} else {
+		args = append(args, "--location", s.dir)
 	}
 	if s.opts.Log == nil {
 		args = append(args, "--silent")
 	}
 	cmd := exec.Command(s.node, args...)
 	cmd.Dir = s.dir
-	cmd.Stdout, cmd.Stderr = s.opts.Log, s.opts.Log
+	// Keep the start-up output for the error message if Azurite exits early.
+	var early bytes.Buffer
+	out := io.Writer(&lockedWriter{w: &early, limit: 4096})
+	if s.opts.Log != nil {
+		out = io.MultiWriter(out, s.opts.Log)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start azurite: %w", err)
 	}
@@ -201,7 +209,7 @@ func (s *Server) start(ctx context.Context) error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("azurite exited before listening on %s: %v", addr, cmd.ProcessState)
+			return fmt.Errorf("azurite exited before listening on %s: %v: %s", addr, cmd.ProcessState, bytes.TrimSpace(early.Bytes()))
 		case <-ctx.Done():
 			_ = cmd.Process.Kill()
 			<-done
@@ -280,4 +288,21 @@ func (s *Server) ServiceURL() string {
 func (s *Server) ConnectionString() string {
 	return "DefaultEndpointsProtocol=http;AccountName=" + AccountName + ";AccountKey=" + AccountKey +
 		";QueueEndpoint=" + s.ServiceURL() + ";"
+}
+
+// lockedWriter keeps the first limit bytes written to w; exec's copy goroutines for stdout
+// and stderr may write concurrently.
+type lockedWriter struct {
+	mu    sync.Mutex
+	w     *bytes.Buffer
+	limit int
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if room := l.limit - l.w.Len(); room > 0 {
+		l.w.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
 }
