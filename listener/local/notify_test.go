@@ -3,6 +3,7 @@ package local_test
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -142,4 +143,68 @@ func BenchmarkExternalWake(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(wake.Microseconds())/float64(b.N), "µs-send-to-wake")
+}
+
+// BenchmarkWatchOverhead measures what the watch costs a busy host: every commit of its own
+// writes the WAL and so wakes the watcher, which then runs its range query. The workload is a
+// host's: 4 workers receive 32, send 32 outputs, delete the 32 (SyncNormal, so the fsync does
+// not hide the overhead). Compare the msg/s of watch=off and watch=on.
+//
+//	go test ./listener/local -run '^$' -bench WatchOverhead -benchtime 3x
+func BenchmarkWatchOverhead(b *testing.B) {
+	const n = 20_000
+	for _, watch := range []bool{false, true} {
+		name := "watch=off"
+		if watch {
+			name = "watch=on"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			var elapsed time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				be := openStore(b, filepath.Join(b.TempDir(), "q.db"), local.Options{Sync: local.SyncNormal})
+				if watch {
+					w, err := be.WatchExternal(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer w.Close()
+				}
+				in, _ := be.Queue(ctx, "in")
+				out, _ := be.Queue(ctx, "out")
+				fill(b, in, n)
+				b.StartTimer()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for range 4 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for {
+							ms, err := in.Receive(ctx, listener.MaxBatch, time.Minute)
+							if err != nil || len(ms) == 0 {
+								return
+							}
+							bodies := make([][]byte, len(ms))
+							for j, m := range ms {
+								bodies[j] = m.Body
+							}
+							if _, err := out.SendBatch(ctx, bodies, listener.SendOptions{}); err != nil {
+								b.Error(err)
+								return
+							}
+							in.DeleteBatch(ctx, ms)
+						}
+					}()
+				}
+				wg.Wait()
+				elapsed += time.Since(start)
+				if d, _ := out.Depth(ctx); d != n {
+					b.Fatalf("%d outputs, want %d", d, n)
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "msg/s")
+		})
+	}
 }
