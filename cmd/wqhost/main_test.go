@@ -674,3 +674,48 @@ func TestDemo(t *testing.T) {
 	r.expect(t, 0, "run --demo", "processed  2988", "poisoned   12", "msg/s", "total_cents", "lacks")
 	t.Logf("demo:\n%s", r.stdout)
 }
+
+// TestSendBodies checks what lands on the queue for each way of giving bodies, read back
+// from the local store in order.
+func TestSendBodies(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		stdin string
+		file  string
+		want  []string
+	}{
+		{"body", []string{"hello"}, "", "", []string{"hello"}},
+		{"count numbers", []string{"--count", "3", "m-{n}"}, "", "", []string{"m-1", "m-2", "m-3"}},
+		{"count repeats", []string{"--count", "2", "same"}, "", "", []string{"same", "same"}},
+		{"file whole", []string{"--file", "F"}, "", "a\nb\n", []string{"a\nb\n"}},
+		{"file lines", []string{"--file", "F", "--lines"}, "", "a\n\n  b  \nc", []string{"a", "b", "c"}},
+		{"stdin", []string{"--file", "-"}, "from stdin", "", []string{"from stdin"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := []string{"send", "--data-dir", filepath.Join(dir, "data"), "--queue", "q"}
+			for _, a := range tc.args {
+				if a == "F" {
+					a = filepath.Join(dir, "body.txt")
+					if err := os.WriteFile(a, []byte(tc.file), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				args = append(args, a)
+			}
+			cmd := exec.Command(wqhostBin, args...)
+			cmd.Dir, cmd.Env, cmd.Stdin = dir, testEnv(), strings.NewReader(tc.stdin)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("send: %v\n%s", err, out)
+			}
+			var got []string
+			for _, m := range drainQueue(t, filepath.Join(dir, "data", "wqhost.db"), "q") {
+				got = append(got, string(m.Body))
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("queue holds %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
