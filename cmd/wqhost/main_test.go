@@ -291,10 +291,15 @@ func freeAddr(t *testing.T) string {
 // startHost starts `wqhost run --data-dir DIR --admin ADDR [args]` and waits for /readyz.
 func startHost(t *testing.T, dir string, args ...string) *hostProc {
 	t.Helper()
+	return startHostEnv(t, dir, nil, args...)
+}
+
+func startHostEnv(t *testing.T, dir string, env []string, args ...string) *hostProc {
+	t.Helper()
 	h := &hostProc{t: t, addr: freeAddr(t), dir: dir, done: make(chan struct{})}
 	h.cmd = exec.Command(wqhostBin, append([]string{"run", "--data-dir", filepath.Join(dir, "data"), "--admin", h.addr}, args...)...)
 	h.cmd.Dir = dir
-	h.cmd.Env = testEnv()
+	h.cmd.Env = append(testEnv(), env...)
 	h.cmd.Stdout, h.cmd.Stderr = h, h
 	if err := h.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -717,5 +722,25 @@ func TestSendBodies(t *testing.T) {
 				t.Errorf("queue holds %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestStatusToken: with admin.token_env set, `wqhost status` sends the token from the
+// variable --token-env names, and without it fails (exit 1) saying which variable to set.
+func TestStatusToken(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "wqhost.yaml")
+	yaml := "admin:\n  token_env: E2E_ADMIN_TOKEN\ntenants:\n  default:\n    bindings:\n      echo:\n        queue: jobs\n        module: builtin:echo-go\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := startHostEnv(t, dir, []string{"E2E_ADMIN_TOKEN=s3cret"}, "--config", cfg)
+	wq(t, dir, "status", "--admin", h.addr, "--token-env", "E2E_ADMIN_TOKEN").
+		expect(t, 1, "status without the token", "401", "$E2E_ADMIN_TOKEN")
+	cmd := exec.Command(wqhostBin, "status", "--admin", h.addr, "--token-env", "E2E_ADMIN_TOKEN")
+	cmd.Env = append(testEnv(), "E2E_ADMIN_TOKEN=s3cret")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "echo") {
+		t.Fatalf("status with the token: %v\n%s", err, out)
 	}
 }
