@@ -60,6 +60,12 @@ func (c *cli) run(ctx context.Context, args []string) error {
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// The first signal drains; restoring the default lets a second one end the process
+		// at once, for an operator who will not wait for the grace period.
+		<-ctx.Done()
+		stop()
+	}()
 	if *demo {
 		return c.demo(ctx, cfg, logger)
 	}
