@@ -116,6 +116,12 @@ func printRun(w io.Writer, r suite.RunResult) {
 	fmt.Fprintf(tw, "handler latency\tp50 %s, p99 %s\n", r.P50, r.P99)
 	fmt.Fprintf(tw, "queue calls\t%.3f per message (%d receives, %d empty, %d deletes, %d batch deletes, %d visibility updates, %d depth, %d waits)\n",
 		r.CallsPerMsg, r.Calls.Receive, r.Calls.EmptyReceive, r.Calls.Delete, r.Calls.DeleteBatch, r.Calls.Update, r.Calls.Depth, r.Calls.Wait)
+	if r.HTTPRequests > 0 {
+		fmt.Fprintf(tw, "storage requests\t%d HTTP requests (retries included), %d unanswered attempts\n", r.HTTPRequests, r.HTTPUnanswered)
+	}
+	if r.TimedOut {
+		fmt.Fprintf(tw, "TIMED OUT\tthe figures cover the messages handled before the timeout\n")
+	}
 	fmt.Fprintf(tw, "host CPU\t%.2f s (%.0f%% of one core)\n", r.CPUSeconds, r.CPUPercent)
 	fmt.Fprintf(tw, "RSS\t%.1f MiB\n", float64(r.RSSBytes)/(1<<20))
 	tw.Flush()

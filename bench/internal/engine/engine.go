@@ -47,15 +47,19 @@ const (
 	// WqhostRust is wqhost's pool with the Rust-SDK handler and the time limit off: the
 	// like-for-like match for Extism's count_vowels, a Rust plugin run without a timeout.
 	WqhostRust Kind = "wqhost-rust"
-	// Extism is Extism's Go SDK: one compiled plugin, one Instance per concurrent caller.
+	// Extism is Extism's Go SDK: one compiled plugin, one Instance per concurrent caller,
+	// no time limit (the manifest's default).
 	Extism Kind = "extism"
+	// ExtismTimeout is the same with a manifest timeout, Extism's per-call time limit, to
+	// compare with wqhost's pool with its limit on.
+	ExtismTimeout Kind = "extism-timeout"
 	// Instantiate is wqhost's runtime instantiating a fresh module per message (max_uses 1),
 	// what a naive wazero host does.
 	Instantiate Kind = "instantiate"
 )
 
 // Kinds lists every engine, floor first.
-var Kinds = []Kind{Go, Wqhost, WqhostNoTimeout, WqhostRust, Extism, Instantiate}
+var Kinds = []Kind{Go, Wqhost, WqhostNoTimeout, WqhostRust, Extism, ExtismTimeout, Instantiate}
 
 // Caller runs one message through the logic. Call is safe for up to the concurrency the
 // caller was opened with; more callers wait.
@@ -121,7 +125,9 @@ func Open(ctx context.Context, k Kind, l Logic, conc int, p Paths) (Caller, erro
 		}
 		return openWqhost(ctx, path, p.CacheDir, cfg)
 	case Extism:
-		return openExtism(ctx, l, conc, p)
+		return openExtism(ctx, l, conc, 0, p)
+	case ExtismTimeout:
+		return openExtism(ctx, l, conc, 30*time.Second, p)
 	default:
 		return nil, fmt.Errorf("engine %q: unknown (want one of %v)", k, Kinds)
 	}

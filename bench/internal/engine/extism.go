@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
@@ -18,7 +19,7 @@ type extismCaller struct {
 	all      []*extism.Plugin
 }
 
-func openExtism(ctx context.Context, l Logic, conc int, paths Paths) (*extismCaller, error) {
+func openExtism(ctx context.Context, l Logic, conc int, timeout time.Duration, paths Paths) (*extismCaller, error) {
 	file, fn := "", ""
 	switch l {
 	case Noop:
@@ -28,7 +29,10 @@ func openExtism(ctx context.Context, l Logic, conc int, paths Paths) (*extismCal
 	default:
 		return nil, fmt.Errorf("engine extism, logic %s: %w", l, ErrUnsupported)
 	}
-	m := extism.Manifest{Wasm: []extism.Wasm{extism.WasmFile{Path: filepath.Join(paths.ExtismWasm, file)}}}
+	m := extism.Manifest{
+		Wasm:    []extism.Wasm{extism.WasmFile{Path: filepath.Join(paths.ExtismWasm, file)}},
+		Timeout: uint64(timeout / time.Millisecond),
+	}
 	rc := wazero.NewRuntimeConfig()
 	if paths.CacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(paths.CacheDir)

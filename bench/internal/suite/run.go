@@ -13,6 +13,7 @@ import (
 	"github.com/wqhost/wqhost/bench/internal/measure"
 	"github.com/wqhost/wqhost/examples/workloads"
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/azure"
 )
 
 // RunOptions describe one end-to-end workload: preload a queue, drain it with a consumer
@@ -49,7 +50,19 @@ type RunResult struct {
 	CPUSeconds  float64         `json:"cpu_seconds"`
 	CPUPercent  float64         `json:"cpu_percent"`
 	RSSBytes    int64           `json:"rss_bytes"`
+	// HTTPRequests and HTTPUnanswered are the Azure backend's own counts of storage
+	// requests (retries included) and of attempts that got no answer; zero elsewhere.
+	HTTPRequests   uint64 `json:"http_requests,omitempty"`
+	HTTPUnanswered uint64 `json:"http_unanswered,omitempty"`
+	// TimedOut says the drain did not finish within Timeout; the figures cover what was done.
+	TimedOut bool `json:"timed_out,omitempty"`
 }
+
+// ErrTimedOut is returned (wrapped) by Run when the queue was not drained in time.
+var ErrTimedOut = errors.New("workload timed out")
+
+// azureStats is implemented by the Azure backend's queues.
+type azureStats interface{ Stats() azure.Stats }
 
 // Bodies returns n message bodies for a logic: valid billing transactions (cycled) or
 // text of the given size.
@@ -100,6 +113,11 @@ func Run(ctx context.Context, stores *Stores, paths engine.Paths, o RunOptions) 
 		return res, err
 	}
 
+	var azBefore azure.Stats
+	az, isAzure := st.Queue.(azureStats)
+	if isAzure {
+		azBefore = az.Stats()
+	}
 	var counts countq.Counts
 	q := countq.Wrap(st.Queue, &counts)
 	if !o.Push {
@@ -148,7 +166,8 @@ func Run(ctx context.Context, stores *Stores, paths engine.Paths, o RunOptions) 
 	select {
 	case <-allDone:
 	case <-timeout.C:
-		runErr = fmt.Errorf("%s on %s: handled %d of %d messages in %s", o.Consumer, o.Backend, handled.Load(), o.Messages, o.Timeout)
+		res.TimedOut = true
+		runErr = fmt.Errorf("%s on %s: handled %d of %d messages in %s: %w", o.Consumer, o.Backend, handled.Load(), o.Messages, o.Timeout, ErrTimedOut)
 	case err := <-errc:
 		return res, fmt.Errorf("%s on %s stopped early: %v", o.Consumer, o.Backend, err)
 	case <-ctx.Done():
@@ -170,5 +189,10 @@ func Run(ctx context.Context, stores *Stores, paths engine.Paths, o RunOptions) 
 		res.CallsPerMsg = float64(res.Calls.Transactions) / float64(res.Handled)
 	}
 	res.CPUSeconds, res.CPUPercent, res.RSSBytes = win.CPU.Seconds(), win.CPUPercent(), win.RSS
+	if isAzure {
+		after := az.Stats()
+		res.HTTPRequests = after.Transactions() - azBefore.Transactions()
+		res.HTTPUnanswered = after.Unanswered - azBefore.Unanswered
+	}
 	return res, runErr
 }
