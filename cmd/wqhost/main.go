@@ -40,7 +40,8 @@ func usagef(format string, args ...any) error {
 	return &usageError{err: fmt.Errorf(format, args...)}
 }
 
-// cli carries the process's streams and environment, so tests and main share one path.
+// cli carries the process's streams and environment: commands never reach for os.Stdout
+// and friends themselves.
 type cli struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
