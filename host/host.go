@@ -172,6 +172,9 @@ func (h *Host) Run(ctx context.Context) error {
 		srv = &http.Server{Handler: h.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { srvErr <- srv.Serve(ln) }()
 		h.log.Info("admin API listening", "addr", ln.Addr().String())
+		if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && tokenOf(h.cfg.Admin.TokenEnv) == "" {
+			h.log.Warn("admin API reachable beyond loopback without a host token (set admin.token_env)", "addr", ln.Addr().String())
+		}
 	}
 	stopWatch := h.backs.watchExternal(ctx)
 

@@ -9,16 +9,21 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/listener"
 )
+
+// flakyWasm is the test fixture; see testdata/flaky/main.go.
+const flakyWasm = "testdata/flaky/flaky.wasm"
 
 // cacheDir is shared by every test's host, so each module compiles once per test binary
 // (compiling 2 MB Go-built modules dominates the run time, under -race most of all).
@@ -182,7 +187,9 @@ func bindingStatus(t *testing.T, h *Host, tenant, binding string) BindingStatus 
 }
 
 func TestMessagesReachOutputQueueAndAreCounted(t *testing.T) {
-	echo := abs(t, "../examples/handlers/echo-go/echo-go.wasm")
+	// The flaky fixture echoes ordinary bodies; one module for all echo bindings keeps the
+	// number of compilations (the test's cost under -race) down.
+	echo := abs(t, flakyWasm)
 	h, _ := newHost(t, fmt.Sprintf(`
   default:
     bindings:
@@ -262,7 +269,7 @@ func TestRetryThenOKIsProcessedOnce(t *testing.T) {
         queue: in
         output: out
         module: %q
-%s`, abs(t, "testdata/flaky/flaky.wasm"), fast))
+%s`, abs(t, flakyWasm), fast))
 	stop := run(t, h)
 	send(t, h, "default", "in", "retry-once:hello")
 	eventually(t, "the output", func() bool { return depth(t, h, "default", "out") == 1 })
@@ -385,7 +392,7 @@ func TestGracefulShutdownLeavesNothingInvisible(t *testing.T) {
         module: %q
         max_workers: 1
         pool: {min_instances: 2, max_instances: 2}
-`, abs(t, "testdata/flaky/flaky.wasm")))
+`, abs(t, flakyWasm)))
 	const n = 12
 	bodies := make([]string, n)
 	for i := range bodies {
@@ -436,7 +443,7 @@ func TestGracefulShutdownLeavesNothingInvisible(t *testing.T) {
 }
 
 func TestNotifyUnknownQueue(t *testing.T) {
-	h, _ := newHost(t, "  default:\n    bindings:\n      b: {queue: in, module: 'builtin:echo-go'}\n")
+	h, _ := newHost(t, fmt.Sprintf("  default:\n    bindings:\n      b: {queue: in, module: %q}\n", abs(t, flakyWasm)))
 	defer h.Close(context.Background())
 	if err := h.Notify("default", "in"); err != nil {
 		t.Errorf("notify in: %v", err)
@@ -461,9 +468,9 @@ cache_dir: %s
 tenants:
   default:
     bindings:
-      good: {queue: a, module: 'builtin:echo-go'}
+      good: {queue: a, module: %q}
       bad: {queue: b, module: %q}
-`, filepath.Join(dir, "data"), cacheDir, bad)), dir)
+`, filepath.Join(dir, "data"), cacheDir, abs(t, flakyWasm), bad)), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,12 +519,12 @@ tenants:
   acme:
     token_env: TEST_WQ_ACME_TOKEN
     bindings:
-      a: {queue: in, module: 'builtin:echo-go'}
+      a: {queue: in, module: %q}
   beta:
     token_env: TEST_WQ_BETA_TOKEN
     bindings:
-      b: {queue: in, module: 'builtin:echo-go'}
-`, filepath.Join(dir, "data"), cacheDir)), dir)
+      b: {queue: in, module: %q}
+`, filepath.Join(dir, "data"), cacheDir, abs(t, flakyWasm), abs(t, flakyWasm))), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -572,7 +579,7 @@ tenants:
 }
 
 func TestReadyzFollowsLifecycle(t *testing.T) {
-	h, _ := newHost(t, "  default:\n    bindings:\n      b: {queue: in, module: 'builtin:echo-go'}\n")
+	h, _ := newHost(t, fmt.Sprintf("  default:\n    bindings:\n      b: {queue: in, module: %q}\n", abs(t, flakyWasm)))
 	srv := httptest.NewServer(h.AdminHandler())
 	defer srv.Close()
 	get(t, srv.URL+"/readyz", "", 200)
@@ -580,4 +587,84 @@ func TestReadyzFollowsLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	get(t, srv.URL+"/readyz", "", 503)
+}
+
+func TestRunServesAdminAndRejectsOversizedMessages(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+data_dir: %s
+cache_dir: %s
+admin: {addr: "127.0.0.1:0"}
+tenants:
+  default:
+    limits: {max_message_bytes: 16}
+    bindings:
+      echo: {queue: in, output: out, module: %q}
+`, filepath.Join(dir, "data"), cacheDir, abs(t, flakyWasm))), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, h)
+	eventually(t, "the admin server", func() bool { return h.AdminAddr() != nil })
+	base := "http://" + h.AdminAddr().String()
+	get(t, base+"/readyz", "", 200)
+	send(t, h, "default", "in", "small", strings.Repeat("x", 17))
+	do(t, "POST", base+"/v1/tenants/default/queues/in/notify", "", "", 200)
+	eventually(t, "one output and one dead letter", func() bool {
+		return depth(t, h, "default", "out") == 1 && depth(t, h, "default", "in-poison") == 1
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	dls, err := ListDeadLetters(context.Background(), cfg, "default", "in", 0)
+	if err != nil || len(dls) != 1 || !strings.Contains(dls[0].Reason, "exceeds the tenant's max_message_bytes 16") {
+		t.Fatalf("dead letters = %+v, %v", dls, err)
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Errorf("admin server still serving after Run returned")
+	}
+}
+
+func TestPluginPolicyRunsAndDiesWithTheHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a plugin binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "latency-scaler")
+	if out, err := exec.Command("go", "build", "-o", bin, "../examples/policies/latency-scaler").CombinedOutput(); err != nil {
+		t.Fatalf("build plugin: %v\n%s", err, out)
+	}
+	h, _ := newHost(t, fmt.Sprintf(`
+  default:
+    bindings:
+      echo:
+        queue: in
+        output: out
+        module: %q
+        scaler: {plugin: %q, args: ["-target", "50ms"], timeout: 200ms}
+%s`, abs(t, flakyWasm), bin, fast))
+	stop := run(t, h)
+	send(t, h, "default", "in", "a", "b", "c")
+	eventually(t, "outputs", func() bool { return depth(t, h, "default", "out") == 3 })
+	s := bindingStatus(t, h, "default", "echo")
+	if len(s.Plugins) != 1 || s.Plugins[0].Policy != "scaler" || s.Plugins[0].Phase != "running" || s.Plugins[0].Pid == 0 {
+		t.Fatalf("plugins = %+v", s.Plugins)
+	}
+	pid := s.Plugins[0].Pid
+	srv := httptest.NewServer(h.AdminHandler())
+	m := get(t, srv.URL+"/metrics", "", 200)
+	srv.Close()
+	if !strings.Contains(m, `wqhost_plugin_up{binding="echo",policy="scaler",queue="in",tenant="default"} 1`) {
+		t.Errorf("/metrics lacks the plugin's up gauge")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the plugin process to exit", func() bool {
+		return syscall.Kill(pid, 0) != nil
+	})
 }
