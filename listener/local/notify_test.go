@@ -32,20 +32,22 @@ func TestWatchExternalWakesWaiter(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "q.db")
 			host := openStore(t, path, local.Options{})
 			sender := openStore(t, path, local.Options{})
+			q, _ := host.Queue(ctx, "jobs")
+			// Something already in the store, so the watcher's starting point is not zero;
+			// leased for an hour, so Wait has nothing visible to return for. Done before the
+			// watch starts: the watcher would rightly wake "jobs" for this new row.
+			if _, err := q.Send(ctx, []byte("old"), listener.SendOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if ms, err := q.Receive(ctx, 1, time.Hour); err != nil || len(ms) != 1 {
+				t.Fatalf("Receive: %d, %v", len(ms), err)
+			}
 			if tc.watch {
 				w, err := host.WatchExternal(ctx)
 				if err != nil {
 					t.Fatalf("WatchExternal: %v", err)
 				}
 				t.Cleanup(func() { w.Close() })
-			}
-			q, _ := host.Queue(ctx, "jobs")
-			// Something already in the store, so the watcher's starting point is not zero.
-			if _, err := q.Send(ctx, []byte("old"), listener.SendOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			if ms, err := q.Receive(ctx, 1, time.Hour); err != nil || len(ms) != 1 {
-				t.Fatalf("Receive: %d, %v", len(ms), err)
 			}
 
 			waited := make(chan error, 1)
