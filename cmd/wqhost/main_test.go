@@ -744,3 +744,16 @@ func TestStatusToken(t *testing.T) {
 		t.Fatalf("status with the token: %v\n%s", err, out)
 	}
 }
+
+// TestRunFailureExit1: a valid config that cannot run (the admin port is taken) is a runtime
+// failure, exit code 1, naming the address.
+func TestRunFailureExit1(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dir := t.TempDir()
+	wq(t, dir, "run", "--data-dir", filepath.Join(dir, "data"), "--admin", l.Addr().String()).
+		expect(t, 1, "run on a taken port", "admin.addr "+l.Addr().String(), "address already in use")
+}
