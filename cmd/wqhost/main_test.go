@@ -22,11 +22,13 @@ import (
 	"github.com/wqhost/wqhost/listener/local"
 )
 
-// Built once by TestMain: the real binary and the e2e guest (testdata/flaky).
+// Set once by TestMain: the real binary, the e2e guest (testdata/flaky), and a compilation
+// cache shared by every host the tests start, so each module compiles once per run.
 var (
 	wqhostBin string
 	flakyWasm string
 	repoRoot  string
+	cacheDir  string
 )
 
 func TestMain(m *testing.M) {
@@ -44,6 +46,7 @@ func TestMain(m *testing.M) {
 		}
 		wqhostBin = filepath.Join(dir, "wqhost")
 		flakyWasm = filepath.Join(dir, "flaky.wasm")
+		cacheDir = filepath.Join(dir, "cache")
 		for _, b := range []struct {
 			env  []string
 			args []string
@@ -92,9 +95,10 @@ func wq(t *testing.T, dir string, args ...string) result {
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
-// testEnv drops WQHOST_ variables of the developer's shell, which would override configs.
+// testEnv drops WQHOST_ variables of the developer's shell, which would override configs,
+// and points every host at the shared compilation cache.
 func testEnv() []string {
-	var env []string
+	env := []string{"WQHOST_CACHE_DIR=" + cacheDir}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "WQHOST_") {
 			env = append(env, kv)
