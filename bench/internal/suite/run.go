@@ -32,7 +32,8 @@ type RunOptions struct {
 	Push bool `json:"push"`
 	// Timeout bounds the drain; default 5 minutes.
 	Timeout time.Duration `json:"-"`
-	// Progress is called with the number of messages handled so far.
+	// Progress is called with the number of messages handled so far, from many goroutines
+	// at once.
 	Progress func(done int64) `json:"-"`
 }
 

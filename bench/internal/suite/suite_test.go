@@ -3,6 +3,7 @@ package suite
 import (
 	"context"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,17 +48,20 @@ func TestRunCountsEveryMessage(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.kind), func(t *testing.T) {
-			var progressed int64
+			var progressed atomic.Int64
 			r, err := Run(ctx, stores, paths, RunOptions{
 				Backend: Local, Consumer: tc.kind, Engine: engine.Go, Logic: engine.Vowels,
 				Messages: 300, Size: 128, Workers: 2, Push: true, Timeout: time.Minute,
-				Progress: func(n int64) { progressed = max(progressed, n) },
+				Progress: func(n int64) {
+					for p := progressed.Load(); n > p && !progressed.CompareAndSwap(p, n); p = progressed.Load() {
+					}
+				},
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Handled != 300 || progressed != 300 {
-				t.Errorf("handled %d, progress %d, want 300", r.Handled, progressed)
+			if r.Handled != 300 || progressed.Load() != 300 {
+				t.Errorf("handled %d, progress %d, want 300", r.Handled, progressed.Load())
 			}
 			if r.MsgPerSec <= 0 || r.P50 <= 0 || r.P99 < r.P50 || r.RSSBytes <= 0 {
 				t.Errorf("rate %v p50 %v p99 %v rss %d", r.MsgPerSec, r.P50, r.P99, r.RSSBytes)
