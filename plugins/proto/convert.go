@@ -42,6 +42,8 @@ func FromState(s listener.State) *State {
 		Updates:         s.Updates,
 		Sends:           s.Sends,
 		Errors:          s.Errors,
+		DepthQueries:    s.DepthQueries,
+		LeasesLost:      s.LeasesLost,
 		LatencyP50Nanos: int64(s.LatencyP50),
 		LatencyP99Nanos: int64(s.LatencyP99),
 	}
@@ -68,6 +70,8 @@ func ToState(s *State) listener.State {
 		Updates:       s.GetUpdates(),
 		Sends:         s.GetSends(),
 		Errors:        s.GetErrors(),
+		DepthQueries:  s.GetDepthQueries(),
+		LeasesLost:    s.GetLeasesLost(),
 		LatencyP50:    time.Duration(s.GetLatencyP50Nanos()),
 		LatencyP99:    time.Duration(s.GetLatencyP99Nanos()),
 	}

@@ -313,6 +313,8 @@ type State struct {
 	Updates         uint64                 `protobuf:"varint,16,opt,name=updates,proto3" json:"updates,omitempty"`
 	Sends           uint64                 `protobuf:"varint,17,opt,name=sends,proto3" json:"sends,omitempty"`
 	Errors          uint64                 `protobuf:"varint,18,opt,name=errors,proto3" json:"errors,omitempty"`
+	DepthQueries    uint64                 `protobuf:"varint,21,opt,name=depth_queries,json=depthQueries,proto3" json:"depth_queries,omitempty"`
+	LeasesLost      uint64                 `protobuf:"varint,22,opt,name=leases_lost,json=leasesLost,proto3" json:"leases_lost,omitempty"`
 	LatencyP50Nanos int64                  `protobuf:"varint,19,opt,name=latency_p50_nanos,json=latencyP50Nanos,proto3" json:"latency_p50_nanos,omitempty"`
 	LatencyP99Nanos int64                  `protobuf:"varint,20,opt,name=latency_p99_nanos,json=latencyP99Nanos,proto3" json:"latency_p99_nanos,omitempty"`
 	unknownFields   protoimpl.UnknownFields
@@ -471,6 +473,20 @@ func (x *State) GetSends() uint64 {
 func (x *State) GetErrors() uint64 {
 	if x != nil {
 		return x.Errors
+	}
+	return 0
+}
+
+func (x *State) GetDepthQueries() uint64 {
+	if x != nil {
+		return x.DepthQueries
+	}
+	return 0
+}
+
+func (x *State) GetLeasesLost() uint64 {
+	if x != nil {
+		return x.LeasesLost
 	}
 	return 0
 }
@@ -766,7 +782,7 @@ const file_policy_proto_rawDesc = "" +
 	"\fNextResponse\x12\x1f\n" +
 	"\vdelay_nanos\x18\x01 \x01(\x03R\n" +
 	"delayNanos\x12\x12\n" +
-	"\x04stop\x18\x02 \x01(\bR\x04stop\"\xe8\x04\n" +
+	"\x04stop\x18\x02 \x01(\bR\x04stop\"\xae\x05\n" +
 	"\x05State\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x03R\x05depth\x12%\n" +
@@ -788,7 +804,10 @@ const file_policy_proto_rawDesc = "" +
 	"\adeletes\x18\x0f \x01(\x04R\adeletes\x12\x18\n" +
 	"\aupdates\x18\x10 \x01(\x04R\aupdates\x12\x14\n" +
 	"\x05sends\x18\x11 \x01(\x04R\x05sends\x12\x16\n" +
-	"\x06errors\x18\x12 \x01(\x04R\x06errors\x12*\n" +
+	"\x06errors\x18\x12 \x01(\x04R\x06errors\x12#\n" +
+	"\rdepth_queries\x18\x15 \x01(\x04R\fdepthQueries\x12\x1f\n" +
+	"\vleases_lost\x18\x16 \x01(\x04R\n" +
+	"leasesLost\x12*\n" +
 	"\x11latency_p50_nanos\x18\x13 \x01(\x03R\x0flatencyP50Nanos\x12*\n" +
 	"\x11latency_p99_nanos\x18\x14 \x01(\x03R\x0flatencyP99Nanos\"+\n" +
 	"\x0fDesiredResponse\x12\x18\n" +
