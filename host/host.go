@@ -332,8 +332,9 @@ var _ listener.Limiter = (*semaphore)(nil)
 type backends struct {
 	cfg  *config.Config
 	log  *slog.Logger
-	mu   sync.Mutex
-	open map[string]listener.Backend
+	mu     sync.Mutex
+	open   map[string]listener.Backend
+	closed bool
 }
 
 func newBackends(cfg *config.Config, log *slog.Logger) *backends {
@@ -345,6 +346,9 @@ func (bs *backends) get(ctx context.Context, name string) (listener.Backend, err
 	defer bs.mu.Unlock()
 	if b, ok := bs.open[name]; ok {
 		return b, nil
+	}
+	if bs.closed {
+		return nil, fmt.Errorf("backend %s: host closed", name)
 	}
 	b, err := openBackend(ctx, bs.cfg, name, bs.log)
 	if err != nil {
@@ -385,5 +389,6 @@ func (bs *backends) close() error {
 		}
 	}
 	bs.open = map[string]listener.Backend{}
+	bs.closed = true
 	return errors.Join(errs...)
 }

@@ -278,15 +278,18 @@ func TestRetryThenOKIsProcessedOnce(t *testing.T) {
 	if s.Processed != 1 || s.Retried != 1 || s.Failed != 1 || s.Poisoned != 0 {
 		t.Errorf("status = processed %d retried %d failed %d poisoned %d; want 1 1 1 0", s.Processed, s.Retried, s.Failed, s.Poisoned)
 	}
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
 	outs := drainBodies(t, h, "default", "out")
 	if len(outs) != 1 || string(outs[0].Body) != "hello" {
 		t.Fatalf("outputs = %v, want one \"hello\"", outs)
 	}
 	if d := depth(t, h, "default", "in-poison"); d != 0 {
 		t.Fatalf("poison depth %d", d)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.OpenQueue(context.Background(), "default", "in"); err == nil {
+		t.Fatal("OpenQueue on a stopped host reopened its backend")
 	}
 }
 
