@@ -330,8 +330,8 @@ var _ listener.Limiter = (*semaphore)(nil)
 
 // backends opens each configured backend once, on first use.
 type backends struct {
-	cfg  *config.Config
-	log  *slog.Logger
+	cfg    *config.Config
+	log    *slog.Logger
 	mu     sync.Mutex
 	open   map[string]listener.Backend
 	closed bool
