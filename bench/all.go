@@ -156,7 +156,7 @@ func measureAll(ctx context.Context, paths engine.Paths, stores *suite.Stores, o
 	// 3. Consumers: listener vs naive loop vs 1 s poller, same handler, per backend.
 	for _, b := range o.backends {
 		step("consumers on %s", b)
-		n := map[suite.Backend]int{suite.Local: 3000, suite.Azurite: 800}[b]
+		n := map[suite.Backend]int{suite.Local: 5000, suite.Azurite: 1500}[b]
 		for _, k := range consumer.Kinds {
 			r, err := run(suite.RunOptions{Backend: b, Consumer: k, Engine: engine.Wqhost, Logic: engine.Noop, Messages: count(n), Size: 256, Workers: 4, Push: b != suite.Azurite})
 			if err != nil {
@@ -170,7 +170,9 @@ func measureAll(ctx context.Context, paths engine.Paths, stores *suite.Stores, o
 	// 4. Scaling curve: msg/s against max workers.
 	for _, b := range o.backends {
 		step("scaling curve on %s", b)
-		n := map[suite.Backend]int{suite.Local: 8000, suite.Azurite: 600}[b]
+		// Long enough that the scale-up (depth checked at most once a second) is not the
+		// whole run.
+		n := map[suite.Backend]int{suite.Local: 20000, suite.Azurite: 2000}[b]
 		for _, w := range o.workers {
 			r, err := run(suite.RunOptions{Backend: b, Consumer: consumer.Listener, Engine: engine.Wqhost, Logic: engine.Noop, Messages: count(n), Size: 256, Workers: w, Push: b != suite.Azurite})
 			if err != nil {
@@ -208,7 +210,13 @@ func measureAll(ctx context.Context, paths engine.Paths, stores *suite.Stores, o
 	ch := make(chan idleOut, len(o.backends))
 	for _, b := range o.backends {
 		go func() {
-			rows, err := suite.MeasureIdle(ctx, stores, suite.IdleOptions{Backend: b, Window: o.idleWindow, Workers: 4})
+			io := suite.IdleOptions{Backend: b, Window: o.idleWindow, Workers: 4}
+			rows, err := suite.MeasureIdle(ctx, stores, io)
+			if err != nil && ctx.Err() == nil {
+				// One more try: Azurite has been seen to stop answering for a while.
+				fmt.Fprintf(log, "!! idle on %s: %v; trying once more\n", b, err)
+				rows, err = suite.MeasureIdle(ctx, stores, io)
+			}
 			ch <- idleOut{rows, err, b}
 		}()
 	}

@@ -39,7 +39,7 @@ func TestMarkdownShowsRatiosAndCommand(t *testing.T) {
 		"cd bench && go run . all --out ../docs",
 		"| no-op call: Extism without a limit ÷ wqhost with its default limit | 45.0× | |",
 		"instantiate-per-message ÷ wqhost pooled | 9000×",
-		"end to end, noop: wqhost msg/s ÷ Extism msg/s | 10.0× (90000 vs 9000 msg/s)",
+		"end to end, noop: wqhost Go guest with its default time limit ÷ Extism without | 10.0× (90000 vs 9000 msg/s)",
 		"local: listener msg/s ÷ naive loop msg/s | 15.0×",
 		"![per-call cost by engine](img/bench-percall.png)",
 		"Test CPU, 2 cores",
