@@ -48,6 +48,7 @@ type Host struct {
 	binds   []*binding // sorted by tenant, then name
 	metrics *metrics
 	started time.Time
+	budget  *semaphore // host-wide max_concurrency; nil: no cap
 
 	ready     atomic.Bool
 	closeOnce sync.Once
@@ -91,6 +92,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 		started: time.Now(),
 	}
 	h.metrics = newMetrics(h)
+	if cfg.MaxConcurrency > 0 {
+		h.budget = newSemaphore(cfg.MaxConcurrency)
+	}
 	var errs []error
 	if h.cfg.Admin.TokenEnv != "" && os.Getenv(h.cfg.Admin.TokenEnv) == "" {
 		errs = append(errs, fmt.Errorf("admin.token_env: environment variable %s is empty or unset", h.cfg.Admin.TokenEnv))
@@ -327,6 +331,31 @@ func (s *semaphore) Release() {
 }
 
 var _ listener.Limiter = (*semaphore)(nil)
+
+// chain takes a slot of each limiter in order and gives them back in reverse: the tenant's
+// cap first, so that a tenant at its cap waits without holding a slot of the host budget.
+// The host budget is first come, first served for now; weighted fair sharing is issue 6.
+type chain []listener.Limiter
+
+// Acquire implements listener.Limiter.
+func (c chain) Acquire(ctx context.Context) error {
+	for i, l := range c {
+		if err := l.Acquire(ctx); err != nil {
+			for j := i - 1; j >= 0; j-- {
+				c[j].Release()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Release implements listener.Limiter.
+func (c chain) Release() {
+	for i := len(c) - 1; i >= 0; i-- {
+		c[i].Release()
+	}
+}
 
 // backends opens each configured backend once, on first use.
 type backends struct {

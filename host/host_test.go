@@ -63,8 +63,14 @@ const fast = `
 // newHost builds a host on a temp data dir from a tenants section (indented by 2).
 func newHost(t *testing.T, tenants string) (*Host, *config.Config) {
 	t.Helper()
+	return newHostWith(t, "", tenants)
+}
+
+// newHostWith is newHost with extra top-level keys.
+func newHostWith(t *testing.T, top, tenants string) (*Host, *config.Config) {
+	t.Helper()
 	dir := t.TempDir()
-	yaml := fmt.Sprintf("data_dir: %s\ncache_dir: %s\nadmin: {addr: \"off\"}\ntenants:\n%s", filepath.Join(dir, "data"), cacheDir, tenants)
+	yaml := fmt.Sprintf("data_dir: %s\ncache_dir: %s\nadmin: {addr: \"off\"}\n%stenants:\n%s", filepath.Join(dir, "data"), cacheDir, top, tenants)
 	cfg, err := config.Parse([]byte(yaml), dir)
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yaml)
@@ -670,4 +676,83 @@ func TestPluginPolicyRunsAndDiesWithTheHost(t *testing.T) {
 	eventually(t, "the plugin process to exit", func() bool {
 		return syscall.Kill(pid, 0) != nil
 	})
+}
+
+func TestTenantAndHostConcurrencyCaps(t *testing.T) {
+	mod := abs(t, flakyWasm)
+	binding := func(name string) string {
+		return fmt.Sprintf("      %s: {queue: in, output: out, module: %q, pool: {max_instances: 4}}\n", name, mod)
+	}
+	h, _ := newHost(t, "  capped:\n    max_concurrency: 1\n    bindings:\n"+binding("a")+
+		"  free:\n    bindings:\n"+binding("b"))
+	stop := run(t, h)
+	bodies := []string{"sleep:150", "sleep:150", "sleep:150", "sleep:150", "sleep:150", "sleep:150"}
+	send(t, h, "capped", "in", bodies...)
+	send(t, h, "free", "in", bodies...)
+	peak := map[string]int{}
+	eventually(t, "both tenants' outputs", func() bool {
+		for _, ts := range h.Status(context.Background()).Tenants {
+			for _, b := range ts.Bindings {
+				peak[ts.Name] = max(peak[ts.Name], b.InFlight)
+			}
+			if ts.Name == "capped" && ts.Running > 1 {
+				t.Errorf("capped tenant holds %d slots", ts.Running)
+			}
+		}
+		return depth(t, h, "capped", "out") == 6 && depth(t, h, "free", "out") == 6
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if peak["capped"] != 1 {
+		t.Errorf("capped tenant peak in-flight %d, want 1", peak["capped"])
+	}
+	if peak["free"] < 2 {
+		t.Errorf("uncapped tenant peak in-flight %d, want > 1 (the contrast)", peak["free"])
+	}
+	t.Logf("peak in flight: capped %d, free %d", peak["capped"], peak["free"])
+
+	// A host-wide budget of 1 holds all tenants together to one call at a time.
+	h2, _ := newHostWith(t, "max_concurrency: 1\n", "  x:\n    bindings:\n"+binding("a")+"  y:\n    bindings:\n"+binding("b"))
+	stop2 := run(t, h2)
+	send(t, h2, "x", "in", bodies[:3]...)
+	send(t, h2, "y", "in", bodies[:3]...)
+	total := 0
+	eventually(t, "outputs under the host budget", func() bool {
+		st := h2.Status(context.Background())
+		sum := 0
+		for _, ts := range st.Tenants {
+			for _, b := range ts.Bindings {
+				sum += b.InFlight
+			}
+		}
+		total = max(total, sum)
+		return depth(t, h2, "x", "out") == 3 && depth(t, h2, "y", "out") == 3
+	})
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
+	if total != 1 {
+		t.Errorf("peak in flight across tenants %d under max_concurrency 1", total)
+	}
+}
+
+func TestChainReleasesOnFailedAcquire(t *testing.T) {
+	tenantCap, budget := newSemaphore(2), newSemaphore(1)
+	c := chain{tenantCap, budget}
+	if err := c.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := c.Acquire(ctx); err == nil {
+		t.Fatal("a second call passed a budget of 1")
+	}
+	if n := tenantCap.held.Load(); n != 1 {
+		t.Fatalf("tenant slots held %d after a failed acquire; want 1", n)
+	}
+	c.Release()
+	if tenantCap.held.Load() != 0 || budget.held.Load() != 0 {
+		t.Fatal("slots still held after release")
+	}
 }

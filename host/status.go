@@ -9,9 +9,13 @@ import (
 
 // Status is the host's state as GET /v1/status returns it.
 type Status struct {
-	Ready     bool           `json:"ready"`
-	StartedAt time.Time      `json:"started_at"`
-	Tenants   []TenantStatus `json:"tenants"`
+	Ready     bool      `json:"ready"`
+	StartedAt time.Time `json:"started_at"`
+	// MaxConcurrency is the host-wide budget of handler calls (0 = no cap); Running the
+	// calls holding one of its slots.
+	MaxConcurrency int            `json:"max_concurrency"`
+	Running        int64          `json:"running"`
+	Tenants        []TenantStatus `json:"tenants"`
 }
 
 // TenantStatus is one tenant's state.
@@ -99,7 +103,10 @@ const depthTimeout = 2 * time.Second
 func (h *Host) Status(ctx context.Context) Status {
 	ctx, cancel := context.WithTimeout(ctx, depthTimeout)
 	defer cancel()
-	st := Status{Ready: h.Ready(), StartedAt: h.started}
+	st := Status{Ready: h.Ready(), StartedAt: h.started, MaxConcurrency: h.cfg.MaxConcurrency}
+	if h.budget != nil {
+		st.Running = h.budget.held.Load()
+	}
 	byTenant := map[string]int{}
 	for _, tn := range sortedKeys(h.tenants) {
 		t := h.tenants[tn]

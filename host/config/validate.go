@@ -242,6 +242,15 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 			fail(bp+".output", "output %q is the binding's own input queue (a loop)", b.Output)
 		}
 	}
+	if be, ok := c.BackendFor(b.Backend); ok && be.Type == BackendAzure {
+		// Azure queue names are at most 63 characters, after the tenant prefix and the
+		// poison suffix.
+		for _, q := range append([]string{b.Queue + PoisonSuffix, b.Output}, b.Shards...) {
+			if p := c.PhysicalQueue(tenant, b.Backend, q); q != "" && len(p) > 63 {
+				fail(bp+".queue", "Azure queue name %q is %d characters, above Azure's 63", p, len(p))
+			}
+		}
+	}
 	oneOf(fail, bp+".abi", b.ABI, ABIWqhostV1, ABIWasiStdio)
 	c.validateModule(fail, bp+".module", t, b.Module)
 
