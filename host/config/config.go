@@ -15,6 +15,9 @@
 //	WQHOST_ADMIN__ADDR=127.0.0.1:9000                       -> admin.addr
 //	WQHOST_TENANTS__ACME__BINDINGS__ORDERS__BATCH_SIZE=16   -> tenants.acme.bindings.orders.batch_size
 //
+// A WQHOST_ variable whose first part is no top-level key (e.g. WQHOST_ADMIN_TOKEN, a secret
+// that admin.token_env names) is not an override and is left alone.
+//
 // Flags (a pflag.FlagSet passed to Load) override only when set on the command line: see
 // FlagKeys for the names understood.
 //
@@ -163,6 +166,7 @@ type Backend struct {
 // Tenant is the unit of isolation: its own bindings, queue namespace, limits and token.
 type Tenant struct {
 	// Weight is the tenant's share of the host-wide budget relative to other busy tenants.
+	// (Reserved for the weighted fair share; the budget is first come, first served for now.)
 	Weight int `koanf:"weight"`
 	// MaxConcurrency caps the tenant's handler calls at once; 0 means no cap.
 	MaxConcurrency int `koanf:"max_concurrency"`

@@ -86,6 +86,7 @@ tenants:
 		"WQHOST_ADMIN__ADDR=127.0.0.1:2222",
 		"WQHOST_TENANTS__ACME__BINDINGS__ORDERS__BATCH_SIZE=16",
 		"OTHER=1",
+		"WQHOST_ADMIN_TOKEN=secret", // a secret for admin.token_env, not an override
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -233,6 +234,13 @@ func TestBadConfigs(t *testing.T) {
 func TestLoadMissingFile(t *testing.T) {
 	_, err := Load(LoadOptions{File: filepath.Join(t.TempDir(), "nope.yaml"), Environ: []string{}})
 	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestEnvOverrideTypoBelowAKnownKeyIsAnError(t *testing.T) {
+	_, err := Load(LoadOptions{Environ: []string{"WQHOST_ADMIN__ADDRESS=127.0.0.1:1"}})
+	if err == nil || !strings.Contains(err.Error(), "admin.address: unknown key") {
 		t.Fatalf("err = %v", err)
 	}
 }

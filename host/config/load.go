@@ -187,14 +187,25 @@ func nameOf(file string) string {
 	return file
 }
 
-// envKey maps WQHOST_TENANTS__ACME__BATCH_SIZE to tenants.acme.batch_size.
+// envKey maps WQHOST_TENANTS__ACME__BATCH_SIZE to tenants.acme.batch_size. A variable whose
+// first part names no top-level key (WQHOST_ADMIN_TOKEN, a secret a *_env key points at) is
+// not an override and is ignored; below a known top-level key, every part is checked.
 func envKey(k, v string) (string, any) {
-	k = strings.TrimPrefix(k, EnvPrefix)
-	if k == "" {
+	k = strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(k, EnvPrefix)), "__", ".")
+	top, _, _ := strings.Cut(k, ".")
+	if _, ok := topLevelKeys[top]; !ok {
 		return "", nil
 	}
-	return strings.ReplaceAll(strings.ToLower(k), "__", "."), v
+	return k, v
 }
+
+var topLevelKeys = func() map[string]bool {
+	keys := map[string]bool{}
+	for k := range fieldsOf(reflect.ValueOf(&Config{}).Elem()) {
+		keys[k] = true
+	}
+	return keys
+}()
 
 func build(raw map[string]any, base string) (*Config, error) {
 	cfg := defaultConfig()
