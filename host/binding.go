@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/sharded"
@@ -34,6 +36,7 @@ type binding struct {
 	pool     *runtime.Pool
 	lis      *listener.Listener
 	plugins  []namedPlugin
+	latency  prometheus.Observer
 
 	outMu   sync.Mutex
 	outputs map[string]listener.Queue // by tenant-local name
@@ -96,6 +99,7 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		return nil, fmt.Errorf("module %s: %w", bc.Module, err)
 	}
 	b.loadedAt = time.Now()
+	b.latency = h.metrics.latency.WithLabelValues(t.name, name, bc.Queue)
 
 	backoff, scaler, poison, err := b.policies(ctx)
 	if err != nil {
@@ -240,7 +244,7 @@ func (b *binding) Handle(ctx context.Context, m *listener.Message) error {
 	}
 	start := time.Now()
 	out, err := b.pool.Call(ctx, &in)
-	b.h.metrics.observe(b, time.Since(start))
+	b.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		err = fmt.Errorf("handler call: %w", err)
 		b.logFailure(m, err)

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -28,10 +27,6 @@ func newMetrics(h *Host) *metrics {
 	}, bindingLabels)
 	m.reg.MustRegister(m.latency, m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
-}
-
-func (m *metrics) observe(b *binding, d time.Duration) {
-	m.latency.WithLabelValues(b.tenant.name, b.name, b.cfg.Queue).Observe(d.Seconds())
 }
 
 type desc struct {
