@@ -82,7 +82,7 @@ func newHostWith(t *testing.T, top, tenants string) (*Host, *config.Config) {
 	return h, cfg
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
