@@ -308,7 +308,7 @@ func (l *Listener) Run(ctx context.Context) error {
 	// Start as if idle: the first receive that finds work asks the scaler, so a backlog
 	// present at start-up is met with the right number of workers.
 	for range max(l.cfg.MinWorkers, 1) {
-		l.startLocked(ctx, 1, false)
+		l.startLocked(ctx, true, false)
 	}
 	l.mu.Unlock()
 
@@ -355,7 +355,7 @@ func (l *Listener) supervise(ctx context.Context) {
 			}
 			l.mu.Lock()
 			if l.active == 0 {
-				l.startLocked(ctx, 1, true)
+				l.startLocked(ctx, true, true)
 			}
 			l.mu.Unlock()
 		}
@@ -382,10 +382,10 @@ func (l *Listener) waitForWork(ctx context.Context) bool {
 	}
 }
 
-// startLocked starts one worker; idle > 0 means it starts as if the queue had been empty,
+// startLocked starts one worker; asIfIdle means it starts as if the queue had been empty,
 // so that finding work makes it ask the scaler, and woken that a wake-up started it. l.mu
 // must be held.
-func (l *Listener) startLocked(ctx context.Context, idle int, woken bool) {
+func (l *Listener) startLocked(ctx context.Context, asIfIdle, woken bool) {
 	if l.active >= l.cfg.MaxWorkers || ctx.Err() != nil {
 		return
 	}
@@ -395,7 +395,7 @@ func (l *Listener) startLocked(ctx context.Context, idle int, woken bool) {
 		l.c.peak.Store(int64(l.active))
 	}
 	l.wg.Add(1)
-	go l.worker(ctx, idle, woken)
+	go l.worker(ctx, asIfIdle, woken)
 }
 
 // exitLocked gives back a worker's slot. l.mu must be held.
@@ -430,7 +430,7 @@ func (l *Listener) scaleUp(ctx context.Context, floor int) {
 		l.unparkCh <- struct{}{} // capacity MaxWorkers >= parked: never blocks
 	}
 	for ; need > 0 && l.active < l.cfg.MaxWorkers; need-- {
-		l.startLocked(ctx, 0, false)
+		l.startLocked(ctx, false, false)
 	}
 }
 

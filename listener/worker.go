@@ -7,10 +7,15 @@ import (
 
 // worker is one dequeue worker: it receives batches and processes them until the queue is
 // empty and the back-off policy (or the single-waiter rule) tells it to stop, its time slice
-// ends, or ctx ends. idle > 0 means it starts as if the queue had been found empty.
-func (l *Listener) worker(ctx context.Context, idle int, woken bool) {
+// ends, or ctx ends. asIfIdle means it starts as if the queue had been found empty: the
+// first work it finds makes it ask the scaler. woken means a wake-up started it.
+func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 	defer l.wg.Done()
 	b := &batch{l: l}
+	// idle counts this worker's consecutive empty receives (the whitepaper's idleCount: the
+	// first empty receive is 1, a started worker has seen none); rescale is set when the
+	// next work found should be met with the scaler's answer.
+	idle, rescale := 0, asIfIdle
 	sliceEnd := l.clk.Now().Add(l.cfg.TimeSlice)
 	for {
 		if ctx.Err() != nil {
@@ -33,7 +38,7 @@ func (l *Listener) worker(ctx context.Context, idle int, woken bool) {
 			if !l.onError(ctx, delay) {
 				return
 			}
-			idle = max(idle, 1) // work found after the outage is met with the scaler's answer
+			rescale = true // work found after the outage is met with the scaler's answer
 			continue
 		}
 		if l.errStreak.Load() != 0 {
@@ -48,6 +53,9 @@ func (l *Listener) worker(ctx context.Context, idle int, woken bool) {
 			if idle, woken, ok = l.onEmpty(ctx, idle); !ok {
 				return
 			}
+			// Work found after an empty receive asks the scaler; not after a park, which a
+			// scale-up (that already asked it) ended, and onEmpty reports as idle 0.
+			rescale = idle > 0
 			continue
 		}
 		woken = false
@@ -56,8 +64,8 @@ func (l *Listener) worker(ctx context.Context, idle int, woken bool) {
 		}
 		now := l.clk.Now()
 		switch {
-		case idle > 0:
-			idle = 0
+		case rescale:
+			idle, rescale = 0, false
 			l.scaleUp(ctx, 0)
 		case len(msgs) == l.cfg.BatchSize && l.depthStale(now):
 			// A full batch: the backlog may have grown since the scaler was last asked.
@@ -102,7 +110,15 @@ func (l *Listener) canStopLocked() bool {
 func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
 	for {
 		idle++
+		// The single-waiter rule first: a worker that finds another one waiting stops or
+		// parks whatever the policy would answer (with a waiter running, it may stop exactly
+		// when it is above MinWorkers), so asking the policy, maybe an external plugin,
+		// would be wasted.
 		l.mu.Lock()
+		if l.waiting {
+			_, ok := l.yieldLocked(ctx)
+			return 0, false, ok
+		}
 		active := l.active
 		l.mu.Unlock()
 		delay, stop := l.cfg.Backoff.Next(ctx, IdleState{Idle: idle, ActiveWorkers: active, PushEnabled: l.cfg.Push})
@@ -114,7 +130,7 @@ func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
 			l.mu.Unlock()
 			return idle, false, false
 		}
-		if l.waiting {
+		if l.waiting { // another worker became the waiter while the policy answered
 			_, ok := l.yieldLocked(ctx)
 			return 0, false, ok
 		}
