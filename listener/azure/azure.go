@@ -86,13 +86,16 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	// One pooled transport per backend, sized for many concurrent workers: azcore's shared
 	// default keeps few idle connections per host and would reconnect under load.
-	b.httpc = &http.Client{Transport: &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		MaxIdleConns:        256,
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
-		ForceAttemptHTTP2:   true,
-	}}
+	b.httpc = opts.HTTPClient
+	if b.httpc == nil {
+		b.httpc = &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			MaxIdleConns:        256,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			ForceAttemptHTTP2:   true,
+		}}
+	}
 	copts := &azqueue.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Retry:            retryOptions(opts.Retry),
 		Transport:        b.httpc,
@@ -169,7 +172,11 @@ func (b *Backend) Close() error {
 
 // Open returns the named queue (see Queue).
 func (b *Backend) Open(ctx context.Context, name string) (listener.Queue, error) {
-	return b.Queue(ctx, name)
+	q, err := b.Queue(ctx, name)
+	if err != nil {
+		return nil, err // not a typed nil inside the interface
+	}
+	return q, nil
 }
 
 // Azure's queue naming rules: 3-63 lowercase letters, digits and single hyphens, starting
@@ -293,6 +300,9 @@ func (q *Queue) Stats() Stats {
 type tag struct {
 	q  *Queue
 	op opKind
+	// ambiguous, when set, records that an attempt got no answer or a transient error
+	// status: storage may have applied it, so a retry can see its effect.
+	ambiguous *atomic.Bool
 }
 
 type tagKey struct{}
@@ -308,6 +318,9 @@ func (countPolicy) Do(req *policy.Request) (*http.Response, error) {
 		} else {
 			t.q.unanswered.Add(1)
 		}
+		if t.ambiguous != nil && (resp == nil || transientStatus(resp.StatusCode)) {
+			t.ambiguous.Store(true)
+		}
 	}
 	return resp, err
 }
@@ -315,10 +328,15 @@ func (countPolicy) Do(req *policy.Request) (*http.Response, error) {
 // call runs one storage operation, creating the queue first when it is missing and
 // Options.CreateQueues is set.
 func (q *Queue) call(ctx context.Context, op opKind, what, msgID string, f func(ctx context.Context) error) error {
+	return q.callTracked(ctx, op, what, msgID, nil, f)
+}
+
+// callTracked is call that also reports, through ambiguous, attempts whose outcome is unknown.
+func (q *Queue) callTracked(ctx context.Context, op opKind, what, msgID string, ambiguous *atomic.Bool, f func(ctx context.Context) error) error {
 	if q.b.closed.Load() {
 		return fmt.Errorf("azure: %s %s: %w", what, q.name, ErrClosed)
 	}
-	tctx := context.WithValue(ctx, tagKey{}, tag{q, op})
+	tctx := context.WithValue(ctx, tagKey{}, tag{q, op, ambiguous})
 	err := f(tctx)
 	if err != nil && q.b.create && queueerror.HasCode(err, queueerror.QueueNotFound) {
 		if cerr := q.ensure(ctx); cerr != nil {
@@ -334,7 +352,7 @@ func (q *Queue) call(ctx context.Context, op opKind, what, msgID string, f func(
 
 // ensure creates the queue; an existing queue is fine (concurrent creators may race).
 func (q *Queue) ensure(ctx context.Context) error {
-	_, err := q.client.Create(context.WithValue(ctx, tagKey{}, tag{q, opCreate}), nil)
+	_, err := q.client.Create(context.WithValue(ctx, tagKey{}, tag{q: q, op: opCreate}), nil)
 	if err != nil && !queueerror.HasCode(err, queueerror.QueueAlreadyExists) {
 		return q.b.wrap(ctx, "create", q.name, "", err)
 	}
@@ -424,11 +442,23 @@ func (q *Queue) poisonUndecodable(ctx context.Context, m *listener.Message, text
 
 // Delete deletes a leased message with its pop receipt; ErrLeaseLost if the receipt is stale
 // or the message is gone.
+//
+// A delete retried after an attempt whose answer was lost (timeout, reset connection, 5xx)
+// may find the message gone because that attempt did delete it. "Message not found" then
+// counts as success: the message is gone either way, and reporting a lost lease would make
+// the listener count a processed message as lost.
 func (q *Queue) Delete(ctx context.Context, m *listener.Message) error {
-	return q.call(ctx, opDelete, "delete", m.ID, func(ctx context.Context) error {
+	var ambiguous atomic.Bool
+	err := q.callTracked(ctx, opDelete, "delete", m.ID, &ambiguous, func(ctx context.Context) error {
 		_, err := q.client.DeleteMessage(ctx, m.ID, m.LeaseToken, nil)
 		return err
 	})
+	var ae *Error
+	if err != nil && ambiguous.Load() && errors.As(err, &ae) && ae.Code == string(queueerror.MessageNotFound) {
+		q.b.log.Debug("azure: delete retried after an unanswered attempt found the message gone; counted as deleted", "queue", q.name, "message_id", m.ID)
+		return nil
+	}
+	return err
 }
 
 // UpdateVisibility makes a leased message visible after d (0: now) and stores the new pop

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -562,5 +565,53 @@ func TestSharded(t *testing.T) {
 		if _, err := azure.ExpandShards(bad); err == nil || !strings.Contains(err.Error(), strconv.Quote(bad)) {
 			t.Errorf("ExpandShards(%q) = %v, want an error quoting it", bad, err)
 		}
+	}
+}
+
+// loseFirstAnswer forwards every request but, for the first one matching method, drops
+// storage's answer and reports a reset connection: the request took effect, the client
+// cannot know.
+type loseFirstAnswer struct {
+	method string
+	lost   atomic.Bool
+}
+
+func (l *loseFirstAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil && r.Method == l.method && l.lost.CompareAndSwap(false, true) {
+		resp.Body.Close()
+		return nil, fmt.Errorf("read tcp: %w", syscall.ECONNRESET)
+	}
+	return resp, err
+}
+
+// TestDeleteRetriedAfterLostAnswer: the first delete attempt deletes the message but its
+// answer is lost; the retry finds the message gone. That is a successful delete, not a lost
+// lease (which the listener would count as unprocessed).
+func TestDeleteRetriedAfterLostAnswer(t *testing.T) {
+	s := server(t)
+	ctx := context.Background()
+	rt := &loseFirstAnswer{method: http.MethodDelete}
+	b := open(t, s, azure.EncodingBase64, func(o *azure.Options) { o.HTTPClient = &http.Client{Transport: rt} })
+	q := queue(t, b, "lost-answer")
+	if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m := receiveN(t, q, 1, time.Minute)[0]
+	if err := q.Delete(ctx, m); err != nil {
+		t.Fatalf("Delete whose first answer was lost: %v, want success", err)
+	}
+	if !rt.lost.Load() {
+		t.Fatal("the fault was not injected")
+	}
+	if st := q.Stats(); st.Delete != 1 || st.Unanswered != 1 {
+		t.Fatalf("stats %+v, want 1 answered delete and 1 unanswered attempt", st)
+	}
+	if d, err := q.Depth(ctx); err != nil || d != 0 {
+		t.Fatalf("Depth = %d, %v; want 0", d, err)
+	}
+	// Without an unanswered attempt, deleting a gone message is still a lost lease.
+	if err := q.Delete(ctx, m); !errors.Is(err, listener.ErrLeaseLost) {
+		t.Fatalf("second Delete: %v, want ErrLeaseLost", err)
 	}
 }

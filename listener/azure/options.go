@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -73,6 +74,9 @@ type Options struct {
 	PoisonTTL time.Duration
 	// Retry tunes the transient-fault retries.
 	Retry RetryOptions
+	// HTTPClient sends the requests (a proxy, custom TLS, a test's fault injector); nil
+	// means a pooled client sized for many concurrent workers.
+	HTTPClient *http.Client
 	// Logger receives warnings (undecodable messages moved to poison queues); nil means
 	// slog.Default().
 	Logger *slog.Logger
