@@ -1,0 +1,226 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	goruntime "runtime"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// fuzzMemPages is the linear memory of the fuzz module: one 64 KiB page, so that random
+// pointers land both inside and outside it.
+const fuzzMemSize = 65536
+
+// forwarderModule returns a hand-assembled wasm module that imports every wqhost host function
+// and exports, for each, "f_<name>" with the same signature that just calls it, plus one page
+// of memory. Calling f_<name> through wazero with arbitrary arguments exercises the host
+// function exactly as a guest would, without a guest's own checks in the way.
+func forwarderModule(fns []hostFn) []byte {
+	uleb := func(b []byte, v uint32) []byte { return binary.AppendUvarint(b, uint64(v)) }
+	name := func(b []byte, s string) []byte { return append(uleb(b, uint32(len(s))), s...) }
+	vt := func(ts []api.ValueType) []byte {
+		out := uleb(nil, uint32(len(ts)))
+		return append(out, ts...)
+	}
+	section := func(mod []byte, id byte, body []byte) []byte {
+		mod = append(mod, id)
+		return append(uleb(mod, uint32(len(body))), body...)
+	}
+	n := uint32(len(fns))
+	types := uleb(nil, n)
+	imports := uleb(nil, n)
+	funcs := uleb(nil, n)
+	exports := uleb(nil, n+1)
+	code := uleb(nil, n)
+	for i, f := range fns {
+		types = append(types, 0x60)
+		types = append(types, vt(f.params)...)
+		types = append(types, vt(f.results)...)
+		imports = name(imports, hostModuleName)
+		imports = name(imports, f.name)
+		imports = append(imports, 0x00) // func
+		imports = uleb(imports, uint32(i))
+		funcs = uleb(funcs, uint32(i))
+		exports = name(exports, "f_"+f.name)
+		exports = append(exports, 0x00)
+		exports = uleb(exports, n+uint32(i))
+		body := []byte{0x00} // no locals
+		for p := range f.params {
+			body = append(body, 0x20) // local.get p
+			body = uleb(body, uint32(p))
+		}
+		body = append(body, 0x10) // call i
+		body = uleb(body, uint32(i))
+		body = append(body, 0x0b) // end
+		code = uleb(code, uint32(len(body)))
+		code = append(code, body...)
+	}
+	exports = name(exports, "memory")
+	exports = append(exports, 0x02, 0x00)
+	mod := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+	mod = section(mod, 1, types)
+	mod = section(mod, 2, imports)
+	mod = section(mod, 3, funcs)
+	mod = section(mod, 5, []byte{0x01, 0x01, 0x01, 0x01}) // one memory, min 1 max 1 page
+	mod = section(mod, 7, exports)
+	mod = section(mod, 10, code)
+	return mod
+}
+
+// FuzzHostFunctions calls each wqhost host function, through wazero, with arbitrary pointers,
+// lengths and values. A host function may only trap with a HostCallError, and only when a
+// range really lies outside guest memory; it must never panic otherwise, write outside the
+// range it was given, or return a value the ABI does not define.
+func FuzzHostFunctions(f *testing.F) {
+	ctx := context.Background()
+	fns := hostFuncs()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e, err := NewEngine(ctx, EngineConfig{Logger: logger})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { e.Close(ctx) })
+	ten, err := e.Tenant("fuzz", TenantLimits{MemoryPages: 1024})
+	if err != nil {
+		f.Fatal(err)
+	}
+	// The host functions read only the pool's config, logger and tenant; a pool built around
+	// them keeps each fuzz worker from compiling a whole guest.
+	pool := &Pool{t: ten, logger: logger, cfg: PoolConfig{
+		Binding: "b", OutputQueue: "out",
+		Config: map[string]string{"key": "value", "": "empty"}, MaxOutputs: 4, MaxOutputBytes: 1024,
+		AllowEmit: func(q string) error {
+			if q == "denied" {
+				return errors.New("denied")
+			}
+			return nil
+		},
+	}}
+
+	rt := wazero.NewRuntime(ctx)
+	f.Cleanup(func() { rt.Close(ctx) })
+	if _, err := hostModule(rt).Instantiate(ctx); err != nil {
+		f.Fatal(err)
+	}
+	cm, err := rt.CompileModule(ctx, forwarderModule(fns))
+	if err != nil {
+		f.Fatalf("forwarder module: %v", err)
+	}
+
+	// Seeds: each function with in-range, edge and wild arguments.
+	for i := range fns {
+		f.Add(uint8(i), uint32(0), uint32(16), uint32(64), uint32(32), []byte("id"))
+		f.Add(uint8(i), uint32(fuzzMemSize-8), uint32(8), uint32(fuzzMemSize), uint32(0), []byte("key"))
+		f.Add(uint8(i), uint32(0xFFFFFF00), uint32(4096), uint32(1), uint32(0xFFFFFFFF), []byte{})
+		f.Add(uint8(i), uint32(100), uint32(0x7FFFFFFF), uint32(200), uint32(fuzzMemSize), []byte("dequeue_count"))
+	}
+	f.Fuzz(func(t *testing.T, which uint8, a, b, c, d uint32, seed []byte) {
+		fn := fns[int(which)%len(fns)]
+		mod, err := rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mod.Close(ctx)
+		// Memory: the seed at 0 (keys the fuzzer can point at), a known pattern elsewhere.
+		mem := mod.Memory()
+		pattern := make([]byte, fuzzMemSize)
+		for i := range pattern {
+			pattern[i] = byte(i * 31)
+		}
+		copy(pattern, seed)
+		mem.Write(0, pattern)
+
+		in := &Input{ID: "msg-1", Queue: "jobs", Body: bytes.Repeat([]byte("body"), 10), DequeueCount: 2, InsertedAt: time.Unix(1700000000, 0)}
+		out := &Output{}
+		st := &callState{pool: pool, in: in, out: out}
+		args := []uint64{uint64(a), uint64(b), uint64(c), uint64(d)}[:len(fn.params)]
+		if fn.name == "retry_after" {
+			args = []uint64{uint64(a)<<32 | uint64(b)}
+		}
+		res, err := mod.ExportedFunction("f_"+fn.name).Call(context.WithValue(ctx, stateKey{}, st), args...)
+
+		// Which ranges the function reads or writes: (ptr, len) pairs.
+		var ranges [][2]uint32
+		var dst [2]uint32
+		switch fn.name {
+		case "msg_body":
+			ranges, dst = [][2]uint32{{a, b}}, [2]uint32{a, b}
+		case "msg_meta", "config_get":
+			ranges, dst = [][2]uint32{{a, b}, {c, d}}, [2]uint32{c, d}
+		case "emit":
+			ranges = [][2]uint32{{a, b}, {c, d}}
+		case "log":
+			ranges = [][2]uint32{{b, c}}
+		case "set_error":
+			ranges = [][2]uint32{{a, b}}
+		}
+		inside := true
+		for _, r := range ranges {
+			if uint64(r[0])+uint64(r[1]) > fuzzMemSize {
+				inside = false
+			}
+		}
+		if err != nil {
+			var hce *HostCallError
+			var rte goruntime.Error
+			switch {
+			case errors.As(err, &rte):
+				t.Fatalf("%s%v: Go runtime error in a host function: %v", fn.name, args, err)
+			case !errors.As(err, &hce):
+				t.Fatalf("%s%v: error that is not a HostCallError: %v", fn.name, args, err)
+			case inside:
+				t.Fatalf("%s%v: trapped on ranges %v inside guest memory: %v", fn.name, args, ranges, err)
+			}
+			return
+		}
+		if !inside {
+			t.Fatalf("%s%v: ranges %v outside guest memory accepted", fn.name, args, ranges)
+		}
+		// Nothing outside the destination range may change.
+		after, _ := mem.Read(0, fuzzMemSize)
+		for i := range after {
+			if (uint32(i) < dst[0] || uint64(i) >= uint64(dst[0])+uint64(dst[1])) && after[i] != pattern[i] {
+				t.Fatalf("%s%v: wrote byte %d outside its destination [%d, %d+%d)", fn.name, args, i, dst[0], dst[0], dst[1])
+			}
+		}
+		if len(fn.results) == 0 {
+			return
+		}
+		rc := int32(uint32(res[0]))
+		switch fn.name {
+		case "msg_body_len":
+			if rc != int32(len(in.Body)) {
+				t.Fatalf("msg_body_len = %d, want %d", rc, len(in.Body))
+			}
+		case "msg_body":
+			if want := min(int(b), len(in.Body)); rc != int32(want) || !bytes.Equal(after[a:a+uint32(want)], in.Body[:want]) {
+				t.Fatalf("msg_body(%d, %d) = %d, want %d bytes of the body", a, b, rc, want)
+			}
+		case "msg_meta", "config_get":
+			if rc != errNotFound && rc < 0 {
+				t.Fatalf("%s = %d: neither a length nor ERR_NOT_FOUND", fn.name, rc)
+			}
+		case "emit":
+			switch rc {
+			case 0:
+				if len(out.Outputs) != 1 || len(out.Outputs[0].Body) > 1024 || out.Outputs[0].Queue == "denied" {
+					t.Fatalf("emit accepted %+v beyond the pool's limits", out.Outputs)
+				}
+			case errDenied, errTooLarge, errLimit, errInvalid:
+				if len(out.Outputs) != 0 {
+					t.Fatalf("emit returned %d but kept an output", rc)
+				}
+			default:
+				t.Fatalf("emit = %d: not an ABI return code", rc)
+			}
+		}
+	})
+}
