@@ -12,6 +12,7 @@ import (
 func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 	defer l.wg.Done()
 	b := &batch{l: l}
+	defer b.awaitSettled() // before wg.Done: Run returns only once every delete is done
 	// idle counts this worker's consecutive empty receives (the whitepaper's idleCount: the
 	// first empty receive is 1, a started worker has seen none); rescale is set when the
 	// next work found should be met with the scaler's answer.
@@ -24,6 +25,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		}
 		msgs, err := l.q.Receive(ctx, l.cfg.BatchSize, l.cfg.VisibilityTimeout)
 		l.c.receives.Add(1)
+		b.awaitSettled() // the last batch's deletes ran alongside this receive
 		if err != nil {
 			if ctx.Err() != nil {
 				l.exit()
