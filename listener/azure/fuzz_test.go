@@ -72,8 +72,8 @@ func FuzzEnvelopeRoundTrip(f *testing.F) {
 			attrs = map[string]string{key: value}
 		}
 		if attrs == nil && bytes.HasPrefix(body, []byte(envelopePrefix)) {
-			// A bare body that itself looks like an envelope is ambiguous on the wire:
-			// known limitation, documented in envelope.go.
+			// Known limitation: a bare body that is itself a well-formed wqhost envelope
+			// is unwrapped by decode (the wire format cannot tell the two apart).
 			return
 		}
 		text, err := encode(enc, body, attrs)
