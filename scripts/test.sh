@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # The project's one test command: installs what the tests need (Debian's Rust for the wasm
-# rebuild check, Azurite via npm), then vets and runs every test with the race detector.
+# rebuild check, Azurite via npm, staticcheck), then checks formatting, vets, runs staticcheck,
+# checks that the committed .wasm rebuild byte for byte, runs every test with the race
+# detector, the fault suite (its one-line-per-fault summary at the end) and short fuzz runs.
 # Usage: bash scripts/test.sh        (README's test command; .ci/run calls it)
+# Environment: FUZZTIME (default 10s) per fuzz target; FUZZTIME=0 skips the fuzz runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# staticcheck release that supports the go directive of go.mod (1.26).
+STATICCHECK_VERSION=v0.8.2
+FUZZTIME=${FUZZTIME:-10s}
+
+start=$(date +%s)
+step() { printf '\n==> %s (%ds)\n' "$*" "$(($(date +%s) - start))"; }
 
 step "toolchains"
 go version
-if [ -x scripts/install-rust.sh ] || [ -f scripts/install-rust.sh ]; then
+if [ -f scripts/install-rust.sh ]; then
 	bash scripts/install-rust.sh
 fi
 if [ -f tools/azurite/package-lock.json ]; then
@@ -20,6 +28,11 @@ if [ -f tools/azurite/package-lock.json ]; then
 		echo "npm is required in CI for the Azurite tests" >&2
 		exit 1
 	fi
+fi
+gobin=$(go env GOPATH)/bin
+if ! "$gobin/staticcheck" -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
+	step "staticcheck $STATICCHECK_VERSION (go install)"
+	GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 fi
 
 step "gofmt"
@@ -33,10 +46,38 @@ fi
 step "go vet"
 go vet ./...
 
+step "staticcheck"
+"$gobin/staticcheck" ./...
+
 if [ -f scripts/build-wasm.sh ]; then
 	step "committed .wasm rebuild from source"
 	bash scripts/build-wasm.sh --check
 fi
 
-step "go test -race"
-go test -race -count=1 -timeout 20m ./...
+step "go test -race (all packages but the fault suite)"
+go test -race -count=1 -timeout 20m $(go list ./... | grep -v '/faulttest$')
+
+step "fault suite (go test -race -run Fault -v ./faulttest)"
+faultlog=$(mktemp)
+trap 'rm -f "$faultlog"' EXIT
+status=0
+go test -race -count=1 -timeout 20m -run Fault -v ./faulttest 2>&1 | tee "$faultlog" || status=$?
+echo
+echo "fault summary:"
+grep -E '^fault |^--- (FAIL|SKIP)' "$faultlog" || true
+if [ "$status" != 0 ]; then
+	echo "fault suite failed" >&2
+	exit "$status"
+fi
+
+if [ "$FUZZTIME" != 0 ]; then
+	# Each target runs for FUZZTIME on top of its committed seed corpus (testdata/fuzz).
+	for target in host/config:FuzzLoad runtime:FuzzHostFunctions listener/azure:FuzzDecode listener/azure:FuzzEnvelopeRoundTrip; do
+		pkg=${target%%:*}
+		name=${target#*:}
+		step "fuzz $name ($pkg, $FUZZTIME)"
+		go test -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" "./$pkg"
+	done
+fi
+
+step "all checks passed"
