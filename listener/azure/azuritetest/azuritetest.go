@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -187,6 +188,7 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	cmd := exec.Command(s.node, args...)
 	cmd.Dir = s.dir
+	cmd.SysProcAttr = procAttr()
 	// Keep the start-up output for the error message if Azurite exits early.
 	var early bytes.Buffer
 	out := io.Writer(&lockedWriter{w: &early, limit: 4096})
@@ -194,11 +196,24 @@ func (s *Server) start(ctx context.Context) error {
 		out = io.MultiWriter(out, s.opts.Log)
 	}
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	// The parent-death signal (procAttr) follows the OS thread that started the child, so
+	// that thread stays locked to this goroutine, and alive, until Azurite exits.
+	done := make(chan struct{})
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(done)
+	}()
+	if err := <-started; err != nil {
 		return fmt.Errorf("start azurite: %w", err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
 	addr := s.addr()
 	for {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
