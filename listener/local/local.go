@@ -102,9 +102,12 @@ const selectReadySQL = `SELECT id, body, attrs, inserted_at, dequeue_count, expi
 // find the rows by id (rowid lookups) instead of walking messages_ready past every leased row
 // for the queue and visibility terms (see TestBatchStatementsUseRowid).
 
-// leaseSQL leases n messages (visible_at, lease token) by id.
+// leaseSQL leases n messages (visible_at, lease token) by id. OR FAIL spares SQLite the
+// statement journal that undoes a half-done multi-row statement (a copy of every page it
+// touches): nothing here can fail halfway but a storage error, and that rolls back the whole
+// group anyway.
 func leaseSQL(n int) string {
-	return "UPDATE messages NOT INDEXED SET visible_at = ?, lease = ?, dequeue_count = dequeue_count + 1 WHERE id IN (" +
+	return "UPDATE OR FAIL messages NOT INDEXED SET visible_at = ?, lease = ?, dequeue_count = dequeue_count + 1 WHERE id IN (" +
 		placeholders(n, "?") + ")"
 }
 
