@@ -116,18 +116,8 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		HandlerVersion: func() string { return b.module.Digest()[:12] },
 		Logger:         b.log,
 	}
-	var lims chain
 	if t.limiter != nil {
-		lims = append(lims, t.limiter)
-	}
-	if h.budget != nil {
-		lims = append(lims, h.budget)
-	}
-	switch len(lims) {
-	case 1:
-		lc.Limiter = lims[0]
-	case 2:
-		lc.Limiter = lims
+		lc.Limiter = t.limiter // the tenant's cap and weighted share of the host budget (fair.go)
 	}
 	if b.lis, err = listener.New(lc); err != nil {
 		return nil, err
