@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,20 +32,23 @@ type binding struct {
 	physical string // the input queue's backend name
 	queue    listener.Queue
 	dead     listener.Queue
-	module   *runtime.Module
-	loadedAt time.Time
-	pool     *runtime.Pool
 	lis      *listener.Listener
 	plugins  []namedPlugin
+	stop     context.CancelFunc // stops the listener started by Run
+	done     chan struct{}      // closed when that listener has returned
 	latency  prometheus.Observer
 
 	outMu   sync.Mutex
 	outputs map[string]listener.Queue // by tenant-local name
+
+	reloader // the serving module version and its hot reload (reload.go)
 }
 
 type namedPlugin struct {
 	policy string // backoff, scaler or poison
 	p      *external.Plugin
+	path   string
+	digest *atomic.Value // string: the binary's sha256 when last (re)started, for the watcher
 }
 
 // ownQueueRE is the shape of a tenant-local queue name. It has no dot, so no name a guest
@@ -77,28 +81,11 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 	if err != nil {
 		return nil, fmt.Errorf("module: %w", err)
 	}
-	if b.module, err = h.engine.Compile(ctx, bc.Module, wasm, runtime.ABI(bc.ABI)); err != nil {
-		return nil, fmt.Errorf("module %s: %w", bc.Module, err)
+	v, err := b.buildVersion(ctx, wasm)
+	if err != nil {
+		return nil, err
 	}
-	pc := runtime.PoolConfig{
-		Binding:        name,
-		MinInstances:   bc.Pool.MinInstances,
-		MaxInstances:   bc.Pool.MaxInstances,
-		MaxUses:        bc.Pool.MaxUses,
-		MaxMemoryBytes: uint64(bc.Pool.MaxMemory),
-		Timeout:        t.cfg.Limits.Timeout,
-		Config:         bc.Config,
-		OutputQueue:    bc.Output,
-		AllowEmit:      allowOwnQueue,
-		MaxOutputBytes: int(t.cfg.Limits.MaxOutputBytes),
-	}
-	if err := t.rt.Validate(ctx, b.module, pc); err != nil {
-		return nil, fmt.Errorf("module %s: %w", bc.Module, err)
-	}
-	if b.pool, err = t.rt.NewPool(ctx, b.module, pc); err != nil {
-		return nil, fmt.Errorf("module %s: %w", bc.Module, err)
-	}
-	b.loadedAt = time.Now()
+	b.cur.Store(v)
 	b.latency = h.metrics.latency.WithLabelValues(t.name, name, bc.Queue)
 
 	backoff, scaler, poison, err := b.policies(ctx)
@@ -113,17 +100,27 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		VisibilityTimeout: bc.VisibilityTimeout, MaxDequeueCount: bc.MaxDequeueCount,
 		MinIdle: bc.Backoff.Min, MaxIdle: bc.Backoff.Max,
 		Push: bc.Push, AtMostOnce: bc.AtMostOnce,
-		HandlerVersion: func() string { return b.module.Digest()[:12] },
+		HandlerVersion: func() string { return b.cur.Load().module.Digest()[:12] },
 		Logger:         b.log,
 	}
+	var lims chain
 	if t.limiter != nil {
-		lc.Limiter = t.limiter // the tenant's cap and weighted share of the host budget (fair.go)
+		lims = append(lims, t.limiter)
+	}
+	if h.budget != nil {
+		lims = append(lims, h.budget)
+	}
+	switch len(lims) {
+	case 1:
+		lc.Limiter = lims[0]
+	case 2:
+		lc.Limiter = lims
 	}
 	if b.lis, err = listener.New(lc); err != nil {
 		return nil, err
 	}
 	b.log.Info("binding loaded", "queue", b.physical, "output", bc.Output, "module", bc.Module,
-		"abi", bc.ABI, "digest", b.module.Digest()[:12])
+		"abi", bc.ABI, "digest", v.module.Digest()[:12])
 	return b, nil
 }
 
@@ -192,14 +189,17 @@ func (b *binding) policies(ctx context.Context) (listener.Backoff, listener.Scal
 		for _, k := range sortedKeys(ref.Env) {
 			env = append(env, k+"="+ref.Env[k])
 		}
+		path := b.h.cfg.PluginPath(ref.Plugin)
+		digest := &atomic.Value{}
+		digest.Store(fileDigest(path))
 		p, err := external.Start(ctx, external.Config{
-			Path: b.h.cfg.PluginPath(ref.Plugin), Args: ref.Args, Env: env, CallTimeout: ref.Timeout,
+			Path: path, Args: ref.Args, Env: env, CallTimeout: ref.Timeout,
 			Limits: limits, Logger: b.log.With("policy", kind),
 		}, fallback)
 		if err != nil {
 			return nil, fmt.Errorf("%s.plugin: %w", kind, err)
 		}
-		b.plugins = append(b.plugins, namedPlugin{policy: kind, p: p})
+		b.plugins = append(b.plugins, namedPlugin{policy: kind, p: p, path: path, digest: digest})
 		return p, nil
 	}
 	if p, err := start("backoff", bc.Backoff.PluginRef, backoff); err != nil {
@@ -232,9 +232,11 @@ func (b *binding) Handle(ctx context.Context, m *listener.Message) error {
 		ID: m.ID, Queue: b.cfg.Queue, Body: m.Body, DequeueCount: int64(m.DequeueCount),
 		InsertedAt: m.InsertedAt, OrderKey: m.Attributes[listener.AttrOrderKey],
 	}
+	v := b.acquire()
 	start := time.Now()
-	out, err := b.pool.Call(ctx, &in)
+	out, err := v.pool.Call(ctx, &in)
 	b.latency.Observe(time.Since(start).Seconds())
+	v.release()
 	if err != nil {
 		err = fmt.Errorf("handler call: %w", err)
 		b.logFailure(m, err)
@@ -307,8 +309,6 @@ func (b *binding) close(ctx context.Context) error {
 	for _, np := range b.plugins {
 		errs = append(errs, np.p.Close())
 	}
-	if b.pool != nil {
-		errs = append(errs, b.pool.Close(ctx))
-	}
+	errs = append(errs, b.closeVersions(ctx))
 	return errors.Join(errs...)
 }

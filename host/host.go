@@ -32,23 +32,23 @@ import (
 	"github.com/wqhost/wqhost/runtime"
 )
 
-// ErrReloadNotSupported is returned by Reload until hot reload lands.
-var ErrReloadNotSupported = errors.New("reload is not supported yet: restart the host to apply a new config")
-
 // ErrNotFound reports a tenant or queue the host does not serve.
 var ErrNotFound = errors.New("not found")
 
 // Host runs every binding of a config. Create it with New, then call Run once.
 type Host struct {
-	cfg     *config.Config
+	cfg *config.Config // as loaded; a config reload changes only tenants' bindings (in live)
+	// live is the config in force: cfg, or the last config reload applied.
+	live    atomic.Pointer[config.Config]
 	log     *slog.Logger
 	engine  *runtime.Engine
 	backs   *backends
 	tenants map[string]*tenant
-	binds   []*binding // sorted by tenant, then name
+	bindsMu sync.RWMutex
+	binds   []*binding // sorted by tenant, then name; changed by config reloads
 	metrics *metrics
 	started time.Time
-	budget  *fairScheduler // host-wide max_concurrency shared by weight (fair.go); nil: no cap
+	budget  *semaphore // host-wide max_concurrency; nil: no cap
 
 	ready     atomic.Bool
 	closeOnce sync.Once
@@ -57,13 +57,29 @@ type Host struct {
 
 	adminMu   sync.Mutex
 	adminAddr net.Addr
+
+	// reloadMu serialises reloads (file watcher, SIGHUP, admin API).
+	reloadMu   sync.Mutex
+	loadConfig func() (*config.Config, error) // under reloadMu; see SetConfigLoader
+	closed     bool                           // under reloadMu
+	// debounce is how long the watcher waits after the last event on a file before reading
+	// it: editors and copies write in several steps (truncate, writes, rename).
+	debounce time.Duration
+
+	// run is the state of Run that config reloads need to start and stop bindings.
+	runMu     sync.Mutex
+	runCtx    context.Context // nil until Run starts
+	runCancel context.CancelFunc
+	runWG     sync.WaitGroup
+	runErrs   []error
+	runDone   bool
 }
 
 type tenant struct {
 	name    string
 	cfg     config.Tenant
 	rt      *runtime.Tenant
-	limiter *fairShare // the tenant cap and its share of the budget; nil: neither
+	limiter *semaphore // nil: no cap
 	token   string
 }
 
@@ -87,14 +103,15 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 	}
 	h := &Host{
 		cfg: cfg, log: logger, engine: engine,
-		backs:   newBackends(cfg, logger),
-		tenants: map[string]*tenant{},
-		started: time.Now(),
+		backs:    newBackends(cfg, logger),
+		tenants:  map[string]*tenant{},
+		started:  time.Now(),
+		debounce: defaultDebounce,
 	}
+	h.live.Store(cfg)
 	h.metrics = newMetrics(h)
-	fair := newFairScheduler(cfg.MaxConcurrency)
 	if cfg.MaxConcurrency > 0 {
-		h.budget = fair
+		h.budget = newSemaphore(cfg.MaxConcurrency)
 	}
 	var errs []error
 	if h.cfg.Admin.TokenEnv != "" && os.Getenv(h.cfg.Admin.TokenEnv) == "" {
@@ -109,8 +126,8 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 				errs = append(errs, fmt.Errorf("tenants.%s.token_env: environment variable %s is empty or unset", tn, tc.TokenEnv))
 			}
 		}
-		if tc.MaxConcurrency > 0 || h.budget != nil {
-			t.limiter = fair.tenant(tn, tc.Weight, tc.MaxConcurrency)
+		if tc.MaxConcurrency > 0 {
+			t.limiter = newSemaphore(tc.MaxConcurrency)
 		}
 		rt, err := engine.Tenant(tn, runtime.TenantLimits{MemoryPages: uint32((int64(tc.Limits.Memory) + 65535) / 65536)})
 		if err != nil {
@@ -137,8 +154,8 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 	return h, nil
 }
 
-// Config returns the config the host runs.
-func (h *Host) Config() *config.Config { return h.cfg }
+// Config returns the config the host runs (the last one a config reload applied).
+func (h *Host) Config() *config.Config { return h.live.Load() }
 
 // Ready reports whether every binding's module is loaded and the host is not shutting down.
 func (h *Host) Ready() bool { return h.ready.Load() }
@@ -182,34 +199,32 @@ func (h *Host) Run(ctx context.Context) error {
 		}
 	}
 	stopWatch := h.backs.watchExternal(ctx)
+	stopFiles := h.watchFiles(ctx)
 
-	var wg sync.WaitGroup
-	errs := make([]error, len(h.binds))
-	for i, b := range h.binds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b.log.Info("binding started", "queue", b.physical, "module", b.module.Name(), "digest", b.module.Digest()[:12])
-			if err := b.lis.Run(ctx); err != nil {
-				errs[i] = fmt.Errorf("tenants.%s.bindings.%s: %w", b.tenant.name, b.name, err)
-				b.log.Error("binding stopped with an error", "err", err)
-				cancel()
-				return
-			}
-			b.log.Info("binding stopped")
-		}()
+	h.runMu.Lock()
+	h.runCtx, h.runCancel = ctx, cancel
+	for _, b := range h.bindings() {
+		h.startLocked(b)
 	}
+	h.runMu.Unlock()
 	select {
 	case <-ctx.Done():
 	case err := <-srvErr:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errs = append(errs, fmt.Errorf("host: admin server: %w", err))
+			h.runMu.Lock()
+			h.runErrs = append(h.runErrs, fmt.Errorf("host: admin server: %w", err))
+			h.runMu.Unlock()
 			cancel()
 		}
 	}
 	h.ready.Store(false)
 	h.log.Info("host shutting down")
-	wg.Wait()
+	stopFiles()
+	h.runMu.Lock()
+	h.runDone = true
+	h.runMu.Unlock()
+	h.runWG.Wait()
+	errs := h.runErrs
 	stopWatch()
 	if srv != nil {
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -226,8 +241,11 @@ func (h *Host) Run(ctx context.Context) error {
 func (h *Host) Close(ctx context.Context) error {
 	h.closeOnce.Do(func() {
 		h.ready.Store(false)
+		h.reloadMu.Lock() // a reload in progress finishes first; later ones are refused
+		h.closed = true
+		h.reloadMu.Unlock()
 		var errs []error
-		for _, b := range h.binds {
+		for _, b := range h.bindings() {
 			errs = append(errs, b.close(ctx))
 		}
 		errs = append(errs, h.backs.close(), h.engine.Close(ctx))
@@ -240,7 +258,7 @@ func (h *Host) Close(ctx context.Context) error {
 // message just sent is received without waiting for the next poll.
 func (h *Host) Notify(tenant, queue string) error {
 	found := false
-	for _, b := range h.binds {
+	for _, b := range h.bindings() {
 		if b.tenant.name == tenant && b.reads(queue) {
 			b.lis.Notify()
 			found = true
@@ -252,9 +270,62 @@ func (h *Host) Notify(tenant, queue string) error {
 	return nil
 }
 
-// Reload would re-read the config and modules; hot reload is not implemented yet, so it
-// returns ErrReloadNotSupported.
-func (h *Host) Reload(ctx context.Context) error { return ErrReloadNotSupported }
+// Reload re-reads the config file, the modules and the plugin binaries and applies what
+// changed (see ReloadAll); SIGHUP calls it.
+func (h *Host) Reload(ctx context.Context) error {
+	_, err := h.ReloadAll(ctx)
+	return err
+}
+
+// SetConfigLoader sets how a reload re-reads the config. By default it reads the file the
+// config came from (Config.File) with the environment's WQHOST_ overrides; a host started
+// with command-line overrides passes a loader that applies them too, or a reload would see
+// them as changes (and refuse those that need a restart). A host whose config has no file
+// reloads modules and plugins only, unless a loader is set.
+func (h *Host) SetConfigLoader(load func() (*config.Config, error)) {
+	h.reloadMu.Lock()
+	defer h.reloadMu.Unlock()
+	h.loadConfig = load
+}
+
+// bindings returns the bindings serving now.
+func (h *Host) bindings() []*binding {
+	h.bindsMu.RLock()
+	defer h.bindsMu.RUnlock()
+	return slices.Clone(h.binds)
+}
+
+func (h *Host) bindingNamed(tenant, name string) *binding {
+	for _, b := range h.bindings() {
+		if b.tenant.name == tenant && b.name == name {
+			return b
+		}
+	}
+	return nil
+}
+
+// startLocked runs b's listener under Run's context; h.runMu must be held. A listener that
+// fails stops the host (as at startup); one stopped by a config reload does not.
+func (h *Host) startLocked(b *binding) {
+	ctx, cancel := context.WithCancel(h.runCtx)
+	b.stop, b.done = cancel, make(chan struct{})
+	h.runWG.Add(1)
+	go func() {
+		defer h.runWG.Done()
+		defer close(b.done)
+		v := b.cur.Load()
+		b.log.Info("binding started", "queue", b.physical, "module", v.module.Name(), "digest", v.module.Digest()[:12])
+		if err := b.lis.Run(ctx); err != nil {
+			b.log.Error("binding stopped with an error", "err", err)
+			h.runMu.Lock()
+			h.runErrs = append(h.runErrs, fmt.Errorf("tenants.%s.bindings.%s: %w", b.tenant.name, b.name, err))
+			h.runMu.Unlock()
+			h.runCancel()
+			return
+		}
+		b.log.Info("binding stopped")
+	}()
+}
 
 // Registry returns the host's own Prometheus registry (no global state): per tenant,
 // binding and queue counters and gauges, handler latency, pool instances, plugin state.
@@ -286,7 +357,7 @@ type adminHost struct{ h *Host }
 
 func (a adminHost) Ready() bool                                      { return a.h.Ready() }
 func (a adminHost) Status(ctx context.Context) any                   { return a.h.Status(ctx) }
-func (a adminHost) Reload(ctx context.Context) error                 { return a.h.Reload(ctx) }
+func (a adminHost) Reload(ctx context.Context) (any, error)          { return a.h.ReloadAll(ctx) }
 func (a adminHost) HasTenant(name string) bool                       { _, ok := a.h.tenants[name]; return ok }
 func (a adminHost) Notify(_ context.Context, tenant, q string) error { return a.h.Notify(tenant, q) }
 func (a adminHost) TenantStatus(ctx context.Context, tenant string) any {
@@ -294,8 +365,7 @@ func (a adminHost) TenantStatus(ctx context.Context, tenant string) any {
 	st.Tenants = slices.DeleteFunc(st.Tenants, func(t TenantStatus) bool { return t.Name != tenant })
 	return st
 }
-func (a adminHost) IsNotFound(err error) bool     { return errors.Is(err, ErrNotFound) }
-func (a adminHost) IsNotSupported(err error) bool { return errors.Is(err, ErrReloadNotSupported) }
+func (a adminHost) IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
 func sortedKeys[T any](m map[string]T) []string {
 	out := make([]string, 0, len(m))

@@ -117,7 +117,7 @@ func openQueues(ctx context.Context, cfg *config.Config, tenant string, queues .
 // OpenQueue opens a tenant's queue on the running host's own backends (the same store, and
 // for a memory backend the same queues the bindings use).
 func (h *Host) OpenQueue(ctx context.Context, tenant, queue string) (listener.Queue, error) {
-	bname, err := h.cfg.QueueBackend(tenant, queue)
+	bname, err := h.live.Load().QueueBackend(tenant, queue)
 	if err != nil {
 		return nil, fmt.Errorf("open queue %s/%s: %w", tenant, queue, err)
 	}

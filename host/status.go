@@ -51,11 +51,17 @@ type BindingStatus struct {
 	LatencyP50Ms float64 `json:"latency_p50_ms"`
 	LatencyP99Ms float64 `json:"latency_p99_ms"`
 
-	Module         string     `json:"module"`
-	ModuleDigest   string     `json:"module_digest"`
-	ModuleLoadedAt time.Time  `json:"module_loaded_at"`
-	ABI            string     `json:"abi"`
-	Pool           PoolStatus `json:"pool"`
+	Module         string    `json:"module"`
+	ModuleDigest   string    `json:"module_digest"`
+	ModuleLoadedAt time.Time `json:"module_loaded_at"`
+	ABI            string    `json:"abi"`
+	// Reloads counts module versions swapped in since the binding started. LastReloadError
+	// is why the last reload attempt was refused ("" once a later one succeeded or the file
+	// is back to the serving bytes): the version in ModuleDigest still serves.
+	Reloads           uint64     `json:"reloads"`
+	LastReloadError   string     `json:"last_reload_error,omitempty"`
+	LastReloadErrorAt *time.Time `json:"last_reload_error_at,omitempty"`
+	Pool              PoolStatus `json:"pool"`
 
 	Plugins []PluginStatus `json:"plugins,omitempty"`
 }
@@ -117,7 +123,7 @@ func (h *Host) Status(ctx context.Context) Status {
 		byTenant[tn] = len(st.Tenants)
 		st.Tenants = append(st.Tenants, ts)
 	}
-	for _, b := range h.binds {
+	for _, b := range h.bindings() {
 		i := byTenant[b.tenant.name]
 		st.Tenants[i].Bindings = append(st.Tenants[i].Bindings, b.status(ctx))
 	}
@@ -134,7 +140,11 @@ func (b *binding) status(ctx context.Context) BindingStatus {
 	if d, err := b.dead.Depth(ctx); err == nil {
 		dead = d
 	}
-	ps := b.pool.Stats()
+	v := b.cur.Load()
+	ps := v.pool.Stats()
+	b.mu.Lock()
+	lastErr, lastErrAt, reloads, old := b.lastErr, b.lastErrAt, b.reloads, b.retiredStats
+	b.mu.Unlock()
 	bs := BindingStatus{
 		Name: b.name, Queue: b.cfg.Queue, PhysicalQueue: b.physical, Output: b.cfg.Output, Backend: b.cfg.Backend,
 		Depth: depth, DeadLetterDepth: dead,
@@ -145,11 +155,15 @@ func (b *binding) status(ctx context.Context) BindingStatus {
 			Updates: ls.Updates, Sends: ls.Sends, Errors: ls.Errors,
 		},
 		LatencyP50Ms: ms(ls.LatencyP50), LatencyP99Ms: ms(ls.LatencyP99),
-		Module: b.cfg.Module, ModuleDigest: b.module.Digest(), ModuleLoadedAt: b.loadedAt, ABI: string(b.module.ABI()),
+		Module: b.cfg.Module, ModuleDigest: v.module.Digest(), ModuleLoadedAt: v.loadedAt, ABI: string(v.module.ABI()),
+		Reloads: reloads, LastReloadError: lastErr,
 		Pool: PoolStatus{
-			Instances: ps.Instances, Idle: ps.Idle, Busy: ps.Busy, Calls: ps.Calls,
-			Discarded: ps.Discarded, Traps: ps.Traps, Timeouts: ps.Timeouts,
+			Instances: ps.Instances, Idle: ps.Idle, Busy: ps.Busy, Calls: ps.Calls + old.Calls,
+			Discarded: ps.Discarded + old.Discarded, Traps: ps.Traps + old.Traps, Timeouts: ps.Timeouts + old.Timeouts,
 		},
+	}
+	if lastErr != "" {
+		bs.LastReloadErrorAt = &lastErrAt
 	}
 	for _, np := range b.plugins {
 		bs.Plugins = append(bs.Plugins, pluginStatus(np.policy, np.p.Status()))

@@ -75,6 +75,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		// backend): still a configuration problem, and nothing was left running.
 		return &usageError{err: err}
 	}
+	// A reload re-reads the config with the same file, environment and flags as at start.
+	h.SetConfigLoader(func() (*config.Config, error) { return config.Load(config.LoadOptions{File: *cfgFile, Flags: fl}) })
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

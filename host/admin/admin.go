@@ -39,10 +39,11 @@ type Host interface {
 	TenantStatus(ctx context.Context, tenant string) any
 	HasTenant(name string) bool
 	Notify(ctx context.Context, tenant, queue string) error
-	Reload(ctx context.Context) error
-	// IsNotFound and IsNotSupported classify the errors of Notify and Reload.
+	// Reload re-reads the config, modules and plugins and returns what it did (JSON-able),
+	// even when part of it failed (err).
+	Reload(ctx context.Context) (any, error)
+	// IsNotFound classifies the errors of Notify.
 	IsNotFound(err error) bool
-	IsNotSupported(err error) bool
 }
 
 // Tokens are the bearer tokens the API accepts. Empty values are not accepted tokens.
@@ -219,17 +220,15 @@ func (s *server) reload(w http.ResponseWriter, r *http.Request, p principal) {
 		writeError(w, http.StatusForbidden, "only the host token may reload")
 		return
 	}
-	if err := s.h.Reload(r.Context()); err != nil {
-		if s.h.IsNotSupported(err) {
-			writeError(w, http.StatusNotImplemented, "%v", err)
-			return
-		}
-		s.log.Error("reload failed", "err", err)
-		writeError(w, http.StatusUnprocessableEntity, "%v", err)
+	res, err := s.h.Reload(r.Context())
+	if err != nil {
+		// What did load is serving; what failed left the previous version serving.
+		s.log.Error("reload through the admin API failed in part", "err", err)
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"status": "failed", "error": err.Error(), "result": res})
 		return
 	}
 	s.log.Info("reloaded through the admin API")
-	writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+	writeJSON(w, http.StatusOK, map[string]any{"status": "reloaded", "result": res})
 }
 
 // tenantGatherer keeps only the series labelled with one tenant.

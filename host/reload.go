@@ -1,0 +1,327 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wqhost/wqhost/runtime"
+)
+
+// version is one loaded module version of a binding with its pool of instances.
+type version struct {
+	module   *runtime.Module
+	pool     *runtime.Pool
+	loadedAt time.Time
+
+	// refs counts calls running on this version. Once retired is set no call starts here:
+	// a caller that raced the swap sees retired after counting itself and moves to the new
+	// version, so the pool is closed only when the last counted call has returned.
+	refs    atomic.Int64
+	retired atomic.Bool
+	once    sync.Once
+	drained chan struct{}
+}
+
+func (v *version) release() {
+	if v.refs.Add(-1) == 0 && v.retired.Load() {
+		v.once.Do(func() { close(v.drained) })
+	}
+}
+
+// reloader is the part of a binding that hot reload swaps: the serving version, the error
+// of the last failed reload, and the retired versions still draining.
+type reloader struct {
+	cur      atomic.Pointer[version]
+	reloadMu sync.Mutex // one reload of a binding at a time
+	draining sync.WaitGroup
+
+	mu           sync.Mutex
+	lastErr      string
+	lastErrAt    time.Time
+	reloads      uint64
+	retiredStats runtime.PoolStats // counters of closed pools, so metrics stay monotonic
+}
+
+// acquire returns the version a new call must use and counts the call on it; release it.
+func (r *reloader) acquire() *version {
+	for {
+		v := r.cur.Load()
+		v.refs.Add(1)
+		if !v.retired.Load() {
+			return v
+		}
+		v.release()
+	}
+}
+
+func (r *reloader) setErr(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		r.lastErr = ""
+		return
+	}
+	r.lastErr, r.lastErrAt = err.Error(), time.Now()
+}
+
+// poolConfig is the pool every version of the binding gets.
+func (b *binding) poolConfig() runtime.PoolConfig {
+	bc, t := b.cfg, b.tenant
+	return runtime.PoolConfig{
+		Binding:        b.name,
+		MinInstances:   bc.Pool.MinInstances,
+		MaxInstances:   bc.Pool.MaxInstances,
+		MaxUses:        bc.Pool.MaxUses,
+		MaxMemoryBytes: uint64(bc.Pool.MaxMemory),
+		Timeout:        t.cfg.Limits.Timeout,
+		Config:         bc.Config,
+		OutputQueue:    bc.Output,
+		AllowEmit:      allowOwnQueue,
+		MaxOutputBytes: int(t.cfg.Limits.MaxOutputBytes),
+	}
+}
+
+// buildVersion compiles wasm (once per digest), checks it against the binding's ABI,
+// instantiates it once and runs its wqhost_self_test export if any, then warms a pool. None
+// of it touches the serving version, so it runs beside live traffic.
+func (b *binding) buildVersion(ctx context.Context, wasm []byte) (*version, error) {
+	ref := b.cfg.Module
+	m, err := b.h.engine.Compile(ctx, ref, wasm, runtime.ABI(b.cfg.ABI))
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", ref, err)
+	}
+	pc := b.poolConfig()
+	if err := b.tenant.rt.Validate(ctx, m, pc); err != nil {
+		return nil, fmt.Errorf("module %s: %w", ref, err)
+	}
+	p, err := b.tenant.rt.NewPool(ctx, m, pc)
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", ref, err)
+	}
+	return &version{module: m, pool: p, loadedAt: time.Now(), drained: make(chan struct{})}, nil
+}
+
+// Reload outcomes of one binding or plugin.
+const (
+	ReloadUnchanged = "unchanged" // same bytes as the serving version
+	ReloadSwapped   = "reloaded"  // the new version serves
+	ReloadFailed    = "failed"    // the new version was refused; the old one still serves
+	ReloadAdded     = "added"     // binding created by a config reload
+	ReloadRemoved   = "removed"   // binding stopped by a config reload
+	ReloadRebuilt   = "rebuilt"   // binding's config changed: rebuilt and restarted
+)
+
+// BindingReload is what a reload did to one binding.
+type BindingReload struct {
+	Tenant  string `json:"tenant"`
+	Binding string `json:"binding"`
+	Result  string `json:"result"`
+	Digest  string `json:"digest,omitempty"` // the digest serving afterwards
+	Error   string `json:"error,omitempty"`
+}
+
+// PluginReload is what a reload did to one policy plugin.
+type PluginReload struct {
+	Tenant  string `json:"tenant"`
+	Binding string `json:"binding"`
+	Policy  string `json:"policy"`
+	Result  string `json:"result"`
+	Error   string `json:"error,omitempty"`
+}
+
+// ReloadResult is the outcome of Host.ReloadAll, as POST /v1/reload returns it.
+type ReloadResult struct {
+	// Config is "unchanged", "reloaded", "failed" (the running config stays) or "none" (the
+	// host runs the embedded default, no file to re-read).
+	Config      string          `json:"config"`
+	ConfigError string          `json:"config_error,omitempty"`
+	Bindings    []BindingReload `json:"bindings"`
+	Plugins     []PluginReload  `json:"plugins,omitempty"`
+}
+
+// reloadModule re-reads the binding's module file and, if its bytes changed, builds the new
+// version and swaps it in. A module that fails to load leaves the serving version in place;
+// the error is logged and kept for status.
+func (b *binding) reloadModule(ctx context.Context) BindingReload {
+	b.reloadMu.Lock()
+	defer b.reloadMu.Unlock()
+	res := BindingReload{Tenant: b.tenant.name, Binding: b.name, Result: ReloadUnchanged}
+	cur := b.cur.Load()
+	res.Digest = cur.module.Digest()
+	if b.h.cfg.ModulePath(b.cfg.Module) == "" {
+		return res // builtin: modules are part of the binary
+	}
+	fail := func(err error) BindingReload {
+		b.setErr(err)
+		b.log.Error("module reload failed; the previous version keeps serving", "module", b.cfg.Module,
+			"serving", res.Digest[:12], "err", err)
+		res.Result, res.Error = ReloadFailed, err.Error()
+		return res
+	}
+	wasm, err := b.h.cfg.ReadModule(b.cfg.Module)
+	if err != nil {
+		return fail(err)
+	}
+	if digestOf(wasm) == res.Digest {
+		b.setErr(nil) // a bad upload replaced by the serving bytes is no longer an error
+		return res
+	}
+	start := time.Now()
+	v, err := b.buildVersion(ctx, wasm)
+	if err != nil {
+		return fail(err)
+	}
+	b.swap(v)
+	b.log.Info("module reloaded", "module", b.cfg.Module, "from", res.Digest[:12], "to", v.module.Digest()[:12],
+		"took", time.Since(start))
+	res.Result, res.Digest = ReloadSwapped, v.module.Digest()
+	return res
+}
+
+// swap makes v the serving version; the old one is closed in the background once the calls
+// still running on it have returned.
+func (b *binding) swap(v *version) {
+	old := b.cur.Swap(v)
+	b.setErr(nil)
+	b.mu.Lock()
+	b.reloads++
+	b.mu.Unlock()
+	if old == nil {
+		return
+	}
+	b.draining.Add(1)
+	go func() {
+		defer b.draining.Done()
+		b.retire(context.Background(), old)
+	}()
+}
+
+// retire stops new calls on v, waits for its running ones and closes its pool.
+func (b *binding) retire(ctx context.Context, v *version) error {
+	v.retired.Store(true)
+	if v.refs.Load() == 0 {
+		v.once.Do(func() { close(v.drained) })
+	}
+	select {
+	case <-v.drained:
+	case <-ctx.Done():
+	}
+	st := v.pool.Stats()
+	err := v.pool.Close(ctx)
+	b.mu.Lock()
+	b.retiredStats.Calls += st.Calls
+	b.retiredStats.Discarded += st.Discarded
+	b.retiredStats.Traps += st.Traps
+	b.retiredStats.Timeouts += st.Timeouts
+	b.mu.Unlock()
+	return err
+}
+
+// closeVersions waits for retired versions to drain and closes the serving one.
+func (b *binding) closeVersions(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { b.draining.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("draining retired module versions: %w", ctx.Err())
+	}
+	if v := b.cur.Load(); v != nil {
+		return b.retire(ctx, v)
+	}
+	return nil
+}
+
+// pluginDigest hashes a plugin binary, or returns "" if it cannot be read.
+func fileDigest(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return digestOf(data)
+}
+
+func digestOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// reloadPlugins restarts the binding's plugins whose binary changed on disk (all of them if
+// force is set).
+func (b *binding) reloadPlugins(ctx context.Context, force bool) []PluginReload {
+	var out []PluginReload
+	for i := range b.plugins {
+		np := b.plugins[i]
+		res := PluginReload{Tenant: b.tenant.name, Binding: b.name, Policy: np.policy, Result: ReloadUnchanged}
+		d := fileDigest(np.path)
+		if !force && (d == "" || d == np.digest.Load().(string)) {
+			out = append(out, res)
+			continue
+		}
+		if err := np.p.Reload(ctx); err != nil {
+			b.log.Error("plugin reload failed; the previous process keeps serving", "policy", np.policy, "path", np.path, "err", err)
+			res.Result, res.Error = ReloadFailed, err.Error()
+		} else {
+			np.digest.Store(d)
+			b.log.Info("plugin reloaded", "policy", np.policy, "path", np.path)
+			res.Result = ReloadSwapped
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// ReloadAll re-reads the config file (if the host was loaded from one) and every binding's
+// module and plugin binaries, and applies what changed: a changed module is swapped in, a
+// changed plugin binary restarted. A config that fails to load or validate changes nothing.
+// The error joins every failure; the result says what happened to each binding.
+func (h *Host) ReloadAll(ctx context.Context) (ReloadResult, error) {
+	h.reloadMu.Lock()
+	defer h.reloadMu.Unlock()
+	res := ReloadResult{Config: "none", Bindings: []BindingReload{}}
+	if h.closed {
+		return res, errors.New("host: reload: host closed")
+	}
+	var errs []error
+	touched := map[*binding]bool{}
+	if h.cfg.File != "" || h.loadConfig != nil {
+		cr, err := h.reloadConfig(ctx)
+		res.Config = cr.status
+		if err != nil {
+			res.ConfigError = err.Error()
+			errs = append(errs, err)
+		}
+		for _, br := range cr.bindings {
+			res.Bindings = append(res.Bindings, br.BindingReload)
+			if br.b != nil {
+				touched[br.b] = true
+			}
+		}
+	}
+	for _, b := range h.bindings() {
+		if touched[b] {
+			continue // just built from the new config and the module on disk
+		}
+		r := b.reloadModule(ctx)
+		if r.Error != "" {
+			errs = append(errs, fmt.Errorf("tenants.%s.bindings.%s: %s", r.Tenant, r.Binding, r.Error))
+		}
+		res.Bindings = append(res.Bindings, r)
+	}
+	for _, b := range h.bindings() {
+		for _, pr := range b.reloadPlugins(ctx, false) {
+			if pr.Error != "" {
+				errs = append(errs, fmt.Errorf("tenants.%s.bindings.%s.%s.plugin: %s", pr.Tenant, pr.Binding, pr.Policy, pr.Error))
+			}
+			res.Plugins = append(res.Plugins, pr)
+		}
+	}
+	return res, errors.Join(errs...)
+}
