@@ -8,10 +8,11 @@
 //
 // Throughput. One commit costs about one fsync (0.2-0.4 ms), so a single writer goroutine
 // merges every concurrent caller's receives, deletes, visibility changes and sends into one
-// transaction (group commit). A receive leases its whole batch, and a batched delete removes
-// its whole batch, with one statement each. Messages are received in (visible_at, id) order through an
-// index on (queue, visible_at, id): best-effort FIFO that never scans past leased rows. A
-// released message (UpdateVisibility 0) gets visible_at 0 and so returns to the head.
+// transaction (group commit). A receive leases its whole batch, and a batched delete
+// removes its whole batch, with one statement each. Messages are received in (visible_at,
+// id) order through an index on (queue, visible_at, id): best-effort FIFO that never scans
+// past leased rows. A released message (UpdateVisibility 0) gets visible_at 0 and so
+// returns to the head.
 //
 // A storage error (disk full, I/O error) rolls back the whole group and fails every
 // operation in it; the callers' messages are then neither sent, leased nor deleted.
