@@ -171,17 +171,24 @@ func TestHotReloadUnderLoad(t *testing.T) {
 			n = total - sent
 		}
 		chunkVersions[c] = serving
-		for i := range n {
-			if _, err := in.Send(ctx, fmt.Appendf(nil, "%d:%d", c, sent+i), listener.SendOptions{}); err != nil {
-				t.Fatal(err)
+		sendRange := func(from, to int) {
+			for i := from; i < to; i++ {
+				if _, err := in.Send(ctx, fmt.Appendf(nil, "%d:%d", c, sent+i), listener.SendOptions{}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
+		first := n
+		if c == corruptChunk {
+			first = n / 2 // the rest is sent once the corrupt module has been refused
+		}
+		sendRange(0, first)
 		base := int64(sent)
-		sent += n
 		// Let part of the chunk through, so the swap happens with messages in flight and
 		// more queued behind them.
 		waitUntil(t, "the chunk to start flowing", 30*time.Second, func() bool { return outDepth(t, out) >= base+int64(n/4) })
 		if c == chunks-1 {
+			sent += n
 			break
 		}
 		if c == corruptChunk {
@@ -197,11 +204,14 @@ func TestHotReloadUnderLoad(t *testing.T) {
 				t.Fatalf("after a corrupt upload the digest is %s, want the previous version %s (%s)", s.ModuleDigest, serving, digest[serving])
 			}
 			t.Logf("corrupt module refused: %s", s.LastReloadError)
+			sendRange(first, n)
+			sent += n
 			// The whole chunk must be handled by the previous version: wait for it.
 			waitUntil(t, "the chunk to drain", 60*time.Second, func() bool { return outDepth(t, out) >= int64(sent) })
 			chunkVersions[c] = serving + "!" // marks the chunk that must be all previous version
 			continue
 		}
+		sent += n
 		next := map[string]string{"v1": "v2", "v2": "v1"}[serving]
 		start := time.Now()
 		replaceModule(t, modPath, readFixture(t, next), len(swapTimes)%2 == 1)
