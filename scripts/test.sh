@@ -14,6 +14,17 @@ FUZZTIME=${FUZZTIME:-10s}
 
 start=$(date +%s)
 step() { printf '\n==> %s (%ds)\n' "$*" "$(($(date +%s) - start))"; }
+# Checks after the toolchains all run, so one CI log shows every problem; failed lists them.
+failed=()
+check() { # check NAME COMMAND...
+	local name=$1
+	shift
+	step "$name"
+	if ! "$@"; then
+		failed+=("$name")
+		echo "FAILED: $name" >&2
+	fi
+}
 
 step "toolchains"
 go version
@@ -35,49 +46,47 @@ if ! "$gobin/staticcheck" -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#
 	GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 fi
 
-step "gofmt"
-unformatted=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
-if [ -n "$unformatted" ]; then
-	echo "not gofmt-formatted:" >&2
-	echo "$unformatted" >&2
-	exit 1
-fi
-
-step "go vet"
-go vet ./...
-
-step "staticcheck"
-"$gobin/staticcheck" ./...
-
+gofmt_check() {
+	local unformatted
+	unformatted=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
+	if [ -n "$unformatted" ]; then
+		echo "not gofmt-formatted:" >&2
+		echo "$unformatted" >&2
+		return 1
+	fi
+}
+check "gofmt" gofmt_check
+check "go vet" go vet ./...
+check "staticcheck" "$gobin/staticcheck" ./...
 if [ -f scripts/build-wasm.sh ]; then
-	step "committed .wasm rebuild from source"
-	bash scripts/build-wasm.sh --check
+	check "committed .wasm rebuild from source" bash scripts/build-wasm.sh --check
 fi
+check "go test -race (all packages but the fault suite)" \
+	go test -race -count=1 -timeout 20m $(go list ./... | grep -v '/faulttest$')
 
-step "go test -race (all packages but the fault suite)"
-go test -race -count=1 -timeout 20m $(go list ./... | grep -v '/faulttest$')
-
-step "fault suite (go test -race -run Fault -v ./faulttest)"
 faultlog=$(mktemp)
 trap 'rm -f "$faultlog"' EXIT
-status=0
-go test -race -count=1 -timeout 20m -run Fault -v ./faulttest 2>&1 | tee "$faultlog" || status=$?
-echo
-echo "fault summary:"
-grep -E '^fault |^--- (FAIL|SKIP)' "$faultlog" || true
-if [ "$status" != 0 ]; then
-	echo "fault suite failed" >&2
-	exit "$status"
-fi
+fault_suite() {
+	local status=0
+	go test -race -count=1 -timeout 20m -run Fault -v ./faulttest 2>&1 | tee "$faultlog" || status=$?
+	echo
+	echo "fault summary:"
+	grep -E '^fault |^--- (FAIL|SKIP)' "$faultlog" || true
+	return "$status"
+}
+check "fault suite (go test -race -run Fault -v ./faulttest)" fault_suite
 
 if [ "$FUZZTIME" != 0 ]; then
 	# Each target runs for FUZZTIME on top of its committed seed corpus (testdata/fuzz).
 	for target in host/config:FuzzLoad runtime:FuzzHostFunctions listener/azure:FuzzDecode listener/azure:FuzzEnvelopeRoundTrip; do
 		pkg=${target%%:*}
 		name=${target#*:}
-		step "fuzz $name ($pkg, $FUZZTIME)"
-		go test -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" "./$pkg"
+		check "fuzz $name ($pkg, $FUZZTIME)" go test -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" "./$pkg"
 	done
 fi
 
+if [ ${#failed[@]} -gt 0 ]; then
+	step "FAILED: ${failed[*]}"
+	exit 1
+fi
 step "all checks passed"
