@@ -28,8 +28,8 @@ const (
 // Backends lists every backend.
 var Backends = []Backend{Memory, Local, Azurite}
 
-// Stores opens fresh queues on each backend. Azurite is started once, on first use, unless
-// AzureConnectionString points at a running service. Close stops what it started.
+// Stores opens fresh queues on each backend. Each Azurite queue gets its own emulator,
+// started on demand, unless AzureConnectionString points at a running service.
 type Stores struct {
 	// Dir holds the local backend's database files.
 	Dir string
@@ -38,39 +38,32 @@ type Stores struct {
 	// AzureConnectionString, if set, is used instead of starting Azurite.
 	AzureConnectionString string
 
-	mu      sync.Mutex
-	azurite *azuritetest.Server
-	seq     atomic.Int64
+	mu  sync.Mutex
+	seq atomic.Int64
 }
 
-// Close stops Azurite if Stores started it.
-func (s *Stores) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.azurite != nil {
-		return s.azurite.Close()
-	}
-	return nil
-}
+// Close releases the stores; every Opened is closed on its own.
+func (s *Stores) Close() error { return nil }
 
-func (s *Stores) azureConn(ctx context.Context) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// azureConn returns the connection string for one run and a function that releases it.
+// Without AzureConnectionString every run gets a fresh Azurite: one long-lived emulator was
+// seen to slow down and leave requests unanswered after many runs, which would make later
+// rows measure the emulator's state rather than the consumer.
+func (s *Stores) azureConn(ctx context.Context) (string, func() error, error) {
 	if s.AzureConnectionString != "" {
-		return s.AzureConnectionString, nil
+		return s.AzureConnectionString, func() error { return nil }, nil
 	}
-	if s.azurite == nil {
-		if os.Getenv("WQHOST_AZURITE_DIR") == "" {
-			// azuritetest looks beside the nearest go.mod, which from bench/ is this module's.
-			os.Setenv("WQHOST_AZURITE_DIR", filepath.Join(s.Repo, "tools", "azurite"))
-		}
-		srv, err := azuritetest.StartServer(ctx, azuritetest.Options{InMemory: true})
-		if err != nil {
-			return "", fmt.Errorf("azurite: %w (%s)", err, azuritetest.InstallHint)
-		}
-		s.azurite = srv
+	s.mu.Lock()
+	if os.Getenv("WQHOST_AZURITE_DIR") == "" {
+		// azuritetest looks beside the nearest go.mod, which from bench/ is this module's.
+		os.Setenv("WQHOST_AZURITE_DIR", filepath.Join(s.Repo, "tools", "azurite"))
 	}
-	return s.azurite.ConnectionString(), nil
+	s.mu.Unlock()
+	srv, err := azuritetest.StartServer(ctx, azuritetest.Options{InMemory: true})
+	if err != nil {
+		return "", nil, fmt.Errorf("azurite: %w (%s)", err, azuritetest.InstallHint)
+	}
+	return srv.ConnectionString(), srv.Close, nil
 }
 
 // Opened is a work queue and its dead-letter queue on a fresh store or fresh names.
@@ -101,15 +94,16 @@ func (s *Stores) Open(ctx context.Context, b Backend) (*Opened, error) {
 		}
 		be = closer{lb, func() { os.Remove(path); os.Remove(path + "-wal"); os.Remove(path + "-shm") }}
 	case Azurite:
-		conn, err := s.azureConn(ctx)
+		conn, stop, err := s.azureConn(ctx)
 		if err != nil {
 			return nil, err
 		}
 		ab, err := azure.Open(ctx, azure.Options{ConnectionString: conn, CreateQueues: true})
 		if err != nil {
+			stop()
 			return nil, err
 		}
-		be = ab
+		be = closer{ab, func() { _ = stop() }}
 	default:
 		return nil, fmt.Errorf("backend %q: unknown (want one of %v)", b, Backends)
 	}
