@@ -439,3 +439,26 @@ func TestHotReloadPluginBinary(t *testing.T) {
 	send(t, h, "default", "in", "b")
 	eventually(t, "output after the plugin reload", func() bool { return depth(t, h, "default", "out") == 2 })
 }
+
+// TestHotReloadConfigFileWatched: saving the config file is enough; a binding added there
+// starts serving without a signal or API call, and a config saved with an error changes
+// nothing and shows nowhere but the log (the bindings keep serving).
+func TestHotReloadConfigFileWatched(t *testing.T) {
+	binding := func(name, queue string) string {
+		return fmt.Sprintf("      %s: {backend: mem, queue: %s, output: out-%s, module: handler.wasm, backoff: {min: 5ms, max: 20ms}}\n", name, queue, queue)
+	}
+	h, dir := reloadHost(t, "  default:\n    bindings:\n"+binding("a", "a"))
+	run(t, h)
+	writeConfig(t, dir, "  default:\n    bindings:\n      a: {backend: mem, queue: a, module: handler.wasm, bogus_key: 1}\n")
+	time.Sleep(10 * h.debounce)
+	if len(h.bindings()) != 1 || h.bindingNamed("default", "a").cfg.Output != "out-a" {
+		t.Fatal("an invalid config file changed the bindings")
+	}
+	writeConfig(t, dir, "  default:\n    bindings:\n"+binding("a", "a")+binding("b", "b"))
+	eventually(t, "the binding added in the file to start", func() bool { return h.bindingNamed("default", "b") != nil })
+	send(t, h, "default", "b", "hello")
+	eventually(t, "b's output", func() bool { return depth(t, h, "default", "out-b") == 1 })
+	if got := string(drainBodies(t, h, "default", "out-b")[0].Body); got != "v1:hello" {
+		t.Errorf("output %q, want v1:hello", got)
+	}
+}
