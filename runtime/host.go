@@ -45,8 +45,6 @@ type callState struct {
 	in   *Input
 	out  *Output
 	logs int
-	// retryAfterSet records whether the guest called retry_after.
-	retryAfterSet bool
 }
 
 func stateOf(ctx context.Context) *callState {

@@ -259,15 +259,14 @@ func TestVersion(t *testing.T) {
 // ---- end-to-end: a running host ----
 
 type hostProc struct {
-	t     *testing.T
-	cmd   *exec.Cmd
-	addr  string
-	dir   string
-	mu    sync.Mutex
-	log   bytes.Buffer
-	done  chan struct{}
-	err   error
-	start time.Time
+	t    *testing.T
+	cmd  *exec.Cmd
+	addr string
+	dir  string
+	mu   sync.Mutex
+	log  bytes.Buffer
+	done chan struct{}
+	err  error
 }
 
 func (h *hostProc) Write(p []byte) (int, error) {

@@ -49,8 +49,7 @@ func read(m api.Module, fn string, ptr, n uint32) []byte {
 
 // lookup implements msg_meta/config_get: copy min(buf_len, len) bytes, return the full length.
 func lookup(m api.Module, fn string, values map[string]string, stack []uint64) {
-	key := string(read(m, fn, api.DecodeU32(stack[0]), api.DecodeU32(stack[1])))
-	v, ok := values[key]
+	v, ok := values[string(read(m, fn, api.DecodeU32(stack[0]), api.DecodeU32(stack[1])))]
 	if !ok {
 		stack[0] = api.EncodeI32(-1)
 		return
