@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"time"
 	"slices"
 	"strings"
 
@@ -32,7 +33,7 @@ func Markdown(r *Results, charts []string) string {
 	p("- a **plain Go function** with the same logic: the floor;\n")
 	p("- on the queue side, a **naive loop** (receive 1 / process / delete, 100 ms sleep when empty, one goroutine per worker) and a **fixed 1-second poller** (receive 32, handle them concurrently, delete one by one, sleep 1 s when empty).\n\n")
 	p("## Regenerate\n\n```sh\n%s\n```\n\n", cmd)
-	p("It measures everything below, writes this file, the charts in `docs/img/bench-*.png` and the raw numbers in `docs/img/results.json` (about 5 minutes on the machine below). `go run . charts --out ../docs` re-renders the file and charts from `results.json` without measuring. Pieces run on their own: `go run . percall`, `go run . run --help` (one workload with a progress bar), `go run . idle`. The per-call ratios are also Go benchmarks:\n\n")
+	p("It measures everything below, writes this file, the charts in `docs/img/bench-*.png` and the raw numbers in `docs/img/results.json` (this run took %s on the machine below, busy with other jobs; 5 minutes when it was quieter). `go run . charts --out ../docs` re-renders the file and charts from `results.json` without measuring. Pieces run on their own: `go run . percall`, `go run . run --help` (one workload with a progress bar), `go run . idle`. The per-call ratios are also Go benchmarks:\n\n", r.Finished.Sub(r.Started).Round(time.Second))
 	p("```sh\ncd bench && go test -run '^$' -bench .\n```\n\n")
 	p("`BenchmarkPerCall/<handler>/<engine>` times each engine and `BenchmarkPerCall/<handler>/ratios` reports `x-extism/wqhost`, `x-instantiate/wqhost` and `x-wqhost/go` as metrics. `bench/` is its own Go module (`replace github.com/wqhost/wqhost => ../`) so Extism and gonum/plot never become dependencies of wqhost.\n\n")
 
