@@ -2,9 +2,9 @@ package report
 
 import (
 	"fmt"
-	"time"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/wqhost/wqhost/bench/internal/consumer"
 	"github.com/wqhost/wqhost/bench/internal/engine"
