@@ -165,8 +165,9 @@ type Backend struct {
 
 // Tenant is the unit of isolation: its own bindings, queue namespace, limits and token.
 type Tenant struct {
-	// Weight is the tenant's share of the host-wide budget relative to other busy tenants.
-	// (Reserved for the weighted fair share; the budget is first come, first served for now.)
+	// Weight is the tenant's share of the host-wide budget (max_concurrency) relative to the
+	// other tenants that have work: a free slot goes to the waiting tenant with the fewest
+	// calls in flight per weight, within its own max_concurrency. Idle tenants take nothing.
 	Weight int `koanf:"weight"`
 	// MaxConcurrency caps the tenant's handler calls at once; 0 means no cap.
 	MaxConcurrency int `koanf:"max_concurrency"`
@@ -209,6 +210,11 @@ type Binding struct {
 	Push bool `koanf:"push"`
 	// AtMostOnce deletes messages on receive instead of after success.
 	AtMostOnce bool `koanf:"at_most_once"`
+	// Ordered runs the binding in ordered execution groups: messages carry an integer order
+	// key (attribute wqhost.order); messages of one group run concurrently, and group N+1
+	// starts only after every message of group N has settled (success or dead letter).
+	// Only local backends (FIFO delivery, ordered receive) can honour it.
+	Ordered bool `koanf:"ordered"`
 
 	Backoff Backoff `koanf:"backoff"`
 	Scaler  Scaler  `koanf:"scaler"`

@@ -251,6 +251,9 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 			}
 		}
 	}
+	if b.Ordered {
+		c.validateOrdered(fail, bp, b)
+	}
 	oneOf(fail, bp+".abi", b.ABI, ABIWqhostV1, ABIWasiStdio)
 	c.validateModule(fail, bp+".module", t, b.Module)
 

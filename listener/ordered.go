@@ -1,0 +1,195 @@
+package listener
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// OrderedReceiver is implemented by queues with FIFO delivery that can serve ordered
+// execution groups (the local backend). Ordered wraps such a queue for a listener.
+type OrderedReceiver interface {
+	// ReceiveOrdered leases up to max visible messages of the lowest order group still in
+	// the queue — every message counts, leased and delayed ones included — plus messages
+	// that carry no order key. Groups are the integer values of the AttrOrderKey attribute,
+	// lowest first. When it leases nothing but left visible messages of a higher group
+	// alone, heldUntil is when the next message of the lowest group becomes visible (its
+	// lease expires or its retry falls due); otherwise it is zero.
+	ReceiveOrdered(ctx context.Context, max int, visibility time.Duration) (msgs []*Message, heldUntil time.Time, err error)
+}
+
+// Ordered returns q in ordered mode: messages of one order group (AttrOrderKey) are handed
+// out together and may run concurrently, and a message of group N+1 is not even received
+// until every message of group N has been settled (deleted, or dead-lettered, which deletes
+// it) — a group-N message waiting for its retry still holds N+1 back.
+//
+// The gate is the queue itself, so it cannot deadlock the listener: held messages stay in
+// the queue instead of taking workers, handler slots or dequeue counts, and the messages of
+// the lowest group are always receivable. The returned queue is also a Waiter that wakes an
+// idle listener when this process settles the last message it leased, so the next group
+// starts at once (with or without Push). A listener's own delayed retries wake it as usual;
+// settlements by another process are seen at the next poll (without Push), so an ordered
+// queue is meant to be consumed by one host.
+//
+// q must implement OrderedReceiver; otherwise Ordered fails naming the queue.
+func Ordered(q Queue) (Queue, error) {
+	r, ok := q.(OrderedReceiver)
+	if !ok {
+		return nil, fmt.Errorf("queue %q: ordered mode needs a backend with FIFO delivery that implements ordered receive (local)", q.Name())
+	}
+	o := &orderedQueue{Queue: q, r: r, wake: make(chan struct{}), leased: map[string]struct{}{}}
+	o.batcher, _ = q.(Batcher)
+	o.waiter, _ = q.(Waiter)
+	return o, nil
+}
+
+type orderedQueue struct {
+	Queue
+	r       OrderedReceiver
+	batcher Batcher // nil if q has none
+	waiter  Waiter  // nil if q has none
+
+	mu        sync.Mutex
+	heldUntil time.Time           // the last receive found nothing but held messages back until then
+	heldGen   uint64              // gen at that receive
+	gen       uint64              // counts wakes
+	vis       time.Duration       // the visibility of the last receive: renewals use it
+	leased    map[string]struct{} // ids leased by this process and not yet settled
+	wake      chan struct{}       // closed and replaced when leased becomes empty
+}
+
+// Receive implements Queue with ReceiveOrdered.
+func (o *orderedQueue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Message, error) {
+	// The generation is taken before the receive: a settle that lands while it runs (the
+	// listener deletes the last batch alongside the next receive) must still wake Wait.
+	o.mu.Lock()
+	gen := o.gen
+	o.mu.Unlock()
+	msgs, heldUntil, err := o.r.ReceiveOrdered(ctx, max, visibility)
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	o.heldUntil, o.heldGen = heldUntil, gen
+	o.vis = visibility
+	for _, m := range msgs {
+		o.leased[m.ID] = struct{}{}
+	}
+	o.mu.Unlock()
+	return msgs, nil
+}
+
+// settled forgets leased messages and wakes waiters once none is left.
+func (o *orderedQueue) settled(ids ...string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := len(o.leased)
+	for _, id := range ids {
+		delete(o.leased, id)
+	}
+	if n > 0 && len(o.leased) == 0 {
+		o.gen++
+		close(o.wake)
+		o.wake = make(chan struct{})
+	}
+}
+
+// Delete implements Queue.
+func (o *orderedQueue) Delete(ctx context.Context, m *Message) error {
+	err := o.Queue.Delete(ctx, m)
+	if err == nil || isLeaseLost(err) {
+		o.settled(m.ID)
+	}
+	return err
+}
+
+// DeleteBatch implements Batcher (one message at a time when q has no batch delete).
+func (o *orderedQueue) DeleteBatch(ctx context.Context, ms []*Message) []error {
+	var errs []error
+	if o.batcher != nil {
+		errs = o.batcher.DeleteBatch(ctx, ms)
+	} else {
+		errs = make([]error, len(ms))
+		for i, m := range ms {
+			errs[i] = o.Queue.Delete(ctx, m)
+		}
+	}
+	ids := make([]string, 0, len(ms))
+	for i, m := range ms {
+		if errs[i] == nil || isLeaseLost(errs[i]) {
+			ids = append(ids, m.ID)
+		}
+	}
+	o.settled(ids...)
+	return errs
+}
+
+// UpdateVisibility implements Queue. A renewal (the receive's visibility) keeps the
+// message leased; anything else releases it (a retry or an unstarted message).
+func (o *orderedQueue) UpdateVisibility(ctx context.Context, m *Message, d time.Duration) error {
+	err := o.Queue.UpdateVisibility(ctx, m, d)
+	o.mu.Lock()
+	renewal := d == o.vis
+	o.mu.Unlock()
+	if (err == nil && !renewal) || isLeaseLost(err) {
+		o.settled(m.ID)
+	}
+	return err
+}
+
+// Wait implements Waiter. While messages are held behind a lower group, the backend's own
+// waiter would report them visible at once, so the wait ends when this process settles the
+// last message it leased (since the receive that held them back), when the lowest group's
+// next message becomes visible (a retry falling due), or on ctx or d.
+func (o *orderedQueue) Wait(ctx context.Context, d time.Duration) error {
+	o.mu.Lock()
+	heldUntil, wake := o.heldUntil, o.wake
+	held := !heldUntil.IsZero()
+	if held && o.gen != o.heldGen {
+		o.mu.Unlock()
+		return nil // a wake came between that receive and this wait
+	}
+	o.mu.Unlock()
+	if held {
+		until := time.Until(heldUntil) + time.Millisecond
+		if until <= 0 {
+			return nil
+		}
+		if d <= 0 || until < d {
+			d = until
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var inner chan struct{}
+	if o.waiter != nil && !held {
+		inner = make(chan struct{})
+		go func() {
+			defer close(inner)
+			_ = o.waiter.Wait(wctx, d)
+		}()
+	}
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-wake:
+	case <-inner:
+	case <-timeout:
+	}
+	return nil
+}
+
+func isLeaseLost(err error) bool { return err != nil && errors.Is(err, ErrLeaseLost) }
+
+var (
+	_ Batcher = (*orderedQueue)(nil)
+	_ Waiter  = (*orderedQueue)(nil)
+)
