@@ -103,18 +103,14 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		HandlerVersion: func() string { return b.cur.Load().module.Digest()[:12] },
 		Logger:         b.log,
 	}
-	var lims chain
+	if bc.Ordered {
+		// Group N+1 is received only once group N has settled (listener/ordered.go).
+		if lc.Queue, err = listener.Ordered(b.queue); err != nil {
+			return nil, err
+		}
+	}
 	if t.limiter != nil {
-		lims = append(lims, t.limiter)
-	}
-	if h.budget != nil {
-		lims = append(lims, h.budget)
-	}
-	switch len(lims) {
-	case 1:
-		lc.Limiter = lims[0]
-	case 2:
-		lc.Limiter = lims
+		lc.Limiter = t.limiter // the tenant's cap and weighted share of the host budget (fair.go)
 	}
 	if b.lis, err = listener.New(lc); err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ type Host struct {
 	binds   []*binding // sorted by tenant, then name; changed by config reloads
 	metrics *metrics
 	started time.Time
-	budget  *semaphore // host-wide max_concurrency; nil: no cap
+	budget  *fairScheduler // host-wide max_concurrency shared by weight (fair.go); nil: no cap
 
 	ready     atomic.Bool
 	closeOnce sync.Once
@@ -79,7 +79,7 @@ type tenant struct {
 	name    string
 	cfg     config.Tenant
 	rt      *runtime.Tenant
-	limiter *semaphore // nil: no cap
+	limiter *fairShare // the tenant cap and its share of the budget; nil: neither
 	token   string
 }
 
@@ -110,8 +110,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 	}
 	h.live.Store(cfg)
 	h.metrics = newMetrics(h)
+	fair := newFairScheduler(cfg.MaxConcurrency)
 	if cfg.MaxConcurrency > 0 {
-		h.budget = newSemaphore(cfg.MaxConcurrency)
+		h.budget = fair
 	}
 	var errs []error
 	if h.cfg.Admin.TokenEnv != "" && os.Getenv(h.cfg.Admin.TokenEnv) == "" {
@@ -126,8 +127,8 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 				errs = append(errs, fmt.Errorf("tenants.%s.token_env: environment variable %s is empty or unset", tn, tc.TokenEnv))
 			}
 		}
-		if tc.MaxConcurrency > 0 {
-			t.limiter = newSemaphore(tc.MaxConcurrency)
+		if tc.MaxConcurrency > 0 || h.budget != nil {
+			t.limiter = fair.tenant(tn, tc.Weight, tc.MaxConcurrency)
 		}
 		rt, err := engine.Tenant(tn, runtime.TenantLimits{MemoryPages: uint32((int64(tc.Limits.Memory) + 65535) / 65536)})
 		if err != nil {
