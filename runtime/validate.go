@@ -20,7 +20,11 @@ type checker struct {
 }
 
 func newChecker(ctx context.Context, cache wazero.CompilationCache) (*checker, error) {
-	cfg := wazero.NewRuntimeConfig()
+	// Same close-on-context-done setting as the tenant runtimes of pools with a time limit
+	// (the usual case): wazero keys compiled code by the module bytes and that setting, so the
+	// validator's compilation is the one the pools reuse from the shared cache instead of
+	// compiling every module a second time.
+	cfg := wazero.NewRuntimeConfig().WithCloseOnContextDone(true)
 	if cache != nil {
 		cfg = cfg.WithCompilationCache(cache)
 	}
@@ -77,7 +81,14 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %s: not a valid wasm module: %w", name, err)
 	}
-	defer cm.Close(ctx)
+	// A valid module's compilation stays open (until the engine closes) so it stays in the
+	// shared cache for the pools; closing the last reference would evict it.
+	keep := false
+	defer func() {
+		if !keep {
+			_ = cm.Close(ctx)
+		}
+	}()
 
 	var problems []string
 	for _, imp := range cm.ImportedFunctions() {
@@ -155,5 +166,6 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("runtime: %s does not fit abi %s: %s", name, abi, strings.Join(problems, "; "))
 	}
+	keep = true
 	return out, nil
 }
