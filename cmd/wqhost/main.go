@@ -6,6 +6,7 @@
 //	wqhost poison list|requeue|purge [--config FILE] [--data-dir DIR] [--tenant T] --queue Q
 //	wqhost validate FILE.wasm [--abi wqhost/v1|wasi-stdio]
 //	wqhost version
+//	wqhost bench <run|percall|idle|all|charts> [flags]   (from a source checkout: runs bench/)
 //
 // Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.
 package main
@@ -63,6 +64,7 @@ func commands() map[string]command {
 		"poison":   {"list, requeue or purge a queue's dead letters", (*cli).poison},
 		"validate": {"check a .wasm module against a guest ABI", (*cli).validate},
 		"version":  {"print the version", (*cli).version},
+		"bench":    {"run the benchmark suite against the alternatives (from a source checkout)", (*cli).bench},
 	}
 }
 
@@ -110,6 +112,10 @@ func (c *cli) main(ctx context.Context, args []string) int {
 func (c *cli) exitCode(name string, err error) int {
 	if err == nil || errors.Is(err, pflag.ErrHelp) {
 		return exitOK
+	}
+	var xe *exitCodeError
+	if errors.As(err, &xe) {
+		return xe.code // the child printed its own error
 	}
 	fmt.Fprintf(c.stderr, "wqhost %s: %v\n", name, err)
 	var ue *usageError
