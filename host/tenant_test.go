@@ -1,0 +1,130 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wqhost/wqhost/host/config"
+)
+
+// TestTenantCrossTenantSendRefused: a guest can emit to its own tenant's queues only. An
+// emit naming another tenant's queue (by its physical name, or any name outside the
+// tenant-local shape) fails that host call; the guest reports it and the message is
+// dead-lettered with the reason, and nothing reaches the other tenant.
+func TestTenantCrossTenantSendRefused(t *testing.T) {
+	guest := abs(t, "../runtime/testdata/guest/guest.wasm")
+	h, _ := newHost(t, fmt.Sprintf(`
+  acme:
+    bindings:
+      guest:
+        queue: in
+        module: %q
+%s
+  beta:
+    bindings:
+      guest:
+        queue: in
+        module: %q
+%s`, guest, fast, guest, fast))
+	stop := run(t, h)
+	refused := []string{"emitto:beta.in", "emitto:beta.in-poison", "emitto:BETA.IN", "emitto:../beta/in", "emitto:beta/in"}
+	send(t, h, "acme", "in", append([]string{"emitto:scratch"}, refused...)...)
+	eventually(t, "acme's refused emits dead-lettered", func() bool {
+		return depth(t, h, "acme", "in-poison") == int64(len(refused))
+	})
+	eventually(t, "acme's own emit delivered", func() bool { return depth(t, h, "acme", "scratch") == 1 })
+	s := bindingStatus(t, h, "acme", "guest")
+	if s.Processed != 1 || s.Poisoned != uint64(len(refused)) {
+		t.Errorf("acme processed %d, poisoned %d; want 1 and %d", s.Processed, s.Poisoned, len(refused))
+	}
+	for _, q := range []string{"in", "in-poison"} {
+		if d := depth(t, h, "beta", q); d != 0 {
+			t.Errorf("beta's queue %s holds %d messages sent by acme's guest", q, d)
+		}
+	}
+	if b := bindingStatus(t, h, "beta", "guest"); b.Processed+b.Failed != 0 {
+		t.Errorf("beta's binding handled %d messages; acme's guest reached it", b.Processed+b.Failed)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	dls, err := ListDeadLetters(context.Background(), h.Config(), "acme", "in", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// -2: denied (a well-formed name outside the tenant); -5: not a queue name at all.
+	want := map[string]string{"emitto:beta.in": "emit=-2", "emitto:beta.in-poison": "emit=-2", "emitto:BETA.IN": "emit=-2",
+		"emitto:../beta/in": "emit=-5", "emitto:beta/in": "emit=-5"}
+	for _, d := range dls {
+		if w := want[string(d.Body)]; w == "" || !strings.Contains(d.Reason, w) {
+			t.Errorf("dead letter %q: reason %q does not carry the refused emit (%s)", d.Body, d.Reason, w)
+		}
+	}
+	if len(dls) != len(refused) {
+		t.Errorf("%d dead letters; want %d", len(dls), len(refused))
+	}
+}
+
+// TestTenantTokenCannotReadOrNotifyAnotherTenant: a tenant's admin token sees and steers its
+// own tenant only: status and metrics leave the other tenants out, notifying another
+// tenant's queue and host-wide operations are forbidden; the host token reaches all.
+func TestTenantTokenCannotReadOrNotifyAnotherTenant(t *testing.T) {
+	t.Setenv("TEST_WQ_HOST_TOKEN", "host-secret")
+	t.Setenv("TEST_WQ_ACME_TOKEN", "acme-secret")
+	t.Setenv("TEST_WQ_BETA_TOKEN", "beta-secret")
+	dir := t.TempDir()
+	mod := abs(t, flakyWasm)
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+data_dir: %s
+cache_dir: %s
+admin: {token_env: TEST_WQ_HOST_TOKEN}
+tenants:
+  acme:
+    token_env: TEST_WQ_ACME_TOKEN
+    bindings:
+      a: {queue: in, module: %q}
+  beta:
+    token_env: TEST_WQ_BETA_TOKEN
+    bindings:
+      b: {queue: in, module: %q}
+`, filepath.Join(dir, "data"), cacheDir, mod, mod)), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	srv := httptest.NewServer(h.AdminHandler())
+	defer srv.Close()
+	u := srv.URL
+	for _, c := range []struct{ own, other, token string }{
+		{"acme", "beta", "acme-secret"},
+		{"beta", "acme", "beta-secret"},
+	} {
+		t.Run(c.own, func(t *testing.T) {
+			st := get(t, u+"/v1/status", c.token, 200)
+			if !strings.Contains(st, fmt.Sprintf(`"name": %q`, c.own)) || strings.Contains(st, fmt.Sprintf(`"name": %q`, c.other)) {
+				t.Errorf("%s's status shows another tenant or not its own:\n%s", c.own, st)
+			}
+			m := get(t, u+"/metrics", c.token, 200)
+			if !strings.Contains(m, fmt.Sprintf(`tenant=%q`, c.own)) || strings.Contains(m, fmt.Sprintf(`tenant=%q`, c.other)) {
+				t.Errorf("%s's metrics show another tenant or not its own", c.own)
+			}
+			do(t, "POST", u+"/v1/tenants/"+c.other+"/queues/in/notify", c.token, "", 403)
+			do(t, "POST", u+"/v1/tenants/"+c.own+"/queues/in/notify", c.token, "", 200)
+			do(t, "POST", u+"/v1/reload", c.token, "", 403)
+			// The other tenant's token is not accepted for this tenant's queues either.
+			do(t, "POST", u+"/v1/tenants/"+c.own+"/queues/in/notify", map[string]string{"acme": "beta-secret", "beta": "acme-secret"}[c.own], "", 403)
+		})
+	}
+	all := get(t, u+"/v1/status", "host-secret", 200)
+	if !strings.Contains(all, `"name": "acme"`) || !strings.Contains(all, `"name": "beta"`) {
+		t.Errorf("host status lacks a tenant:\n%s", all)
+	}
+}
