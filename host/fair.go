@@ -37,6 +37,7 @@ type fairShare struct {
 	cap    int          // 0 = no cap of its own
 	held   atomic.Int64 // calls in flight, for status
 	peak   atomic.Int64 // highest calls in flight seen
+	waits  atomic.Int64 // calls that had to queue for a slot
 
 	// Guarded by s.mu.
 	inUse   int
@@ -128,6 +129,7 @@ func (t *fairShare) request() *fairWaiter {
 		s.grantLocked(t)
 		return nil
 	}
+	t.waits.Add(1)
 	s.seq++
 	w := &fairWaiter{seq: s.seq, ready: make(chan struct{})}
 	t.waiters = append(t.waiters, w)

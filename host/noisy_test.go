@@ -12,10 +12,11 @@ import (
 // noisyRun is one measurement: tenant B drains its backlog, optionally next to tenant A
 // whose every message spins until the tenant's time limit.
 type noisyRun struct {
-	bRate float64 // B's messages per second
-	aPeak int64   // most A calls in flight at once
-	bPeak int64   // most B calls in flight at once
-	aLeft int64   // A messages still queued when B finished: B did not wait for them
+	bRate  float64 // B's messages per second
+	aPeak  int64   // most A calls in flight at once
+	bPeak  int64   // most B calls in flight at once
+	aLeft  int64   // A messages still queued when B finished: B did not wait for them
+	bWaits int64   // B calls that queued in the scheduler for a slot
 }
 
 const (
@@ -43,7 +44,9 @@ func runNoisy(t *testing.T, aCap int) noisyRun {
       spin: {queue: in, module: %q, max_workers: 4, max_dequeue_count: 50, pool: {max_instances: 4}, backoff: {min: 5ms, max: 20ms}, poison: {base_delay: 5ms, max_delay: 10ms}}
 `, aCap, noisyTimeout, spin)
 	}
-	h, _ := newHostWith(t, "max_concurrency: 16\n", tenants)
+	// The budget fits A's cap and all of B's calls (4 workers x 4 instances): with A
+	// capped, B never waits for a slot; uncapped, A's calls crowd B's out.
+	h, _ := newHostWith(t, "max_concurrency: 17\n", tenants)
 	stop := run(t, h)
 	ctx := context.Background()
 	var r noisyRun
@@ -87,6 +90,7 @@ func runNoisy(t *testing.T, aCap int) noisyRun {
 	}
 	r.bRate = noisyB / time.Since(begin).Seconds()
 	r.bPeak = h.tenants["b"].limiter.peak.Load()
+	r.bWaits = h.tenants["b"].limiter.waits.Load()
 	if aCap >= 0 {
 		r.aPeak = h.tenants["a"].limiter.peak.Load()
 		r.aLeft = depth(t, h, "a", "in")
@@ -130,6 +134,9 @@ func TestNoisyNeighbour(t *testing.T) {
 	if capped.aLeft == 0 {
 		t.Errorf("tenant A's backlog drained before B's: B's messages waited behind A's")
 	}
+	if capped.bWaits != 0 {
+		t.Errorf("%d of tenant B's calls waited for a slot next to capped A", capped.bWaits)
+	}
 	if capped.bPeak < 2 {
 		t.Errorf("tenant B peaked at %d call at once next to A; want it to use the free slots", capped.bPeak)
 	}
@@ -139,7 +146,7 @@ func TestNoisyNeighbour(t *testing.T) {
 
 	uncapped := runNoisy(t, 0)
 	uratio := uncapped.bRate / alone.bRate
-	t.Logf("contrast, A uncapped: A peak %d calls at once, B at %.0f msg/s", uncapped.aPeak, uncapped.bRate)
+	t.Logf("contrast, A uncapped: A peak %d calls at once, B at %.0f msg/s, %d of B's calls waited for a slot", uncapped.aPeak, uncapped.bRate, uncapped.bWaits)
 	fmt.Printf("contrast (tenant A uncapped): A peak concurrency %d, tenant B throughput ratio %.2f\n", uncapped.aPeak, uratio)
 	if uncapped.aPeak <= 1 {
 		t.Errorf("uncapped tenant A peaked at %d call; the contrast needs it to take more", uncapped.aPeak)
