@@ -175,6 +175,11 @@ func (t *Tenant) Validate(ctx context.Context, m *Module, cfg PoolConfig) error 
 		return nil
 	}
 	stack := []uint64{0}
+	if cfg.Timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, cfg.Timeout)
+		defer stop()
+	}
 	if err := inst.selfTest.CallWithStack(ctx, stack); err != nil {
 		return fmt.Errorf("runtime: %s: wqhost_self_test: %w: %w", m.name, ErrSelfTest, err)
 	}
@@ -215,9 +220,21 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 	logw := &cappedLog{logger: p.logger, limit: p.cfg.StdioCapBytes}
 	base, cancel := context.WithCancel(context.WithValue(context.Background(), stateKey{}, st))
 	mc := p.moduleConfig(logw).WithStartFunctions("_initialize")
-	mod, err := p.rt.InstantiateModule(base, p.cm, mc)
+	// The start function is guest code too: one that never returns must not hang the host
+	// (or its shutdown), so instantiation runs under the caller's context and the call time
+	// limit. Only the instance's calls use the long-lived base context.
+	sctx := context.WithValue(ctx, stateKey{}, st)
+	if p.cfg.Timeout > 0 {
+		var stop context.CancelFunc
+		sctx, stop = context.WithTimeout(sctx, p.cfg.Timeout)
+		defer stop()
+	}
+	mod, err := p.rt.InstantiateModule(sctx, p.cm, mc)
 	if err != nil {
 		cancel()
+		if errors.Is(sctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("start function: %w (%s): %w", ErrTimeout, p.cfg.Timeout, err)
+		}
 		return nil, fmt.Errorf("runtime: tenant %s binding %s: instantiate %s: %w", p.t.name, p.cfg.Binding, p.m.name, err)
 	}
 	inst := &instance{

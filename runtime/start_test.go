@@ -1,0 +1,60 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStartFunctionNeverReturns: a module whose start function loops for ever is refused
+// within the pool's time limit, by NewPool (warm instances), Call (a fresh instance) and
+// Validate (hot reload), instead of hanging the host that loads it.
+func TestStartFunctionNeverReturns(t *testing.T) {
+	e := testEngine(t)
+	m := load(t, e, "testdata/hang/hang.wasm", ABIWqhostV1)
+	ten, err := e.Tenant("t-hang", TenantLimits{MemoryPages: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 300 * time.Millisecond
+	cases := []struct {
+		name string
+		run  func(ctx context.Context) error
+	}{
+		{"NewPool", func(ctx context.Context) error {
+			p, err := ten.NewPool(ctx, m, PoolConfig{Binding: "b", MinInstances: 1, Timeout: limit})
+			if err == nil {
+				_ = p.Close(ctx)
+			}
+			return err
+		}},
+		{"Call", func(ctx context.Context) error {
+			p, err := ten.NewPool(ctx, m, PoolConfig{Binding: "b", Timeout: limit})
+			if err != nil {
+				return err
+			}
+			defer p.Close(ctx)
+			_, err = p.Call(ctx, &Input{ID: "m1"})
+			return err
+		}},
+		{"Validate", func(ctx context.Context) error {
+			return ten.Validate(ctx, m, PoolConfig{Binding: "b", Timeout: limit})
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() { done <- tc.run(context.Background()) }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "start function") || !strings.Contains(err.Error(), "hang.wasm") {
+					t.Fatalf("err = %v; want a start-function time-limit error naming the module", err)
+				}
+			case <-time.After(time.Minute): // far above the limit: only a hang gets here
+				t.Fatal("loading a module whose start function never returns hung")
+			}
+		})
+	}
+}
