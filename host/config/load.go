@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/env/v2"
@@ -144,17 +145,38 @@ type Error struct {
 }
 
 // Error lists every problem, one per line.
+// maxProblemLen bounds one problem's text: a problem quotes the offending value, and a
+// hostile or mistaken config may hold a megabyte in one key.
+const maxProblemLen = 512
+
+// clipMiddle shortens a long problem in the middle, where the quoted value is, keeping the
+// key path at the start and the reason at the end.
+func clipMiddle(s string) string {
+	if len(s) <= maxProblemLen {
+		return s
+	}
+	keep := maxProblemLen / 2
+	head, tail := s[:keep], s[len(s)-keep:]
+	for !utf8.ValidString(head) && len(head) > 0 { // do not split a character
+		head = head[:len(head)-1]
+	}
+	for !utf8.ValidString(tail) && len(tail) > 0 {
+		tail = tail[1:]
+	}
+	return fmt.Sprintf("%s…(%d bytes cut)…%s", head, len(s)-len(head)-len(tail), tail)
+}
+
 func (e *Error) Error() string {
 	var sb strings.Builder
 	if len(e.Problems) == 1 {
 		sb.WriteString("invalid config: ")
-		sb.WriteString(e.Problems[0].Error())
+		sb.WriteString(clipMiddle(e.Problems[0].Error()))
 		return sb.String()
 	}
 	fmt.Fprintf(&sb, "invalid config (%d problems):", len(e.Problems))
 	for _, p := range e.Problems {
 		sb.WriteString("\n  ")
-		sb.WriteString(p.Error())
+		sb.WriteString(clipMiddle(p.Error()))
 	}
 	return sb.String()
 }
