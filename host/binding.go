@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -50,10 +49,6 @@ type namedPlugin struct {
 	path   string
 	digest *atomic.Value // string: the binary's sha256 when last (re)started, for the watcher
 }
-
-// ownQueueRE is the shape of a tenant-local queue name. It has no dot, so no name a guest
-// emits can reach into another tenant's "<tenant>.<queue>" namespace.
-var ownQueueRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config.Binding) (_ *binding, err error) {
 	b := &binding{
@@ -120,10 +115,11 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 	return b, nil
 }
 
-// allowOwnQueue refuses emits that do not name a queue of the guest's own tenant.
+// allowOwnQueue refuses names that are not a queue of the caller's own tenant: a guest's
+// emits and the CLI's sends alike.
 func allowOwnQueue(q string) error {
-	if !ownQueueRE.MatchString(q) {
-		return fmt.Errorf("queue %q is not a queue of this tenant", q)
+	if !config.ValidQueueName(q) {
+		return fmt.Errorf("%w: %.80q is not a queue of this tenant (1-63 lower-case letters, digits or inner '-')", ErrInvalidQueue, q)
 	}
 	return nil
 }

@@ -35,6 +35,9 @@ import (
 // ErrNotFound reports a tenant or queue the host does not serve.
 var ErrNotFound = errors.New("not found")
 
+// ErrInvalidQueue reports a queue name that no tenant can own.
+var ErrInvalidQueue = errors.New("invalid queue name")
+
 // Host runs every binding of a config. Create it with New, then call Run once.
 type Host struct {
 	cfg *config.Config // as loaded; a config reload changes only tenants' bindings (in live)

@@ -38,7 +38,7 @@ func (c *cli) loadConfig(file string, fl *pflag.FlagSet) (*config.Config, error)
 func openQueue(ctx context.Context, cfg *config.Config, tenant, queue string) (listener.Queue, io.Closer, error) {
 	q, closer, err := host.OpenQueue(ctx, cfg, tenant, queue)
 	if err != nil {
-		if errors.Is(err, config.ErrNotConfigured) {
+		if errors.Is(err, config.ErrNotConfigured) || errors.Is(err, host.ErrInvalidQueue) {
 			return nil, nil, &usageError{err: err}
 		}
 		return nil, nil, err

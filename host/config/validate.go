@@ -35,6 +35,12 @@ var (
 	queueRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 )
 
+// ValidQueueName reports whether q is a queue name as a tenant writes it: 1-63 lower-case
+// letters, digits or inner '-' (Azure's rule, kept on every backend so a binding moves
+// between them unchanged). It has no dot, so no such name reaches into another tenant's
+// "<tenant>.<queue>" namespace.
+func ValidQueueName(q string) bool { return queueRE.MatchString(q) }
+
 // validate checks the decoded config as a whole, one error per problem.
 func (c *Config) validate() []error {
 	var errs []error
