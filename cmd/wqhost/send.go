@@ -40,6 +40,7 @@ func (c *cli) send(ctx context.Context, args []string) error {
 	file := fl.String("file", "", "read the body from this file (- for stdin)")
 	lines := fl.Bool("lines", false, "with --file: one message per non-empty line")
 	delay := fl.Duration("delay", 0, "keep the messages invisible for this long")
+	order := fl.String("order", "", "ordered execution group (an integer) for a binding with ordered: true")
 	if err := c.parse(fl, args); err != nil {
 		return err
 	}
@@ -72,6 +73,12 @@ func (c *cli) send(ctx context.Context, args []string) error {
 	defer closer.Close()
 
 	opts := listener.SendOptions{Delay: *delay}
+	if *order != "" {
+		if _, err := strconv.ParseInt(*order, 10, 64); err != nil {
+			return usagef("--order %q: must be an integer group number", *order)
+		}
+		opts.Attributes = map[string]string{listener.AttrOrderKey: *order}
+	}
 	if len(bodies) == 1 {
 		id, err := q.Send(ctx, bodies[0], opts)
 		if err != nil {
