@@ -12,15 +12,16 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// cacheDir is shared by the tests so the guest is compiled once per run, as in production.
-var cacheDir = os.TempDir() + "/wqhost-runtime-test-cache"
+	"github.com/tetratelabs/wazero"
+
+	"github.com/wqhost/wqhost/internal/testcache"
+)
 
 func testEngine(t testing.TB) *Engine {
 	t.Helper()
 	e, err := NewEngine(context.Background(), EngineConfig{
-		CacheDir: cacheDir,
+		CacheDir: testcache.Dir(t),
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -153,20 +154,25 @@ func TestStatusesAndOutputs(t *testing.T) {
 
 func TestFailuresReplaceInstance(t *testing.T) {
 	e := testEngine(t)
-	p := guestPool(t, e, "t", PoolConfig{Binding: "b", MinInstances: 1, MaxInstances: 1, Timeout: 2 * time.Second})
+	short := guestPool(t, e, "t", PoolConfig{Binding: "b", MinInstances: 1, MaxInstances: 1, Timeout: 2 * time.Second})
+	// The memory bomb gets a time limit no loaded machine reaches, so only the memory limit
+	// can stop it: with 2s, a slow race-instrumented run hit the time limit first.
+	long := guestPool(t, e, "t", PoolConfig{Binding: "bomb", MinInstances: 1, MaxInstances: 1, Timeout: 5 * time.Minute})
 	tests := []struct {
 		body     string
+		pool     *Pool
 		want     error
 		contains string
 		maxTime  time.Duration
 	}{
-		{body: "trap", want: ErrTrap},
-		{body: "oob", want: ErrTrap, contains: "wqhost.msg_body"},
-		{body: "loop", want: ErrTimeout, maxTime: 4 * time.Second},
-		{body: "bomb", want: ErrMemoryLimit},
+		{body: "trap", pool: short, want: ErrTrap},
+		{body: "oob", pool: short, want: ErrTrap, contains: "wqhost.msg_body"},
+		{body: "loop", pool: short, want: ErrTimeout, maxTime: 4 * time.Second},
+		{body: "bomb", pool: long, want: ErrMemoryLimit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.body, func(t *testing.T) {
+			p := tt.pool
 			before := p.Stats().Discarded
 			start := time.Now()
 			_, err := p.Call(context.Background(), &Input{ID: "bad", Body: []byte(tt.body)})
@@ -278,21 +284,45 @@ func TestTenantsDoNotShareInstances(t *testing.T) {
 }
 
 func TestValidator(t *testing.T) {
+	ctx := context.Background()
+	// Validate, which `wqhost validate` runs, compiles without a cache: a 2 MB module takes
+	// 15-30 s under -race on a loaded machine. One case goes through it; the others go through
+	// the same checker with the shared test compilation cache.
+	cache, err := wazero.NewCompilationCacheWithDir(testcache.Dir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cache.Close(ctx) })
+	c, err := newChecker(ctx, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.rt.Close(ctx) })
 	tests := []struct {
-		path string
-		abi  ABI
-		want []string
+		path        string
+		abi         ABI
+		want        []string
+		viaValidate bool
 	}{
-		{"testdata/badimport/badimport.wasm", ABIWqhostV1, []string{"testdata/badimport/badimport.wasm", "wqhost/v1", "wqhost.no_such_function"}},
-		{"testdata/noexport/noexport.wasm", ABIWqhostV1, []string{"noexport.wasm", "wqhost/v1", "missing export wqhost_handle"}},
-		{"testdata/stdio/stdio.wasm", ABIWqhostV1, []string{"exports _start", "missing export wqhost_abi_v1"}},
-		{guestPath, ABIWasiStdio, []string{"wasi-stdio", "missing export _start", "imports wqhost.msg_body"}},
-		{guestPath, ABIWqhostV1, nil},
-		{"testdata/stdio/stdio.wasm", ABIWasiStdio, nil},
+		{"testdata/badimport/badimport.wasm", ABIWqhostV1, []string{"testdata/badimport/badimport.wasm", "wqhost/v1", "wqhost.no_such_function"}, true},
+		{"testdata/noexport/noexport.wasm", ABIWqhostV1, []string{"noexport.wasm", "wqhost/v1", "missing export wqhost_handle"}, false},
+		{"testdata/stdio/stdio.wasm", ABIWqhostV1, []string{"exports _start", "missing export wqhost_abi_v1"}, false},
+		{guestPath, ABIWasiStdio, []string{"wasi-stdio", "missing export _start", "imports wqhost.msg_body"}, false},
+		{guestPath, ABIWqhostV1, nil, false},
+		{"testdata/stdio/stdio.wasm", ABIWasiStdio, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path+"/"+string(tt.abi), func(t *testing.T) {
-			err := Validate(context.Background(), tt.path, tt.abi)
+			var err error
+			if tt.viaValidate {
+				err = Validate(ctx, tt.path, tt.abi)
+			} else {
+				wasm, rerr := os.ReadFile(tt.path)
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				_, err = c.validate(ctx, tt.path, wasm, tt.abi)
+			}
 			if tt.want == nil {
 				if err != nil {
 					t.Fatal(err)
@@ -401,7 +431,7 @@ func TestStdio(t *testing.T) {
 
 func TestGuestLogsReachSlog(t *testing.T) {
 	var buf syncBuffer
-	e, err := NewEngine(context.Background(), EngineConfig{CacheDir: cacheDir, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	e, err := NewEngine(context.Background(), EngineConfig{CacheDir: testcache.Dir(t), Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/wqhost/wqhost/internal/testcache"
 )
 
 // fakeHost implements the wqhost import module of docs/abi.md for one instance, so these tests
@@ -117,8 +119,7 @@ func reactor(t testing.TB, name string) (*fakeHost, api.Module) {
 	if err != nil {
 		t.Fatalf("read committed module: %v", err)
 	}
-	r := wazero.NewRuntime(ctx)
-	t.Cleanup(func() { r.Close(ctx) })
+	r := newRuntime(ctx, t)
 	wasi_snapshot_preview1.MustInstantiate(ctx, r)
 	h := &fakeHost{}
 	h.instantiate(ctx, t, r)
@@ -144,6 +145,22 @@ func reactor(t testing.TB, name string) (*fakeHost, api.Module) {
 		t.Fatalf("instantiate %s: %v", name, err)
 	}
 	return h, mod
+}
+
+// newRuntime returns a runtime, closed when the test ends, that keeps compiled modules in the
+// test compilation cache: compiling the 2 MB Go-built modules under -race takes tens of seconds.
+func newRuntime(ctx context.Context, t testing.TB) wazero.Runtime {
+	t.Helper()
+	cache, err := wazero.NewCompilationCacheWithDir(testcache.Dir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
+	t.Cleanup(func() {
+		r.Close(ctx)
+		cache.Close(ctx)
+	})
+	return r
 }
 
 func call(t testing.TB, mod api.Module, fn string) int32 {
@@ -251,8 +268,7 @@ func TestUpperStdio(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read committed module: %v", err)
 	}
-	r := wazero.NewRuntime(ctx)
-	defer r.Close(ctx)
+	r := newRuntime(ctx, t)
 	wasi_snapshot_preview1.MustInstantiate(ctx, r)
 	cm, err := r.CompileModule(ctx, wasm)
 	if err != nil {
