@@ -12,6 +12,13 @@ cd "$(dirname "$0")/.."
 STATICCHECK_VERSION=v0.8.2
 FUZZTIME=${FUZZTIME:-10s}
 
+# One wazero compilation cache for every test package and the fault suite of this run
+# (internal/testcache): each module compiles once per run, not once per package. It starts
+# empty, so a stale cache cannot hide a problem, and is removed on exit.
+WQHOST_TEST_CACHE_DIR=$(mktemp -d)
+export WQHOST_TEST_CACHE_DIR
+trap 'rm -rf "$WQHOST_TEST_CACHE_DIR"' EXIT
+
 start=$(date +%s)
 step() { printf '\n==> %s (%ds)\n' "$*" "$(($(date +%s) - start))"; }
 # Checks after the toolchains all run, so one CI log shows every problem; failed lists them.
@@ -65,7 +72,7 @@ check "go test -race (all packages but the fault suite)" \
 	go test -race -count=1 -timeout 20m $(go list ./... | grep -v '/faulttest$')
 
 faultlog=$(mktemp)
-trap 'rm -f "$faultlog"' EXIT
+trap 'rm -f "$faultlog"; rm -rf "$WQHOST_TEST_CACHE_DIR"' EXIT
 fault_suite() {
 	local status=0
 	go test -race -count=1 -timeout 20m -run Fault -v ./faulttest 2>&1 | tee "$faultlog" || status=$?
