@@ -19,26 +19,26 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/internal/testcache"
 	"github.com/wqhost/wqhost/listener"
 )
 
 // flakyWasm is the test fixture; see testdata/flaky/main.go.
 const flakyWasm = "testdata/flaky/flaky.wasm"
 
-// cacheDir is shared by every test's host, so each module compiles once per test binary
-// (compiling 2 MB Go-built modules dominates the run time, under -race most of all).
+// cacheDir is shared by every test's host, and with the other test packages of a CI run
+// (internal/testcache), so each module compiles once (compiling 2 MB Go-built modules
+// dominates the run time, under -race most of all).
 var cacheDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "wqhost-host-test-cache")
+	dir, err := testcache.Shared()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	cacheDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 func abs(t *testing.T, rel string) string {
@@ -280,7 +280,14 @@ func TestRetryThenOKIsProcessedOnce(t *testing.T) {
 	send(t, h, "default", "in", "retry-once:hello")
 	eventually(t, "the output", func() bool { return depth(t, h, "default", "out") == 1 })
 	eventually(t, "the input to drain", func() bool { return depth(t, h, "default", "in") == 0 })
-	s := bindingStatus(t, h, "default", "flaky")
+	// The counters are bumped after the output is sent and the input deleted, so under load
+	// they can trail the queues: wait for them (a second processing would overshoot, and
+	// is caught below as well as by the exact counts).
+	var s BindingStatus
+	eventually(t, "status processed 1 retried 1 failed 1", func() bool {
+		s = bindingStatus(t, h, "default", "flaky")
+		return s.Processed >= 1 && s.Retried >= 1 && s.Failed >= 1
+	})
 	if s.Processed != 1 || s.Retried != 1 || s.Failed != 1 || s.Poisoned != 0 {
 		t.Errorf("status = processed %d retried %d failed %d poisoned %d; want 1 1 1 0", s.Processed, s.Retried, s.Failed, s.Poisoned)
 	}

@@ -18,12 +18,14 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host"
+	"github.com/wqhost/wqhost/internal/testcache"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 )
 
 // Set once by TestMain: the real binary, the e2e guest (testdata/flaky), and a compilation
-// cache shared by every host the tests start, so each module compiles once per run.
+// cache shared by every host the tests start (and by the other test packages of a CI run), so
+// each module compiles once per run.
 var (
 	wqhostBin string
 	flakyWasm string
@@ -46,7 +48,11 @@ func TestMain(m *testing.M) {
 		}
 		wqhostBin = filepath.Join(dir, "wqhost")
 		flakyWasm = filepath.Join(dir, "flaky.wasm")
-		cacheDir = filepath.Join(dir, "cache")
+		// Shared with the other test packages of a CI run (internal/testcache).
+		if cacheDir, err = testcache.Shared(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 		for _, b := range []struct {
 			env  []string
 			args []string
