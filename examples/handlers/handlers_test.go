@@ -149,13 +149,16 @@ func reactor(t testing.TB, name string) (*fakeHost, api.Module) {
 
 // newRuntime returns a runtime, closed when the test ends, that keeps compiled modules in the
 // test compilation cache: compiling the 2 MB Go-built modules under -race takes tens of seconds.
+// It closes modules when a call's context is done, as the host's runtimes do: wazero keys
+// compiled code by that setting too, so the host and CLI tests of the same run reuse these
+// compilations of the committed modules.
 func newRuntime(ctx context.Context, t testing.TB) wazero.Runtime {
 	t.Helper()
 	cache, err := wazero.NewCompilationCacheWithDir(testcache.Dir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache).WithCloseOnContextDone(true))
 	t.Cleanup(func() {
 		r.Close(ctx)
 		cache.Close(ctx)
