@@ -223,6 +223,11 @@ func TestMessagesReachOutputQueueAndAreCounted(t *testing.T) {
 		return depth(t, h, "default", "out") == 20 && depth(t, h, "acme", "out") == 5 &&
 			depth(t, h, "default", "priced") == 2 && depth(t, h, "default", "transactions-poison") == 1
 	})
+	// Counters are bumped after an output is sent and its input deleted: wait for them too.
+	eventually(t, "the counters", func() bool {
+		return bindingStatus(t, h, "default", "echo").Processed >= 20 && bindingStatus(t, h, "acme", "echo").Processed >= 5 &&
+			bindingStatus(t, h, "default", "billing").Processed+bindingStatus(t, h, "default", "billing").Poisoned >= 3
+	})
 	// Tenants are namespaced: acme's echo read only acme's five messages.
 	if s := bindingStatus(t, h, "default", "echo"); s.Processed != 20 || s.Depth != 0 || s.ModuleDigest == "" || s.PhysicalQueue != "in" {
 		t.Errorf("default echo status = %+v", s)
@@ -319,6 +324,11 @@ func TestFailingMessagesEndInPoisonQueueAndRequeue(t *testing.T) {
 	send(t, h, "acme", "in", "trap", "reject:bad input", "emitto:other.out", "ok")
 	eventually(t, "three dead letters", func() bool { return depth(t, h, "acme", "in-poison") == 3 })
 	eventually(t, "the good output", func() bool { return depth(t, h, "acme", "out") == 1 })
+	// A dead letter is sent before its input is deleted and counted: wait for the counters.
+	eventually(t, "the counters", func() bool {
+		s := bindingStatus(t, h, "acme", "guest")
+		return s.Poisoned >= 3 && s.Processed >= 1
+	})
 	s := bindingStatus(t, h, "acme", "guest")
 	if s.Poisoned != 3 || s.Processed != 1 || s.Pool.Traps < 3 {
 		t.Errorf("status = %+v", s)
