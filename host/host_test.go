@@ -734,23 +734,19 @@ func TestTenantAndHostConcurrencyCaps(t *testing.T) {
 	stop2 := run(t, h2)
 	send(t, h2, "x", "in", bodies[:3]...)
 	send(t, h2, "y", "in", bodies[:3]...)
-	total := 0
+	total := int64(0)
 	eventually(t, "outputs under the host budget", func() bool {
-		st := h2.Status(context.Background())
-		sum := 0
-		for _, ts := range st.Tenants {
-			for _, b := range ts.Bindings {
-				sum += b.InFlight
-			}
-		}
-		total = max(total, sum)
+		// The budget's own count of calls holding a slot, read in one load: summing the
+		// bindings' in-flight counts one after another could count a call that ended in one
+		// binding and the next that started in another as running together.
+		total = max(total, h2.Status(context.Background()).Running)
 		return depth(t, h2, "x", "out") == 3 && depth(t, h2, "y", "out") == 3
 	})
 	if err := stop2(); err != nil {
 		t.Fatal(err)
 	}
-	if total != 1 {
-		t.Errorf("peak in flight across tenants %d under max_concurrency 1", total)
+	if total > 1 {
+		t.Errorf("peak calls holding the host budget %d under max_concurrency 1", total)
 	}
 }
 
