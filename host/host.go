@@ -380,58 +380,6 @@ func sortedKeys[T any](m map[string]T) []string {
 	return out
 }
 
-// semaphore is a tenant's max_concurrency: a listener.Limiter shared by its bindings.
-type semaphore struct {
-	slots chan struct{}
-	held  atomic.Int64
-}
-
-func newSemaphore(n int) *semaphore { return &semaphore{slots: make(chan struct{}, n)} }
-
-// Acquire implements listener.Limiter.
-func (s *semaphore) Acquire(ctx context.Context) error {
-	select {
-	case s.slots <- struct{}{}:
-		s.held.Add(1)
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Release implements listener.Limiter.
-func (s *semaphore) Release() {
-	s.held.Add(-1)
-	<-s.slots
-}
-
-var _ listener.Limiter = (*semaphore)(nil)
-
-// chain takes a slot of each limiter in order and gives them back in reverse: the tenant's
-// cap first, so that a tenant at its cap waits without holding a slot of the host budget.
-// The host budget is first come, first served for now; weighted fair sharing is issue 6.
-type chain []listener.Limiter
-
-// Acquire implements listener.Limiter.
-func (c chain) Acquire(ctx context.Context) error {
-	for i, l := range c {
-		if err := l.Acquire(ctx); err != nil {
-			for j := i - 1; j >= 0; j-- {
-				c[j].Release()
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// Release implements listener.Limiter.
-func (c chain) Release() {
-	for i := len(c) - 1; i >= 0; i-- {
-		c[i].Release()
-	}
-}
-
 // backends opens each configured backend once, on first use.
 type backends struct {
 	cfg    *config.Config

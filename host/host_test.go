@@ -749,23 +749,3 @@ func TestTenantAndHostConcurrencyCaps(t *testing.T) {
 		t.Errorf("peak calls holding the host budget %d under max_concurrency 1", total)
 	}
 }
-
-func TestChainReleasesOnFailedAcquire(t *testing.T) {
-	tenantCap, budget := newSemaphore(2), newSemaphore(1)
-	c := chain{tenantCap, budget}
-	if err := c.Acquire(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	if err := c.Acquire(ctx); err == nil {
-		t.Fatal("a second call passed a budget of 1")
-	}
-	if n := tenantCap.held.Load(); n != 1 {
-		t.Fatalf("tenant slots held %d after a failed acquire; want 1", n)
-	}
-	c.Release()
-	if tenantCap.held.Load() != 0 || budget.held.Load() != 0 {
-		t.Fatal("slots still held after release")
-	}
-}
