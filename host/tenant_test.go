@@ -37,6 +37,11 @@ func TestTenantCrossTenantSendRefused(t *testing.T) {
 		return depth(t, h, "acme", "in-poison") == int64(len(refused))
 	})
 	eventually(t, "acme's own emit delivered", func() bool { return depth(t, h, "acme", "scratch") == 1 })
+	// Counters are bumped after the output is sent and the input deleted: wait for them.
+	eventually(t, "acme's counters", func() bool {
+		s := bindingStatus(t, h, "acme", "guest")
+		return s.Processed >= 1 && s.Poisoned >= uint64(len(refused))
+	})
 	s := bindingStatus(t, h, "acme", "guest")
 	if s.Processed != 1 || s.Poisoned != uint64(len(refused)) {
 		t.Errorf("acme processed %d, poisoned %d; want 1 and %d", s.Processed, s.Poisoned, len(refused))
