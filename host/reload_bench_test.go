@@ -14,10 +14,9 @@ import (
 // callRecorder replaces a binding's latency observer to keep every call's end time and
 // duration.
 type callRecorder struct {
-	mu    sync.Mutex
-	ends  []time.Time
-	durs  []time.Duration
-	reset time.Time
+	mu   sync.Mutex
+	ends []time.Time
+	durs []time.Duration
 }
 
 func (r *callRecorder) Observe(seconds float64) {
