@@ -122,23 +122,37 @@ func TestNoisyNeighbour(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures throughput for several seconds")
 	}
-	alone := runNoisy(t, -1)
-	capped := runNoisy(t, 1)
+	// Two alternated pairs, best of each: other work on a shared 2-core machine (another
+	// test package, say) then slows one measurement, not the comparison.
+	var alone, capped noisyRun
+	var cappedRuns []noisyRun
+	for range 2 {
+		if r := runNoisy(t, -1); r.bRate > alone.bRate {
+			alone = r
+		}
+		r := runNoisy(t, 1)
+		cappedRuns = append(cappedRuns, r)
+		if r.bRate > capped.bRate {
+			capped = r
+		}
+	}
 	ratio := capped.bRate / alone.bRate
 	t.Logf("tenant B alone: %.0f msg/s; next to capped A: %.0f msg/s (B peak %d calls, A peak %d, A still queued %d)",
 		alone.bRate, capped.bRate, capped.bPeak, capped.aPeak, capped.aLeft)
 	fmt.Printf("tenant B throughput ratio: %.2f\n", ratio)
-	if capped.aPeak > 1 {
-		t.Errorf("tenant A ran %d calls at once; its cap is 1", capped.aPeak)
-	}
-	if capped.aLeft == 0 {
-		t.Errorf("tenant A's backlog drained before B's: B's messages waited behind A's")
-	}
-	if capped.bWaits != 0 {
-		t.Errorf("%d of tenant B's calls waited for a slot next to capped A", capped.bWaits)
-	}
-	if capped.bPeak < 2 {
-		t.Errorf("tenant B peaked at %d call at once next to A; want it to use the free slots", capped.bPeak)
+	for _, capped := range cappedRuns { // the cap holds in every run, not just the best
+		if capped.aPeak > 1 {
+			t.Errorf("tenant A ran %d calls at once; its cap is 1", capped.aPeak)
+		}
+		if capped.aLeft == 0 {
+			t.Errorf("tenant A's backlog drained before B's: B's messages waited behind A's")
+		}
+		if capped.bWaits != 0 {
+			t.Errorf("%d of tenant B's calls waited for a slot next to capped A", capped.bWaits)
+		}
+		if capped.bPeak < 2 {
+			t.Errorf("tenant B peaked at %d call at once next to A; want it to use the free slots", capped.bPeak)
+		}
 	}
 	if ratio < 0.45 {
 		t.Errorf("tenant B throughput ratio %.2f < 0.45 next to a capped spinning tenant", ratio)
