@@ -307,9 +307,13 @@ func (p *proc) stop(within time.Duration) int {
 func (p *proc) wait(within time.Duration) int {
 	p.t.Helper()
 	select {
-	case <-p.done:
-	case <-time.After(within):
-		p.t.Fatalf("host still running after %s\n%s", within, tail(p.logs(), 8<<10))
+	case <-p.done: // checked first: with both ready, select would pick at random
+	default:
+		select {
+		case <-p.done:
+		case <-time.After(within):
+			p.t.Fatalf("host still running after %s\n%s", within, tail(p.logs(), 8<<10))
+		}
 	}
 	if p.err == nil {
 		return 0
