@@ -39,13 +39,13 @@ admin=""
 for _ in $(seq 1 600); do
 	kill -0 "$host_pid" 2>/dev/null || fail "wqhost run exited early"
 	admin=$(sed -n 's/.*msg="admin API listening" addr=\([^ ]*\).*/\1/p' "$tmp/host.log" | head -n 1)
-	if [ -n "$admin" ] && "$tmp/wqhost" status --admin "$admin" 2>/dev/null | grep -q '^host ready'; then
+	if [ -n "$admin" ] && "$tmp/wqhost" status --admin "$admin" 2>/dev/null | grep '^host ready' >/dev/null; then
 		break
 	fi
 	sleep 0.1
 done
 [ -n "$admin" ] || fail "the host never logged its admin address"
-"$tmp/wqhost" status --admin "$admin" | grep -q '^host ready' || fail "host not ready after 60 s"
+"$tmp/wqhost" status --admin "$admin" | grep '^host ready' >/dev/null || fail "host not ready after 60 s"
 echo "==> host ready, admin API on $admin"
 
 echo "==> wqhost send --data-dir $tmp/data --queue transactions --count $n"

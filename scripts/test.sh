@@ -82,6 +82,7 @@ fault_suite() {
 	return "$status"
 }
 check "fault suite (go test -race -run Fault -v ./faulttest)" fault_suite
+check "smoke: wqhost run with no config, send from another process, /v1/status" bash scripts/smoke.sh
 
 if [ "$FUZZTIME" != 0 ]; then
 	# Each target runs for FUZZTIME on top of its committed seed corpus (testdata/fuzz).
