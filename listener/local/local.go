@@ -470,38 +470,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 		}
 		var expired []int64
 		ids := make([]int64, 0, max)
-		for rows.Next() {
-			var (
-				id, ins, exp int64
-				dq           int
-				attrs        sql.NullString
-				m            listener.Message
-			)
-			if err := rows.Scan(&id, &m.Body, &attrs, &ins, &dq, &exp); err != nil {
-				rows.Close()
-				return fmt.Errorf("scan message in %s: %w", q.name, err)
-			}
-			if exp != 0 && exp <= now {
-				expired = append(expired, id)
-				continue
-			}
-			if m.Body == nil {
-				m.Body = []byte{}
-			}
-			if attrs.Valid {
-				if err := json.Unmarshal([]byte(attrs.String), &m.Attributes); err != nil {
-					rows.Close()
-					return fmt.Errorf("attributes of message %d in %s: %w", id, q.name, err)
-				}
-			}
-			m.ID = strconv.FormatInt(id, 10)
-			m.Queue = q.name
-			m.DequeueCount = dq + 1
-			m.InsertedAt = time.Unix(0, ins)
-			ids = append(ids, id)
-			out = append(out, &m)
-		}
-		if err := rows.Close(); err != nil {
+		if out, ids, expired, err = q.scanReady(rows, now, out, ids); err != nil {
 			return fmt.Errorf("select ready in %s: %w", q.name, err)
 		}
 		if len(ids) > 0 {
@@ -831,4 +800,45 @@ func (q *Queue) Wait(ctx context.Context, d time.Duration) error {
 	case <-q.b.closed:
 	}
 	return nil
+}
+
+// scanReady reads the rows of a receive query (id, body, attributes, inserted_at,
+// dequeue_count, expires_at) into messages leased at now, appending them to out and their
+// ids to ids, and sets aside the ids of expired ones. It closes rows.
+func (q *Queue) scanReady(rows *sql.Rows, now int64, out []*listener.Message, ids []int64) (_ []*listener.Message, _, expired []int64, err error) {
+	defer func() {
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for rows.Next() {
+		var (
+			id, ins, exp int64
+			dq           int
+			attrs        sql.NullString
+			m            listener.Message
+		)
+		if err := rows.Scan(&id, &m.Body, &attrs, &ins, &dq, &exp); err != nil {
+			return out, ids, expired, fmt.Errorf("scan message: %w", err)
+		}
+		if exp != 0 && exp <= now {
+			expired = append(expired, id)
+			continue
+		}
+		if m.Body == nil {
+			m.Body = []byte{}
+		}
+		if attrs.Valid {
+			if err := json.Unmarshal([]byte(attrs.String), &m.Attributes); err != nil {
+				return out, ids, expired, fmt.Errorf("attributes of message %d: %w", id, err)
+			}
+		}
+		m.ID = strconv.FormatInt(id, 10)
+		m.Queue = q.name
+		m.DequeueCount = dq + 1
+		m.InsertedAt = time.Unix(0, ins)
+		ids = append(ids, id)
+		out = append(out, &m)
+	}
+	return out, ids, expired, rows.Err()
 }

@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -60,39 +59,8 @@ func (q *Queue) ReceiveOrdered(ctx context.Context, max int, visibility time.Dur
 			return fmt.Errorf("select group %v in %s: %w", group, q.name, err)
 		}
 		var expired, ids []int64
-		for rows.Next() {
-			var (
-				id, ins, exp int64
-				dq           int
-				attrs        sql.NullString
-				m            listener.Message
-			)
-			if err := rows.Scan(&id, &m.Body, &attrs, &ins, &dq, &exp); err != nil {
-				rows.Close()
-				return fmt.Errorf("scan message in %s: %w", q.name, err)
-			}
-			if exp != 0 && exp <= now {
-				expired = append(expired, id)
-				continue
-			}
-			if m.Body == nil {
-				m.Body = []byte{}
-			}
-			if attrs.Valid {
-				if err := json.Unmarshal([]byte(attrs.String), &m.Attributes); err != nil {
-					rows.Close()
-					return fmt.Errorf("attributes of message %d in %s: %w", id, q.name, err)
-				}
-			}
-			m.ID = strconv.FormatInt(id, 10)
-			m.Queue = q.name
-			m.DequeueCount = dq + 1
-			m.InsertedAt = time.Unix(0, ins)
-			ids = append(ids, id)
-			out = append(out, &m)
-		}
-		if err := rows.Close(); err != nil {
-			return fmt.Errorf("select group in %s: %w", q.name, err)
+		if out, ids, expired, err = q.scanReady(rows, now, out, ids); err != nil {
+			return fmt.Errorf("select group %v in %s: %w", group, q.name, err)
 		}
 		for _, id := range expired {
 			if _, err := c.ExecContext(bg, `DELETE FROM messages WHERE id = ?`, id); err != nil {
