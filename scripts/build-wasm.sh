@@ -50,18 +50,32 @@ gobuild() { # gobuild NAME [extra go build flags...]
 for n in "${go_reactor[@]}"; do gobuild "$n" -buildmode=c-shared; done
 for n in "${go_command[@]}"; do gobuild "$n"; done
 
+# Cargo hashes RUSTFLAGS and the crates' paths into symbol names, and those hashes can change
+# the module's layout: a build in another checkout directory gave different bytes. So the Rust
+# handlers are built from copies at one fixed path, with flags that never mention the checkout.
+# The lock keeps two builds on one machine from sharing the staging directory.
+stage=/tmp/wqhost-build-wasm-rust
+exec 9>"$stage.lock"
+flock 9
+rm -rf "$stage"
+mkdir -p "$stage/sdk" "$stage/examples/handlers"
+cp -r sdk/rust "$stage/sdk/rust"
+rm -rf "$stage/sdk/rust/target"
 for n in "${rust_reactor[@]}"; do
+	cp -r "examples/handlers/$n" "$stage/examples/handlers/$n"
+	rm -rf "$stage/examples/handlers/$n/target"
 	# wasm32-unknown-unknown: rustc 1.63's wasm32-wasi cdylib exports no _initialize and pulls
 	# WASI imports the handler never uses; the bare target gives a 16 KB module importing
-	# only wqhost functions. Paths are remapped so the checkout location is not embedded.
-	RUSTC=$RUSTC_BIN CARGO_HOME=$tmp/cargo-home CARGO_TARGET_DIR=$tmp/target/$n \
-		RUSTFLAGS="--remap-path-prefix=$root=/wqhost --remap-path-prefix=$tmp=/build" \
+	# only wqhost functions.
+	RUSTC=$RUSTC_BIN CARGO_HOME=$stage/cargo-home CARGO_TARGET_DIR=$stage/target/$n \
+		RUSTFLAGS="--remap-path-prefix=$stage=/wqhost" \
 		"$CARGO_BIN" build --offline --quiet --release --target wasm32-unknown-unknown \
-		--manifest-path "examples/handlers/$n/Cargo.toml"
+		--manifest-path "$stage/examples/handlers/$n/Cargo.toml"
 	crate=${n//-/_}
-	cp "$tmp/target/$n/wasm32-unknown-unknown/release/$crate.wasm" "$(dest "$n")"
+	cp "$stage/target/$n/wasm32-unknown-unknown/release/$crate.wasm" "$(dest "$n")"
 	echo "built $n"
 done
+rm -rf "$stage"
 
 if [ "$check" = 1 ]; then
 	status=0
