@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -178,7 +179,7 @@ func (b *binding) policies(ctx context.Context) (listener.Backoff, listener.Scal
 			return nil, nil
 		}
 		env := make([]string, 0, len(ref.Env))
-		for _, k := range sortedKeys(ref.Env) {
+		for _, k := range slices.Sorted(maps.Keys(ref.Env)) {
 			env = append(env, k+"="+ref.Env[k])
 		}
 		path := b.h.cfg.PluginPath(ref.Plugin)

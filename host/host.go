@@ -14,11 +14,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,7 +121,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 	if h.cfg.Admin.TokenEnv != "" && os.Getenv(h.cfg.Admin.TokenEnv) == "" {
 		errs = append(errs, fmt.Errorf("admin.token_env: environment variable %s is empty or unset", h.cfg.Admin.TokenEnv))
 	}
-	for _, tn := range sortedKeys(cfg.Tenants) {
+	for _, tn := range slices.Sorted(maps.Keys(cfg.Tenants)) {
 		tc := cfg.Tenants[tn]
 		t := &tenant{name: tn, cfg: tc}
 		if tc.TokenEnv != "" {
@@ -140,7 +140,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 		}
 		t.rt = rt
 		h.tenants[tn] = t
-		for _, bn := range sortedKeys(tc.Bindings) {
+		for _, bn := range slices.Sorted(maps.Keys(tc.Bindings)) {
 			b, err := h.newBinding(ctx, t, bn, tc.Bindings[bn])
 			if err != nil {
 				errs = append(errs, fmt.Errorf("tenants.%s.bindings.%s: %w", tn, bn, err))
@@ -370,15 +370,6 @@ func (a adminHost) TenantStatus(ctx context.Context, tenant string) any {
 	return st
 }
 func (a adminHost) IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
-
-func sortedKeys[T any](m map[string]T) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // backends opens each configured backend once, on first use.
 type backends struct {

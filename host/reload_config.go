@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -59,9 +60,9 @@ func (h *Host) reloadConfig(ctx context.Context) (configReload, error) {
 			}
 		}
 	}
-	for _, tn := range sortedKeys(next.Tenants) {
+	for _, tn := range slices.Sorted(maps.Keys(next.Tenants)) {
 		t := h.tenants[tn]
-		for _, bn := range sortedKeys(next.Tenants[tn].Bindings) {
+		for _, bn := range slices.Sorted(maps.Keys(next.Tenants[tn].Bindings)) {
 			bc := next.Tenants[tn].Bindings[bn]
 			old := running[[2]string{tn, bn}]
 			delete(running, [2]string{tn, bn})
@@ -134,12 +135,12 @@ func restartOnlyChanges(cur, next *config.Config) []string {
 	if !reflect.DeepEqual(a, b) {
 		diff = append(diff, "settings outside tenants (backends, admin, data_dir, max_concurrency, log, ...)")
 	}
-	for _, tn := range sortedKeys(cur.Tenants) {
+	for _, tn := range slices.Sorted(maps.Keys(cur.Tenants)) {
 		if _, ok := next.Tenants[tn]; !ok {
 			diff = append(diff, "tenants."+tn+" (removed)")
 		}
 	}
-	for _, tn := range sortedKeys(next.Tenants) {
+	for _, tn := range slices.Sorted(maps.Keys(next.Tenants)) {
 		nt, ok := cur.Tenants[tn]
 		if !ok {
 			diff = append(diff, "tenants."+tn+" (added)")

@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/wqhost/wqhost/plugins/external"
@@ -114,7 +116,7 @@ func (h *Host) Status(ctx context.Context) Status {
 		st.Running = h.budget.held.Load()
 	}
 	byTenant := map[string]int{}
-	for _, tn := range sortedKeys(h.tenants) {
+	for _, tn := range slices.Sorted(maps.Keys(h.tenants)) {
 		t := h.tenants[tn]
 		ts := TenantStatus{Name: tn, Weight: t.cfg.Weight, MaxConcurrency: t.cfg.MaxConcurrency, Bindings: []BindingStatus{}}
 		if t.limiter != nil {

@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -103,15 +105,6 @@ func asMap(raw any) (map[string]any, bool) {
 	return nil, false
 }
 
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // fieldsOf maps koanf keys to struct fields, following ",squash" embeddings.
 func fieldsOf(v reflect.Value) map[string]reflect.Value {
 	out := map[string]reflect.Value{}
@@ -183,7 +176,7 @@ func (d *decoder) decode(path string, raw any, v reflect.Value) {
 			return
 		}
 		fields := fieldsOf(v)
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			f, ok := fields[k]
 			if !ok {
 				known := make([]string, 0, len(fields))
@@ -208,7 +201,7 @@ func (d *decoder) decode(path string, raw any, v reflect.Value) {
 		if v.IsNil() {
 			v.Set(reflect.MakeMap(v.Type()))
 		}
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			e := newElem(v.Type().Elem())
 			if old := v.MapIndex(reflect.ValueOf(k)); old.IsValid() {
 				e.Set(old)

@@ -2,12 +2,12 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -65,7 +65,7 @@ func (c *Config) validate() []error {
 	oneOf(fail, "log.format", c.Log.Format, "text", "json")
 	oneOf(fail, "log.level", c.Log.Level, "debug", "info", "warn", "error")
 
-	for _, name := range sortedNames(c.Backends) {
+	for _, name := range slices.Sorted(maps.Keys(c.Backends)) {
 		b := c.Backends[name]
 		path := "backends." + name
 		if !nameRE.MatchString(name) {
@@ -79,7 +79,7 @@ func (c *Config) validate() []error {
 	}
 	type consumer struct{ backend, queue string }
 	consumers := map[consumer]string{}
-	for _, tn := range sortedNames(c.Tenants) {
+	for _, tn := range slices.Sorted(maps.Keys(c.Tenants)) {
 		t := c.Tenants[tn]
 		tp := "tenants." + tn
 		if !nameRE.MatchString(tn) {
@@ -111,7 +111,7 @@ func (c *Config) validate() []error {
 		if len(t.Bindings) == 0 {
 			fail(tp+".bindings", "tenant has no binding")
 		}
-		for _, bn := range sortedNames(t.Bindings) {
+		for _, bn := range slices.Sorted(maps.Keys(t.Bindings)) {
 			b := t.Bindings[bn]
 			bp := tp + ".bindings." + bn
 			if !nameRE.MatchString(bn) {
@@ -152,15 +152,6 @@ func checkEnvName(fail failFunc, path, v string) {
 	if v != "" && !envRE.MatchString(v) {
 		fail(path, "%q is not an environment variable name", v)
 	}
-}
-
-func sortedNames[T any](m map[string]T) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // within reports whether path p lies inside dir (both cleaned, absolute or both relative).
@@ -220,7 +211,7 @@ func (c *Config) validateBackend(fail failFunc, path string, b Backend) {
 
 func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b Binding) {
 	if _, ok := c.BackendFor(b.Backend); !ok {
-		fail(bp+".backend", "%q is not a configured backend (known: %s)", b.Backend, strings.Join(append(sortedNames(c.Backends), DefaultBackend), ", "))
+		fail(bp+".backend", "%q is not a configured backend (known: %s)", b.Backend, strings.Join(append(slices.Sorted(maps.Keys(c.Backends)), DefaultBackend), ", "))
 	}
 	checkQueue := func(path, q string) {
 		if !queueRE.MatchString(q) {
