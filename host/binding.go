@@ -215,7 +215,7 @@ func (b *binding) policies(ctx context.Context) (listener.Backoff, listener.Scal
 
 // Handle implements listener.Handler: one message through the module.
 func (b *binding) Handle(ctx context.Context, m *listener.Message) error {
-	limit := int(b.tenant.cfg.Limits.MaxMessageBytes)
+	limit := int(b.tenant.conf().Limits.MaxMessageBytes)
 	if len(m.Body) > limit {
 		err := listener.Reject(fmt.Errorf("message of %d bytes exceeds the tenant's max_message_bytes %d", len(m.Body), limit))
 		b.logFailure(m, err)

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -20,7 +21,7 @@ import (
 // A tenant at its cap waits without taking a slot of the budget, so a capped tenant never
 // holds the share of the others.
 type fairScheduler struct {
-	total int          // host-wide budget; 0 = no budget (tenant caps only)
+	total int          // host-wide budget; 0 = no budget (tenant caps only); guarded by mu
 	held  atomic.Int64 // slots granted, for status
 
 	mu      sync.Mutex
@@ -33,8 +34,8 @@ type fairScheduler struct {
 type fairShare struct {
 	s      *fairScheduler
 	name   string
-	weight int
-	cap    int          // 0 = no cap of its own
+	weight int          // guarded by s.mu
+	cap    int          // 0 = no cap of its own; guarded by s.mu
 	held   atomic.Int64 // calls in flight, for status
 	peak   atomic.Int64 // highest calls in flight seen
 	waits  atomic.Int64 // calls that had to queue for a slot
@@ -54,11 +55,64 @@ func newFairScheduler(total int) *fairScheduler { return &fairScheduler{total: t
 
 // tenant registers a tenant; weight < 1 counts as 1, maxConcurrency 0 means no cap.
 func (s *fairScheduler) tenant(name string, weight, maxConcurrency int) *fairShare {
+	t := s.newShare(name, weight, maxConcurrency)
+	s.add(t)
+	return t
+}
+
+// newShare returns a share that is not registered yet: a config reload builds a tenant's
+// share with its bindings and registers it only once nothing can fail any more. Its calls
+// must not Acquire before add (they would never be dispatched a slot).
+func (s *fairScheduler) newShare(name string, weight, maxConcurrency int) *fairShare {
+	return &fairShare{s: s, name: name, weight: max(weight, 1), cap: maxConcurrency}
+}
+
+// add registers t, so free slots are dispatched to its waiters.
+func (s *fairScheduler) add(t *fairShare) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := &fairShare{s: s, name: name, weight: max(weight, 1), cap: maxConcurrency}
 	s.tenants = append(s.tenants, t)
-	return t
+}
+
+// remove unregisters t (a tenant removed or rebuilt by a config reload) once its bindings
+// have stopped. Calls still holding one of its slots release them as usual.
+func (s *fairScheduler) remove(t *fairShare) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tenants = slices.DeleteFunc(s.tenants, func(x *fairShare) bool { return x == t })
+}
+
+// setTotal changes the host-wide budget (a config reload); 0 means no budget. Lowering it
+// below the slots in use lets the running calls finish: new ones wait until there is room.
+func (s *fairScheduler) setTotal(total int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total = total
+	s.dispatchLocked()
+}
+
+// budget returns the host-wide budget in force; 0 means none.
+func (s *fairScheduler) budget() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
+// set changes t's weight and cap in place (a config reload), so the tenant's bindings keep
+// running. Lowering the cap below the calls in flight lets them finish.
+func (t *fairShare) set(weight, maxConcurrency int) {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t.weight, t.cap = max(weight, 1), maxConcurrency
+	s.dispatchLocked()
+}
+
+// settings returns t's weight and cap in force.
+func (t *fairShare) settings() (weight, maxConcurrency int) {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	return t.weight, t.cap
 }
 
 // canRunLocked reports whether t may take one more slot now.

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,18 +41,31 @@ var ErrInvalidQueue = errors.New("invalid queue name")
 
 // Host runs every binding of a config. Create it with New, then call Run once.
 type Host struct {
-	cfg *config.Config // as loaded; a config reload changes only tenants' bindings (in live)
+	// cfg is the config as loaded. A config reload changes tenants and the host-wide
+	// max_concurrency only (see live); the settings read from cfg need a restart.
+	cfg *config.Config
 	// live is the config in force: cfg, or the last config reload applied.
-	live    atomic.Pointer[config.Config]
-	log     *slog.Logger
-	engine  *runtime.Engine
-	backs   *backends
-	tenants map[string]*tenant
-	bindsMu sync.RWMutex
-	binds   []*binding // sorted by tenant, then name; changed by config reloads
-	metrics *metrics
-	started time.Time
-	budget  *fairScheduler // host-wide max_concurrency shared by weight (fair.go); nil: no cap
+	live   atomic.Pointer[config.Config]
+	log    *slog.Logger
+	engine *runtime.Engine
+	backs  *backends
+	// tenants is changed by config reloads (under tenantsMu); read it through tenantNamed
+	// and tenantList.
+	tenantsMu sync.RWMutex
+	tenants   map[string]*tenant
+	bindsMu   sync.RWMutex
+	binds     []*binding // sorted by tenant, then name; changed by config reloads
+	metrics   *metrics
+	started   time.Time
+	// sched holds the share of every tenant with a limiter; its total is the host-wide
+	// max_concurrency shared by weight (fair.go), 0 for none.
+	sched *fairScheduler
+	// tokens are the admin API's bearer tokens in force; a config reload replaces them.
+	tokens atomic.Pointer[admin.Tokens]
+	// rtPages is the memory limit each runtime tenant of the engine was created with: the
+	// engine keeps a tenant's runtime (and its limit) until it closes, even after the
+	// tenant is removed. Guarded by reloadMu once New has returned.
+	rtPages map[string]uint32
 
 	ready     atomic.Bool
 	closeOnce sync.Once
@@ -80,10 +94,69 @@ type Host struct {
 
 type tenant struct {
 	name    string
-	cfg     config.Tenant
 	rt      *runtime.Tenant
 	limiter *fairShare // the tenant cap and its share of the budget; nil: neither
-	token   string
+	// cfg is the tenant's config in force. Only the settings a config reload applies live
+	// (weight, max_concurrency, token_env) may differ from those its bindings were built
+	// with: a change to any other one rebuilds the tenant.
+	cfg atomic.Pointer[config.Tenant]
+}
+
+// conf returns the tenant's config in force.
+func (t *tenant) conf() *config.Tenant { return t.cfg.Load() }
+
+// needsLimiter reports whether a tenant's calls go through the fair scheduler: only when
+// there is a cap to keep, its own or the host's, so that uncapped hosts pay nothing per call.
+func needsLimiter(tc config.Tenant, hostBudget int) bool {
+	return tc.MaxConcurrency > 0 || hostBudget > 0
+}
+
+// memoryPages is a tenant's memory limit in wasm pages, rounded up.
+func memoryPages(tc config.Tenant) uint32 {
+	return uint32((int64(tc.Limits.Memory) + 65535) / 65536)
+}
+
+// newTenant builds a tenant's runtime and its share of the fair scheduler, not yet
+// registered: the caller adds it once the tenant's bindings are built.
+func (h *Host) newTenant(name string, tc config.Tenant, hostBudget int) (*tenant, error) {
+	t := &tenant{name: name}
+	t.cfg.Store(&tc)
+	if needsLimiter(tc, hostBudget) {
+		t.limiter = h.sched.newShare(name, tc.Weight, tc.MaxConcurrency)
+	}
+	pages := memoryPages(tc)
+	rt, err := h.engine.Tenant(name, runtime.TenantLimits{MemoryPages: pages})
+	if err != nil {
+		return nil, fmt.Errorf("tenants.%s: %w", name, err)
+	}
+	if _, ok := h.rtPages[name]; !ok {
+		h.rtPages[name] = pages
+	}
+	t.rt = rt
+	return t, nil
+}
+
+// tokensFor reads the admin tokens a config names from the environment; an empty or unset
+// variable is an error naming its key.
+func tokensFor(cfg *config.Config) (admin.Tokens, []error) {
+	var errs []error
+	read := func(key, env string) string {
+		if env == "" {
+			return ""
+		}
+		v := os.Getenv(env)
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s: environment variable %s is empty or unset", key, env))
+		}
+		return v
+	}
+	tok := admin.Tokens{Host: read("admin.token_env", cfg.Admin.TokenEnv), Tenants: map[string]string{}}
+	for _, tn := range slices.Sorted(maps.Keys(cfg.Tenants)) {
+		if v := read("tenants."+tn+".token_env", cfg.Tenants[tn].TokenEnv); v != "" {
+			tok.Tenants[tn] = v
+		}
+	}
+	return tok, errs
 }
 
 // New builds every binding of cfg: opens the backends and queues, compiles and validates
@@ -110,35 +183,23 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 		tenants:  map[string]*tenant{},
 		started:  time.Now(),
 		debounce: defaultDebounce,
+		sched:    newFairScheduler(cfg.MaxConcurrency),
+		rtPages:  map[string]uint32{},
 	}
 	h.live.Store(cfg)
 	h.metrics = newMetrics(h)
-	fair := newFairScheduler(cfg.MaxConcurrency)
-	if cfg.MaxConcurrency > 0 {
-		h.budget = fair
-	}
-	var errs []error
-	if h.cfg.Admin.TokenEnv != "" && os.Getenv(h.cfg.Admin.TokenEnv) == "" {
-		errs = append(errs, fmt.Errorf("admin.token_env: environment variable %s is empty or unset", h.cfg.Admin.TokenEnv))
-	}
+	tokens, errs := tokensFor(cfg)
+	h.tokens.Store(&tokens)
 	for _, tn := range slices.Sorted(maps.Keys(cfg.Tenants)) {
 		tc := cfg.Tenants[tn]
-		t := &tenant{name: tn, cfg: tc}
-		if tc.TokenEnv != "" {
-			t.token = os.Getenv(tc.TokenEnv)
-			if t.token == "" {
-				errs = append(errs, fmt.Errorf("tenants.%s.token_env: environment variable %s is empty or unset", tn, tc.TokenEnv))
-			}
-		}
-		if tc.MaxConcurrency > 0 || h.budget != nil {
-			t.limiter = fair.tenant(tn, tc.Weight, tc.MaxConcurrency)
-		}
-		rt, err := engine.Tenant(tn, runtime.TenantLimits{MemoryPages: uint32((int64(tc.Limits.Memory) + 65535) / 65536)})
+		t, err := h.newTenant(tn, tc, cfg.MaxConcurrency)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("tenants.%s: %w", tn, err))
+			errs = append(errs, err)
 			continue
 		}
-		t.rt = rt
+		if t.limiter != nil {
+			h.sched.add(t.limiter)
+		}
 		h.tenants[tn] = t
 		for _, bn := range slices.Sorted(maps.Keys(tc.Bindings)) {
 			b, err := h.newBinding(ctx, t, bn, tc.Bindings[bn])
@@ -292,6 +353,33 @@ func (h *Host) SetConfigLoader(load func() (*config.Config, error)) {
 	h.loadConfig = load
 }
 
+// tenantNamed returns the tenant serving under name, or nil.
+func (h *Host) tenantNamed(name string) *tenant {
+	h.tenantsMu.RLock()
+	defer h.tenantsMu.RUnlock()
+	return h.tenants[name]
+}
+
+// tenantList returns the tenants serving now, sorted by name.
+func (h *Host) tenantList() []*tenant {
+	h.tenantsMu.RLock()
+	defer h.tenantsMu.RUnlock()
+	ts := slices.Collect(maps.Values(h.tenants))
+	slices.SortFunc(ts, func(a, b *tenant) int { return strings.Compare(a.name, b.name) })
+	return ts
+}
+
+// setTenant makes t serve under name, or removes name when t is nil.
+func (h *Host) setTenant(name string, t *tenant) {
+	h.tenantsMu.Lock()
+	defer h.tenantsMu.Unlock()
+	if t == nil {
+		delete(h.tenants, name)
+		return
+	}
+	h.tenants[name] = t
+}
+
 // bindings returns the bindings serving now.
 func (h *Host) bindings() []*binding {
 	h.bindsMu.RLock()
@@ -337,15 +425,11 @@ func (h *Host) Registry() *prometheus.Registry { return h.metrics.reg }
 
 // AdminHandler returns the admin API handler (what Run serves): use it with httptest or to
 // mount the API on a server of your own.
+// Tenants' tokens follow config reloads.
 func (h *Host) AdminHandler() http.Handler {
-	tokens := admin.Tokens{Host: tokenOf(h.cfg.Admin.TokenEnv), Tenants: map[string]string{}}
-	for name, t := range h.tenants {
-		if t.token != "" {
-			tokens.Tenants[name] = t.token
-		}
-	}
 	return admin.New(adminHost{h}, admin.Options{
-		Tokens: tokens, MaxBodyBytes: int64(h.cfg.Admin.MaxBodyBytes), Gatherer: h.metrics.reg, Logger: h.log,
+		TokenSource:  func() admin.Tokens { return *h.tokens.Load() },
+		MaxBodyBytes: int64(h.cfg.Admin.MaxBodyBytes), Gatherer: h.metrics.reg, Logger: h.log,
 	})
 }
 
@@ -362,7 +446,7 @@ type adminHost struct{ h *Host }
 func (a adminHost) Ready() bool                                      { return a.h.Ready() }
 func (a adminHost) Status(ctx context.Context) any                   { return a.h.Status(ctx) }
 func (a adminHost) Reload(ctx context.Context) (any, error)          { return a.h.ReloadAll(ctx) }
-func (a adminHost) HasTenant(name string) bool                       { _, ok := a.h.tenants[name]; return ok }
+func (a adminHost) HasTenant(name string) bool                       { return a.h.tenantNamed(name) != nil }
 func (a adminHost) Notify(_ context.Context, tenant, q string) error { return a.h.Notify(tenant, q) }
 func (a adminHost) TenantStatus(ctx context.Context, tenant string) any {
 	st := a.h.Status(ctx)

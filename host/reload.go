@@ -73,18 +73,18 @@ func (r *reloader) setErr(err error) {
 
 // poolConfig is the pool every version of the binding gets.
 func (b *binding) poolConfig() runtime.PoolConfig {
-	bc, t := b.cfg, b.tenant
+	bc, t := b.cfg, b.tenant.conf()
 	return runtime.PoolConfig{
 		Binding:        b.name,
 		MinInstances:   bc.Pool.MinInstances,
 		MaxInstances:   bc.Pool.MaxInstances,
 		MaxUses:        bc.Pool.MaxUses,
 		MaxMemoryBytes: uint64(bc.Pool.MaxMemory),
-		Timeout:        t.cfg.Limits.Timeout,
+		Timeout:        t.Limits.Timeout,
 		Config:         bc.Config,
 		OutputQueue:    bc.Output,
 		AllowEmit:      allowOwnQueue,
-		MaxOutputBytes: int(t.cfg.Limits.MaxOutputBytes),
+		MaxOutputBytes: int(t.Limits.MaxOutputBytes),
 	}
 }
 
@@ -113,10 +113,24 @@ const (
 	ReloadUnchanged = "unchanged" // same bytes as the serving version
 	ReloadSwapped   = "reloaded"  // the new version serves
 	ReloadFailed    = "failed"    // the new version was refused; the old one still serves
-	ReloadAdded     = "added"     // binding created by a config reload
-	ReloadRemoved   = "removed"   // binding stopped by a config reload
-	ReloadRebuilt   = "rebuilt"   // binding's config changed: rebuilt and restarted
+	ReloadAdded     = "added"     // binding or tenant created by a config reload
+	ReloadRemoved   = "removed"   // binding or tenant stopped by a config reload
+	ReloadRebuilt   = "rebuilt"   // binding's or tenant's config changed: rebuilt and restarted
+	// ReloadUpdated: a tenant's weight, max_concurrency or token changed and was applied in
+	// place; its bindings kept running.
+	ReloadUpdated = "updated"
 )
+
+// TenantReload is what a config reload did to one tenant. Its bindings are reported in
+// ReloadResult.Bindings: all added, all removed, or (rebuilt) each restarted.
+type TenantReload struct {
+	Tenant string `json:"tenant"`
+	Result string `json:"result"` // added, removed, rebuilt or updated
+	// Changed lists the tenant's settings that changed (config keys such as
+	// "limits.timeout"; "bindings" are reported per binding).
+	Changed []string `json:"changed,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}
 
 // BindingReload is what a reload did to one binding.
 type BindingReload struct {
@@ -144,6 +158,9 @@ type ReloadResult struct {
 	ConfigError string          `json:"config_error,omitempty"`
 	Bindings    []BindingReload `json:"bindings"`
 	Plugins     []PluginReload  `json:"plugins,omitempty"`
+	// Tenants lists the tenants a config reload added, removed, rebuilt or updated; the
+	// others are left out.
+	Tenants []TenantReload `json:"tenants,omitempty"`
 }
 
 // reloadModule re-reads the binding's module file and, if its bytes changed, builds the new
@@ -279,8 +296,9 @@ func (b *binding) reloadPlugins(ctx context.Context, force bool) []PluginReload 
 }
 
 // ReloadAll re-reads the config file (if the host was loaded from one) and every binding's
-// module and plugin binaries, and applies what changed: a changed module is swapped in, a
-// changed plugin binary restarted. A config that fails to load or validate changes nothing.
+// module and plugin binaries, and applies what changed: tenants and bindings added, removed
+// or rebuilt (see reloadConfig), a changed module swapped in, a changed plugin binary
+// restarted. A config that fails to load or validate changes nothing.
 // The error joins every failure; the result says what happened to each binding.
 func (h *Host) ReloadAll(ctx context.Context) (ReloadResult, error) {
 	h.reloadMu.Lock()
@@ -298,6 +316,7 @@ func (h *Host) ReloadAll(ctx context.Context) (ReloadResult, error) {
 			res.ConfigError = err.Error()
 			errs = append(errs, err)
 		}
+		res.Tenants = cr.tenants
 		for _, br := range cr.bindings {
 			res.Bindings = append(res.Bindings, br.BindingReload)
 			if br.b != nil {

@@ -8,7 +8,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
+	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/host/config"
 )
 
@@ -16,6 +18,7 @@ import (
 type configReload struct {
 	status   string // unchanged, reloaded, failed
 	bindings []boundReload
+	tenants  []TenantReload
 }
 
 type boundReload struct {
@@ -23,14 +26,39 @@ type boundReload struct {
 	b *binding // the binding serving afterwards (nil when removed or failed)
 }
 
-// reloadConfig re-reads the config file and applies a changed one at binding granularity:
-// bindings whose config is unchanged keep running untouched (their module is still checked
-// by the caller); changed bindings are rebuilt and restarted; new ones are built and
-// started; removed ones are stopped after their in-flight messages finish. Every new
-// binding is built before anything is stopped, so a config that does not load, does not
-// validate or names a module that fails changes nothing. Changes outside the tenants'
-// bindings (backends, admin, data_dir, tenants' limits or tokens, tenants added or
-// removed) need a restart: they are refused with an error naming them.
+// bindingChange is one binding a config reload starts (old nil), stops (new nil) or
+// replaces.
+type bindingChange struct{ old, new *binding }
+
+// tenantPlan is what a config reload does to one tenant, decided and built before anything
+// serving is touched.
+type tenantPlan struct {
+	name    string
+	result  string   // ReloadAdded, ReloadRemoved, ReloadRebuilt, ReloadUpdated, or "" (settings unchanged)
+	changed []string // the tenant's settings that changed, as config keys
+	old     *tenant  // serving now; nil when added
+	new     *tenant  // built by the reload when added or rebuilt
+	cfg     config.Tenant
+	binds   []bindingChange
+}
+
+// liveTenantKeys are the tenant settings a config reload applies without restarting the
+// tenant's bindings: they live in the fair scheduler and the admin token set, which the
+// bindings do not copy.
+var liveTenantKeys = map[string]bool{"weight": true, "max_concurrency": true, "token_env": true}
+
+// reloadConfig re-reads the config file and applies a changed one at the finest grain it
+// can. Tenants added are built and started, tenants removed stopped. A tenant whose limits
+// (or module_dir) changed is rebuilt: all its bindings restart on the new limits. A changed
+// weight, max_concurrency or token is applied in place, its bindings untouched, unless a
+// limiter must be added or removed (max_concurrency to or from 0). Within a tenant that is
+// not rebuilt, bindings whose config is unchanged keep running untouched (their module is
+// still checked by the caller); changed bindings are rebuilt and restarted; new ones are
+// built and started; removed ones are stopped after their in-flight messages finish.
+// Everything new is built before anything is stopped, so a config that does not load, does
+// not validate or names a module that fails changes nothing. The host-wide max_concurrency
+// applies live; other settings outside the tenants (backends, admin, data_dir, log), and a
+// tenant's limits.memory, need a restart: they are refused with an error naming them.
 func (h *Host) reloadConfig(ctx context.Context) (configReload, error) {
 	res := configReload{status: "failed"}
 	load := h.loadConfig
@@ -41,32 +69,119 @@ func (h *Host) reloadConfig(ctx context.Context) (configReload, error) {
 	if err != nil {
 		return res, fmt.Errorf("config reload (the running config stays): %w", err)
 	}
-	if diff := restartOnlyChanges(h.live.Load(), next); len(diff) > 0 {
+	cur := h.live.Load()
+	if diff := h.restartOnlyChanges(cur, next); len(diff) > 0 {
 		return res, fmt.Errorf("config reload (the running config stays): %s changed; these need a restart", strings.Join(diff, ", "))
 	}
-	running := map[[2]string]*binding{}
-	for _, b := range h.bindings() {
-		running[[2]string{b.tenant.name, b.name}] = b
-	}
-	type change struct {
-		old, new *binding
-	}
-	var changes []change
-	var errs []error
-	built := func() {
-		for _, c := range changes {
-			if c.new != nil {
-				_ = c.new.close(context.Background())
+	tokens, errs := tokensFor(next)
+	plans, buildErrs := h.planTenants(ctx, cur, next, h.tokens.Load(), &tokens)
+	errs = append(errs, buildErrs...)
+	if len(errs) > 0 {
+		for _, p := range plans {
+			for _, c := range p.binds {
+				if c.new != nil {
+					_ = c.new.close(context.Background())
+				}
 			}
 		}
+		return res, fmt.Errorf("config reload (the running config stays): %w", errors.Join(errs...))
 	}
-	for _, tn := range slices.Sorted(maps.Keys(next.Tenants)) {
-		t := h.tenants[tn]
-		for _, bn := range slices.Sorted(maps.Keys(next.Tenants[tn].Bindings)) {
-			bc := next.Tenants[tn].Bindings[bn]
-			old := running[[2]string{tn, bn}]
-			delete(running, [2]string{tn, bn})
-			if old != nil && reflect.DeepEqual(old.cfg, bc) {
+	budgetChanged := cur.MaxConcurrency != next.MaxConcurrency
+	changed := budgetChanged
+	for _, p := range plans {
+		changed = changed || p.result != "" || len(p.binds) > 0
+	}
+	h.live.Store(next)
+	if !changed {
+		res.status = "unchanged" // e.g. comments or key order: nothing to apply
+		return res, nil
+	}
+	// Tokens first: a revoked or rotated token is refused from here on, even while the
+	// tenant's bindings drain.
+	h.tokens.Store(&tokens)
+	if budgetChanged {
+		h.sched.setTotal(next.MaxConcurrency)
+		h.log.Info("config reload: host max_concurrency changed", "from", cur.MaxConcurrency, "to", next.MaxConcurrency)
+	}
+	var stopped []*binding
+	for _, p := range plans {
+		errs = append(errs, h.applyTenant(ctx, p, &res, &stopped)...)
+	}
+	h.forgetSeries(stopped)
+	res.status = "reloaded"
+	return res, errors.Join(errs...)
+}
+
+// planTenants decides what the reload does to each tenant and builds every tenant and
+// binding it needs, without touching anything serving. On error the caller closes the
+// bindings built so far.
+func (h *Host) planTenants(ctx context.Context, cur, next *config.Config, curTok, nextTok *admin.Tokens) ([]*tenantPlan, []error) {
+	running := map[string][]*binding{}
+	for _, b := range h.bindings() {
+		running[b.tenant.name] = append(running[b.tenant.name], b)
+	}
+	names := slices.Sorted(maps.Keys(cur.Tenants))
+	for tn := range next.Tenants {
+		if _, ok := cur.Tenants[tn]; !ok {
+			names = append(names, tn)
+		}
+	}
+	slices.Sort(names)
+	var plans []*tenantPlan
+	var errs []error
+	for _, tn := range names {
+		oc, inCur := cur.Tenants[tn]
+		nc, inNext := next.Tenants[tn]
+		p := &tenantPlan{name: tn, cfg: nc, old: h.tenantNamed(tn)}
+		plans = append(plans, p)
+		olds := map[string]*binding{}
+		for _, b := range running[tn] {
+			olds[b.name] = b
+		}
+		switch {
+		case !inNext:
+			p.result = ReloadRemoved
+		case !inCur:
+			p.result = ReloadAdded
+		default:
+			p.changed = changedKeys("", reflect.ValueOf(oc), reflect.ValueOf(nc), map[string]bool{"bindings": true})
+			if curTok.Tenants[tn] != nextTok.Tenants[tn] && !slices.Contains(p.changed, "token_env") {
+				p.changed = append(p.changed, "token_env") // same variable, another value
+			}
+			rebuild := needsLimiter(oc, cur.MaxConcurrency) != needsLimiter(nc, next.MaxConcurrency)
+			if rebuild && cur.MaxConcurrency != next.MaxConcurrency && oc.MaxConcurrency == nc.MaxConcurrency {
+				p.changed = append(p.changed, "max_concurrency (of the host)")
+			}
+			for _, k := range p.changed {
+				rebuild = rebuild || !liveTenantKeys[k]
+			}
+			switch {
+			case rebuild:
+				p.result = ReloadRebuilt
+			case len(p.changed) > 0:
+				p.result = ReloadUpdated
+			}
+		}
+		if p.result == ReloadRemoved {
+			for _, bn := range slices.Sorted(maps.Keys(olds)) {
+				p.binds = append(p.binds, bindingChange{old: olds[bn]})
+			}
+			continue
+		}
+		t := p.old
+		if p.result == ReloadAdded || p.result == ReloadRebuilt {
+			nt, err := h.newTenant(tn, nc, next.MaxConcurrency)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			t, p.new = nt, nt
+		}
+		for _, bn := range slices.Sorted(maps.Keys(nc.Bindings)) {
+			bc := nc.Bindings[bn]
+			old := olds[bn]
+			delete(olds, bn)
+			if p.new == nil && old != nil && reflect.DeepEqual(old.cfg, bc) {
 				continue
 			}
 			nb, err := h.newBinding(ctx, t, bn, bc)
@@ -74,85 +189,201 @@ func (h *Host) reloadConfig(ctx context.Context) (configReload, error) {
 				errs = append(errs, fmt.Errorf("tenants.%s.bindings.%s: %w", tn, bn, err))
 				continue
 			}
-			changes = append(changes, change{old: old, new: nb})
+			p.binds = append(p.binds, bindingChange{old: old, new: nb})
+		}
+		for _, bn := range slices.Sorted(maps.Keys(olds)) {
+			p.binds = append(p.binds, bindingChange{old: olds[bn]})
 		}
 	}
-	for _, old := range running {
-		changes = append(changes, change{old: old})
-	}
-	if len(errs) > 0 {
-		built()
-		return res, fmt.Errorf("config reload (the running config stays): %w", errors.Join(errs...))
-	}
-	if len(changes) == 0 {
-		res.status = "unchanged"
-		h.live.Store(next) // e.g. comments or key order: nothing to apply
-		return res, nil
-	}
-	h.live.Store(next)
-	key := func(c change) string {
-		b := c.new
-		if b == nil {
-			b = c.old
+	return plans, errs
+}
+
+// applyTenant carries out a plan built by planTenants. It records what it did in res and
+// the bindings it stopped in stopped, and returns the errors of stopping bindings (what
+// failed to stop in time is closed anyway; nothing new can fail any more).
+func (h *Host) applyTenant(ctx context.Context, p *tenantPlan, res *configReload, stopped *[]*binding) []error {
+	var errs []error
+	stopErr := map[*binding]error{}
+	switch p.result {
+	case ReloadRemoved, ReloadRebuilt:
+		// The whole tenant goes: stop its bindings together, so its queues wait for the
+		// slowest drain rather than the sum of all.
+		var olds []*binding
+		for _, c := range p.binds {
+			if c.old != nil {
+				olds = append(olds, c.old)
+			}
 		}
-		return b.tenant.name + "\x00" + b.name
+		stopErr = h.stopBindings(ctx, olds)
+		*stopped = append(*stopped, olds...)
+		if p.old.limiter != nil {
+			h.sched.remove(p.old.limiter)
+		}
+		if p.result == ReloadRemoved {
+			h.setTenant(p.name, nil)
+			break
+		}
+		h.setTenant(p.name, p.new)
+		if p.new.limiter != nil {
+			h.sched.add(p.new.limiter)
+		}
+		for _, c := range p.binds {
+			if c.new != nil {
+				h.addBinding(c.new)
+			}
+		}
+	case ReloadAdded:
+		h.setTenant(p.name, p.new)
+		if p.new.limiter != nil {
+			h.sched.add(p.new.limiter)
+		}
+		for _, c := range p.binds {
+			h.addBinding(c.new)
+		}
+	default:
+		// Same tenant: its settings that changed apply in place, then binding by binding.
+		t := p.old
+		t.cfg.Store(&p.cfg)
+		if t.limiter != nil {
+			t.limiter.set(p.cfg.Weight, p.cfg.MaxConcurrency)
+		}
+		for _, c := range p.binds {
+			if c.old != nil {
+				if err := h.stopBinding(ctx, c.old); err != nil {
+					stopErr[c.old] = err
+				}
+				*stopped = append(*stopped, c.old)
+			}
+			if c.new != nil {
+				h.addBinding(c.new)
+			}
+		}
 	}
-	slices.SortFunc(changes, func(a, b change) int { return strings.Compare(key(a), key(b)) })
-	for _, c := range changes {
+	if p.result != "" {
+		tr := TenantReload{Tenant: p.name, Result: p.result, Changed: p.changed}
+		for _, c := range p.binds {
+			if err := stopErr[c.old]; err != nil {
+				tr.Error = "stopping its bindings: " + err.Error()
+				break
+			}
+		}
+		h.log.Info("config reload: tenant "+p.result, "tenant", p.name, "changed", p.changed, "bindings", len(p.binds))
+		res.tenants = append(res.tenants, tr)
+	}
+	for _, c := range p.binds {
 		br := boundReload{b: c.new}
 		switch {
 		case c.old == nil:
-			br.BindingReload = BindingReload{Tenant: c.new.tenant.name, Binding: c.new.name, Result: ReloadAdded}
+			br.BindingReload = BindingReload{Tenant: p.name, Binding: c.new.name, Result: ReloadAdded}
 		case c.new == nil:
-			br.BindingReload = BindingReload{Tenant: c.old.tenant.name, Binding: c.old.name, Result: ReloadRemoved}
+			br.BindingReload = BindingReload{Tenant: p.name, Binding: c.old.name, Result: ReloadRemoved}
 		default:
-			br.BindingReload = BindingReload{Tenant: c.new.tenant.name, Binding: c.new.name, Result: ReloadRebuilt}
+			br.BindingReload = BindingReload{Tenant: p.name, Binding: c.new.name, Result: ReloadRebuilt}
 		}
 		if c.new != nil {
 			br.Digest = c.new.cur.Load().module.Digest()
 		}
-		if c.old != nil {
-			if err := h.stopBinding(ctx, c.old); err != nil {
-				br.Error = err.Error()
-				errs = append(errs, fmt.Errorf("tenants.%s.bindings.%s: stopping: %w", c.old.tenant.name, c.old.name, err))
-			}
-		}
-		if c.new != nil {
-			h.addBinding(c.new)
+		if err := stopErr[c.old]; c.old != nil && err != nil {
+			br.Error = err.Error()
+			errs = append(errs, fmt.Errorf("tenants.%s.bindings.%s: stopping: %w", p.name, c.old.name, err))
 		}
 		h.log.Info("config reload: binding "+br.Result, "tenant", br.Tenant, "binding", br.Binding)
 		res.bindings = append(res.bindings, br)
 	}
-	res.status = "reloaded"
-	return res, errors.Join(errs...)
+	return errs
 }
 
-// restartOnlyChanges lists what differs between two configs outside the tenants' bindings.
-func restartOnlyChanges(cur, next *config.Config) []string {
-	var diff []string
-	a, b := *cur, *next
-	a.Tenants, b.Tenants = nil, nil
-	if !reflect.DeepEqual(a, b) {
-		diff = append(diff, "settings outside tenants (backends, admin, data_dir, max_concurrency, log, ...)")
+// stopBindings stops bs concurrently and returns the error of each that failed.
+func (h *Host) stopBindings(ctx context.Context, bs []*binding) map[*binding]error {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := map[*binding]error{}
+	for _, b := range bs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := h.stopBinding(ctx, b); err != nil {
+				mu.Lock()
+				errs[b] = err
+				mu.Unlock()
+			}
+		}()
 	}
-	for _, tn := range slices.Sorted(maps.Keys(cur.Tenants)) {
-		if _, ok := next.Tenants[tn]; !ok {
-			diff = append(diff, "tenants."+tn+" (removed)")
+	wg.Wait()
+	return errs
+}
+
+// forgetSeries deletes the latency series of stopped bindings that no serving binding
+// reports under the same labels (a binding rebuilt in place keeps its series), so a removed
+// tenant or binding disappears from /metrics. The other series are read from Status at
+// scrape time and disappear with the binding.
+func (h *Host) forgetSeries(stopped []*binding) {
+	serving := map[[3]string]bool{}
+	for _, b := range h.bindings() {
+		serving[[3]string{b.tenant.name, b.name, b.cfg.Queue}] = true
+	}
+	for _, b := range stopped {
+		if lv := [3]string{b.tenant.name, b.name, b.cfg.Queue}; !serving[lv] {
+			h.metrics.latency.DeleteLabelValues(lv[:]...)
 		}
 	}
+}
+
+// restartOnlyChanges lists what differs between two configs that a reload cannot apply:
+// settings outside the tenants other than max_concurrency, and a tenant's memory limit
+// (the runtime fixes it when it creates the tenant's wazero runtimes, and keeps those until
+// the host stops, even for a removed tenant).
+func (h *Host) restartOnlyChanges(cur, next *config.Config) []string {
+	diff := changedKeys("", reflect.ValueOf(*cur), reflect.ValueOf(*next), map[string]bool{"tenants": true, "max_concurrency": true})
 	for _, tn := range slices.Sorted(maps.Keys(next.Tenants)) {
-		nt, ok := cur.Tenants[tn]
-		if !ok {
-			diff = append(diff, "tenants."+tn+" (added)")
-			continue
-		}
-		ot := next.Tenants[tn]
-		nt.Bindings, ot.Bindings = nil, nil
-		if !reflect.DeepEqual(nt, ot) {
-			diff = append(diff, "tenants."+tn+" (settings other than bindings)")
+		pages := memoryPages(next.Tenants[tn])
+		if ot, ok := cur.Tenants[tn]; ok {
+			if memoryPages(ot) != pages {
+				diff = append(diff, "tenants."+tn+".limits.memory")
+			}
+		} else if was, ok := h.rtPages[tn]; ok && was != pages {
+			diff = append(diff, "tenants."+tn+".limits.memory (differs from the tenant's before it was removed)")
 		}
 	}
 	return diff
+}
+
+// changedKeys lists the config keys (koanf names, dotted, after prefix) whose values differ
+// between a and b, two values of the same struct type: nested structs are compared field by
+// field, anything else whole. Keys in skip are left out.
+func changedKeys(prefix string, a, b reflect.Value, skip map[string]bool) []string {
+	var out []string
+	t := a.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+		if tag == "-" {
+			continue
+		}
+		key, sub := prefix+tag, prefix+tag+"."
+		switch {
+		case tag == "" && f.Anonymous:
+			key, sub = strings.TrimSuffix(prefix, "."), prefix // squashed into its parent
+		case tag == "":
+			key = prefix + strings.ToLower(f.Name)
+			sub = key + "."
+		}
+		if skip[key] {
+			continue
+		}
+		fa, fb := a.Field(i), b.Field(i)
+		if f.Type.Kind() == reflect.Struct && f.Type.NumField() > 0 && f.Type.Field(0).IsExported() {
+			out = append(out, changedKeys(sub, fa, fb, skip)...)
+			continue
+		}
+		if !reflect.DeepEqual(fa.Interface(), fb.Interface()) {
+			out = append(out, key)
+		}
+	}
+	return out
 }
 
 // addBinding makes b serve: listed in status and, if Run is running, started.

@@ -53,13 +53,19 @@ func reloadHost(t testing.TB, tenants string) (h *Host, dir string) {
 
 func writeConfig(t testing.TB, dir, tenants string) {
 	t.Helper()
+	writeConfigTop(t, dir, "", tenants)
+}
+
+// writeConfigTop is writeConfig with extra top-level keys (each line ending in a newline).
+func writeConfigTop(t testing.TB, dir, top, tenants string) {
+	t.Helper()
 	yaml := fmt.Sprintf(`data_dir: %s
 cache_dir: %s
 admin: {addr: "off"}
 backends:
   mem: {type: memory}
-tenants:
-%s`, filepath.Join(dir, "data"), cacheDir, tenants)
+%stenants:
+%s`, filepath.Join(dir, "data"), cacheDir, top, tenants)
 	// Rename over the old file, as editors and config management do.
 	tmp := filepath.Join(dir, ".wqhost.yaml.tmp")
 	if err := os.WriteFile(tmp, []byte(yaml), 0o644); err != nil {
@@ -356,11 +362,14 @@ func TestHotReloadByAdminAndConfig(t *testing.T) {
 		t.Fatalf("an invalid config changed the bindings: %d", len(h.bindings()))
 	}
 
-	// A restart-only change is refused naming it.
-	writeConfig(t, dir, "  default:\n    max_concurrency: 3\n    bindings:\n"+binding("a", "a")+binding("b", "b"))
+	// A restart-only change (a host-level setting outside the tenants) is refused naming it.
+	writeConfigTop(t, dir, "log: {level: debug}\n", "  default:\n    bindings:\n"+binding("a", "a")+binding("b", "b"))
 	body = do(t, "POST", srv.URL+"/v1/reload", "", "", 422)
-	if !strings.Contains(body, "tenants.default (settings other than bindings)") {
+	if !strings.Contains(body, "log.level changed; these need a restart") {
 		t.Errorf("restart-only change answer: %s", body)
+	}
+	if h.bindingNamed("default", "b") != bBefore {
+		t.Error("a refused config reload restarted a binding")
 	}
 
 	// Change a (new queue), keep b, add c: b is the same binding afterwards.

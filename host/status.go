@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/wqhost/wqhost/plugins/external"
@@ -111,22 +109,25 @@ const depthTimeout = 2 * time.Second
 func (h *Host) Status(ctx context.Context) Status {
 	ctx, cancel := context.WithTimeout(ctx, depthTimeout)
 	defer cancel()
-	st := Status{Ready: h.Ready(), StartedAt: h.started, MaxConcurrency: h.cfg.MaxConcurrency}
-	if h.budget != nil {
-		st.Running = h.budget.held.Load()
+	st := Status{Ready: h.Ready(), StartedAt: h.started, MaxConcurrency: h.sched.budget(), Tenants: []TenantStatus{}}
+	if st.MaxConcurrency > 0 {
+		st.Running = h.sched.held.Load()
 	}
 	byTenant := map[string]int{}
-	for _, tn := range slices.Sorted(maps.Keys(h.tenants)) {
-		t := h.tenants[tn]
-		ts := TenantStatus{Name: tn, Weight: t.cfg.Weight, MaxConcurrency: t.cfg.MaxConcurrency, Bindings: []BindingStatus{}}
+	for _, t := range h.tenantList() {
+		tc := t.conf()
+		ts := TenantStatus{Name: t.name, Weight: tc.Weight, MaxConcurrency: tc.MaxConcurrency, Bindings: []BindingStatus{}}
 		if t.limiter != nil {
 			ts.Running = t.limiter.held.Load()
 		}
-		byTenant[tn] = len(st.Tenants)
+		byTenant[t.name] = len(st.Tenants)
 		st.Tenants = append(st.Tenants, ts)
 	}
 	for _, b := range h.bindings() {
-		i := byTenant[b.tenant.name]
+		i, ok := byTenant[b.tenant.name]
+		if !ok {
+			continue // a config reload is adding or removing its tenant
+		}
 		st.Tenants[i].Bindings = append(st.Tenants[i].Bindings, b.status(ctx))
 	}
 	return st

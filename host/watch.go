@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"maps"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -20,6 +22,11 @@ const defaultDebounce = 250 * time.Millisecond
 // miss. Events on a file are debounced; then ReloadAll re-reads everything and compares
 // digests, so an event that changed nothing (touch, chmod, a write of the same bytes) does
 // nothing. stop waits for a reload in progress.
+//
+// Files reached through symlinks are watched at both ends, and any event in a directory
+// holding one of those symlinks counts as a change: a Kubernetes ConfigMap or Secret mount
+// (config.yaml -> ..data/config.yaml, ..data -> ..2024_01_01_xxx) is updated by renaming a
+// new ..data symlink over the old one, which names neither the file nor its target.
 func (h *Host) watchFiles(ctx context.Context) (stop func()) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -46,20 +53,32 @@ type fileWatcher struct {
 	kick chan struct{} // a watched file settled: reload
 
 	mu    sync.Mutex
-	files map[string]bool // cleaned absolute paths
-	dirs  map[string]bool
+	files map[string]bool // cleaned absolute paths, and the paths they resolve to
+	links map[string]bool // directories holding a symlink on the way to a watched file
+	dirs  map[string]bool // directories watched
 }
 
 // refresh watches the files the host uses now (a config reload may change them).
 func (fw *fileWatcher) refresh() {
 	h := fw.h
-	files := map[string]bool{}
+	files, links := map[string]bool{}, map[string]bool{}
 	add := func(p string) {
 		if p == "" {
 			return
 		}
-		if abs, err := filepath.Abs(p); err == nil {
-			files[filepath.Clean(abs)] = true
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return
+		}
+		abs = filepath.Clean(abs)
+		files[abs] = true
+		// Resolved again on every refresh (after each reload): a swapped symlink points
+		// somewhere new.
+		if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+			files[real] = true
+			for _, d := range symlinkDirs(abs) {
+				links[d] = true
+			}
 		}
 	}
 	add(h.cfg.File)
@@ -69,11 +88,14 @@ func (fw *fileWatcher) refresh() {
 			add(np.path)
 		}
 	}
+	want := maps.Clone(links)
+	for f := range files {
+		want[filepath.Dir(f)] = true
+	}
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
-	fw.files = files
-	for f := range files {
-		d := filepath.Dir(f)
+	fw.files, fw.links = files, links
+	for d := range want {
 		if fw.dirs[d] {
 			continue
 		}
@@ -83,16 +105,43 @@ func (fw *fileWatcher) refresh() {
 		}
 		fw.dirs[d] = true
 	}
+	// A swapped symlink's old target directory is usually deleted; drop its watch (and any
+	// other no longer needed) so the watcher does not keep stale ones.
+	for d := range fw.dirs {
+		if !want[d] {
+			_ = fw.w.Remove(d) // fails when the directory is gone, which removed the watch already
+			delete(fw.dirs, d)
+		}
+	}
 }
 
+// symlinkDirs returns the directories holding a symlink among path and its parents: an
+// event in one of them may have re-pointed path.
+func symlinkDirs(path string) []string {
+	var out []string
+	for p := path; ; {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			out = append(out, filepath.Dir(p))
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return out
+		}
+		p = parent
+	}
+}
+
+// watched reports whether an event on name may change a watched file: name is one, or
+// sits in a directory holding a symlink on the way to one.
 func (fw *fileWatcher) watched(name string) bool {
 	abs, err := filepath.Abs(name)
 	if err != nil {
 		return false
 	}
+	abs = filepath.Clean(abs)
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
-	return fw.files[filepath.Clean(abs)]
+	return fw.files[abs] || fw.links[filepath.Dir(abs)]
 }
 
 // events debounces: each event on a watched file pushes the deadline back, so a file

@@ -67,6 +67,10 @@ func (t Tokens) any() bool {
 // Options configure the handler.
 type Options struct {
 	Tokens Tokens
+	// TokenSource, when set, is asked for the tokens on every request instead of Tokens:
+	// a host whose config reload adds, changes or revokes tokens passes one, so a new token
+	// works and a revoked one is refused from the moment the reload applies it.
+	TokenSource func() Tokens
 	// MaxBodyBytes limits request bodies; default 64 KiB.
 	MaxBodyBytes int64
 	// Gatherer serves /metrics; nil serves no metrics (404).
@@ -149,8 +153,15 @@ func (s *server) auth(next authedHandler) http.HandlerFunc {
 	}
 }
 
+func (s *server) tokens() Tokens {
+	if s.opts.TokenSource != nil {
+		return s.opts.TokenSource()
+	}
+	return s.opts.Tokens
+}
+
 func (s *server) authenticate(r *http.Request) (principal, bool) {
-	t := s.opts.Tokens
+	t := s.tokens()
 	if !t.any() {
 		return principal{host: true}, true
 	}

@@ -1,0 +1,537 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/listener"
+)
+
+// tenantBinding is a tenant's single binding "w" on the memory backend, reading in and
+// writing out, with quick back-off.
+func tenantBinding(module string, extra string) string {
+	return fmt.Sprintf("    bindings:\n      w: {backend: mem, queue: in, output: out, module: %q, backoff: {min: 5ms, max: 20ms}%s}\n", module, extra)
+}
+
+// rawQueue opens a tenant's queue on the host's own backend whether or not the tenant is
+// still configured (h.OpenQueue knows configured tenants only).
+func rawQueue(t *testing.T, h *Host, tenant, queue string) listener.Queue {
+	t.Helper()
+	ctx := context.Background()
+	b, err := h.backs.get(ctx, "mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := b.Open(ctx, h.cfg.PhysicalQueue(tenant, "mem", queue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// seriesOf counts the metric series labelled tenant=name.
+func seriesOf(t *testing.T, h *Host, name string) int {
+	t.Helper()
+	mfs, err := h.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "tenant" && l.GetValue() == name {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+func tenantReloadOf(res ReloadResult, name string) (TenantReload, bool) {
+	for _, tr := range res.Tenants {
+		if tr.Tenant == name {
+			return tr, true
+		}
+	}
+	return TenantReload{}, false
+}
+
+// TestHotReloadTenantAdded: a tenant added to the config file starts serving with its
+// token and metrics; the tenant already running keeps its binding (not restarted) and
+// goes on processing; the reload result reports the tenant and its binding as added.
+func TestHotReloadTenantAdded(t *testing.T) {
+	t.Setenv("TEST_WQ_A_TOKEN", "a-secret")
+	t.Setenv("TEST_WQ_B_TOKEN", "b-secret")
+	a := "  a:\n    token_env: TEST_WQ_A_TOKEN\n" + tenantBinding("handler.wasm", "")
+	h, dir := reloadHost(t, a)
+	h.debounce = time.Hour // explicit reloads only
+	stop := run(t, h)
+	srv := httptest.NewServer(h.AdminHandler())
+	defer srv.Close()
+	send(t, h, "a", "in", "1")
+	eventually(t, "a's first output", func() bool { return depth(t, h, "a", "out") == 1 })
+	aBefore := h.bindingNamed("a", "w")
+	get(t, srv.URL+"/v1/status", "b-secret", 401)
+
+	writeConfig(t, dir, a+"  b:\n    token_env: TEST_WQ_B_TOKEN\n    weight: 3\n"+tenantBinding("handler.wasm", ""))
+	res, err := h.ReloadAll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr, ok := tenantReloadOf(res, "b"); !ok || tr.Result != ReloadAdded {
+		t.Errorf("reload result tenants = %+v, want b added", res.Tenants)
+	}
+	if _, ok := tenantReloadOf(res, "a"); ok {
+		t.Errorf("reload result reports the untouched tenant a: %+v", res.Tenants)
+	}
+	for _, br := range res.Bindings {
+		want := map[string]string{"a": ReloadUnchanged, "b": ReloadAdded}[br.Tenant]
+		if br.Result != want {
+			t.Errorf("binding %s/%s: result %q, want %q", br.Tenant, br.Binding, br.Result, want)
+		}
+	}
+	js, _ := json.Marshal(res)
+	if !strings.Contains(string(js), `"tenants":[{"tenant":"b","result":"added"}]`) {
+		t.Errorf("reload JSON does not report the added tenant: %s", js)
+	}
+	if h.bindingNamed("a", "w") != aBefore {
+		t.Error("adding a tenant restarted another tenant's binding")
+	}
+
+	send(t, h, "b", "in", "hello")
+	send(t, h, "a", "in", "2")
+	eventually(t, "the added tenant's and the old tenant's outputs", func() bool {
+		return depth(t, h, "b", "out") == 1 && depth(t, h, "a", "out") == 2
+	})
+	if got := string(drainBodies(t, h, "b", "out")[0].Body); got != "v1:hello" {
+		t.Errorf("b's output %q, want v1:hello", got)
+	}
+	st := get(t, srv.URL+"/v1/status", "b-secret", 200)
+	if !strings.Contains(st, `"name": "b"`) || !strings.Contains(st, `"weight": 3`) || strings.Contains(st, `"name": "a"`) {
+		t.Errorf("b's token does not see b (and only b):\n%s", st)
+	}
+	if s := bindingStatus(t, h, "a", "w"); s.Processed != 2 {
+		t.Errorf("a processed %d, want 2 (its counters survive: not restarted)", s.Processed)
+	}
+	if seriesOf(t, h, "b") == 0 {
+		t.Error("no metric series for the added tenant")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHotReloadTenantRemoved: removing a tenant lets its in-flight messages finish and
+// releases the rest (none lost, none invisible, none dead-lettered), then it is gone from
+// status and metrics and its token is refused; the other tenant is untouched.
+func TestHotReloadTenantRemoved(t *testing.T) {
+	t.Setenv("TEST_WQ_A_TOKEN", "a-secret")
+	t.Setenv("TEST_WQ_B_TOKEN", "b-secret")
+	mod := abs(t, flakyWasm)
+	a := "  a:\n    token_env: TEST_WQ_A_TOKEN\n" + tenantBinding(mod, "")
+	b := "  b:\n    token_env: TEST_WQ_B_TOKEN\n" + tenantBinding(mod, ", pool: {max_instances: 2}, max_workers: 1")
+	h, dir := reloadHost(t, a+b)
+	h.debounce = time.Hour
+	stop := run(t, h)
+	srv := httptest.NewServer(h.AdminHandler())
+	defer srv.Close()
+	aBefore := h.bindingNamed("a", "w")
+
+	const sent = 8
+	bodies := make([]string, sent)
+	for i := range bodies {
+		bodies[i] = "sleep:300"
+	}
+	send(t, h, "b", "in", bodies...)
+	eventually(t, "b's messages in flight", func() bool { return bindingStatus(t, h, "b", "w").InFlight > 0 })
+	get(t, srv.URL+"/v1/status", "b-secret", 200)
+
+	writeConfig(t, dir, a)
+	res, err := h.ReloadAll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr, ok := tenantReloadOf(res, "b"); !ok || tr.Result != ReloadRemoved {
+		t.Errorf("reload result tenants = %+v, want b removed", res.Tenants)
+	}
+	if !slices.ContainsFunc(res.Bindings, func(br BindingReload) bool {
+		return br.Tenant == "b" && br.Binding == "w" && br.Result == ReloadRemoved
+	}) {
+		t.Errorf("reload result bindings %+v lack b/w removed", res.Bindings)
+	}
+
+	// The reload returned once b's binding stopped: what was in flight finished (its
+	// output sent), the rest is back in the queue, visible at once.
+	ctx := context.Background()
+	out, in := rawQueue(t, h, "b", "out"), rawQueue(t, h, "b", "in")
+	done := outDepth(t, out)
+	if done == 0 {
+		t.Error("no in-flight message of the removed tenant finished")
+	}
+	left, err := in.Receive(ctx, 32, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done+int64(len(left)) != sent || outDepth(t, in) != int64(len(left)) {
+		t.Errorf("after removal: %d outputs + %d visible inputs (depth %d), want %d in all", done, len(left), outDepth(t, in), sent)
+	}
+	if d := outDepth(t, rawQueue(t, h, "b", "in-poison")); d != 0 {
+		t.Errorf("%d of b's messages dead-lettered by the removal", d)
+	}
+
+	for _, ts := range h.Status(ctx).Tenants {
+		if ts.Name == "b" {
+			t.Error("removed tenant still in status")
+		}
+	}
+	get(t, srv.URL+"/v1/status", "b-secret", 401)
+	do(t, "POST", srv.URL+"/v1/tenants/b/queues/in/notify", "b-secret", "", 401)
+	get(t, srv.URL+"/v1/status", "a-secret", 200)
+	if n := seriesOf(t, h, "b"); n != 0 {
+		t.Errorf("%d metric series still labelled with the removed tenant", n)
+	}
+	if h.bindingNamed("a", "w") != aBefore {
+		t.Error("removing a tenant restarted another tenant's binding")
+	}
+	send(t, h, "a", "in", "still here")
+	eventually(t, "a's output after b's removal", func() bool { return depth(t, h, "a", "out") == 1 })
+
+	// Removed for good: a later reload does not bring it back, nor serve its queue.
+	if err := h.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h.tenantNamed("b") != nil {
+		t.Error("removed tenant back after another reload")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHotReloadTenantSettingsChange: a changed limit rebuilds the tenant (its binding
+// restarts on the new limit), a changed weight, cap or token applies in place; either way
+// the other tenant's binding keeps running, and the change is observable.
+func TestHotReloadTenantSettingsChange(t *testing.T) {
+	t.Setenv("TEST_WQ_A_TOKEN", "a-secret")
+	t.Setenv("TEST_WQ_A_TOKEN_NEW", "a-rotated")
+	t.Setenv("TEST_WQ_B_TOKEN", "b-secret")
+	mod := abs(t, flakyWasm)
+	type env struct {
+		h   *Host
+		url string
+	}
+	cases := []struct {
+		name          string
+		top, settings [2]string // before, after: top-level keys; tenant a's settings (indent 4)
+		result        string    // tenant a's reload result
+		changed       []string
+		restarted     bool // a's binding restarted
+		check         func(t *testing.T, e env)
+	}{{
+		name:     "timeout rebuilds",
+		settings: [2]string{"    limits: {timeout: 20s}\n", "    limits: {timeout: 150ms}\n"},
+		result:   ReloadRebuilt, changed: []string{"limits.timeout"}, restarted: true,
+		check: func(t *testing.T, e env) {
+			send(t, e.h, "a", "in", "sleep:1000")
+			eventually(t, "a call over the new time limit", func() bool {
+				return bindingStatus(t, e.h, "a", "w").Pool.Timeouts > 0
+			})
+		},
+	}, {
+		name:     "max_message_bytes rebuilds",
+		settings: [2]string{"", "    limits: {max_message_bytes: 8}\n"},
+		result:   ReloadRebuilt, changed: []string{"limits.max_message_bytes"}, restarted: true,
+		check: func(t *testing.T, e env) {
+			send(t, e.h, "a", "in", "a message over eight bytes")
+			eventually(t, "the long message dead-lettered", func() bool { return depth(t, e.h, "a", "in-poison") == 1 })
+		},
+	}, {
+		name:     "cap applies in place",
+		settings: [2]string{"    max_concurrency: 1\n", "    max_concurrency: 3\n"},
+		result:   ReloadUpdated, changed: []string{"max_concurrency"},
+		check: func(t *testing.T, e env) {
+			send(t, e.h, "a", "in", "sleep:500", "sleep:500", "sleep:500")
+			eventually(t, "3 calls at once under the raised cap", func() bool { return e.h.tenantNamed("a").limiter.peak.Load() == 3 })
+			if ts := tenantStatus(t, e.h, "a"); ts.MaxConcurrency != 3 {
+				t.Errorf("status max_concurrency %d, want 3", ts.MaxConcurrency)
+			}
+		},
+	}, {
+		name:     "cap added rebuilds (a limiter is added)",
+		settings: [2]string{"", "    max_concurrency: 1\n"},
+		result:   ReloadRebuilt, changed: []string{"max_concurrency"}, restarted: true,
+		check: func(t *testing.T, e env) {
+			send(t, e.h, "a", "in", "sleep:200", "sleep:200", "sleep:200")
+			eventually(t, "a's outputs", func() bool { return depth(t, e.h, "a", "out") == 3 })
+			if p := e.h.tenantNamed("a").limiter.peak.Load(); p != 1 {
+				t.Errorf("peak calls %d under the new cap 1", p)
+			}
+		},
+	}, {
+		name:     "weight applies in place",
+		settings: [2]string{"    weight: 1\n", "    weight: 7\n"},
+		top:      [2]string{"max_concurrency: 8\n", "max_concurrency: 8\n"},
+		result:   ReloadUpdated, changed: []string{"weight"},
+		check: func(t *testing.T, e env) {
+			if w, _ := e.h.tenantNamed("a").limiter.settings(); w != 7 {
+				t.Errorf("scheduler weight %d, want 7", w)
+			}
+			if ts := tenantStatus(t, e.h, "a"); ts.Weight != 7 {
+				t.Errorf("status weight %d, want 7", ts.Weight)
+			}
+		},
+	}, {
+		name:   "host budget applies in place",
+		top:    [2]string{"max_concurrency: 8\n", "max_concurrency: 2\n"},
+		result: "",
+		check: func(t *testing.T, e env) {
+			if st := e.h.Status(context.Background()); st.MaxConcurrency != 2 {
+				t.Errorf("status max_concurrency %d, want 2", st.MaxConcurrency)
+			}
+			send(t, e.h, "a", "in", "sleep:200", "sleep:200", "sleep:200")
+			send(t, e.h, "b", "in", "sleep:200", "sleep:200", "sleep:200")
+			peak := int64(0)
+			eventually(t, "outputs under the new budget", func() bool {
+				peak = max(peak, e.h.sched.held.Load())
+				return depth(t, e.h, "a", "out") == 3 && depth(t, e.h, "b", "out") == 3
+			})
+			if peak > 2 {
+				t.Errorf("%d calls held the host budget of 2 at once", peak)
+			}
+		},
+	}, {
+		name:     "token rotates in place",
+		settings: [2]string{"    token_env: TEST_WQ_A_TOKEN\n", "    token_env: TEST_WQ_A_TOKEN_NEW\n"},
+		result:   ReloadUpdated, changed: []string{"token_env"},
+		check: func(t *testing.T, e env) {
+			get(t, e.url+"/v1/status", "a-secret", 401)
+			if st := get(t, e.url+"/v1/status", "a-rotated", 200); !strings.Contains(st, `"name": "a"`) {
+				t.Errorf("the new token does not see its tenant:\n%s", st)
+			}
+			get(t, e.url+"/v1/status", "b-secret", 200)
+		},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tenants := func(i int) string {
+				return "  a:\n" + tc.settings[i] + tenantBinding(mod, ", pool: {max_instances: 4}") +
+					"  b:\n    token_env: TEST_WQ_B_TOKEN\n" + tenantBinding(mod, ", pool: {max_instances: 4}")
+			}
+			dir := t.TempDir()
+			writeConfigTop(t, dir, tc.top[0], tenants(0))
+			cfg, err := config.Load(config.LoadOptions{File: filepath.Join(dir, "wqhost.yaml"), Environ: []string{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := New(context.Background(), cfg, testLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.debounce = time.Hour
+			stop := run(t, h)
+			srv := httptest.NewServer(h.AdminHandler())
+			defer srv.Close()
+			aBefore, bBefore := h.bindingNamed("a", "w"), h.bindingNamed("b", "w")
+
+			writeConfigTop(t, dir, tc.top[1], tenants(1))
+			res, err := h.ReloadAll(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, ok := tenantReloadOf(res, "a")
+			if tc.result == "" && ok {
+				t.Errorf("tenant a reported %+v; want nothing", tr)
+			}
+			if tc.result != "" && (tr.Result != tc.result || !slices.Equal(tr.Changed, tc.changed)) {
+				t.Errorf("tenant a reported %+v; want %s of %v", tr, tc.result, tc.changed)
+			}
+			if _, ok := tenantReloadOf(res, "b"); ok {
+				t.Errorf("the untouched tenant b reported: %+v", res.Tenants)
+			}
+			if restarted := h.bindingNamed("a", "w") != aBefore; restarted != tc.restarted {
+				t.Errorf("a's binding restarted: %v, want %v", restarted, tc.restarted)
+			}
+			if h.bindingNamed("b", "w") != bBefore {
+				t.Error("the other tenant's binding was restarted")
+			}
+			if !reflect.DeepEqual(*h.tenantNamed("a").conf(), h.Config().Tenants["a"]) {
+				t.Error("the tenant's config in force is not the reloaded one")
+			}
+			tc.check(t, env{h: h, url: srv.URL})
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func tenantStatus(t *testing.T, h *Host, name string) TenantStatus {
+	t.Helper()
+	for _, ts := range h.Status(context.Background()).Tenants {
+		if ts.Name == name {
+			return ts
+		}
+	}
+	t.Fatalf("no status for tenant %s", name)
+	return TenantStatus{}
+}
+
+// TestHotReloadTenantBadConfigChangesNothing: a reload whose tenants fail to build or
+// validate, or change what needs a restart, changes nothing (not even the tenants that
+// would have built) and names the key.
+func TestHotReloadTenantBadConfigChangesNothing(t *testing.T) {
+	t.Setenv("TEST_WQ_A_TOKEN", "a-secret")
+	a := func(settings string) string {
+		return "  a:\n    token_env: TEST_WQ_A_TOKEN\n" + settings + tenantBinding("handler.wasm", "")
+	}
+	h, dir := reloadHost(t, a(""))
+	h.debounce = time.Hour
+	stop := run(t, h)
+	srv := httptest.NewServer(h.AdminHandler())
+	defer srv.Close()
+	if err := os.WriteFile(filepath.Join(dir, "bad.wasm"), []byte("\x00asm\x01\x00\x00\x00garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	aBefore, tBefore, cfgBefore := h.bindingNamed("a", "w"), h.tenantNamed("a"), h.Config()
+	for _, tc := range []struct{ name, tenants, want string }{
+		{"added tenant's module fails", a("") + "  c:\n" + tenantBinding("bad.wasm", ""), "tenants.c.bindings.w"},
+		{"rebuild and a failing tenant", a("    limits: {timeout: 5s}\n") + "  c:\n" + tenantBinding("bad.wasm", ""), "tenants.c.bindings.w"},
+		{"invalid limit", a("    limits: {timeout: -1s}\n"), "tenants.a.limits.timeout"},
+		{"invalid weight", a("    weight: 0\n"), "tenants.a.weight"},
+		{"memory needs a restart", a("    limits: {memory: 64MiB}\n"), "tenants.a.limits.memory changed; these need a restart"},
+		{"unset token variable", a("") + "  c:\n    token_env: TEST_WQ_UNSET_TOKEN\n" + tenantBinding("handler.wasm", ""), "tenants.c.token_env"},
+		{"tenant removed and module fails", "  c:\n" + tenantBinding("bad.wasm", ""), "tenants.c.bindings.w"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			writeConfig(t, dir, tc.tenants)
+			res, err := h.ReloadAll(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "running config stays") {
+				t.Fatalf("reload error %v; want one naming %s", err, tc.want)
+			}
+			if res.Config != "failed" || len(res.Tenants) != 0 {
+				t.Errorf("result config %q, tenants %+v; want failed and none", res.Config, res.Tenants)
+			}
+			if h.bindingNamed("a", "w") != aBefore || h.tenantNamed("a") != tBefore || h.tenantNamed("c") != nil || len(h.bindings()) != 1 {
+				t.Error("a refused reload changed the tenants or bindings")
+			}
+			if h.Config() != cfgBefore {
+				t.Error("a refused reload replaced the config in force")
+			}
+			get(t, srv.URL+"/v1/status", "a-secret", 200)
+		})
+	}
+	writeConfig(t, dir, a(""))
+	send(t, h, "a", "in", "ok")
+	eventually(t, "a's output", func() bool { return depth(t, h, "a", "out") == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHotReloadConfigMapSymlinkSwap: the config and module reached through a Kubernetes
+// ConfigMap mount (file -> ..data/file, ..data -> ..<timestamp>) are reloaded when the
+// kubelet swaps ..data to a new directory, twice in a row, with the default debounce.
+func TestHotReloadConfigMapSymlinkSwap(t *testing.T) {
+	dir := t.TempDir()
+	mount := filepath.Join(dir, "config")
+	if err := os.Mkdir(mount, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	yaml := func(tenants string) string {
+		return fmt.Sprintf("data_dir: %s\ncache_dir: %s\nadmin: {addr: \"off\"}\nbackends:\n  mem: {type: memory}\ntenants:\n%s",
+			filepath.Join(dir, "data"), cacheDir, tenants)
+	}
+	// publish writes a new timestamped directory and swaps ..data to it atomically, as the
+	// kubelet's atomic writer does, then deletes the old directory unless keepOld (then the
+	// rename of ..data is the only event).
+	gen := 0
+	publish := func(tenants, version string, keepOld bool) {
+		t.Helper()
+		gen++
+		ts := fmt.Sprintf("..2026_11_22_10_00_%02d.%d", gen, gen)
+		d := filepath.Join(mount, ts)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "wqhost.yaml"), []byte(yaml(tenants)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "handler.wasm"), readFixture(t, version), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		old, _ := os.Readlink(filepath.Join(mount, "..data"))
+		if err := os.Symlink(ts, filepath.Join(mount, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(mount, "..data_tmp"), filepath.Join(mount, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		if old != "" && !keepOld {
+			if err := os.RemoveAll(filepath.Join(mount, old)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a := "  a:\n" + tenantBinding("handler.wasm", "")
+	publish(a, "v1", false)
+	for _, f := range []string{"wqhost.yaml", "handler.wasm"} {
+		if err := os.Symlink(filepath.Join("..data", f), filepath.Join(mount, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := config.Load(config.LoadOptions{File: filepath.Join(mount, "wqhost.yaml"), Environ: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.debounce != defaultDebounce {
+		t.Fatalf("debounce %v, want the default %v", h.debounce, defaultDebounce)
+	}
+	stop := run(t, h)
+	// Run sets runCtx after the watcher has added its watches: a swap before would be missed.
+	eventually(t, "Run to start watching", func() bool {
+		h.runMu.Lock()
+		defer h.runMu.Unlock()
+		return h.runCtx != nil
+	})
+	aBefore := h.bindingNamed("a", "w")
+
+	// Swap 1: tenant b added; the old directory stays.
+	publish(a+"  b:\n"+tenantBinding("handler.wasm", ""), "v1", true)
+	eventually(t, "the tenant added by the swapped ConfigMap", func() bool { return h.tenantNamed("b") != nil })
+	send(t, h, "b", "in", "x")
+	eventually(t, "b's output", func() bool { return depth(t, h, "b", "out") == 1 })
+	if h.bindingNamed("a", "w") != aBefore {
+		t.Error("a's binding restarted by a swap that did not change it")
+	}
+
+	// Swap 2: the module changes (v2) and b goes; the watcher follows the new target.
+	publish(a, "v2", false)
+	v2 := digestOf(readFixture(t, "v2"))
+	eventually(t, "the second swap applied", func() bool {
+		return h.tenantNamed("b") == nil && bindingStatus(t, h, "a", "w").ModuleDigest == v2
+	})
+	send(t, h, "a", "in", "y")
+	eventually(t, "a's output", func() bool { return depth(t, h, "a", "out") == 1 })
+	if got := string(drainBodies(t, h, "a", "out")[0].Body); got != "v2:y" {
+		t.Errorf("a's output %q, want v2:y", got)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
