@@ -49,28 +49,41 @@ func BenchmarkDispatch(b *testing.B) {
 			b.Run(fx.name, func(b *testing.B) { b.Skipf("%s: %v", fx.path, err) })
 			continue
 		}
-		b.Run(fx.name+"/raw", func(b *testing.B) {
-			ctx := context.Background()
-			rt := wazero.NewRuntime(ctx)
-			defer rt.Close(ctx)
-			wasi_snapshot_preview1.MustInstantiate(ctx, rt)
-			if _, err := rawHost(rt, body).Instantiate(ctx); err != nil {
-				b.Fatal(err)
-			}
-			mod, err := rt.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().WithStartFunctions("_initialize"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			fn := mod.ExportedFunction("wqhost_handle")
-			stack := []uint64{0}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				if err := fn.CallWithStack(ctx, stack); err != nil || stack[0] != 0 {
-					b.Fatal(err, stack[0])
+		// raw-timeout is the same call on a runtime with close-on-context-done and a
+		// cancelable context: wazero's own price for a time limit (a watchdog goroutine per
+		// call, an exit to Go on every loop back-edge), which pooled pays too.
+		for _, raw := range []struct {
+			name      string
+			terminate bool
+		}{{"raw", false}, {"raw-timeout", true}} {
+			b.Run(fx.name+"/"+raw.name, func(b *testing.B) {
+				ctx := context.Background()
+				rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(raw.terminate))
+				defer rt.Close(ctx)
+				wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+				if _, err := rawHost(rt, body).Instantiate(ctx); err != nil {
+					b.Fatal(err)
 				}
-			}
-		})
+				mod, err := rt.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().WithStartFunctions("_initialize"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if raw.terminate {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithCancel(ctx)
+					defer cancel()
+				}
+				fn := mod.ExportedFunction("wqhost_handle")
+				stack := []uint64{0}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if err := fn.CallWithStack(ctx, stack); err != nil || stack[0] != 0 {
+						b.Fatal(err, stack[0])
+					}
+				}
+			})
+		}
 		for _, mode := range []struct {
 			name    string
 			timeout time.Duration

@@ -97,12 +97,10 @@ type Pool struct {
 	logger   *slog.Logger
 	memLimit uint64
 
-	tokens chan struct{}
-	idle   chan *instance
-	wg     sync.WaitGroup
+	slots  *slots
+	wg     sync.WaitGroup // refills in flight
 	closed atomic.Bool
 	total  atomic.Int64
-	busy   atomic.Int64
 
 	calls, discarded, traps, timeouts atomic.Int64
 
@@ -135,11 +133,7 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 		t: t, m: m, cfg: cfg, rt: rt, cm: cm,
 		logger:   t.logger.With("binding", cfg.Binding, "module", m.name, "digest", m.c.digest[:12]),
 		memLimit: uint64(t.limits.MemoryPages) * 65536,
-		tokens:   make(chan struct{}, cfg.MaxInstances),
-		idle:     make(chan *instance, cfg.MaxInstances),
-	}
-	for range cfg.MaxInstances {
-		p.tokens <- struct{}{}
+		slots:    newSlots(cfg.MaxInstances),
 	}
 	if m.c.abi == ABIWqhostV1 {
 		for range cfg.MinInstances {
@@ -148,7 +142,7 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 				_ = p.Close(ctx)
 				return nil, err
 			}
-			p.idle <- inst
+			p.slots.addIdle(inst)
 		}
 	}
 	return p, nil
@@ -194,7 +188,7 @@ type instance struct {
 	handle   api.Function
 	selfTest api.Function
 	st       *callState
-	ctx      context.Context
+	ctx      *callCtx
 	cancel   context.CancelFunc
 	timer    *time.Timer
 	stack    [1]uint64
@@ -218,7 +212,7 @@ func (p *Pool) moduleConfig(stdio io.Writer) wazero.ModuleConfig {
 func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 	st := &callState{pool: p}
 	logw := &cappedLog{logger: p.logger, limit: p.cfg.StdioCapBytes}
-	base, cancel := context.WithCancel(context.WithValue(context.Background(), stateKey{}, st))
+	base, cancel := context.WithCancel(context.Background())
 	mc := p.moduleConfig(logw).WithStartFunctions("_initialize")
 	// The start function is guest code too: one that never returns must not hang the host
 	// (or its shutdown), so instantiation runs under the caller's context and the call time
@@ -239,7 +233,7 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 	}
 	inst := &instance{
 		mod: mod, handle: mod.ExportedFunction("wqhost_handle"), selfTest: mod.ExportedFunction("wqhost_self_test"),
-		st: st, ctx: base, cancel: cancel, stdio: logw,
+		st: st, ctx: &callCtx{Context: base, st: st}, cancel: cancel, stdio: logw,
 	}
 	if p.cfg.Timeout > 0 {
 		// One timer per instance, re-armed per call, is cheaper than a deadline context per call.
@@ -264,28 +258,20 @@ func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
 	if p.m.c.abi == ABIWasiStdio {
 		return p.callStdio(ctx, in)
 	}
-	select {
-	case <-p.tokens:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("runtime: message %s: waiting for an instance: %w", in.ID, ctx.Err())
+	inst, err := p.slots.acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: message %s: waiting for an instance: %w", in.ID, err)
 	}
-	p.wg.Add(1)
-	defer p.wg.Done()
 	if p.closed.Load() {
-		p.tokens <- struct{}{}
+		p.slots.release(inst)
 		return nil, fmt.Errorf("runtime: message %s: %w", in.ID, ErrPoolClosed)
 	}
-	var inst *instance
-	select {
-	case inst = <-p.idle:
-	default:
-		var err error
+	if inst == nil {
 		if inst, err = p.newInstance(ctx); err != nil {
-			p.tokens <- struct{}{}
+			p.slots.release(nil)
 			return nil, err
 		}
 	}
-	p.busy.Add(1)
 	if p.trace != nil {
 		p.trace(inst, true)
 	}
@@ -293,19 +279,14 @@ func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
 	if p.trace != nil {
 		p.trace(inst, false)
 	}
-	p.busy.Add(-1)
 	if discard || p.closed.Load() {
+		p.slots.release(nil)
 		p.discard(inst)
-	} else {
-		select {
-		case p.idle <- inst:
-		default:
-			// A refill raced this call's fresh instance; keep the pool within MaxInstances.
-			inst.close(context.Background())
-			p.total.Add(-1)
-		}
+	} else if !p.slots.release(inst) {
+		// A refill raced this call's fresh instance; keep the pool within MaxInstances.
+		inst.close(context.Background())
+		p.total.Add(-1)
 	}
-	p.tokens <- struct{}{}
 	return out, err
 }
 
@@ -389,23 +370,20 @@ func (p *Pool) discard(inst *instance) {
 	go func() {
 		defer p.wg.Done()
 		// A refill holds a call slot like a call does, so instances never exceed MaxInstances.
-		select {
-		case <-p.tokens:
-		default:
+		if !p.slots.tryAcquire() {
 			return
 		}
-		defer func() { p.tokens <- struct{}{} }()
 		if p.closed.Load() || int(p.total.Load()) >= p.cfg.MinInstances {
+			p.slots.release(nil)
 			return
 		}
 		inst, err := p.newInstance(context.Background())
 		if err != nil {
+			p.slots.release(nil)
 			p.logger.Warn("refilling pool", "err", err)
 			return
 		}
-		select {
-		case p.idle <- inst:
-		default:
+		if !p.slots.release(inst) {
 			inst.close(context.Background())
 			p.total.Add(-1)
 		}
@@ -414,30 +392,29 @@ func (p *Pool) discard(inst *instance) {
 
 // Stats returns the pool's counters.
 func (p *Pool) Stats() PoolStats {
+	idle, busy := p.slots.counts()
 	return PoolStats{
-		Instances: int(p.total.Load()), Idle: len(p.idle), Busy: int(p.busy.Load()),
+		Instances: int(p.total.Load()), Idle: idle, Busy: busy,
 		Calls: p.calls.Load(), Discarded: p.discarded.Load(), Traps: p.traps.Load(), Timeouts: p.timeouts.Load(),
 	}
 }
 
 // Close stops new calls, waits for calls in flight (or ctx), and closes every instance.
 func (p *Pool) Close(ctx context.Context) error {
-	p.closed.Store(true)
-	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
+	if p.closed.Swap(true) {
+		return nil
+	}
 	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = fmt.Errorf("runtime: closing pool %s: %w", p.cfg.Binding, ctx.Err())
+	if werr := p.slots.waitIdle(ctx); werr != nil {
+		err = fmt.Errorf("runtime: closing pool %s: waiting for calls in flight: %w", p.cfg.Binding, werr)
+	} else {
+		// Refills hold a slot while they work, so with no slot held they are done or will
+		// give up at once.
+		p.wg.Wait()
 	}
-	for {
-		select {
-		case inst := <-p.idle:
-			inst.close(ctx)
-			p.total.Add(-1)
-		default:
-			return err
-		}
+	for _, inst := range p.slots.drainIdle() {
+		inst.close(ctx)
+		p.total.Add(-1)
 	}
+	return err
 }

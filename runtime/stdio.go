@@ -76,14 +76,10 @@ func envKey(k string) string {
 
 // callStdio runs a fresh command instance: stdin is the body, stdout the output.
 func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
-	select {
-	case <-p.tokens:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("runtime: message %s: waiting for a slot: %w", in.ID, ctx.Err())
+	if _, err := p.slots.acquire(ctx); err != nil {
+		return nil, fmt.Errorf("runtime: message %s: waiting for a slot: %w", in.ID, err)
 	}
-	defer func() { p.tokens <- struct{}{} }()
-	p.wg.Add(1)
-	defer p.wg.Done()
+	defer p.slots.release(nil)
 	if p.closed.Load() {
 		return nil, fmt.Errorf("runtime: message %s: %w", in.ID, ErrPoolClosed)
 	}
