@@ -42,7 +42,8 @@ type Engine struct {
 
 	mu      sync.Mutex
 	modules map[string]*flight[*compiled]
-	tenants map[string]*Tenant
+	tenants map[string]*Tenant // the current tenant of each name
+	open    map[*Tenant]bool   // every tenant not yet closed, replaced ones included
 	closed  bool
 }
 
@@ -103,6 +104,7 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 		cache: cache, logger: logger, check: chk,
 		modules: map[string]*flight[*compiled]{},
 		tenants: map[string]*Tenant{},
+		open:    map[*Tenant]bool{},
 	}, nil
 }
 
@@ -167,23 +169,54 @@ func (e *Engine) Tenant(name string, limits TenantLimits) (*Tenant, error) {
 	if t, ok := e.tenants[name]; ok {
 		return t, nil
 	}
+	return e.newTenantLocked(name, limits), nil
+}
+
+// ReplaceTenant creates a fresh runtime for the tenant with new limits and makes it the one
+// Tenant returns from now on. The tenant it replaces keeps serving its pools until its
+// Close: a reload builds the new version of a tenant before it stops the old one.
+func (e *Engine) ReplaceTenant(name string, limits TenantLimits) (*Tenant, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, fmt.Errorf("runtime: tenant %s: engine closed", name)
+	}
+	return e.newTenantLocked(name, limits), nil
+}
+
+func (e *Engine) newTenantLocked(name string, limits TenantLimits) *Tenant {
 	if limits.MemoryPages == 0 {
 		limits.MemoryPages = 2048
 	}
 	t := &Tenant{name: name, e: e, limits: limits, logger: e.logger.With("tenant", name)}
 	e.tenants[name] = t
-	return t, nil
+	e.open[t] = true
+	return t
+}
+
+// Close closes the tenant's runtimes, releasing its compiled modules; its pools must be
+// closed first. If it is still the engine's tenant of its name, the next Tenant call with
+// that name creates a fresh one. Closing twice is harmless.
+func (t *Tenant) Close(ctx context.Context) error {
+	e := t.e
+	e.mu.Lock()
+	if e.tenants[t.name] == t {
+		delete(e.tenants, t.name)
+	}
+	delete(e.open, t)
+	e.mu.Unlock()
+	return t.close(ctx)
 }
 
 // Close closes every tenant's runtime and the cache. Pools should be closed first.
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	e.closed = true
-	tenants := e.tenants
-	e.tenants = map[string]*Tenant{}
+	open := e.open
+	e.tenants, e.open = map[string]*Tenant{}, map[*Tenant]bool{}
 	e.mu.Unlock()
 	var errs []error
-	for _, t := range tenants {
+	for t := range open {
 		errs = append(errs, t.close(ctx))
 	}
 	errs = append(errs, e.check.rt.Close(ctx), e.cache.Close(ctx))
@@ -202,8 +235,19 @@ type Tenant struct {
 	// option is per runtime and costs a goroutine per call, which pools without a time limit
 	// should not pay.
 	rts      [2]wazero.Runtime
-	compiled [2]map[string]*flight[wazero.CompiledModule]
+	compiled [2]map[string]*compiledRef
 }
+
+// compiledRef is a module compiled in one of the tenant's runtimes, shared by every pool of
+// that version. The last pool to close releases it: hot reloads would otherwise keep every
+// version's machine code for the life of the host.
+type compiledRef struct {
+	flight[wazero.CompiledModule]
+	refs int
+}
+
+// Limits returns the limits the tenant was created with.
+func (t *Tenant) Limits() TenantLimits { return t.limits }
 
 // Name is the tenant's name.
 func (t *Tenant) Name() string { return t.name }
@@ -232,7 +276,7 @@ func (t *Tenant) runtime(ctx context.Context, terminate bool) (wazero.Runtime, i
 		return nil, 0, fmt.Errorf("runtime: tenant %s: host module: %w", t.name, err)
 	}
 	t.rts[i] = rt
-	t.compiled[i] = map[string]*flight[wazero.CompiledModule]{}
+	t.compiled[i] = map[string]*compiledRef{}
 	return rt, i, nil
 }
 
@@ -245,19 +289,50 @@ func (t *Tenant) compile(ctx context.Context, m *Module, terminate bool) (wazero
 	t.mu.Lock()
 	f, ok := t.compiled[i][m.c.digest]
 	if !ok {
-		f = &flight[wazero.CompiledModule]{done: make(chan struct{})}
+		f = &compiledRef{flight: flight[wazero.CompiledModule]{done: make(chan struct{})}}
 		t.compiled[i][m.c.digest] = f
-		t.mu.Unlock()
+	}
+	f.refs++
+	t.mu.Unlock()
+	if !ok {
 		f.val, f.err = rt.CompileModule(ctx, m.c.wasm)
 		if f.err != nil {
 			f.err = fmt.Errorf("runtime: tenant %s: compile %s: %w", t.name, m.name, f.err)
 		}
 		close(f.done)
 	} else {
-		t.mu.Unlock()
 		<-f.done
 	}
-	return rt, f.val, f.err
+	if f.err != nil {
+		t.release(ctx, m, terminate)
+		return nil, nil, f.err
+	}
+	return rt, f.val, nil
+}
+
+// release drops one pool's hold on its compiled module, closing it after the last.
+func (t *Tenant) release(ctx context.Context, m *Module, terminate bool) {
+	i := 0
+	if terminate {
+		i = 1
+	}
+	t.mu.Lock()
+	f, ok := t.compiled[i][m.c.digest]
+	if !ok {
+		t.mu.Unlock()
+		return
+	}
+	f.refs--
+	if f.refs > 0 {
+		t.mu.Unlock()
+		return
+	}
+	delete(t.compiled[i], m.c.digest)
+	t.mu.Unlock()
+	<-f.done
+	if f.val != nil {
+		_ = f.val.Close(ctx)
+	}
 }
 
 func (t *Tenant) close(ctx context.Context) error {
@@ -268,6 +343,7 @@ func (t *Tenant) close(ctx context.Context) error {
 		if rt != nil {
 			errs = append(errs, rt.Close(ctx))
 			t.rts[i] = nil
+			t.compiled[i] = nil
 		}
 	}
 	return errors.Join(errs...)

@@ -416,5 +416,10 @@ func (p *Pool) Close(ctx context.Context) error {
 		inst.close(ctx)
 		p.total.Add(-1)
 	}
+	if err == nil {
+		// With calls still in flight the compiled code stays: a trap unwinding through it
+		// needs it registered.
+		p.t.release(ctx, p.m, p.cfg.Timeout > 0)
+	}
 	return err
 }
