@@ -175,7 +175,7 @@ func headline(b *strings.Builder, r *Results) {
 	on, off := perCall(r.PerCall, engine.Vowels, engine.Wqhost), perCall(r.PerCall, engine.Vowels, engine.WqhostNoTimeout)
 	eon, eoff := perCall(r.PerCall, engine.Vowels, engine.ExtismTimeout), perCall(r.PerCall, engine.Vowels, engine.Extism)
 	if on > 0 && off > 0 {
-		p("**The per-call time limit is not free.** A limit that can stop a runaway guest needs wazero's close-on-context-done, which makes compiled code check for termination as it runs. In this run it made the CPU-heavy Go guest %s slower per call (%s vs %s)", ratio(on/off), ns(on), ns(off))
+		p("**The per-call time limit is not free.** A limit that can stop a runaway guest needs wazero's close-on-context-done. In wazero 1.12 that starts a watchdog goroutine for every call (about 1.2–2 µs on this machine, see `BenchmarkDispatch/<fixture>/raw-timeout` in `runtime/`) and makes compiled code leave for Go on every loop back-edge, which is what slows CPU-heavy guests (upstream: wazero/wazero#2466; pull requests #2524 and #2533 test the closed flag inline instead). In this run it made the CPU-heavy Go guest %s slower per call (%s vs %s)", ratio(on/off), ns(on), ns(off))
 		if eon > 0 && eoff > 0 {
 			p(", and Extism's Rust plugin %s slower with a manifest timeout (%s vs %s)", ratio(eon/eoff), ns(eon), ns(eoff))
 		}
