@@ -157,6 +157,9 @@ type Backend struct {
 	// leaseN and deleteN are the batch statements by batch size, prepared on first use.
 	// Only the writer goroutine touches them.
 	leaseN, deleteN map[int]*sql.Stmt
+	// orderIndexed is set once the first ordered receive made sure of the order index.
+	// Only the writer goroutine touches it.
+	orderIndexed bool
 	commits         int
 }
 

@@ -47,8 +47,12 @@ func (q *Queue) ReceiveOrdered(ctx context.Context, max int, visibility time.Dur
 		out, heldUntil = out[:0], time.Time{}
 		c := q.b.wconn
 		bg := context.Background()
-		if _, err := c.ExecContext(bg, orderIndexSQL); err != nil {
-			return fmt.Errorf("order index: %w", err)
+		if !q.b.orderIndexed {
+			// Only stores that use ordered mode pay for the index, and only once per open.
+			if _, err := c.ExecContext(bg, orderIndexSQL); err != nil {
+				return fmt.Errorf("order index: %w", err)
+			}
+			q.b.orderIndexed = true
 		}
 		var group sql.NullInt64
 		if err := c.QueryRowContext(bg, minGroupSQL, q.name).Scan(&group); err != nil {
