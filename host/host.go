@@ -62,10 +62,12 @@ type Host struct {
 	sched *fairScheduler
 	// tokens are the admin API's bearer tokens in force; a config reload replaces them.
 	tokens atomic.Pointer[admin.Tokens]
-	// rtPages is the memory limit each runtime tenant of the engine was created with: the
-	// engine keeps a tenant's runtime (and its limit) until it closes, even after the
-	// tenant is removed. Guarded by reloadMu once New has returned.
-	rtPages map[string]uint32
+	// pinned holds the runtime tenants of bindings a reload failed to stop (or close): their
+	// pools may still be live, and closing a runtime under live pools breaks their calls, so
+	// a reload never closes these; the engine does when the host stops. Under reloadMu.
+	pinned map[*runtime.Tenant]bool
+	// rtClosed, if set, is called after a reload closed a runtime tenant (a test hook).
+	rtClosed func(*runtime.Tenant)
 
 	ready     atomic.Bool
 	closeOnce sync.Once
@@ -93,7 +95,9 @@ type Host struct {
 }
 
 type tenant struct {
-	name    string
+	name string
+	// rt is shared with the tenant this one rebuilt unless its memory limit changed: a
+	// runtime's limit is fixed when the engine creates it.
 	rt      *runtime.Tenant
 	limiter *fairShare // the tenant cap and its share of the budget; nil: neither
 	// cfg is the tenant's config in force. Only the settings a config reload applies live
@@ -111,26 +115,29 @@ func needsLimiter(tc config.Tenant, hostBudget int) bool {
 	return tc.MaxConcurrency > 0 || hostBudget > 0
 }
 
-// memoryPages is a tenant's memory limit in wasm pages, rounded up.
-func memoryPages(tc config.Tenant) uint32 {
-	return uint32((int64(tc.Limits.Memory) + 65535) / 65536)
+// runtimeLimits are the limits a tenant's runtime is created with.
+func runtimeLimits(tc config.Tenant) runtime.TenantLimits {
+	// Pages rounded up, so a limit is never below the configured bytes.
+	return runtime.TenantLimits{MemoryPages: uint32((int64(tc.Limits.Memory) + 65535) / 65536)}
 }
 
-// newTenant builds a tenant's runtime and its share of the fair scheduler, not yet
-// registered: the caller adds it once the tenant's bindings are built.
-func (h *Host) newTenant(name string, tc config.Tenant, hostBudget int) (*tenant, error) {
+// newTenant builds a tenant and its share of the fair scheduler, not yet registered: the
+// caller adds it once the tenant's bindings are built. It runs on rt, a runtime tenant kept
+// from the tenant it rebuilds, or, when rt is nil, on a fresh one with the tenant's limits.
+func (h *Host) newTenant(name string, tc config.Tenant, hostBudget int, rt *runtime.Tenant) (*tenant, error) {
 	t := &tenant{name: name}
 	t.cfg.Store(&tc)
+	if rt == nil {
+		// ReplaceTenant, not Tenant: the engine may still hold a runtime under this name, of
+		// a removed tenant whose bindings failed to stop. Reusing it would keep its memory
+		// limit and could close it later under that binding's live pools.
+		var err error
+		if rt, err = h.engine.ReplaceTenant(name, runtimeLimits(tc)); err != nil {
+			return nil, fmt.Errorf("tenants.%s: %w", name, err)
+		}
+	}
 	if needsLimiter(tc, hostBudget) {
 		t.limiter = h.sched.newShare(name, tc.Weight, tc.MaxConcurrency)
-	}
-	pages := memoryPages(tc)
-	rt, err := h.engine.Tenant(name, runtime.TenantLimits{MemoryPages: pages})
-	if err != nil {
-		return nil, fmt.Errorf("tenants.%s: %w", name, err)
-	}
-	if _, ok := h.rtPages[name]; !ok {
-		h.rtPages[name] = pages
 	}
 	t.rt = rt
 	return t, nil
@@ -184,7 +191,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 		started:  time.Now(),
 		debounce: defaultDebounce,
 		sched:    newFairScheduler(cfg.MaxConcurrency),
-		rtPages:  map[string]uint32{},
+		pinned:   map[*runtime.Tenant]bool{},
 	}
 	h.live.Store(cfg)
 	h.metrics = newMetrics(h)
@@ -192,7 +199,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 	h.tokens.Store(&tokens)
 	for _, tn := range slices.Sorted(maps.Keys(cfg.Tenants)) {
 		tc := cfg.Tenants[tn]
-		t, err := h.newTenant(tn, tc, cfg.MaxConcurrency)
+		t, err := h.newTenant(tn, tc, cfg.MaxConcurrency, nil)
 		if err != nil {
 			errs = append(errs, err)
 			continue

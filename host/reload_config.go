@@ -12,6 +12,7 @@ import (
 
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/runtime"
 )
 
 // configReload is what reloadConfig did.
@@ -48,8 +49,10 @@ type tenantPlan struct {
 var liveTenantKeys = map[string]bool{"weight": true, "max_concurrency": true, "token_env": true}
 
 // reloadConfig re-reads the config file and applies a changed one at the finest grain it
-// can. Tenants added are built and started, tenants removed stopped. A tenant whose limits
-// (or module_dir) changed is rebuilt: all its bindings restart on the new limits. A changed
+// can. Tenants added are built and started, tenants removed stopped and their runtime
+// closed. A tenant whose limits (or module_dir) changed is rebuilt: all its bindings restart
+// on the new limits, on a new runtime if limits.memory changed (the old one is closed once
+// its bindings have stopped), on the tenant's runtime otherwise. A changed
 // weight, max_concurrency or token is applied in place, its bindings untouched, unless a
 // limiter must be added or removed (max_concurrency to or from 0). Within a tenant that is
 // not rebuilt, bindings whose config is unchanged keep running untouched (their module is
@@ -57,8 +60,8 @@ var liveTenantKeys = map[string]bool{"weight": true, "max_concurrency": true, "t
 // built and started; removed ones are stopped after their in-flight messages finish.
 // Everything new is built before anything is stopped, so a config that does not load, does
 // not validate or names a module that fails changes nothing. The host-wide max_concurrency
-// applies live; other settings outside the tenants (backends, admin, data_dir, log), and a
-// tenant's limits.memory, need a restart: they are refused with an error naming them.
+// applies live; other settings outside the tenants (backends, admin, data_dir, log) need a
+// restart: they are refused with an error naming them.
 func (h *Host) reloadConfig(ctx context.Context) (configReload, error) {
 	res := configReload{status: "failed"}
 	load := h.loadConfig
@@ -70,20 +73,14 @@ func (h *Host) reloadConfig(ctx context.Context) (configReload, error) {
 		return res, fmt.Errorf("config reload (the running config stays): %w", err)
 	}
 	cur := h.live.Load()
-	if diff := h.restartOnlyChanges(cur, next); len(diff) > 0 {
+	if diff := restartOnlyChanges(cur, next); len(diff) > 0 {
 		return res, fmt.Errorf("config reload (the running config stays): %s changed; these need a restart", strings.Join(diff, ", "))
 	}
 	tokens, errs := tokensFor(next)
 	plans, buildErrs := h.planTenants(ctx, cur, next, h.tokens.Load(), &tokens)
 	errs = append(errs, buildErrs...)
 	if len(errs) > 0 {
-		for _, p := range plans {
-			for _, c := range p.binds {
-				if c.new != nil {
-					_ = c.new.close(context.Background())
-				}
-			}
-		}
+		h.discardPlans(plans)
 		return res, fmt.Errorf("config reload (the running config stays): %w", errors.Join(errs...))
 	}
 	budgetChanged := cur.MaxConcurrency != next.MaxConcurrency
@@ -113,8 +110,8 @@ func (h *Host) reloadConfig(ctx context.Context) (configReload, error) {
 }
 
 // planTenants decides what the reload does to each tenant and builds every tenant and
-// binding it needs, without touching anything serving. On error the caller closes the
-// bindings built so far.
+// binding it needs, without touching anything serving. On error the caller discards what
+// was built so far (discardPlans).
 func (h *Host) planTenants(ctx context.Context, cur, next *config.Config, curTok, nextTok *admin.Tokens) ([]*tenantPlan, []error) {
 	running := map[string][]*binding{}
 	for _, b := range h.bindings() {
@@ -170,7 +167,13 @@ func (h *Host) planTenants(ctx context.Context, cur, next *config.Config, curTok
 		}
 		t := p.old
 		if p.result == ReloadAdded || p.result == ReloadRebuilt {
-			nt, err := h.newTenant(tn, nc, next.MaxConcurrency)
+			var rt *runtime.Tenant // nil: a fresh runtime
+			if p.old != nil && p.old.rt.Limits() == runtimeLimits(nc) {
+				// Pools of the old and the new bindings can share a runtime; only a new
+				// memory limit needs another one.
+				rt = p.old.rt
+			}
+			nt, err := h.newTenant(tn, nc, next.MaxConcurrency, rt)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -198,11 +201,54 @@ func (h *Host) planTenants(ctx context.Context, cur, next *config.Config, curTok
 	return plans, errs
 }
 
+// discardPlans closes what planTenants built for a reload that is refused: the new bindings,
+// then the new runtimes, which only those bindings used.
+func (h *Host) discardPlans(plans []*tenantPlan) {
+	ctx := context.Background()
+	for _, p := range plans {
+		clean := true
+		for _, c := range p.binds {
+			if c.new != nil && c.new.close(ctx) != nil {
+				clean = false
+			}
+		}
+		if p.new != nil && (p.old == nil || p.new.rt != p.old.rt) {
+			if !clean {
+				h.pinned[p.new.rt] = true
+				continue
+			}
+			if err := h.closeRuntime(ctx, p.new.rt); err != nil {
+				h.log.Warn("config reload refused: closing the runtime built for it failed", "tenant", p.name, "err", err)
+			}
+		}
+	}
+}
+
+// closeRuntime closes a runtime tenant no binding serves on any more, unless one that
+// failed to stop may still hold pools on it (pinned).
+func (h *Host) closeRuntime(ctx context.Context, rt *runtime.Tenant) error {
+	if h.pinned[rt] {
+		h.log.Warn("config reload: runtime kept open until the host stops: a binding on it failed to stop", "tenant", rt.Name())
+		return nil
+	}
+	// Nothing runs on rt any more: a reload whose deadline has just passed must still free
+	// it rather than leave it half closed.
+	if err := rt.Close(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("closing its runtime: %w", err)
+	}
+	if h.rtClosed != nil {
+		h.rtClosed(rt)
+	}
+	return nil
+}
+
 // applyTenant carries out a plan built by planTenants. It records what it did in res and
-// the bindings it stopped in stopped, and returns the errors of stopping bindings (what
-// failed to stop in time is closed anyway; nothing new can fail any more).
+// the bindings it stopped in stopped, and returns the errors of stopping bindings and of
+// closing the runtime of a tenant removed or moved to a new one. A binding that failed to
+// stop in time pins its runtime open (see Host.pinned); nothing new can fail any more.
 func (h *Host) applyTenant(ctx context.Context, p *tenantPlan, res *configReload, stopped *[]*binding) []error {
 	var errs []error
+	var rtErr error // closing the old runtime
 	stopErr := map[*binding]error{}
 	switch p.result {
 	case ReloadRemoved, ReloadRebuilt:
@@ -216,8 +262,18 @@ func (h *Host) applyTenant(ctx context.Context, p *tenantPlan, res *configReload
 		}
 		stopErr = h.stopBindings(ctx, olds)
 		*stopped = append(*stopped, olds...)
+		if len(stopErr) > 0 {
+			h.pinned[p.old.rt] = true
+		}
 		if p.old.limiter != nil {
 			h.sched.remove(p.old.limiter)
+		}
+		if p.result == ReloadRemoved || p.new.rt != p.old.rt {
+			// Every binding on the old runtime has stopped and closed its pools (or pinned it).
+			if err := h.closeRuntime(ctx, p.old.rt); err != nil {
+				rtErr = err
+				errs = append(errs, fmt.Errorf("tenants.%s: %w", p.name, err))
+			}
 		}
 		if p.result == ReloadRemoved {
 			h.setTenant(p.name, nil)
@@ -251,6 +307,7 @@ func (h *Host) applyTenant(ctx context.Context, p *tenantPlan, res *configReload
 			if c.old != nil {
 				if err := h.stopBinding(ctx, c.old); err != nil {
 					stopErr[c.old] = err
+					h.pinned[t.rt] = true
 				}
 				*stopped = append(*stopped, c.old)
 			}
@@ -266,6 +323,9 @@ func (h *Host) applyTenant(ctx context.Context, p *tenantPlan, res *configReload
 				tr.Error = "stopping its bindings: " + err.Error()
 				break
 			}
+		}
+		if tr.Error == "" && rtErr != nil {
+			tr.Error = rtErr.Error()
 		}
 		h.log.Info("config reload: tenant "+p.result, "tenant", p.name, "changed", p.changed, "bindings", len(p.binds))
 		res.tenants = append(res.tenants, tr)
@@ -330,22 +390,9 @@ func (h *Host) forgetSeries(stopped []*binding) {
 }
 
 // restartOnlyChanges lists what differs between two configs that a reload cannot apply:
-// settings outside the tenants other than max_concurrency, and a tenant's memory limit
-// (the runtime fixes it when it creates the tenant's wazero runtimes, and keeps those until
-// the host stops, even for a removed tenant).
-func (h *Host) restartOnlyChanges(cur, next *config.Config) []string {
-	diff := changedKeys("", reflect.ValueOf(*cur), reflect.ValueOf(*next), map[string]bool{"tenants": true, "max_concurrency": true})
-	for _, tn := range slices.Sorted(maps.Keys(next.Tenants)) {
-		pages := memoryPages(next.Tenants[tn])
-		if ot, ok := cur.Tenants[tn]; ok {
-			if memoryPages(ot) != pages {
-				diff = append(diff, "tenants."+tn+".limits.memory")
-			}
-		} else if was, ok := h.rtPages[tn]; ok && was != pages {
-			diff = append(diff, "tenants."+tn+".limits.memory (differs from the tenant's before it was removed)")
-		}
-	}
-	return diff
+// the settings outside the tenants other than max_concurrency.
+func restartOnlyChanges(cur, next *config.Config) []string {
+	return changedKeys("", reflect.ValueOf(*cur), reflect.ValueOf(*next), map[string]bool{"tenants": true, "max_concurrency": true})
 }
 
 // changedKeys lists the config keys (koanf names, dotted, after prefix) whose values differ

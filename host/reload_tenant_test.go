@@ -15,6 +15,7 @@ import (
 
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/runtime"
 )
 
 // tenantBinding is a tenant's single binding "w" on the memory backend, reading in and
@@ -222,7 +223,9 @@ func TestHotReloadTenantRemoved(t *testing.T) {
 
 // TestHotReloadTenantSettingsChange: a changed limit rebuilds the tenant (its binding
 // restarts on the new limit), a changed weight, cap or token applies in place; either way
-// the other tenant's binding keeps running, and the change is observable.
+// the other tenant's binding keeps running, and the change is observable. Only a changed
+// memory limit moves the tenant to a new runtime, and then the old one is closed; no other
+// change closes a runtime.
 func TestHotReloadTenantSettingsChange(t *testing.T) {
 	t.Setenv("TEST_WQ_A_TOKEN", "a-secret")
 	t.Setenv("TEST_WQ_A_TOKEN_NEW", "a-rotated")
@@ -238,6 +241,7 @@ func TestHotReloadTenantSettingsChange(t *testing.T) {
 		result        string    // tenant a's reload result
 		changed       []string
 		restarted     bool // a's binding restarted
+		newRuntime    bool // a moved to a new runtime tenant, the old one closed
 		check         func(t *testing.T, e env)
 	}{{
 		name:     "timeout rebuilds",
@@ -248,6 +252,18 @@ func TestHotReloadTenantSettingsChange(t *testing.T) {
 			eventually(t, "a call over the new time limit", func() bool {
 				return bindingStatus(t, e.h, "a", "w").Pool.Timeouts > 0
 			})
+		},
+	}, {
+		name:     "memory rebuilds on a new runtime",
+		settings: [2]string{"", "    limits: {memory: 16MiB}\n"},
+		result:   ReloadRebuilt, changed: []string{"limits.memory"}, restarted: true, newRuntime: true,
+		check: func(t *testing.T, e env) {
+			rt := e.h.bindingNamed("a", "w").tenant.rt
+			if got := rt.Limits().MemoryPages; got != 256 {
+				t.Errorf("the rebuilt binding's runtime has %d pages, want 256 (16MiB)", got)
+			}
+			send(t, e.h, "a", "in", "on the new runtime")
+			eventually(t, "a's output", func() bool { return depth(t, e.h, "a", "out") == 1 })
 		},
 	}, {
 		name:     "max_message_bytes rebuilds",
@@ -344,6 +360,9 @@ func TestHotReloadTenantSettingsChange(t *testing.T) {
 			srv := httptest.NewServer(h.AdminHandler())
 			defer srv.Close()
 			aBefore, bBefore := h.bindingNamed("a", "w"), h.bindingNamed("b", "w")
+			aRT, bRT := aBefore.tenant.rt, bBefore.tenant.rt
+			var closed []*runtime.Tenant
+			h.rtClosed = func(rt *runtime.Tenant) { closed = append(closed, rt) }
 
 			writeConfigTop(t, dir, tc.top[1], tenants(1))
 			res, err := h.ReloadAll(context.Background())
@@ -363,8 +382,16 @@ func TestHotReloadTenantSettingsChange(t *testing.T) {
 			if restarted := h.bindingNamed("a", "w") != aBefore; restarted != tc.restarted {
 				t.Errorf("a's binding restarted: %v, want %v", restarted, tc.restarted)
 			}
-			if h.bindingNamed("b", "w") != bBefore {
-				t.Error("the other tenant's binding was restarted")
+			if h.bindingNamed("b", "w") != bBefore || h.tenantNamed("b").rt != bRT {
+				t.Error("the other tenant's binding was restarted or its runtime replaced")
+			}
+			if newRT := h.tenantNamed("a").rt; (newRT != aRT) != tc.newRuntime || h.bindingNamed("a", "w").tenant.rt != newRT {
+				t.Errorf("a's runtime replaced: %v, want %v (and its binding on it)", newRT != aRT, tc.newRuntime)
+			}
+			if wantClosed := []*runtime.Tenant{aRT}; tc.newRuntime && !slices.Equal(closed, wantClosed) {
+				t.Errorf("runtimes closed: %v, want a's old one only (%p)", closed, aRT)
+			} else if !tc.newRuntime && len(closed) != 0 {
+				t.Errorf("runtimes closed by a change that kept them: %v", closed)
 			}
 			if !reflect.DeepEqual(*h.tenantNamed("a").conf(), h.Config().Tenants["a"]) {
 				t.Error("the tenant's config in force is not the reloaded one")
@@ -374,6 +401,164 @@ func TestHotReloadTenantSettingsChange(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestHotReloadTenantMemoryLimit: a lowered limits.memory applies to the rebuilt binding (a
+// guest growing its memory past it fails with the memory-limit error and is dead-lettered,
+// where the same messages fitted the old limit); a removed tenant's runtime is closed (the
+// engine makes a fresh one for its name); re-adding the tenant with yet another memory
+// limit works and applies it. The other tenant's binding and runtime are untouched
+// throughout.
+func TestHotReloadTenantMemoryLimit(t *testing.T) {
+	guest := abs(t, "../runtime/testdata/guest/guest.wasm")
+	// One instance keeps what each grow:4 allocates, so eight messages grow it by 32MiB: the
+	// runtime reports a failed grow as the memory limit only near the limit.
+	a := func(settings string) string {
+		return "  a:\n" + settings + tenantBinding(guest, ", max_workers: 1, max_dequeue_count: 1, pool: {max_instances: 1}")
+	}
+	b := "  b:\n" + tenantBinding(abs(t, flakyWasm), "")
+	h, dir := reloadHost(t, a("")+b)
+	h.debounce = time.Hour
+	stop := run(t, h)
+	ctx := context.Background()
+	var closed []*runtime.Tenant
+	h.rtClosed = func(rt *runtime.Tenant) { closed = append(closed, rt) }
+	bBefore := h.bindingNamed("b", "w")
+	bRT := bBefore.tenant.rt
+	reload := func(tenants, result string) {
+		t.Helper()
+		writeConfig(t, dir, tenants)
+		res, err := h.ReloadAll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr, ok := tenantReloadOf(res, "a"); !ok || tr.Result != result {
+			t.Fatalf("reload result tenants = %+v, want a %s", res.Tenants, result)
+		}
+		if h.bindingNamed("b", "w") != bBefore || h.tenantNamed("b").rt != bRT || slices.Contains(closed, bRT) {
+			t.Fatal("the other tenant's binding restarted or its runtime replaced or closed")
+		}
+	}
+	// grow sends n grow:4 messages to a and returns those dead-lettered, once all are settled.
+	grow := func(n int) []*listener.Message {
+		t.Helper()
+		bodies := make([]string, n)
+		for i := range bodies {
+			bodies[i] = "grow:4"
+		}
+		before := bindingStatus(t, h, "a", "w").Processed
+		send(t, h, "a", "in", bodies...)
+		eventually(t, "a's grow messages settled", func() bool {
+			return bindingStatus(t, h, "a", "w").Processed-before+uint64(depth(t, h, "a", "in-poison")) == uint64(n)
+		})
+		return drainBodies(t, h, "a", "in-poison")
+	}
+	if dead := grow(8); len(dead) != 0 {
+		t.Fatalf("%d grow messages dead-lettered under the default 128MiB", len(dead))
+	}
+	rt128 := h.tenantNamed("a").rt
+
+	reload(a("    limits: {memory: 24MiB}\n")+b, ReloadRebuilt)
+	rt24 := h.tenantNamed("a").rt
+	if rt24 == rt128 || rt24.Limits().MemoryPages != 384 || h.bindingNamed("a", "w").tenant.rt != rt24 {
+		t.Fatalf("a's runtime after the memory change: %p with %+v, want a new one with 384 pages", rt24, rt24.Limits())
+	}
+	if !slices.Equal(closed, []*runtime.Tenant{rt128}) {
+		t.Errorf("runtimes closed %v, want a's old one (%p)", closed, rt128)
+	}
+	dead := grow(8)
+	if len(dead) == 0 {
+		t.Fatal("no grow message failed under the lowered limit of 24MiB")
+	}
+	for _, m := range dead {
+		if r := m.Attributes[listener.AttrReason]; !strings.Contains(r, runtime.ErrMemoryLimit.Error()) {
+			t.Errorf("dead-lettered for %q; want the memory-limit error", r)
+		}
+	}
+
+	reload(b, ReloadRemoved)
+	if !slices.Equal(closed, []*runtime.Tenant{rt128, rt24}) {
+		t.Errorf("runtimes closed %v, want the removed tenant's (%p) too", closed, rt24)
+	}
+	if fresh, err := h.engine.Tenant("a", runtime.TenantLimits{}); err != nil || fresh == rt24 {
+		t.Errorf("the engine still holds the removed tenant's runtime (%v)", err)
+	} else {
+		_ = fresh.Close(ctx) // made by this check only
+	}
+
+	reload(a("    limits: {memory: 64MiB}\n")+b, ReloadAdded)
+	rt64 := h.tenantNamed("a").rt
+	if rt64 == rt24 || rt64.Limits().MemoryPages != 1024 {
+		t.Fatalf("re-added a's runtime: %p with %+v, want a new one with 1024 pages", rt64, rt64.Limits())
+	}
+	if dead := grow(4); len(dead) != 0 {
+		t.Errorf("%d grow messages dead-lettered under the re-added tenant's 64MiB", len(dead))
+	}
+	if len(closed) != 2 {
+		t.Errorf("runtimes closed by the re-add: %v", closed[2:])
+	}
+	send(t, h, "b", "in", "b still serves")
+	eventually(t, "b's output", func() bool { return depth(t, h, "b", "out") == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHotReloadTenantStuckKeepsRuntime: a removed tenant whose binding does not stop within
+// the reload's deadline keeps its runtime open (its call in flight finishes on it and sends
+// its output), and re-adding the tenant gets a fresh runtime, which a later removal closes
+// without touching the one still pinned.
+func TestHotReloadTenantStuckKeepsRuntime(t *testing.T) {
+	mod := abs(t, flakyWasm)
+	a := "  a:\n" + tenantBinding(mod, "")
+	b := "  b:\n" + tenantBinding(mod, ", pool: {max_instances: 1}, max_workers: 1")
+	h, dir := reloadHost(t, a+b)
+	h.debounce = time.Hour
+	stop := run(t, h)
+	var closed []*runtime.Tenant
+	h.rtClosed = func(rt *runtime.Tenant) { closed = append(closed, rt) }
+	aBefore, stuckRT := h.bindingNamed("a", "w"), h.tenantNamed("b").rt
+
+	send(t, h, "b", "in", "sleep:1500")
+	eventually(t, "b's call in flight", func() bool { return bindingStatus(t, h, "b", "w").InFlight > 0 })
+	writeConfig(t, dir, a)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	res, err := h.ReloadAll(ctx)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "tenants.b.bindings.w: stopping") {
+		t.Fatalf("reload error %v; want b's binding failing to stop in time", err)
+	}
+	if tr, ok := tenantReloadOf(res, "b"); !ok || tr.Result != ReloadRemoved || tr.Error == "" {
+		t.Errorf("reload result tenants = %+v, want b removed with a stopping error", res.Tenants)
+	}
+	if len(closed) != 0 || !h.pinned[stuckRT] {
+		t.Fatalf("runtimes closed %v, pinned %v: the stuck binding's runtime must stay open", closed, h.pinned[stuckRT])
+	}
+	eventually(t, "the stuck call's output", func() bool { return outDepth(t, rawQueue(t, h, "b", "out")) == 1 })
+
+	writeConfig(t, dir, a+b)
+	if _, err := h.ReloadAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	readded := h.tenantNamed("b").rt
+	if readded == stuckRT {
+		t.Fatal("the re-added tenant runs on the pinned runtime of the stuck one")
+	}
+	send(t, h, "b", "in", "back")
+	eventually(t, "the re-added tenant's output", func() bool { return depth(t, h, "b", "out") == 2 })
+	writeConfig(t, dir, a)
+	if _, err := h.ReloadAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(closed, []*runtime.Tenant{readded}) {
+		t.Errorf("runtimes closed %v, want only the re-added tenant's (%p)", closed, readded)
+	}
+	if h.bindingNamed("a", "w") != aBefore {
+		t.Error("the other tenant's binding was restarted")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -389,8 +574,9 @@ func tenantStatus(t *testing.T, h *Host, name string) TenantStatus {
 }
 
 // TestHotReloadTenantBadConfigChangesNothing: a reload whose tenants fail to build or
-// validate, or change what needs a restart, changes nothing (not even the tenants that
-// would have built) and names the key.
+// validate changes nothing (not even the tenants that would have built) and names the key.
+// The runtimes it built for the tenants it would have added or moved to a new memory limit
+// are closed; the serving tenant's runtime is not.
 func TestHotReloadTenantBadConfigChangesNothing(t *testing.T) {
 	t.Setenv("TEST_WQ_A_TOKEN", "a-secret")
 	a := func(settings string) string {
@@ -405,16 +591,22 @@ func TestHotReloadTenantBadConfigChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	aBefore, tBefore, cfgBefore := h.bindingNamed("a", "w"), h.tenantNamed("a"), h.Config()
-	for _, tc := range []struct{ name, tenants, want string }{
-		{"added tenant's module fails", a("") + "  c:\n" + tenantBinding("bad.wasm", ""), "tenants.c.bindings.w"},
-		{"rebuild and a failing tenant", a("    limits: {timeout: 5s}\n") + "  c:\n" + tenantBinding("bad.wasm", ""), "tenants.c.bindings.w"},
-		{"invalid limit", a("    limits: {timeout: -1s}\n"), "tenants.a.limits.timeout"},
-		{"invalid weight", a("    weight: 0\n"), "tenants.a.weight"},
-		{"memory needs a restart", a("    limits: {memory: 64MiB}\n"), "tenants.a.limits.memory changed; these need a restart"},
-		{"unset token variable", a("") + "  c:\n    token_env: TEST_WQ_UNSET_TOKEN\n" + tenantBinding("handler.wasm", ""), "tenants.c.token_env"},
-		{"tenant removed and module fails", "  c:\n" + tenantBinding("bad.wasm", ""), "tenants.c.bindings.w"},
+	for _, tc := range []struct {
+		name, tenants, want string
+		built               int // runtimes built for the refused reload (c's, a new one for a)
+	}{
+		{"added tenant's module fails", a("") + "  c:\n" + tenantBinding("bad.wasm", ""), "tenants.c.bindings.w", 1},
+		{"rebuild and a failing tenant", a("    limits: {timeout: 5s}\n") + "  c:\n" + tenantBinding("bad.wasm", ""), "tenants.c.bindings.w", 1},
+		{"invalid limit", a("    limits: {timeout: -1s}\n"), "tenants.a.limits.timeout", 0},
+		{"invalid weight", a("    weight: 0\n"), "tenants.a.weight", 0},
+		{"memory change and a failing tenant", a("    limits: {memory: 64MiB}\n") + "  c:\n" + tenantBinding("bad.wasm", ""), "tenants.c.bindings.w", 2},
+		{"unset token variable", a("") + "  c:\n    token_env: TEST_WQ_UNSET_TOKEN\n" + tenantBinding("handler.wasm", ""), "tenants.c.token_env", 1},
+		{"tenant removed and module fails", "  c:\n" + tenantBinding("bad.wasm", ""), "tenants.c.bindings.w", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var closed []*runtime.Tenant
+			h.rtClosed = func(rt *runtime.Tenant) { closed = append(closed, rt) }
+			defer func() { h.rtClosed = nil }()
 			writeConfig(t, dir, tc.tenants)
 			res, err := h.ReloadAll(context.Background())
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "running config stays") {
@@ -428,6 +620,9 @@ func TestHotReloadTenantBadConfigChangesNothing(t *testing.T) {
 			}
 			if h.Config() != cfgBefore {
 				t.Error("a refused reload replaced the config in force")
+			}
+			if slices.Contains(closed, tBefore.rt) || len(closed) != tc.built {
+				t.Errorf("runtimes closed %v (serving: %p); want the %d built for the refused reload", closed, tBefore.rt, tc.built)
 			}
 			get(t, srv.URL+"/v1/status", "a-secret", 200)
 		})
