@@ -160,7 +160,7 @@ type Backend struct {
 	// orderIndexed is set once the first ordered receive made sure of the order index.
 	// Only the writer goroutine touches it.
 	orderIndexed bool
-	commits         int
+	commits      int
 }
 
 var (
