@@ -43,10 +43,16 @@ type tenantPlan struct {
 	binds   []bindingChange
 }
 
-// liveTenantKeys are the tenant settings a config reload applies without restarting the
-// tenant's bindings: they live in the fair scheduler and the admin token set, which the
+// liveTenantKey reports whether a config reload applies a tenant setting without restarting
+// the tenant's bindings: these live in the fair scheduler and the admin token set, which the
 // bindings do not copy.
-var liveTenantKeys = map[string]bool{"weight": true, "max_concurrency": true, "token_env": true}
+func liveTenantKey(k string) bool {
+	switch k {
+	case "weight", "max_concurrency", "token_env":
+		return true
+	}
+	return false
+}
 
 // reloadConfig re-reads the config file and applies a changed one at the finest grain it
 // can. Tenants added are built and started, tenants removed stopped and their runtime
@@ -150,7 +156,7 @@ func (h *Host) planTenants(ctx context.Context, cur, next *config.Config, curTok
 				p.changed = append(p.changed, "max_concurrency (of the host)")
 			}
 			for _, k := range p.changed {
-				rebuild = rebuild || !liveTenantKeys[k]
+				rebuild = rebuild || !liveTenantKey(k)
 			}
 			switch {
 			case rebuild:
