@@ -2,10 +2,10 @@ package azure_test
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,11 +15,13 @@ import (
 	"github.com/wqhost/wqhost/listener/azure/azuritetest"
 )
 
-// shared is the Azurite started by TestMain for the tests that do not stop it; nil when it
-// could not start (startErr says why and each test skips or fails through azuritetest).
+// shared is the Azurite the tests that do not stop it share, started by the first of them
+// (so fuzz workers, which run TestMain too, never start one); nil when it could not start
+// (startErr says why and each test skips, or fails in CI, through azuritetest).
 var (
-	shared   *azuritetest.Server
-	startErr error
+	sharedOnce sync.Once
+	shared     *azuritetest.Server
+	startErr   error
 )
 
 // conformanceSkip skips the two conformance cases Azure itself cannot pass:
@@ -41,13 +43,6 @@ func TestMain(m *testing.M) {
 		}
 		_ = f.Value.Set(skip)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	shared, startErr = azuritetest.StartServer(ctx, azuritetest.Options{InMemory: true})
-	cancel()
-	if startErr != nil && (!errors.Is(startErr, azuritetest.ErrUnavailable) || os.Getenv("CI") == "true") {
-		fmt.Fprintf(os.Stderr, "azure tests: start azurite: %v\n", startErr)
-		os.Exit(1)
-	}
 	code := m.Run()
 	if shared != nil {
 		if err := shared.Close(); err != nil {
@@ -60,6 +55,11 @@ func TestMain(m *testing.M) {
 // server returns the shared Azurite, or skips (fails in CI) when it is unavailable.
 func server(t testing.TB) *azuritetest.Server {
 	t.Helper()
+	sharedOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		shared, startErr = azuritetest.StartServer(ctx, azuritetest.Options{InMemory: true})
+	})
 	if shared == nil {
 		azuritetest.SkipOrFail(t, startErr)
 	}
