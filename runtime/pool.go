@@ -280,8 +280,10 @@ func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
 		p.trace(inst, false)
 	}
 	if discard || p.closed.Load() {
-		p.slots.release(nil)
+		// The instance is closed before its slot goes back, so a Close waiting for the slot
+		// returns with every instance closed.
 		p.discard(inst)
+		p.slots.release(nil)
 	} else if !p.slots.release(inst) {
 		// A refill raced this call's fresh instance; keep the pool within MaxInstances.
 		inst.close(context.Background())
