@@ -248,6 +248,20 @@ func (h *Host) closeRuntime(ctx context.Context, rt *runtime.Tenant) error {
 	return nil
 }
 
+// installTenant makes the tenant a reload built serve: registered, sharing the scheduler, its
+// bindings started.
+func (h *Host) installTenant(p *tenantPlan) {
+	h.setTenant(p.name, p.new)
+	if p.new.limiter != nil {
+		h.sched.add(p.new.limiter)
+	}
+	for _, c := range p.binds {
+		if c.new != nil {
+			h.addBinding(c.new)
+		}
+	}
+}
+
 // applyTenant carries out a plan built by planTenants. It records what it did in res and
 // the bindings it stopped in stopped, and returns the errors of stopping bindings and of
 // closing the runtime of a tenant removed or moved to a new one. A binding that failed to
@@ -285,23 +299,9 @@ func (h *Host) applyTenant(ctx context.Context, p *tenantPlan, res *configReload
 			h.setTenant(p.name, nil)
 			break
 		}
-		h.setTenant(p.name, p.new)
-		if p.new.limiter != nil {
-			h.sched.add(p.new.limiter)
-		}
-		for _, c := range p.binds {
-			if c.new != nil {
-				h.addBinding(c.new)
-			}
-		}
+		h.installTenant(p)
 	case ReloadAdded:
-		h.setTenant(p.name, p.new)
-		if p.new.limiter != nil {
-			h.sched.add(p.new.limiter)
-		}
-		for _, c := range p.binds {
-			h.addBinding(c.new)
-		}
+		h.installTenant(p)
 	default:
 		// Same tenant: its settings that changed apply in place, then binding by binding.
 		t := p.old
