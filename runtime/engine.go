@@ -60,6 +60,7 @@ type compiled struct {
 	abi      ABI
 	wasm     []byte
 	selfTest bool
+	usesHTTP bool // declares or imports outbound HTTP
 }
 
 // Module is a validated module, ready to be instantiated by any tenant.
@@ -156,6 +157,9 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte, abi ABI)
 type TenantLimits struct {
 	// MemoryPages caps each instance's linear memory, in 64 KiB pages; 0 means 2048 (128 MiB).
 	MemoryPages uint32
+	// HTTPRequests caps the tenant's outbound HTTP requests open at once, across its
+	// bindings; 0 means DefaultTenantHTTPRequests.
+	HTTPRequests int
 }
 
 // Tenant returns the tenant's runtime, creating it on first use. Later calls return the same
@@ -188,7 +192,11 @@ func (e *Engine) newTenantLocked(name string, limits TenantLimits) *Tenant {
 	if limits.MemoryPages == 0 {
 		limits.MemoryPages = 2048
 	}
-	t := &Tenant{name: name, e: e, limits: limits, logger: e.logger.With("tenant", name)}
+	slots := limits.HTTPRequests
+	if slots <= 0 {
+		slots = DefaultTenantHTTPRequests
+	}
+	t := &Tenant{name: name, e: e, limits: limits, logger: e.logger.With("tenant", name), httpSem: make(chan struct{}, slots)}
 	e.tenants[name] = t
 	e.open[t] = true
 	return t
@@ -229,6 +237,8 @@ type Tenant struct {
 	e      *Engine
 	limits TenantLimits
 	logger *slog.Logger
+	// httpSem holds one token per open outbound request of any of the tenant's pools.
+	httpSem chan struct{}
 
 	mu sync.Mutex
 	// rts holds two runtimes: [0] without and [1] with close-on-context-done, because that

@@ -7,3 +7,4 @@ package runtime
 //go:generate sh -c "cd testdata/stdio && GOOS=wasip1 GOARCH=wasm go build -o stdio.wasm ."
 //go:generate sh -c "cd testdata/hang && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hang.wasm ."
 //go:generate sh -c "cd testdata/hostile && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hostile.wasm ."
+//go:generate sh -c "cd testdata/httpguest && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o httpguest.wasm ."

@@ -45,6 +45,7 @@ type callState struct {
 	in   *Input
 	out  *Output
 	logs int
+	http httpState
 }
 
 // callCtx is the context an instance's calls run in: the watchdog cancels it, and host
@@ -195,7 +196,7 @@ func hostFuncs() []hostFn {
 
 func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
 	b := rt.NewHostModuleBuilder(hostModuleName)
-	for _, f := range hostFuncs() {
+	for _, f := range append(hostFuncs(), httpHostFuncs()...) {
 		b.NewFunctionBuilder().WithGoModuleFunction(f.fn, f.params, f.results).WithName(f.name).Export(f.name)
 	}
 	return b

@@ -57,6 +57,7 @@ type Output struct {
 	RetryAfter time.Duration // set by retry_after; 0 means the binding's policy decides
 	ErrorText  string        // set by set_error (wqhost/v1) or the last stderr line (wasi-stdio)
 	Outputs    []Emitted     // to send if Status is StatusOK
+	HTTP       HTTPReport    // the message's outbound requests
 	first      [1]Emitted    // backs Outputs so the common single output costs no extra allocation
 }
 
@@ -78,6 +79,7 @@ type PoolConfig struct {
 	Env            map[string]string        // environment variables granted to the guest
 	ReadOnlyDir    string                   // host directory mounted read-only at / ; empty = none
 	StdioCapBytes  int                      // guest stdout+stderr logged per call; default 16 KiB
+	HTTP           *HTTPPolicy              // outbound HTTP policy; nil denies every request
 }
 
 // PoolStats are a pool's counters.
@@ -96,6 +98,7 @@ type Pool struct {
 	cm       wazero.CompiledModule
 	logger   *slog.Logger
 	memLimit uint64
+	httpc    *outbound // nil: outbound HTTP denied
 
 	slots  *slots
 	wg     sync.WaitGroup // refills in flight
@@ -134,6 +137,11 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 		logger:   t.logger.With("binding", cfg.Binding, "module", m.name, "digest", m.c.digest[:12]),
 		memLimit: uint64(t.limits.MemoryPages) * 65536,
 		slots:    newSlots(cfg.MaxInstances),
+	}
+	if cfg.HTTP != nil {
+		p.httpc = newOutbound(*cfg.HTTP, t.httpSem)
+	} else if m.c.usesHTTP {
+		p.logger.Warn("module uses outbound HTTP but the binding has no http: policy; every request will be denied")
 	}
 	if m.c.abi == ABIWqhostV1 {
 		for range cfg.MinInstances {
@@ -304,6 +312,7 @@ func (p *Pool) run(inst *instance, in *Input) (out *Output, discard bool, err er
 	}
 	err = inst.handle.CallWithStack(inst.ctx, inst.stack[:])
 	timedOut := inst.timer != nil && !inst.timer.Stop()
+	out.HTTP = st.closeHTTP()
 	st.in, st.out = nil, nil
 	inst.uses++
 	if err != nil || timedOut {
@@ -417,6 +426,9 @@ func (p *Pool) Close(ctx context.Context) error {
 	for _, inst := range p.slots.drainIdle() {
 		inst.close(ctx)
 		p.total.Add(-1)
+	}
+	if p.httpc != nil {
+		p.httpc.tr.CloseIdleConnections()
 	}
 	if err == nil {
 		// With calls still in flight the compiled code stays: a trap unwinding through it

@@ -153,6 +153,9 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 			}
 		}
 		want("wqhost_handle", api.ValueTypeI32)
+		fp, usesHTTP := checkFeatures(cm)
+		problems = append(problems, fp...)
+		out.usesHTTP = usesHTTP
 		if _, ok := exports["wqhost_self_test"]; ok {
 			want("wqhost_self_test", api.ValueTypeI32)
 			out.selfTest = true

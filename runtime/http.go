@@ -1,0 +1,588 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/wqhost/wqhost/netpolicy"
+)
+
+// Return codes of the outbound HTTP host functions beyond the common ones (docs/abi.md).
+const (
+	errTimeout = -10 // the request ran past http.timeout or the message's time limit
+	errNetwork = -11 // connecting, TLS, or the exchange failed
+)
+
+// Defaults of an HTTPPolicy's zero fields.
+const (
+	DefaultHTTPTimeout          = 10 * time.Second
+	DefaultHTTPMaxRequestBytes  = 1 << 20
+	DefaultHTTPMaxResponseBytes = 4 << 20
+	DefaultHTTPMaxRequests      = 8
+	DefaultHTTPMaxRedirects     = 5
+	// DefaultTenantHTTPRequests caps a tenant's concurrently open outbound requests.
+	DefaultTenantHTTPRequests = 64
+)
+
+// maxHTTPErrorText bounds the text http_error hands back.
+const maxHTTPErrorText = 1024
+
+// HTTPPolicy is a binding's outbound HTTP policy. A pool without one refuses every request.
+type HTTPPolicy struct {
+	// Allow lists the URLs the guest may request; a request matching none is refused, and
+	// special addresses (loopback, private, metadata...) are dialled only when a rule names
+	// them by IP or CIDR.
+	Allow netpolicy.Rules
+	// Timeout bounds one request from sending to the last body byte; default 10s. The
+	// message's own time limit applies too.
+	Timeout time.Duration
+	// MaxRequestBytes bounds a request body; default 1 MiB.
+	MaxRequestBytes int64
+	// MaxResponseBytes bounds the response body the guest can read; the rest is discarded
+	// and the read reports ERR_TOO_LARGE. Default 4 MiB.
+	MaxResponseBytes int64
+	// MaxRequestsPerMessage bounds the requests one message may make; default 8.
+	MaxRequestsPerMessage int
+	// MaxRedirects bounds the redirects followed per request (each must match Allow); 0 = 5,
+	// negative = none followed (the guest sees the 3xx).
+	MaxRedirects int
+	// Credentials are headers the host adds for the guest, by name; their values are never
+	// visible to it.
+	Credentials map[string]Credential
+}
+
+// Credential is a secret header the host adds to a request when the guest names it and the
+// request's host matches Hosts (netpolicy.HostMatch patterns). Redirects to other hosts
+// lose it.
+type Credential struct {
+	Header string
+	Value  string
+	Hosts  []string
+}
+
+// HTTPReport is what one message's outbound requests cost.
+type HTTPReport struct {
+	Requests int           // requests sent (redirects not counted)
+	BytesOut int64         // request body bytes
+	BytesIn  int64         // response body bytes read by the guest
+	Wait     time.Duration // time spent in http_request and http_body_read
+}
+
+// outbound is a pool's HTTP client under its policy.
+type outbound struct {
+	pol    HTTPPolicy
+	tr     *http.Transport
+	client *http.Client
+	sem    chan struct{} // the tenant's open-request slots
+	dialer *net.Dialer
+	// resolve, when set by tests, maps a host name to the address dialled in its place (a
+	// fake DNS): the dial-time check still sees the address.
+	resolve func(host string) (string, bool)
+}
+
+// addrDenied is a dial refused because the resolved address is special.
+type addrDenied struct {
+	addr   netip.AddrPort
+	reason string
+}
+
+func (e *addrDenied) Error() string {
+	return fmt.Sprintf("address %s is %s and no http.allow rule names it by IP", e.addr, e.reason)
+}
+
+// redirectDenied is a redirect the policy does not allow.
+type redirectDenied struct{ msg string }
+
+func (e *redirectDenied) Error() string { return e.msg }
+
+type credCtxKey struct{}
+
+func newOutbound(pol HTTPPolicy, sem chan struct{}) *outbound {
+	if pol.Timeout <= 0 {
+		pol.Timeout = DefaultHTTPTimeout
+	}
+	if pol.MaxRequestBytes <= 0 {
+		pol.MaxRequestBytes = DefaultHTTPMaxRequestBytes
+	}
+	if pol.MaxResponseBytes <= 0 {
+		pol.MaxResponseBytes = DefaultHTTPMaxResponseBytes
+	}
+	if pol.MaxRequestsPerMessage <= 0 {
+		pol.MaxRequestsPerMessage = DefaultHTTPMaxRequests
+	}
+	if pol.MaxRedirects == 0 {
+		pol.MaxRedirects = DefaultHTTPMaxRedirects
+	}
+	o := &outbound{pol: pol, sem: sem}
+	o.dialer = &net.Dialer{Timeout: pol.Timeout, Control: o.control}
+	o.tr = &http.Transport{
+		// Never a proxy from the environment: the dial check must see the real target.
+		Proxy:                  nil,
+		DialContext:            o.dial,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           64,
+		MaxIdleConnsPerHost:    16,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    pol.Timeout,
+		MaxResponseHeaderBytes: 64 << 10,
+		// The guest sees the bytes the server sent; no transparent gunzip behind its caps.
+		DisableCompression: true,
+	}
+	o.client = &http.Client{Transport: o.tr, CheckRedirect: o.checkRedirect}
+	return o
+}
+
+func (o *outbound) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if o.resolve != nil {
+		if host, port, err := net.SplitHostPort(addr); err == nil {
+			if ip, ok := o.resolve(host); ok {
+				addr = net.JoinHostPort(ip, port)
+			}
+		}
+	}
+	return o.dialer.DialContext(ctx, network, addr)
+}
+
+// control runs on every resolved address just before connecting, so a name that resolves (or
+// re-resolves, or redirects) to a special address is refused whatever the URL said.
+func (o *outbound) control(network, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("outbound http: dial %s: unparsable address: %w", address, err)
+	}
+	if reason, bad := netpolicy.Special(ap.Addr()); bad && !o.pol.Allow.AllowsAddr(ap) {
+		return &addrDenied{addr: ap, reason: reason}
+	}
+	return nil
+}
+
+func (o *outbound) checkRedirect(req *http.Request, via []*http.Request) error {
+	if o.pol.MaxRedirects < 0 {
+		return http.ErrUseLastResponse
+	}
+	if len(via) > o.pol.MaxRedirects {
+		return &redirectDenied{msg: fmt.Sprintf("more than %d redirects (http.max_redirects)", o.pol.MaxRedirects)}
+	}
+	if _, ok := o.pol.Allow.Match(targetOf(req.URL)); !ok {
+		return &redirectDenied{msg: "redirect to " + redactURL(req.URL) + " matches no http.allow rule"}
+	}
+	if c, ok := req.Context().Value(credCtxKey{}).(*Credential); ok && !c.allows(req.URL.Hostname()) {
+		req.Header.Del(c.Header)
+	}
+	return nil
+}
+
+func (c *Credential) allows(host string) bool {
+	for _, p := range c.Hosts {
+		if netpolicy.HostMatch(strings.TrimSuffix(strings.ToLower(p), "."), host) {
+			return true
+		}
+	}
+	return false
+}
+
+func targetOf(u *url.URL) netpolicy.Target {
+	t := netpolicy.Target{Scheme: strings.ToLower(u.Scheme), Host: strings.TrimSuffix(strings.ToLower(u.Hostname()), "."), Path: u.Path}
+	if p := u.Port(); p != "" {
+		var n int
+		_, _ = fmt.Sscanf(p, "%d", &n)
+		t.Port = n
+	} else if t.Scheme == "https" {
+		t.Port = 443
+	} else {
+		t.Port = 80
+	}
+	return t
+}
+
+// redactURL is a URL for logs and errors: no user info, query or fragment.
+func redactURL(u *url.URL) string {
+	c := *u
+	c.User, c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = nil, "", false, "", ""
+	return c.String()
+}
+
+// httpResp is an open response, a handle's target.
+type httpResp struct {
+	resp    *http.Response
+	body    io.ReadCloser
+	read    int64
+	over    bool // the body went past MaxResponseBytes
+	done    bool // the body ended
+	cancel  context.CancelFunc
+	release func()
+}
+
+func (h *httpResp) close() {
+	if h.body != nil {
+		_ = h.body.Close()
+		h.body = nil
+	}
+	h.cancel()
+	if h.release != nil {
+		h.release()
+		h.release = nil
+	}
+}
+
+// httpState is one message's outbound requests.
+type httpState struct {
+	open    []*httpResp // handle i+1; nil once closed
+	report  HTTPReport
+	lastErr string
+}
+
+// closeHTTP ends every request the message left open; the pool calls it after each call.
+func (st *callState) closeHTTP() HTTPReport {
+	for _, h := range st.http.open {
+		if h != nil {
+			h.close()
+		}
+	}
+	clear(st.http.open)
+	rep := st.http.report
+	st.http.open, st.http.report, st.http.lastErr = st.http.open[:0], HTTPReport{}, ""
+	return rep
+}
+
+// fail records the reason of a refused or failed request for http_error and, for policy
+// refusals, logs it naming the rule.
+func (st *callState) httpFail(code int32, method, u, rule, msg string) int32 {
+	text := "http: " + method + " " + u + ": " + msg
+	if st.pool != nil && st.pool.httpc != nil {
+		for _, c := range st.pool.httpc.pol.Credentials {
+			if c.Value != "" {
+				text = strings.ReplaceAll(text, c.Value, "[redacted]")
+			}
+		}
+	}
+	if len(text) > maxHTTPErrorText {
+		text = text[:maxHTTPErrorText]
+	}
+	st.http.lastErr = text
+	if rule != "" && st.pool != nil {
+		id := ""
+		if st.in != nil {
+			id = st.in.ID
+		}
+		st.pool.logger.Warn("outbound http request refused", "message_id", id, "method", method, "url", u, "rule", rule, "reason", msg)
+	}
+	return code
+}
+
+var forbiddenHeaders = map[string]bool{
+	"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Connection": true, "Upgrade": true,
+	"Te": true, "Trailer": true, "Keep-Alive": true, "Proxy-Authorization": true, "Proxy-Connection": true,
+}
+
+// parseHeaders reads "Name: value" lines (LF or CRLF).
+func parseHeaders(b []byte) (http.Header, error) {
+	h := http.Header{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		if line == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(line, ":")
+		value = strings.TrimSpace(value)
+		if !ok || !httpguts.ValidHeaderFieldName(name) || !httpguts.ValidHeaderFieldValue(value) {
+			return nil, fmt.Errorf("malformed header line %q", clip(line, 80))
+		}
+		name = http.CanonicalHeaderKey(name)
+		if forbiddenHeaders[name] {
+			return nil, fmt.Errorf("header %s is set by the host", name)
+		}
+		h.Add(name, value)
+	}
+	return h, nil
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// request sends one request for the guest and returns its handle or an error code.
+func (st *callState) request(ctx context.Context, method, rawURL string, hdr, body []byte, credName string) int32 {
+	var u *url.URL
+	shown := clip(rawURL, 200)
+	if pu, err := url.Parse(rawURL); err == nil {
+		u = pu
+		shown = redactURL(u)
+	}
+	if st.in == nil || st.out == nil {
+		return st.httpFail(errDenied, method, shown, "", "no message is being handled (self test)")
+	}
+	p := st.pool
+	o := p.httpc
+	if o == nil {
+		return st.httpFail(errDenied, method, shown, "http", "the binding has no http: policy (outbound requests are denied by default)")
+	}
+	if st.http.report.Requests >= o.pol.MaxRequestsPerMessage {
+		return st.httpFail(errLimit, method, shown, "http.max_requests_per_message", fmt.Sprintf("more than %d requests for one message", o.pol.MaxRequestsPerMessage))
+	}
+	if int64(len(body)) > o.pol.MaxRequestBytes {
+		return st.httpFail(errTooLarge, method, shown, "http.max_request_bytes", fmt.Sprintf("body of %d bytes exceeds %d", len(body), o.pol.MaxRequestBytes))
+	}
+	if method == "" {
+		method = http.MethodGet
+	}
+	if !httpguts.ValidHeaderFieldName(method) || strings.ToUpper(method) != method {
+		return st.httpFail(errInvalid, clip(method, 20), shown, "", "invalid method")
+	}
+	if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return st.httpFail(errInvalid, method, shown, "", "want an absolute http or https URL")
+	}
+	if u.User != nil {
+		return st.httpFail(errInvalid, method, shown, "", "user info in URLs is not allowed (use a credential)")
+	}
+	for seg := range strings.SplitSeq(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return st.httpFail(errInvalid, method, shown, "", "dot segments in the path are not allowed")
+		}
+	}
+	tg := targetOf(u)
+	if _, ok := o.pol.Allow.Match(tg); !ok {
+		return st.httpFail(errDenied, method, shown, "http.allow", "no http.allow rule matches")
+	}
+	h, err := parseHeaders(hdr)
+	if err != nil {
+		return st.httpFail(errInvalid, method, shown, "", err.Error())
+	}
+	var cred *Credential
+	if credName != "" {
+		c, ok := o.pol.Credentials[credName]
+		if !ok {
+			return st.httpFail(errNotFound, method, shown, "http.credentials", "no credential named "+clip(credName, 64))
+		}
+		if !c.allows(tg.Host) {
+			return st.httpFail(errDenied, method, shown, "http.credentials."+credName+".hosts", "credential "+credName+" is not bound to host "+tg.Host)
+		}
+		cred = &c
+		h.Set(c.Header, c.Value)
+	}
+
+	start := time.Now()
+	defer func() { st.http.report.Wait += time.Since(start) }()
+	rctx, cancel := context.WithTimeout(ctx, o.pol.Timeout)
+	if cred != nil {
+		rctx = context.WithValue(rctx, credCtxKey{}, cred)
+	}
+	select {
+	case o.sem <- struct{}{}:
+	case <-rctx.Done():
+		cancel()
+		return st.httpFail(errTimeout, method, shown, "limits.http_concurrency", "timed out waiting for one of the tenant's open-request slots")
+	}
+	release := func() { <-o.sem }
+	// The body is copied: guest memory may move (memory.grow) while the transport still
+	// reads it.
+	req, err := http.NewRequestWithContext(rctx, method, u.String(), bytes.NewReader(bytes.Clone(body)))
+	if err != nil {
+		release()
+		cancel()
+		return st.httpFail(errInvalid, method, shown, "", err.Error())
+	}
+	if len(body) == 0 {
+		req.Body, req.GetBody, req.ContentLength = http.NoBody, nil, 0
+	}
+	req.Header = h
+	st.http.report.Requests++
+	st.http.report.BytesOut += int64(len(body))
+	resp, err := o.client.Do(req)
+	if err != nil {
+		release()
+		cancel()
+		var ad *addrDenied
+		var rd *redirectDenied
+		switch {
+		case errors.As(err, &ad):
+			return st.httpFail(errDenied, method, shown, "http.allow (address)", ad.Error())
+		case errors.As(err, &rd):
+			return st.httpFail(errDenied, method, shown, "http.allow (redirect)", rd.msg)
+		case rctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+			if ctx.Err() != nil {
+				return st.httpFail(errTimeout, method, shown, "", "the message's time limit ended the request")
+			}
+			return st.httpFail(errTimeout, method, shown, "", fmt.Sprintf("no complete response within http.timeout (%s)", o.pol.Timeout))
+		default:
+			var ue *url.Error
+			msg := err.Error()
+			if errors.As(err, &ue) {
+				msg = ue.Err.Error()
+			}
+			return st.httpFail(errNetwork, method, shown, "", msg)
+		}
+	}
+	hr := &httpResp{resp: resp, body: resp.Body, cancel: cancel, release: release}
+	for i, x := range st.http.open {
+		if x == nil {
+			st.http.open[i] = hr
+			return int32(i + 1)
+		}
+	}
+	st.http.open = append(st.http.open, hr)
+	return int32(len(st.http.open))
+}
+
+func (st *callState) handle(h uint32) *httpResp {
+	if h == 0 || int(h) > len(st.http.open) {
+		return nil
+	}
+	return st.http.open[h-1]
+}
+
+// readBody copies the next body bytes into dst: the count, 0 at the end, ERR_TOO_LARGE once
+// the cap is passed (the rest is never read), or a timeout/network error.
+func (st *callState) readBody(ctx context.Context, hr *httpResp, dst []byte) int32 {
+	if hr.over {
+		return errTooLarge
+	}
+	if hr.done || len(dst) == 0 {
+		return 0
+	}
+	start := time.Now()
+	defer func() { st.http.report.Wait += time.Since(start) }()
+	max := st.pool.httpc.pol.MaxResponseBytes
+	n := 0
+	var err error
+	for n < len(dst) && err == nil {
+		var k int
+		k, err = hr.body.Read(dst[n:])
+		n += k
+		if hr.read+int64(n) > max {
+			break
+		}
+	}
+	if hr.read+int64(n) > max {
+		n = int(max - hr.read)
+		hr.over = true
+		// Close now: the remainder is never downloaded.
+		_ = hr.body.Close()
+		hr.body = nil
+		if n == 0 {
+			return st.httpFail(errTooLarge, hr.resp.Request.Method, redactURL(hr.resp.Request.URL), "http.max_response_bytes", fmt.Sprintf("response body exceeds %d bytes", max))
+		}
+	}
+	hr.read += int64(n)
+	st.http.report.BytesIn += int64(n)
+	if err != nil && !hr.over {
+		if err != io.EOF {
+			method, shown := hr.resp.Request.Method, redactURL(hr.resp.Request.URL)
+			if n > 0 {
+				// Deliver what arrived; the error comes with the next read.
+				return int32(n)
+			}
+			hr.done = true
+			if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+				return st.httpFail(errTimeout, method, shown, "", "the response body did not finish in time")
+			}
+			return st.httpFail(errNetwork, method, shown, "", "reading the response body: "+err.Error())
+		}
+		hr.done = true
+	}
+	return int32(n)
+}
+
+func httpHostFuncs() []hostFn {
+	return []hostFn{
+		{"http_request", []api.ValueType{tI32, tI32, tI32, tI32, tI32, tI32, tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
+			method := mem(m, "http_request", uint32(s[0]), uint32(s[1]))
+			u := mem(m, "http_request", uint32(s[2]), uint32(s[3]))
+			hdr := mem(m, "http_request", uint32(s[4]), uint32(s[5]))
+			body := mem(m, "http_request", uint32(s[6]), uint32(s[7]))
+			cred := mem(m, "http_request", uint32(s[8]), uint32(s[9]))
+			st := stateOf(ctx)
+			if st == nil {
+				s[0] = i32(errDenied)
+				return
+			}
+			s[0] = i32(st.request(ctx, string(method), string(u), hdr, body, string(cred)))
+		}},
+		{"http_status", []api.ValueType{tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
+			st := stateOf(ctx)
+			var hr *httpResp
+			if st != nil {
+				hr = st.handle(uint32(s[0]))
+			}
+			if hr == nil {
+				s[0] = i32(errInvalid)
+				return
+			}
+			s[0] = i32(int32(hr.resp.StatusCode))
+		}},
+		{"http_header", []api.ValueType{tI32, tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
+			name := mem(m, "http_header", uint32(s[1]), uint32(s[2]))
+			dst := mem(m, "http_header", uint32(s[3]), uint32(s[4]))
+			st := stateOf(ctx)
+			var hr *httpResp
+			if st != nil {
+				hr = st.handle(uint32(s[0]))
+			}
+			if hr == nil {
+				s[0] = i32(errInvalid)
+				return
+			}
+			vs := hr.resp.Header.Values(string(name))
+			if len(vs) == 0 {
+				s[0] = i32(errNotFound)
+				return
+			}
+			v := strings.Join(vs, ", ")
+			copy(dst, v)
+			s[0] = i32(int32(len(v)))
+		}},
+		{"http_body_read", []api.ValueType{tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
+			dst := mem(m, "http_body_read", uint32(s[1]), uint32(s[2]))
+			st := stateOf(ctx)
+			var hr *httpResp
+			if st != nil {
+				hr = st.handle(uint32(s[0]))
+			}
+			if hr == nil {
+				s[0] = i32(errInvalid)
+				return
+			}
+			s[0] = i32(st.readBody(ctx, hr, dst))
+		}},
+		{"http_close", []api.ValueType{tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
+			st := stateOf(ctx)
+			var hr *httpResp
+			if st != nil {
+				hr = st.handle(uint32(s[0]))
+			}
+			if hr == nil {
+				s[0] = i32(errInvalid)
+				return
+			}
+			hr.close()
+			st.http.open[uint32(s[0])-1] = nil
+			s[0] = 0
+		}},
+		{"http_error", []api.ValueType{tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
+			dst := mem(m, "http_error", uint32(s[0]), uint32(s[1]))
+			st := stateOf(ctx)
+			if st == nil || st.http.lastErr == "" {
+				s[0] = i32(errNotFound)
+				return
+			}
+			copy(dst, st.http.lastErr)
+			s[0] = i32(int32(len(st.http.lastErr)))
+		}},
+	}
+}
