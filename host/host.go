@@ -118,7 +118,7 @@ func needsLimiter(tc config.Tenant, hostBudget int) bool {
 // runtimeLimits are the limits a tenant's runtime is created with.
 func runtimeLimits(tc config.Tenant) runtime.TenantLimits {
 	// Pages rounded up, so a limit is never below the configured bytes.
-	return runtime.TenantLimits{MemoryPages: uint32((int64(tc.Limits.Memory) + 65535) / 65536)}
+	return runtime.TenantLimits{MemoryPages: uint32((int64(tc.Limits.Memory) + 65535) / 65536), HTTPRequests: tc.Limits.HTTPConcurrency}
 }
 
 // newTenant builds a tenant and its share of the fair scheduler, not yet registered: the

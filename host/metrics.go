@@ -52,6 +52,10 @@ var (
 		bdesc("wqhost_pool_instances", "Live module instances in the binding's pool.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Pool.Instances) }),
 		bdesc("wqhost_pool_instances_busy", "Module instances running a call.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Pool.Busy) }),
 		bdesc("wqhost_pool_traps_total", "Handler calls that trapped.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Pool.Traps) }),
+		bdesc("wqhost_http_requests_total", "Outbound HTTP requests sent by the binding's handlers.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.HTTP.Requests) }),
+		bdesc("wqhost_http_sent_bytes_total", "Outbound HTTP request body bytes.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.HTTP.BytesOut) }),
+		bdesc("wqhost_http_received_bytes_total", "Outbound HTTP response body bytes read by handlers.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.HTTP.BytesIn) }),
+		bdesc("wqhost_http_wait_seconds_total", "Time handlers spent waiting on outbound HTTP.", prometheus.CounterValue, func(s *BindingStatus) float64 { return s.HTTP.WaitSeconds }),
 		bdesc("wqhost_pool_timeouts_total", "Handler calls that exceeded the time limit.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Pool.Timeouts) }),
 	}
 	queueCallsDesc = prometheus.NewDesc("wqhost_queue_calls_total",

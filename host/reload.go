@@ -85,6 +85,7 @@ func (b *binding) poolConfig() runtime.PoolConfig {
 		OutputQueue:    bc.Output,
 		AllowEmit:      allowOwnQueue,
 		MaxOutputBytes: int(t.Limits.MaxOutputBytes),
+		HTTP:           httpPolicy(bc.HTTP),
 	}
 }
 
@@ -237,6 +238,7 @@ func (b *binding) retire(ctx context.Context, v *version) error {
 	b.retiredStats.Discarded += st.Discarded
 	b.retiredStats.Traps += st.Traps
 	b.retiredStats.Timeouts += st.Timeouts
+	b.retiredStats.HTTP.Add(st.HTTP)
 	b.mu.Unlock()
 	return err
 }

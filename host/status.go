@@ -62,6 +62,8 @@ type BindingStatus struct {
 	LastReloadError   string     `json:"last_reload_error,omitempty"`
 	LastReloadErrorAt *time.Time `json:"last_reload_error_at,omitempty"`
 	Pool              PoolStatus `json:"pool"`
+	// HTTP sums the outbound requests of the binding's messages.
+	HTTP HTTPStatus `json:"http"`
 
 	Plugins []PluginStatus `json:"plugins,omitempty"`
 }
@@ -165,6 +167,7 @@ func (b *binding) status(ctx context.Context) BindingStatus {
 			Discarded: ps.Discarded + old.Discarded, Traps: ps.Traps + old.Traps, Timeouts: ps.Timeouts + old.Timeouts,
 		},
 	}
+	bs.HTTP = httpStatus(ps.HTTP, old.HTTP)
 	if lastErr != "" {
 		bs.LastReloadErrorAt = &lastErrAt
 	}

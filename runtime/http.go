@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -79,6 +80,33 @@ type HTTPReport struct {
 	BytesOut int64         // request body bytes
 	BytesIn  int64         // response body bytes read by the guest
 	Wait     time.Duration // time spent in http_request and http_body_read
+}
+
+// Add adds o's counts to r.
+func (r *HTTPReport) Add(o HTTPReport) {
+	r.Requests += o.Requests
+	r.BytesOut += o.BytesOut
+	r.BytesIn += o.BytesIn
+	r.Wait += o.Wait
+}
+
+// httpCounters are a pool's cumulative HTTPReport.
+type httpCounters struct {
+	requests, out, in, wait atomic.Int64
+}
+
+func (c *httpCounters) add(r HTTPReport) {
+	if r.Requests == 0 {
+		return
+	}
+	c.requests.Add(int64(r.Requests))
+	c.out.Add(r.BytesOut)
+	c.in.Add(r.BytesIn)
+	c.wait.Add(int64(r.Wait))
+}
+
+func (c *httpCounters) load() HTTPReport {
+	return HTTPReport{Requests: int(c.requests.Load()), BytesOut: c.out.Load(), BytesIn: c.in.Load(), Wait: time.Duration(c.wait.Load())}
 }
 
 // outbound is a pool's HTTP client under its policy.

@@ -87,6 +87,7 @@ type PoolStats struct {
 	Instances, Idle, Busy   int
 	Calls, Discarded, Traps int64
 	Timeouts                int64
+	HTTP                    HTTPReport // outbound requests of every call so far
 }
 
 // Pool runs one module version of one binding of one tenant.
@@ -106,6 +107,7 @@ type Pool struct {
 	total  atomic.Int64
 
 	calls, discarded, traps, timeouts atomic.Int64
+	http                              httpCounters
 
 	// trace, when set by tests, sees every checkout (start) and return of an instance.
 	trace func(inst *instance, start bool)
@@ -313,6 +315,7 @@ func (p *Pool) run(inst *instance, in *Input) (out *Output, discard bool, err er
 	err = inst.handle.CallWithStack(inst.ctx, inst.stack[:])
 	timedOut := inst.timer != nil && !inst.timer.Stop()
 	out.HTTP = st.closeHTTP()
+	p.http.add(out.HTTP)
 	st.in, st.out = nil, nil
 	inst.uses++
 	if err != nil || timedOut {
@@ -407,6 +410,7 @@ func (p *Pool) Stats() PoolStats {
 	return PoolStats{
 		Instances: int(p.total.Load()), Idle: idle, Busy: busy,
 		Calls: p.calls.Load(), Discarded: p.discarded.Load(), Traps: p.traps.Load(), Timeouts: p.timeouts.Load(),
+		HTTP: p.http.load(),
 	}
 }
 

@@ -186,6 +186,8 @@ type Limits struct {
 	Instances       int           `koanf:"instances"`         // cap of each binding's pool size
 	MaxMessageBytes ByteSize      `koanf:"max_message_bytes"` // larger messages are rejected
 	MaxOutputBytes  ByteSize      `koanf:"max_output_bytes"`  // per output message
+	// HTTPConcurrency caps the tenant's outbound HTTP requests open at once (0: 64).
+	HTTPConcurrency int `koanf:"http_concurrency"`
 }
 
 // Binding connects a queue to a handler module and an optional output queue.
@@ -220,6 +222,8 @@ type Binding struct {
 	Scaler  Scaler  `koanf:"scaler"`
 	Poison  Poison  `koanf:"poison"`
 	Pool    Pool    `koanf:"pool"`
+	// HTTP is the outbound HTTP policy; without allow rules every request is denied.
+	HTTP HTTP `koanf:"http"`
 }
 
 // PluginRef selects an external policy plugin (plugins/external) instead of a built-in; the

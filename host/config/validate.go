@@ -105,6 +105,7 @@ func (c *Config) validate() []error {
 		if l.MaxMessageBytes < 1 || l.MaxMessageBytes > MaxMessageBytesCap {
 			fail(tp+".limits.max_message_bytes", "%s is outside 1..%s", l.MaxMessageBytes, MaxMessageBytesCap)
 		}
+		validateHTTPConcurrency(fail, tp, l.HTTPConcurrency)
 		if l.MaxOutputBytes < 1 || l.MaxOutputBytes > MaxMessageBytesCap {
 			fail(tp+".limits.max_output_bytes", "%s is outside 1..%s", l.MaxOutputBytes, MaxMessageBytesCap)
 		}
@@ -210,6 +211,7 @@ func (c *Config) validateBackend(fail failFunc, path string, b Backend) {
 }
 
 func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b Binding) {
+	validateHTTP(fail, bp, b.HTTP)
 	if _, ok := c.BackendFor(b.Backend); !ok {
 		fail(bp+".backend", "%q is not a configured backend (known: %s)", b.Backend, strings.Join(append(slices.Sorted(maps.Keys(c.Backends)), DefaultBackend), ", "))
 	}
