@@ -27,9 +27,9 @@ if [ "$check" = 1 ]; then out=$tmp/out; else out=$root/examples/handlers; fi
 echo "go: $(go version)"
 echo "rustc: $("$RUSTC_BIN" --version)"
 
-go_reactor=(echo-go billing-go noop-go count-vowels-go)
+go_reactor=(echo-go billing-go noop-go count-vowels-go webhook-delivery-go)
 go_command=(upper-stdio)
-rust_reactor=(echo-rust count-vowels-rust)
+rust_reactor=(echo-rust count-vowels-rust webhook-delivery-rust)
 
 dest() { # dest NAME -> path of the built file
 	mkdir -p "$out/$1"

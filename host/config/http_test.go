@@ -78,3 +78,15 @@ func TestHTTPBlock(t *testing.T) {
 		})
 	}
 }
+
+func TestWebhookDemoConfigLoads(t *testing.T) {
+	t.Setenv("HOOKS_TOKEN", "Bearer demo")
+	c, err := Load(LoadOptions{File: "../../examples/handlers/webhook-delivery-go/wqhost.yaml", Environ: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Tenants["default"].Bindings["webhooks"].HTTP
+	if !h.Enabled() || h.Credentials["hooks"].Header != "Authorization" {
+		t.Errorf("http block %+v", h)
+	}
+}

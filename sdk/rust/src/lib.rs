@@ -16,6 +16,8 @@
 
 use std::fmt;
 
+pub mod http;
+
 /// Status codes returned by `wqhost_handle`.
 pub const STATUS_OK: i32 = 0;
 /// The message is retried after a delay.
