@@ -1,0 +1,89 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWebhookVerdicts runs the webhook-delivery examples (Go and Rust) against a receiver
+// answering each status: 2xx is ok; 408, 429 and 5xx retry after the receiver's Retry-After,
+// capped by the config, or the binding's back-off without one; other 4xx reject with the
+// status and URL (no query) in the reason.
+func TestWebhookVerdicts(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The message body is "<status> [retry-after]".
+		var after string
+		buf := make([]byte, 64)
+		n, _ := r.Body.Read(buf)
+		f := strings.Fields(string(buf[:n]))
+		code, _ := strconv.Atoi(f[0])
+		if len(f) > 1 {
+			after = f[1]
+		}
+		if r.Header.Get("Idempotency-Key") != "m-42" {
+			code = 599
+		}
+		if after != "" {
+			w.Header().Set("Retry-After", after)
+		}
+		w.WriteHeader(code)
+	}))
+	defer srv.Close()
+	for _, mod := range []struct{ name, capKey, capVal string }{
+		{"webhook-delivery-go", "max_retry_after", "1m"},
+		{"webhook-delivery-rust", "max_retry_after_ms", "60000"},
+	} {
+		t.Run(mod.name, func(t *testing.T) {
+			e := testEngine(t)
+			ten, err := e.Tenant("acme", TenantLimits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := fmt.Sprintf("../examples/handlers/%s/%s.wasm", mod.name, mod.name)
+			p, err := ten.NewPool(context.Background(), load(t, e, path, ABIWqhostV1), PoolConfig{
+				Binding: "hooks",
+				Config:  map[string]string{"url": srv.URL + "/in?sig=querysecret", mod.capKey: mod.capVal},
+				HTTP:    &HTTPPolicy{Allow: rules(t, "http://127.0.0.1:*/in")},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			for _, tt := range []struct {
+				body   string
+				status Status
+				after  time.Duration
+				reason string
+			}{
+				{"200", StatusOK, 0, ""},
+				{"204", StatusOK, 0, ""},
+				{"503 7", StatusRetry, 7 * time.Second, "status 503"},
+				{"429 99999", StatusRetry, time.Minute, "status 429"},
+				{"408", StatusRetry, 0, "status 408"},
+				{"500", StatusRetry, 0, "status 500"},
+				{"400 5", StatusReject, 0, "status 400"},
+				{"404", StatusReject, 0, "status 404"},
+			} {
+				out, err := p.Call(context.Background(), &Input{ID: "m-42", Body: []byte(tt.body)})
+				if err != nil {
+					t.Fatalf("%s: %v", tt.body, err)
+				}
+				if out.Status != tt.status || out.RetryAfter != tt.after {
+					t.Errorf("%s: status %d after %s (%s), want %d after %s", tt.body, out.Status, out.RetryAfter, out.ErrorText, tt.status, tt.after)
+				}
+				if tt.reason != "" && (!strings.Contains(out.ErrorText, tt.reason) || !strings.Contains(out.ErrorText, srv.URL+"/in")) {
+					t.Errorf("%s: reason %q, want %q and the URL", tt.body, out.ErrorText, tt.reason)
+				}
+				if strings.Contains(out.ErrorText, "querysecret") {
+					t.Errorf("%s: reason %q shows the query", tt.body, out.ErrorText)
+				}
+			}
+		})
+	}
+}
