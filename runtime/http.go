@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -225,9 +226,7 @@ func (c *Credential) allows(host string) bool {
 func targetOf(u *url.URL) netpolicy.Target {
 	t := netpolicy.Target{Scheme: strings.ToLower(u.Scheme), Host: strings.TrimSuffix(strings.ToLower(u.Hostname()), "."), Path: u.Path}
 	if p := u.Port(); p != "" {
-		var n int
-		_, _ = fmt.Sscanf(p, "%d", &n)
-		t.Port = n
+		t.Port, _ = strconv.Atoi(p)
 	} else if t.Scheme == "https" {
 		t.Port = 443
 	} else {
@@ -288,7 +287,8 @@ func (st *callState) closeHTTP() HTTPReport {
 
 // fail records the reason of a refused or failed request for http_error and, for policy
 // refusals, logs it naming the rule.
-func (st *callState) httpFail(code int32, method, u, rule, msg string) int32 {
+func (st *callState) httpFail(code int32, method string, shown func() string, rule, msg string) int32 {
+	u := shown()
 	text := "http: " + method + " " + u + ": " + msg
 	if st.pool != nil && st.pool.httpc != nil {
 		for _, c := range st.pool.httpc.pol.Credentials {
@@ -318,7 +318,7 @@ var forbiddenHeaders = map[string]bool{
 
 // parseHeaders reads "Name: value" lines (LF or CRLF).
 func parseHeaders(b []byte) (http.Header, error) {
-	h := http.Header{}
+	h := make(http.Header, 4)
 	for line := range strings.SplitSeq(string(b), "\n") {
 		line = strings.TrimSuffix(line, "\r")
 		if line == "" {
@@ -347,11 +347,16 @@ func clip(s string, n int) string {
 
 // request sends one request for the guest and returns its handle or an error code.
 func (st *callState) request(ctx context.Context, method, rawURL string, hdr, body []byte, credName string) int32 {
-	var u *url.URL
-	shown := clip(rawURL, 200)
-	if pu, err := url.Parse(rawURL); err == nil {
-		u = pu
-		shown = redactURL(u)
+	u, perr := url.Parse(rawURL)
+	if perr != nil {
+		u = nil
+	}
+	// The URL as logs and errors show it, worked out only when one is written.
+	shown := func() string {
+		if u == nil {
+			return clip(rawURL, 200)
+		}
+		return redactURL(u)
 	}
 	if st.in == nil || st.out == nil {
 		return st.httpFail(errDenied, method, shown, "", "no message is being handled (self test)")
@@ -420,16 +425,16 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 	release := func() { <-o.sem }
 	// The body is copied: guest memory may move (memory.grow) while the transport still
 	// reads it.
-	req, err := http.NewRequestWithContext(rctx, method, u.String(), bytes.NewReader(bytes.Clone(body)))
-	if err != nil {
-		release()
-		cancel()
-		return st.httpFail(errInvalid, method, shown, "", err.Error())
+	req := (&http.Request{
+		Method: method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Host: u.Host, Body: http.NoBody,
+	}).WithContext(rctx)
+	if len(body) > 0 {
+		cp := bytes.Clone(body)
+		req.ContentLength = int64(len(cp))
+		req.Body = io.NopCloser(bytes.NewReader(cp))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(cp)), nil }
 	}
-	if len(body) == 0 {
-		req.Body, req.GetBody, req.ContentLength = http.NoBody, nil, 0
-	}
-	req.Header = h
 	st.http.report.Requests++
 	st.http.report.BytesOut += int64(len(body))
 	resp, err := o.client.Do(req)
@@ -504,14 +509,14 @@ func (st *callState) readBody(ctx context.Context, hr *httpResp, dst []byte) int
 		_ = hr.body.Close()
 		hr.body = nil
 		if n == 0 {
-			return st.httpFail(errTooLarge, hr.resp.Request.Method, redactURL(hr.resp.Request.URL), "http.max_response_bytes", fmt.Sprintf("response body exceeds %d bytes", max))
+			return st.httpFail(errTooLarge, hr.resp.Request.Method, func() string { return redactURL(hr.resp.Request.URL) }, "http.max_response_bytes", fmt.Sprintf("response body exceeds %d bytes", max))
 		}
 	}
 	hr.read += int64(n)
 	st.http.report.BytesIn += int64(n)
 	if err != nil && !hr.over {
 		if err != io.EOF {
-			method, shown := hr.resp.Request.Method, redactURL(hr.resp.Request.URL)
+			method, shown := hr.resp.Request.Method, func() string { return redactURL(hr.resp.Request.URL) }
 			if n > 0 {
 				// Deliver what arrived; the error comes with the next read.
 				return int32(n)

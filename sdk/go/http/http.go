@@ -185,7 +185,12 @@ func Do(method, url string, body []byte, opts *Options) (*Response, error) {
 		return nil, &Error{Method: method, URL: shown, Err: codeError(h), Detail: hostLastError()}
 	}
 	r := &Response{Status: int(hostStatus(h)), method: method, url: shown, handle: h}
-	buf := make([]byte, 16<<10)
+	size := 16 << 10
+	if o.MaxBody > 0 && o.MaxBody < size {
+		// One read beyond MaxBody tells a body that ends there from a longer one.
+		size = o.MaxBody + 1
+	}
+	buf := make([]byte, size)
 	for {
 		if o.MaxBody > 0 && len(r.Body) >= o.MaxBody {
 			r.Truncated = true
