@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"net/http"
@@ -8,8 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"context"
 )
 
 // receiver is a webhook endpoint that fails a deterministic 30% of deliveries with 503,
@@ -132,6 +131,21 @@ func TestWebhookDeliveryEndToEnd(t *testing.T) {
 			rc.mu.Unlock()
 			if s.HTTP.Requests != int64(attempts) || s.HTTP.BytesOut == 0 {
 				t.Errorf("status http %+v; want %d requests", s.HTTP, attempts)
+			}
+			admin := httptest.NewServer(h.AdminHandler())
+			defer admin.Close()
+			metrics := get(t, admin.URL+"/metrics", "", http.StatusOK)
+			for _, want := range []string{
+				fmt.Sprintf(`wqhost_http_requests_total{binding="hooks",queue="hooks",tenant="acme"} %d`, attempts),
+				`wqhost_http_sent_bytes_total{binding="hooks",queue="hooks",tenant="acme"}`,
+				`wqhost_http_wait_seconds_total{binding="hooks",queue="hooks",tenant="acme"}`,
+			} {
+				if !strings.Contains(metrics, want) {
+					t.Errorf("/metrics lacks %s", want)
+				}
+			}
+			if st := get(t, admin.URL+"/v1/status", "", http.StatusOK); !strings.Contains(st, fmt.Sprintf(`"requests": %d`, attempts)) {
+				t.Errorf("/v1/status lacks the http requests (%d)", attempts)
 			}
 		})
 	}

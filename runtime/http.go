@@ -39,8 +39,12 @@ const (
 	DefaultTenantHTTPRequests = 64
 )
 
-// maxHTTPErrorText bounds the text http_error hands back.
-const maxHTTPErrorText = 1024
+// Bounds the host keeps whatever the policy says.
+const (
+	maxHTTPErrorText   = 1024     // the text http_error hands back
+	maxHTTPHeaderBytes = 64 << 10 // a request's header lines
+	maxHTTPURLBytes    = 8 << 10  // a request's URL
+)
 
 // HTTPPolicy is a binding's outbound HTTP policy. A pool without one refuses every request.
 type HTTPPolicy struct {
@@ -368,6 +372,9 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 	}
 	if st.http.report.Requests >= o.pol.MaxRequestsPerMessage {
 		return st.httpFail(errLimit, method, shown, "http.max_requests_per_message", fmt.Sprintf("more than %d requests for one message", o.pol.MaxRequestsPerMessage))
+	}
+	if len(hdr) > maxHTTPHeaderBytes || len(rawURL) > maxHTTPURLBytes {
+		return st.httpFail(errTooLarge, method, shown, "", fmt.Sprintf("URL (%d bytes) or header lines (%d bytes) over the host's bounds (%d, %d)", len(rawURL), len(hdr), maxHTTPURLBytes, maxHTTPHeaderBytes))
 	}
 	if int64(len(body)) > o.pol.MaxRequestBytes {
 		return st.httpFail(errTooLarge, method, shown, "http.max_request_bytes", fmt.Sprintf("body of %d bytes exceeds %d", len(body), o.pol.MaxRequestBytes))

@@ -133,6 +133,7 @@ func TestHTTPRefusals(t *testing.T) {
 		{"host header", allowHooks, "GET " + srv.URL + "/hooks\nHost: evil", []string{"code=-5", "Host is set by the host"}, ""},
 		{"localhost by name only", &HTTPPolicy{Allow: rules(t, "http://localhost:*")}, "GET http://localhost:" + port + "/", []string{"code=-2", "127.0.0.1:" + port + " is loopback"}, `rule="http.allow (address)"`},
 		{"unknown credential", allowHooks, "GET " + srv.URL + "/hooks nope", []string{"code=-1", "no credential named nope"}, "rule=http.credentials"},
+		{"huge headers", allowHooks, "GET " + srv.URL + "/hooks\nX-Big: " + strings.Repeat("a", 70<<10), []string{"code=-3", "header lines"}, ""},
 		{"user info", allowHooks, "GET http://u:pw@127.0.0.1:" + port + "/hooks", []string{"code=-5", "user info"}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
