@@ -293,14 +293,15 @@ func (st *callState) closeHTTP() HTTPReport {
 // refusals, logs it naming the rule.
 func (st *callState) httpFail(code int32, method string, shown func() string, rule, msg string) int32 {
 	u := shown()
-	text := "http: " + method + " " + u + ": " + msg
 	if st.pool != nil && st.pool.httpc != nil {
 		for _, c := range st.pool.httpc.pol.Credentials {
 			if c.Value != "" {
-				text = strings.ReplaceAll(text, c.Value, "[redacted]")
+				u = strings.ReplaceAll(u, c.Value, "[redacted]")
+				msg = strings.ReplaceAll(msg, c.Value, "[redacted]")
 			}
 		}
 	}
+	text := "http: " + method + " " + u + ": " + msg
 	if len(text) > maxHTTPErrorText {
 		text = text[:maxHTTPErrorText]
 	}
