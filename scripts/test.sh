@@ -91,7 +91,7 @@ check "smoke: wqhost run with no config, send from another process, /v1/status" 
 
 if [ "$FUZZTIME" != 0 ]; then
 	# Each target runs for FUZZTIME on top of its committed seed corpus (testdata/fuzz).
-	for target in host/config:FuzzLoad runtime:FuzzHostFunctions listener/azure:FuzzDecode listener/azure:FuzzEnvelopeRoundTrip; do
+	for target in host/config:FuzzLoad runtime:FuzzHostFunctions runtime:FuzzHTTPHostFunctions listener/azure:FuzzDecode listener/azure:FuzzEnvelopeRoundTrip; do
 		pkg=${target%%:*}
 		name=${target#*:}
 		check "fuzz $name ($pkg, $FUZZTIME)" go test -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" "./$pkg"
