@@ -16,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/internal/testcache"
 )
 
@@ -360,5 +361,30 @@ func BenchmarkEchoHandle(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestReadmeConfig loads the host config README.md shows, as a user pasting it into a config
+// at the repository root would.
+func TestReadmeConfig(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "Bindings using them")
+	if !ok {
+		t.Fatal(`README.md lost its "Bindings using them" section`)
+	}
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	snippet, _, ok := strings.Cut(rest, "```")
+	if !ok || snippet == "" {
+		t.Fatal("README.md: no yaml block after \"Bindings using them\"")
+	}
+	cfg, err := config.Parse([]byte(snippet), filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatalf("README.md's config is rejected: %v\n%s", err, snippet)
+	}
+	if b := cfg.Tenants["default"].Bindings; len(b) != 2 || b["billing"].Config["tax_rate"] != "0.2" || b["upper"].ABI != "wasi-stdio" {
+		t.Fatalf("README.md's config loaded as %+v", b)
 	}
 }
