@@ -35,8 +35,37 @@ fi
 dir=$WQHOST_TINYGO_DIR
 wrapper=$dir/bin/tinygo
 
-installed() {
+built() {
 	[ -x "$wrapper" ] && [ -f "$dir/.complete" ] && "$wrapper" version >/dev/null 2>&1
+}
+
+# seeded: the libraries are still in TinyGo's cache (a cleared ~/.cache would otherwise leave a
+# tinygo that cannot link).
+seeded() {
+	local cache
+	cache=$("$wrapper" env GOCACHE 2>/dev/null) || return 1
+	[ -f "$cache/wasi-libc-wasm32-unknown-wasi-generic/lib.a" ] &&
+		[ -f "$cache/compiler-rt-wasm32-unknown-wasi-generic/lib.a" ]
+}
+
+installed() { built && seeded; }
+
+# seed copies Debian's builds of the libraries TinyGo would build from its submodules into
+# TinyGo's cache.
+seed() {
+	local libc include builtins cache
+	libc=$(dpkg -L wasi-libc | grep '/wasm32-wasi/libc\.a$' | head -1)
+	include=$(dpkg -L wasi-libc | grep '/include/wasm32-wasi$' | head -1)
+	builtins=$(dpkg -L libclang-rt-19-dev-wasm32 | grep '/libclang_rt\.builtins-wasm32\.a$' | head -1)
+	for f in "$libc" "$include" "$builtins"; do
+		[ -e "$f" ] || { echo "install-tinygo: a file from the Debian packages is missing ($f)" >&2; exit 1; }
+	done
+	cache=$("$wrapper" env GOCACHE)
+	mkdir -p "$cache/wasi-libc-wasm32-unknown-wasi-generic" "$cache/compiler-rt-wasm32-unknown-wasi-generic"
+	cp "$libc" "$cache/wasi-libc-wasm32-unknown-wasi-generic/lib.a"
+	rm -rf "$cache/wasi-libc-wasm32-unknown-wasi-generic/include"
+	cp -r "$include" "$cache/wasi-libc-wasm32-unknown-wasi-generic/include"
+	cp "$builtins" "$cache/compiler-rt-wasm32-unknown-wasi-generic/lib.a"
 }
 
 if [ "${1:-}" = "--path" ]; then
@@ -58,6 +87,12 @@ if installed; then
 	echo "tinygo: $("$wrapper" version) (already installed in $dir)"
 	exit 0
 fi
+if built && dpkg-query -W -f='${Status}' wasi-libc libclang-rt-19-dev-wasm32 2>/dev/null | grep -q 'install ok installed'; then
+	seed
+	link_wrapper
+	echo "tinygo: $("$wrapper" version) (installed in $dir; libraries seeded again into its cache)"
+	exit 0
+fi
 
 start=$(date +%s)
 missing=()
@@ -73,12 +108,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 llvmbin=$(llvm-config-$LLVM --bindir)
-libc=$(dpkg -L wasi-libc | grep '/wasm32-wasi/libc\.a$' | head -1)
-include=$(dpkg -L wasi-libc | grep '/include/wasm32-wasi$' | head -1)
-builtins=$(dpkg -L libclang-rt-19-dev-wasm32 | grep '/libclang_rt\.builtins-wasm32\.a$' | head -1)
-for f in "$libc" "$include" "$builtins"; do
-	[ -e "$f" ] || { echo "install-tinygo: a file from the Debian packages is missing ($f)" >&2; exit 1; }
-done
 
 # A fresh copy of the module source: TINYGOROOT must hold src/net, and the module cache is
 # read-only.
@@ -105,13 +134,7 @@ chmod +x "$dir.tmp/bin/tinygo"
 rm -rf "$dir"
 mv "$dir.tmp" "$dir"
 
-# Seed the libraries TinyGo would build from its submodules.
-cache=$("$wrapper" env GOCACHE)
-mkdir -p "$cache/wasi-libc-wasm32-unknown-wasi-generic" "$cache/compiler-rt-wasm32-unknown-wasi-generic"
-cp "$libc" "$cache/wasi-libc-wasm32-unknown-wasi-generic/lib.a"
-rm -rf "$cache/wasi-libc-wasm32-unknown-wasi-generic/include"
-cp -r "$include" "$cache/wasi-libc-wasm32-unknown-wasi-generic/include"
-cp "$builtins" "$cache/compiler-rt-wasm32-unknown-wasi-generic/lib.a"
+seed
 
 # Smoke test: a wasip1 reactor builds.
 smoke=$(mktemp -d)
