@@ -49,6 +49,6 @@ func TestReadmeTour(t *testing.T) {
 		r := wq(t, dir, "peek", "--queue", "jobs-done", "--limit", "0", "--json")
 		return r.code == 0 && strings.Count(r.stdout, "\n") == 100
 	})
-	wq(t, dir, "peek", "--queue", "jobs-done", "--limit", "1").expect(t, 0, "peek", "hello, job 1")
+	wq(t, dir, "peek", "--queue", "jobs-done", "--limit", "1").expect(t, 0, "peek", "hello, job ", "1 message shown from jobs-done (not consumed)")
 	wq(t, dir, "status", "--admin", h.addr).expect(t, 0, "status", "greet", "jobs")
 }
