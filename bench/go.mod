@@ -53,3 +53,5 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.61.1 // indirect
 )
+
+replace github.com/wqhost/wqhost/sdk/go => ../sdk/go

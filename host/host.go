@@ -79,6 +79,7 @@ type Host struct {
 
 	// reloadMu serialises reloads (file watcher, SIGHUP, admin API).
 	reloadMu   sync.Mutex
+	configErr  lastError                      // the last failed config reload, cleared by one that succeeds
 	loadConfig func() (*config.Config, error) // under reloadMu; see SetConfigLoader
 	closed     bool                           // under reloadMu
 	// debounce is how long the watcher waits after the last event on a file before reading

@@ -208,6 +208,11 @@ func TestMessagesReachOutputQueueAndAreCounted(t *testing.T) {
   acme:
     bindings:
       echo: {queue: in, output: out, module: %q}
+      billing:
+        queue: transactions
+        output: priced
+        module: builtin:billing-tinygo
+        config: {tax_rate: "0.2"}
 `, echo, echo))
 	stop := run(t, h)
 	for i := range 20 {
@@ -218,10 +223,16 @@ func TestMessagesReachOutputQueueAndAreCounted(t *testing.T) {
 		`{"id":"tx-1","account":"acme","currency":"EUR","items":[{"sku":"a","quantity":3,"unit_price":2.5}]}`,
 		`{"id":"tx-2","account":"acme","currency":"EUR","amount":10}`,
 		`{"id":"tx-3","currency":"EUR"}`)
+	// The same transactions through the TinyGo build of billing.
+	send(t, h, "acme", "transactions",
+		`{"id":"tx-1","account":"acme","currency":"EUR","items":[{"sku":"a","quantity":3,"unit_price":2.5}]}`,
+		`{"id":"tx-2","account":"acme","currency":"EUR","amount":10}`,
+		`{"id":"tx-3","currency":"EUR"}`)
 
 	eventually(t, "all outputs", func() bool {
 		return depth(t, h, "default", "out") == 20 && depth(t, h, "acme", "out") == 5 &&
-			depth(t, h, "default", "priced") == 2 && depth(t, h, "default", "transactions-poison") == 1
+			depth(t, h, "default", "priced") == 2 && depth(t, h, "default", "transactions-poison") == 1 &&
+			depth(t, h, "acme", "priced") == 2 && depth(t, h, "acme", "transactions-poison") == 1
 	})
 	// Counters are bumped after an output is sent and its input deleted: wait for them too.
 	eventually(t, "the counters", func() bool {

@@ -313,6 +313,7 @@ func (h *Host) ReloadAll(ctx context.Context) (ReloadResult, error) {
 	touched := map[*binding]bool{}
 	if h.cfg.File != "" || h.loadConfig != nil {
 		cr, err := h.reloadConfig(ctx)
+		h.configErr.set(err, time.Now())
 		res.Config = cr.status
 		if err != nil {
 			res.ConfigError = err.Error()

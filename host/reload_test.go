@@ -371,6 +371,9 @@ func TestHotReloadByAdminAndConfig(t *testing.T) {
 	if h.bindingNamed("default", "b") != bBefore {
 		t.Error("a refused config reload restarted a binding")
 	}
+	if st := h.Status(context.Background()); !strings.Contains(st.LastConfigReloadError, "log.level changed") || st.LastConfigReloadErrorAt == nil {
+		t.Errorf("status after a refused config reload: last config reload error %q at %v", st.LastConfigReloadError, st.LastConfigReloadErrorAt)
+	}
 
 	// Change a (new queue), keep b, add c: b is the same binding afterwards.
 	writeConfig(t, dir, "  default:\n    bindings:\n"+binding("a", "a2")+binding("b", "b")+binding("c", "c"))
@@ -379,6 +382,9 @@ func TestHotReloadByAdminAndConfig(t *testing.T) {
 	}
 	if h.bindingNamed("default", "b") != bBefore {
 		t.Error("an unchanged binding was restarted by a config reload")
+	}
+	if st := h.Status(context.Background()); st.LastConfigReloadError != "" {
+		t.Errorf("a config reload that succeeded left the last error: %q", st.LastConfigReloadError)
 	}
 	send(t, h, "default", "a2", "x")
 	send(t, h, "default", "c", "y")

@@ -16,6 +16,10 @@ type Status struct {
 	MaxConcurrency int            `json:"max_concurrency"`
 	Running        int64          `json:"running"`
 	Tenants        []TenantStatus `json:"tenants"`
+	// LastConfigReloadError is why the last config reload failed (the running config stayed);
+	// empty once a reload succeeds.
+	LastConfigReloadError   string     `json:"last_config_reload_error,omitempty"`
+	LastConfigReloadErrorAt *time.Time `json:"last_config_reload_error_at,omitempty"`
 }
 
 // TenantStatus is one tenant's state.
@@ -112,6 +116,7 @@ func (h *Host) Status(ctx context.Context) Status {
 	ctx, cancel := context.WithTimeout(ctx, depthTimeout)
 	defer cancel()
 	st := Status{Ready: h.Ready(), StartedAt: h.started, MaxConcurrency: h.sched.budget(), Tenants: []TenantStatus{}}
+	st.LastConfigReloadError, st.LastConfigReloadErrorAt = h.configErr.get()
 	if st.MaxConcurrency > 0 {
 		st.Running = h.sched.held.Load()
 	}

@@ -13,6 +13,7 @@ import (
 
 var benchFixtures = []struct{ name, path string }{
 	{"go", "../examples/handlers/echo-go/echo-go.wasm"},
+	{"tinygo", "../examples/handlers/echo-tinygo/echo-tinygo.wasm"},
 	{"rust", "../examples/handlers/echo-rust/echo-rust.wasm"},
 }
 

@@ -26,10 +26,18 @@ if [ "$check" = 1 ]; then out=$tmp/out; else out=$root/examples/handlers; fi
 
 echo "go: $(go version)"
 echo "rustc: $("$RUSTC_BIN" --version)"
+TINYGO_BIN=${TINYGO_BIN:-$(bash scripts/install-tinygo.sh --path 2>/dev/null || command -v tinygo || true)}
+if [ -z "$TINYGO_BIN" ]; then
+	echo "tinygo not found: run scripts/install-tinygo.sh (the *-tinygo handlers are built with it)" >&2
+	exit 1
+fi
+echo "tinygo: $("$TINYGO_BIN" version)"
 
 go_reactor=(echo-go billing-go noop-go count-vowels-go webhook-delivery-go)
 go_command=(upper-stdio)
 rust_reactor=(echo-rust count-vowels-rust webhook-delivery-rust)
+# The Go reactors again, built by TinyGo into <name>-tinygo (same source, no copy).
+tinygo_reactor=(echo-go billing-go noop-go count-vowels-go)
 
 dest() { # dest NAME -> path of the built file
 	mkdir -p "$out/$1"
@@ -49,6 +57,28 @@ gobuild() { # gobuild NAME [extra go build flags...]
 
 for n in "${go_reactor[@]}"; do gobuild "$n" -buildmode=c-shared; done
 for n in "${go_command[@]}"; do gobuild "$n"; done
+
+# TinyGo flags, measured with runtime's BenchmarkDispatch (docs/benchmarks.md):
+#   -scheduler=none  the default scheduler (asyncify) makes every call ~1000x slower (0.7 ms
+#                    instead of 0.3 µs for echo); handlers start no goroutines.
+#   -no-debug        drops DWARF: echo 257 KB -> 36 KB, so compiling and instantiating is faster;
+#                    a trap still names the function (the name section stays).
+# Panics keep the default (-panic=print) so the message reaches the host's log and reason.
+# -opt stays at its default (z): -opt=2 measured no faster within noise and 15% larger.
+tinygo_flags=(-target=wasip1 -buildmode=c-shared -scheduler=none -no-debug)
+for n in "${tinygo_reactor[@]}"; do
+	t=${n%-go}-tinygo
+	rm -f "$(dest "$t")"
+	# LLVM 19 does not know two wasm features TinyGo 0.41's target names; it says so on every
+	# build and ignores them, so that line is filtered out.
+	if ! log=$(cd "examples/handlers/$n" && "$TINYGO_BIN" build "${tinygo_flags[@]}" -o "$(dest "$t")" . 2>&1); then
+		echo "$log" >&2
+		echo "tinygo build of $n failed" >&2
+		exit 1
+	fi
+	grep -v "is not a recognized feature for this target" <<<"$log" || true
+	echo "built $t"
+done
 
 # Cargo hashes RUSTFLAGS and the crates' paths into symbol names, and those hashes can change
 # the module's layout: a build in another checkout directory gave different bytes. So the Rust

@@ -38,6 +38,10 @@ go version
 if [ -f scripts/install-rust.sh ]; then
 	bash scripts/install-rust.sh
 fi
+if [ -f scripts/install-tinygo.sh ]; then
+	step "tinygo (scripts/install-tinygo.sh)"
+	bash scripts/install-tinygo.sh
+fi
 if [ -f tools/azurite/package-lock.json ]; then
 	if command -v npm >/dev/null 2>&1; then
 		step "azurite (npm ci)"
@@ -64,7 +68,16 @@ gofmt_check() {
 }
 check "gofmt" gofmt_check
 check "go vet" go vet ./...
+# The SDK is its own module (sdk/go/go.mod): checked with the language rules of its go
+# directive, natively and for wasip1, by the local toolchain (no download of an older one).
+sdk_check() {
+	(cd sdk/go && GOTOOLCHAIN=local GOFLAGS= go vet ./... &&
+		GOTOOLCHAIN=local GOFLAGS= GOOS=wasip1 GOARCH=wasm go vet ./... &&
+		GOTOOLCHAIN=local GOFLAGS= go test -count=1 ./...)
+}
+check "sdk/go module (go vet, wasip1 vet, test)" sdk_check
 check "staticcheck" "$gobin/staticcheck" ./...
+check "staticcheck sdk/go" bash -c "cd sdk/go && '$gobin/staticcheck' ./..."
 if [ -f scripts/build-wasm.sh ]; then
 	check "committed .wasm rebuild from source" bash scripts/build-wasm.sh --check
 fi

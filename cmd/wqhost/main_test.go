@@ -766,3 +766,46 @@ func TestRunFailureExit1(t *testing.T) {
 	wq(t, dir, "run", "--data-dir", filepath.Join(dir, "data"), "--admin", l.Addr().String()).
 		expect(t, 1, "run on a taken port", "admin.addr "+l.Addr().String(), "address already in use")
 }
+
+func TestCall(t *testing.T) {
+	vowelsOut := `-> out: {"count":3,"total":3,"vowels":"aeiouAEIOU"}`
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		code  int
+		wants []string
+	}{
+		{"tinygo vowels", []string{"examples/handlers/count-vowels-tinygo/count-vowels-tinygo.wasm", "--body", "Hello, World"}, 0, []string{"status: ok", "outputs: 1", vowelsOut}},
+		{"go vowels with config", []string{"examples/handlers/count-vowels-go/count-vowels-go.wasm", "--body", "xyz", "--config", "vowels=xy"}, 0, []string{`{"count":2,"total":2,"vowels":"xy"}`}},
+		{"rust vowels", []string{"examples/handlers/count-vowels-rust/count-vowels-rust.wasm", "--body", "Hello, World"}, 0, []string{vowelsOut}},
+		{"body from a file", []string{"examples/handlers/echo-tinygo/echo-tinygo.wasm", "--file", "examples/handlers/README.md", "--output", "copies"}, 0, []string{"-> copies: "}},
+		{"reject with its reason", []string{"examples/handlers/billing-tinygo/billing-tinygo.wasm", "--body", `{"id":`}, 1, []string{"status: reject", "reason: billing: malformed transaction JSON", "outputs: 0"}},
+		{"control characters escaped", []string{"examples/handlers/echo-go/echo-go.wasm", "--body", "a\x1b[2Jb"}, 0, []string{`-> out: "a\x1b[2Jb"`}},
+		{"wasi-stdio", []string{"--abi", "wasi-stdio", "examples/handlers/upper-stdio/upper-stdio.wasm", "--body", "shout\n"}, 0, []string{"status: ok", "-> out: \"SHOUT\\n\""}},
+		{"wrong abi", []string{"--abi", "wasi-stdio", "examples/handlers/billing-go/billing-go.wasm"}, 2, []string{"missing export _start"}},
+		{"unknown meta", []string{"examples/handlers/echo-go/echo-go.wasm", "--meta", "colour=red"}, 2, []string{`--meta "colour": unknown key`}},
+		{"body and file", []string{"examples/handlers/echo-go/echo-go.wasm", "--body", "x", "--file", "README.md"}, 2, []string{"give one of them"}},
+		{"missing file", []string{"nope.wasm"}, 2, []string{"nope.wasm: no such file"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wq(t, repoRoot, append([]string{"call"}, tc.args...)...).expect(t, tc.code, "call", tc.wants...)
+		})
+	}
+}
+
+// TestPeekCommand: peek shows a queue's messages escaped for the terminal and leaves them there.
+func TestPeekCommand(t *testing.T) {
+	dir := t.TempDir()
+	wq(t, dir, "send", "--queue", "jobs-done", "plain").expect(t, 0, "send")
+	wq(t, dir, "send", "--queue", "jobs-done", "evil\x1b[2Jx").expect(t, 0, "send")
+	for range 2 {
+		r := wq(t, dir, "peek", "--queue", "jobs-done")
+		r.expect(t, 0, "peek", "plain", `"evil\x1b[2Jx"`, "2 messages shown from jobs-done (not consumed)")
+		if strings.Contains(r.stdout, "\x1b") {
+			t.Fatalf("peek printed a raw escape character:\n%q", r.stdout)
+		}
+	}
+	wq(t, dir, "peek", "--queue", "jobs-done", "--limit", "1", "--json").expect(t, 0, "peek --json", `"body":"plain"`, `"dequeue_count":0`)
+	wq(t, dir, "peek", "--queue", "jobs-poison").expect(t, 0, "peek empty", "no messages in jobs-poison")
+	wq(t, dir, "peek").expect(t, 2, "peek without queue", "--queue is required")
+}

@@ -16,7 +16,9 @@ import (
 
 const statusDoc = `
 Asks a running host for GET /v1/status on its admin API and prints one row per binding:
-queue, depth, workers, in-flight, processed, failed, retried, poisoned and the module digest.
+queue, depth, workers, in-flight, processed, failed, retried, poisoned, the module digest and
+the last failed module reload (the old version keeps serving); a failed config reload is shown
+above the table.
 --json prints the API's JSON unchanged. The bearer token, when the host wants one, is read from
 the environment variable named by --token-env.`
 
@@ -61,15 +63,22 @@ func printStatus(w io.Writer, st host.Status) error {
 		up = ", up " + time.Since(st.StartedAt).Round(time.Second).String()
 	}
 	fmt.Fprintf(w, "host %s%s\n", ready, up)
+	if st.LastConfigReloadError != "" {
+		fmt.Fprintf(w, "config reload failed%s, the running config stays: %s\n", since(st.LastConfigReloadErrorAt), termSafe(st.LastConfigReloadError))
+	}
 	n := 0
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tBINDING\tQUEUE\tDEPTH\tWORKERS\tIN-FLIGHT\tPROCESSED\tFAILED\tRETRIED\tPOISONED\tDEAD\tP99 MS\tMODULE")
+	fmt.Fprintln(tw, "TENANT\tBINDING\tQUEUE\tDEPTH\tWORKERS\tIN-FLIGHT\tPROCESSED\tFAILED\tRETRIED\tPOISONED\tDEAD\tP99 MS\tMODULE\tRELOAD ERROR")
 	for _, t := range st.Tenants {
 		for _, b := range t.Bindings {
 			n++
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\n", t.Name, b.Name, b.Queue,
+			reloadErr := "-"
+			if b.LastReloadError != "" {
+				reloadErr = termSafe(oneLine(b.LastReloadError, 80)) + since(b.LastReloadErrorAt)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\n", t.Name, b.Name, b.Queue,
 				b.Depth, b.Workers, b.InFlight, b.Processed, b.Failed, b.Retried, b.Poisoned, b.DeadLetterDepth,
-				b.LatencyP99Ms, shortDigest(b.ModuleDigest))
+				b.LatencyP99Ms, shortDigest(b.ModuleDigest), reloadErr)
 		}
 	}
 	if n == 0 {
@@ -128,4 +137,12 @@ func shortDigest(d string) string {
 		return d[:12]
 	}
 	return orDash(d)
+}
+
+// since is " (5m ago)" for a time, "" for none.
+func since(at *time.Time) string {
+	if at == nil || at.IsZero() {
+		return ""
+	}
+	return " (" + time.Since(*at).Round(time.Second).String() + " ago)"
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/internal/testcache"
 )
 
@@ -176,7 +177,7 @@ func call(t testing.TB, mod api.Module, fn string) int32 {
 }
 
 func TestEchoReactors(t *testing.T) {
-	for _, name := range []string{"echo-go", "echo-rust"} {
+	for _, name := range []string{"echo-go", "echo-tinygo", "echo-rust"} {
 		t.Run(name, func(t *testing.T) {
 			h, mod := reactor(t, name)
 			if got := call(t, mod, "wqhost_self_test"); got != 0 {
@@ -205,8 +206,15 @@ func TestEchoReactors(t *testing.T) {
 	}
 }
 
+// TestBilling runs the same source built by Go and by TinyGo.
 func TestBilling(t *testing.T) {
-	h, mod := reactor(t, "billing-go")
+	for _, name := range []string{"billing-go", "billing-tinygo"} {
+		t.Run(name, func(t *testing.T) { testBilling(t, name) })
+	}
+}
+
+func testBilling(t *testing.T, name string) {
+	h, mod := reactor(t, name)
 	h.config = map[string]string{"tax_rate": "0.2"}
 	if got := call(t, mod, "wqhost_self_test"); got != 0 {
 		t.Fatalf("self test = %d (logs %q), want 0", got, h.logs)
@@ -265,6 +273,40 @@ func TestBilling(t *testing.T) {
 	}
 }
 
+// TestCountVowels checks the Extism-compatible output of every build of count-vowels.
+func TestCountVowels(t *testing.T) {
+	for _, name := range []string{"count-vowels-go", "count-vowels-tinygo", "count-vowels-rust"} {
+		t.Run(name, func(t *testing.T) {
+			h, mod := reactor(t, name)
+			for _, tc := range []struct{ body, want string }{
+				{"Hello, World!", `{"count":3,"total":3,"vowels":"aeiouAEIOU"}`},
+				{"", `{"count":0,"total":3,"vowels":"aeiouAEIOU"}`},
+			} {
+				h.reset([]byte(tc.body), nil)
+				if got := call(t, mod, "wqhost_handle"); got != 0 {
+					t.Fatalf("body %q: status %d (error %q), want 0", tc.body, got, h.errText)
+				}
+				if len(h.outputs) != 1 || string(h.outputs[0].body) != tc.want {
+					t.Fatalf("body %q: outputs %+v, want one %s", tc.body, h.outputs, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestNoopReactors: the noop builds accept a message and emit nothing.
+func TestNoopReactors(t *testing.T) {
+	for _, name := range []string{"noop-go", "noop-tinygo"} {
+		t.Run(name, func(t *testing.T) {
+			h, mod := reactor(t, name)
+			h.reset([]byte("anything"), nil)
+			if got := call(t, mod, "wqhost_handle"); got != 0 || len(h.outputs) != 0 {
+				t.Fatalf("status %d, %d outputs (error %q), want 0 and none", got, len(h.outputs), h.errText)
+			}
+		})
+	}
+}
+
 func TestUpperStdio(t *testing.T) {
 	ctx := context.Background()
 	wasm, err := os.ReadFile("upper-stdio/upper-stdio.wasm")
@@ -305,7 +347,7 @@ func TestUpperStdio(t *testing.T) {
 // BenchmarkEchoHandle measures one wqhost_handle call on a warm instance (fake host included),
 // to compare the Go and Rust SDKs' per-message cost within one run.
 func BenchmarkEchoHandle(b *testing.B) {
-	for _, name := range []string{"echo-go", "echo-rust"} {
+	for _, name := range []string{"echo-go", "echo-tinygo", "echo-rust"} {
 		b.Run(name, func(b *testing.B) {
 			h, mod := reactor(b, name)
 			h.reset([]byte(strings.Repeat("m", 256)), nil)
@@ -319,5 +361,30 @@ func BenchmarkEchoHandle(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestReadmeConfig loads the host config README.md shows, as a user pasting it into a config
+// at the repository root would.
+func TestReadmeConfig(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "Bindings using them")
+	if !ok {
+		t.Fatal(`README.md lost its "Bindings using them" section`)
+	}
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	snippet, _, ok := strings.Cut(rest, "```")
+	if !ok || snippet == "" {
+		t.Fatal("README.md: no yaml block after \"Bindings using them\"")
+	}
+	cfg, err := config.Parse([]byte(snippet), filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatalf("README.md's config is rejected: %v\n%s", err, snippet)
+	}
+	if b := cfg.Tenants["default"].Bindings; len(b) != 2 || b["billing"].Config["tax_rate"] != "0.2" || b["upper"].ABI != "wasi-stdio" {
+		t.Fatalf("README.md's config loaded as %+v", b)
 	}
 }

@@ -211,6 +211,9 @@ func TestBadConfigs(t *testing.T) {
 		{"invalid yaml", "tenants: [\n", []string{"invalid YAML"}},
 		{"several problems at once", binding("        batch_size: 64\n        max_dequeue_count: 0\n        scaler: {policy: magic}\n"),
 			[]string{"batch_size: 64 is above the maximum 32", "max_dequeue_count: 0 is outside 1..1000", `scaler.policy: unknown policy "magic"`}},
+		// Type errors do not hide range errors or a missing module: one report, not rounds.
+		{"type, range and module problems in one report", "tenants:\n  acme:\n    bindings:\n      orders: {queue: orders, module: missing.wasm, batch_size: lots, max_workers: 2000, visibility_timeout: soon}\n",
+			[]string{`batch_size: expected an integer, got "lots"`, `visibility_timeout: expected a duration`, "max_workers: 2000 is outside 1..1024", "module: module file " + filepath.Join(dir, "missing.wasm") + ": no such file"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

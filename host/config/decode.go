@@ -63,10 +63,14 @@ var (
 )
 
 // decoder turns the merged koanf map into typed values, one error per bad key.
-type decoder struct{ errs []error }
+type decoder struct {
+	errs   []error
+	failed []string // key paths of errs, so validation can skip what did not decode
+}
 
 func (d *decoder) fail(path, format string, args ...any) {
 	d.errs = append(d.errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	d.failed = append(d.failed, path)
 }
 
 func join(path, key string) string {

@@ -233,12 +233,30 @@ func build(raw map[string]any, base string) (*Config, error) {
 	cfg := defaultConfig()
 	d := &decoder{}
 	d.decode("", raw, reflect.ValueOf(&cfg).Elem())
-	if len(d.errs) > 0 {
-		return nil, &Error{Problems: d.errs}
-	}
+	// Validation runs even when some keys did not decode (they keep their defaults), so one
+	// report lists every problem; its findings on or around a key that did not decode are
+	// left out, being the decoding problem seen again.
 	cfg.BaseDir = base
-	if errs := cfg.validate(); len(errs) > 0 {
-		return nil, &Error{Problems: errs}
+	problems := d.errs
+	for _, err := range cfg.validate() {
+		if !nearFailed(err.Error(), d.failed) {
+			problems = append(problems, err)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
 	}
 	return &cfg, nil
+}
+
+// nearFailed reports whether a problem's key path (its text before ": ") is a key that did
+// not decode, inside one, or encloses one.
+func nearFailed(problem string, failed []string) bool {
+	key, _, _ := strings.Cut(problem, ": ")
+	for _, f := range failed {
+		if key == f || strings.HasPrefix(key, f+".") || strings.HasPrefix(f, key+".") || f == "" {
+			return true
+		}
+	}
+	return false
 }

@@ -47,6 +47,9 @@ const (
 	// WqhostRust is wqhost's pool with the Rust-SDK handler and the time limit off: the
 	// like-for-like match for Extism's count_vowels, a Rust plugin run without a timeout.
 	WqhostRust Kind = "wqhost-rust"
+	// WqhostTinyGo is wqhost's pool with the same Go-SDK handler built by TinyGo
+	// (-scheduler=none -no-debug, examples/handlers/*-tinygo) and the default time limit on.
+	WqhostTinyGo Kind = "wqhost-tinygo"
 	// Extism is Extism's Go SDK: one compiled plugin, one Instance per concurrent caller,
 	// no time limit (the manifest's default).
 	Extism Kind = "extism"
@@ -59,7 +62,7 @@ const (
 )
 
 // Kinds lists every engine, floor first.
-var Kinds = []Kind{Go, Wqhost, WqhostNoTimeout, WqhostRust, Extism, ExtismTimeout, Instantiate}
+var Kinds = []Kind{Go, Wqhost, WqhostNoTimeout, WqhostRust, WqhostTinyGo, Extism, ExtismTimeout, Instantiate}
 
 // Caller runs one message through the logic. Call is safe for up to the concurrency the
 // caller was opened with; more callers wait.
@@ -88,11 +91,15 @@ type Paths struct {
 	CacheDir string
 }
 
-// wqhostModule is the examples/handlers module for a logic, per SDK language.
-func (p Paths) wqhostModule(l Logic, rust bool) (string, error) {
+// wqhostModule is the examples/handlers module for a logic, per engine (Go SDK built by Go or
+// TinyGo, Rust SDK).
+func (p Paths) wqhostModule(l Logic, k Kind) (string, error) {
 	name := map[Logic]string{Noop: "noop-go", Vowels: "count-vowels-go", Billing: "billing-go"}[l]
-	if rust {
+	switch k {
+	case WqhostRust:
 		name = map[Logic]string{Vowels: "count-vowels-rust"}[l]
+	case WqhostTinyGo:
+		name = map[Logic]string{Noop: "noop-tinygo", Vowels: "count-vowels-tinygo", Billing: "billing-tinygo"}[l]
 	}
 	if name == "" {
 		return "", ErrUnsupported
@@ -108,8 +115,8 @@ func Open(ctx context.Context, k Kind, l Logic, conc int, p Paths) (Caller, erro
 	switch k {
 	case Go:
 		return openNative(l)
-	case Wqhost, WqhostNoTimeout, WqhostRust, Instantiate:
-		path, err := p.wqhostModule(l, k == WqhostRust)
+	case Wqhost, WqhostNoTimeout, WqhostRust, WqhostTinyGo, Instantiate:
+		path, err := p.wqhostModule(l, k)
 		if err != nil {
 			return nil, fmt.Errorf("engine %s, logic %s: %w", k, l, err)
 		}
@@ -222,3 +229,6 @@ func FindRepo(dir string) (string, error) {
 		d = parent
 	}
 }
+
+// ModulePath is the examples/handlers module engine k runs for logic l (wqhost engines only).
+func (p Paths) ModulePath(l Logic, k Kind) (string, error) { return p.wqhostModule(l, k) }

@@ -108,7 +108,7 @@ func Markdown(r *Results, charts []string) string {
 	p("| noop | `examples/handlers/noop-go` (standard Go, `wqhost_handle` returns OK without reading the body) | go-sdk `wasm/noop.wasm` (TinyGo), export `run_test` | empty function |\n")
 	p("| vowels (CPU-heavy) | `examples/handlers/count-vowels-go` and `count-vowels-rust`: count the body's chars found in the `vowels` config (default `aeiouAEIOU`), keep a running total per instance, emit `{\"count\":N,\"total\":N,\"vowels\":\"...\"}` | go-sdk `wasm/count_vowels.wasm` (Rust), the same logic and output byte for byte (checked by `bench/internal/engine`'s `TestSameLogicEverywhere`) | same logic in Go |\n")
 	p("| billing (JSON transform) | `examples/handlers/billing-go`: decode a transaction, price it with `tax_rate` 0.2, emit a priced line | none (Extism ships no such plugin) | same logic in Go |\n\n")
-	p("Engines: `wqhost` is `runtime.Pool` with its default per-call time limit on; `wqhost-notimeout` the same pool with the limit off (no watchdog timer per call); `wqhost-rust` the pool running the Rust-SDK module with the time limit off (Extism's count_vowels is Rust and Extism runs without a timeout unless the manifest sets one, so this row compares like with like); `extism` is one compiled plugin with one instance per concurrent caller (an Extism `Plugin` is not safe for concurrent use), no timeout (the manifest default); `extism-timeout` the same with a 30 s manifest timeout, Extism's per-call time limit (per-call table only); `instantiate` creates and closes a module instance per message. Extism's Go-compiled `count_vowels_std.wasm` is a WASI command whose `_start` exits, so it can serve one call per instance and is not used. TinyGo cannot be installed here, so the wqhost Go modules are built with standard Go (`GOOS=wasip1`, `-buildmode=c-shared`), which carries a larger runtime than Extism's TinyGo noop plugin.\n\n")
+	p("Engines: `wqhost` is `runtime.Pool` with its default per-call time limit on; `wqhost-notimeout` the same pool with the limit off (no watchdog timer per call); `wqhost-rust` the pool running the Rust-SDK module with the time limit off (Extism's count_vowels is Rust and Extism runs without a timeout unless the manifest sets one, so this row compares like with like); `extism` is one compiled plugin with one instance per concurrent caller (an Extism `Plugin` is not safe for concurrent use), no timeout (the manifest default); `extism-timeout` the same with a 30 s manifest timeout, Extism's per-call time limit (per-call table only); `instantiate` creates and closes a module instance per message. Extism's Go-compiled `count_vowels_std.wasm` is a WASI command whose `_start` exits, so it can serve one call per instance and is not used. `wqhost-tinygo` is the pool with its default time limit running the same Go-SDK source built by TinyGo 0.41 (`-scheduler=none -no-debug`, `examples/handlers/*-tinygo`); the other wqhost Go rows are built with standard Go (`GOOS=wasip1`, `-buildmode=c-shared`), which carries a larger runtime.\n\n")
 	if len(r.Notes) > 0 {
 		p("## Notes from this run\n\n")
 		for _, n := range r.Notes {
@@ -143,10 +143,16 @@ func headline(b *strings.Builder, r *Results) {
 	if x := suite.Ratio(r.PerCall, engine.Vowels, engine.Extism, engine.Wqhost); x > 0 {
 		p("| count-vowels call, Extism (Rust, no limit) ÷ wqhost (Go guest, default limit) | %s | |\n", ratio(x))
 	}
+	if x := suite.Ratio(r.PerCall, engine.Noop, engine.Extism, engine.WqhostTinyGo); x > 0 {
+		p("| no-op call: Extism without a limit ÷ wqhost TinyGo guest with its default limit | %s | |\n", ratio(x))
+	}
 	for _, l := range engine.Logics {
 		e := msgPerSec(r.Engines, l, engine.Extism)
 		if e == 0 {
 			continue
+		}
+		if tg := msgPerSec(r.Engines, l, engine.WqhostTinyGo); tg > 0 {
+			p("| end to end, %s: wqhost TinyGo guest with its default time limit ÷ Extism without | **%s** (%.0f vs %.0f msg/s) | ≥ 5× |\n", l, ratio(tg/e), tg, e)
 		}
 		// Like for like: no time limit on either side, and for vowels the same language as
 		// Extism's plugin (Rust) where that module exists.

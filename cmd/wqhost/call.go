@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/runtime"
+)
+
+const callDoc = `
+Runs one message through a module the way a binding with the default limits would (memory,
+time limit, output size and count, queue-name checks, self test first), and prints the status,
+the outputs with their queues, the reason (set_error) and the guest's log lines. The handler
+author's inner loop: build, then 'wqhost call handler.wasm --body ...'.
+Message metadata the guest can read: id, queue, tenant, binding, dequeue_count, inserted_at,
+order_key (set them with --meta). Exit code 0: status ok; 1: retry, reject or a failed call
+(trap, time limit, memory limit); 2: bad arguments or a module that does not load.`
+
+// callLog collects the records the runtime logs during one call, guest lines and runtime
+// events alike, to print them after the verdict.
+type callLog struct {
+	mu   sync.Mutex
+	recs []callRecord
+}
+
+type callRecord struct {
+	Level   string `json:"level"`
+	Source  string `json:"source"`
+	Message string `json:"message"`
+}
+
+type callLogHandler struct {
+	l     *callLog
+	attrs []slog.Attr
+}
+
+func (h callLogHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h callLogHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return callLogHandler{l: h.l, attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
+}
+func (h callLogHandler) WithGroup(string) slog.Handler { return h }
+func (h callLogHandler) Handle(_ context.Context, r slog.Record) error {
+	src := "runtime"
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "source" {
+			src = a.Value.String()
+		}
+		return true
+	})
+	msg := r.Message
+	if src != "guest" {
+		// Runtime events carry their details as attributes (error, binding...).
+		var extra []string
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key != "source" && a.Key != "message_id" {
+				extra = append(extra, a.Key+"="+a.Value.String())
+			}
+			return true
+		})
+		if len(extra) > 0 {
+			msg += " " + strings.Join(extra, " ")
+		}
+	}
+	h.l.mu.Lock()
+	defer h.l.mu.Unlock()
+	h.l.recs = append(h.l.recs, callRecord{Level: r.Level.String(), Source: src, Message: msg})
+	return nil
+}
+
+func (c *cli) call(ctx context.Context, args []string) error {
+	fl := c.flags("call", "FILE.wasm [--abi wqhost/v1|wasi-stdio] [--body B | --file F] [--meta k=v]... [--config k=v]...", callDoc)
+	abi := fl.String("abi", string(runtime.ABIWqhostV1), "guest ABI: wqhost/v1 or wasi-stdio")
+	body := fl.String("body", "", "message body")
+	file := fl.String("file", "", "read the message body from this file ('-' = stdin)")
+	meta := fl.StringArray("meta", nil, "message metadata key=value (id, queue, dequeue_count, inserted_at, order_key, tenant, binding)")
+	conf := fl.StringArray("config", nil, "binding config key=value the guest reads with config_get")
+	output := fl.String("output", "out", "the binding's output queue (target of emit with an empty queue name)")
+	timeout := fl.Duration("timeout", config.DefaultTimeout, "time limit of the call (a binding's default)")
+	memory := fl.String("memory", "128MiB", "linear memory limit (a tenant's default)")
+	asJSON := fl.Bool("json", false, "print the result as one JSON object")
+	if err := c.parse(fl, args); err != nil {
+		return err
+	}
+	if fl.NArg() != 1 {
+		return usagef("want exactly one module file, got %d arguments (see --help)", fl.NArg())
+	}
+	path := fl.Arg(0)
+	a := runtime.ABI(*abi)
+	if a != runtime.ABIWqhostV1 && a != runtime.ABIWasiStdio {
+		return usagef("--abi %q: unknown ABI (want %s or %s)", *abi, runtime.ABIWqhostV1, runtime.ABIWasiStdio)
+	}
+	if fl.Changed("body") && *file != "" {
+		return usagef("--body and --file: give one of them")
+	}
+	mem, err := config.ParseByteSize(*memory)
+	if err != nil || mem <= 0 {
+		return usagef("--memory %q: want a size such as 64MiB", *memory)
+	}
+	if *output != "" && !config.ValidQueueName(*output) {
+		return usagef("--output %q: not a queue name (1-63 lower-case letters, digits or inner '-')", *output)
+	}
+	msg := []byte(*body)
+	if *file != "" {
+		if *file == "-" {
+			msg, err = readAllLimited(os.Stdin, int64(config.DefaultMaxMessageBytes))
+		} else {
+			var f *os.File
+			if f, err = os.Open(*file); err == nil {
+				msg, err = readAllLimited(f, int64(config.DefaultMaxMessageBytes))
+				f.Close()
+			}
+		}
+		if err != nil {
+			return usagef("--file %s: %v", *file, err)
+		}
+	}
+	if len(msg) > int(config.DefaultMaxMessageBytes) {
+		return usagef("message body of %d bytes is larger than a binding accepts (%d)", len(msg), config.DefaultMaxMessageBytes)
+	}
+	in := &runtime.Input{ID: "call-1", Queue: "in", Body: msg, DequeueCount: 1, InsertedAt: time.Now().UTC()}
+	cfgMap := map[string]string{}
+	for _, kv := range *conf {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return usagef("--config %q: want key=value", kv)
+		}
+		cfgMap[k] = v
+	}
+	tenant, binding := "default", "call"
+	for _, kv := range *meta {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return usagef("--meta %q: want key=value", kv)
+		}
+		switch k {
+		case "id":
+			in.ID = v
+		case "queue":
+			in.Queue = v
+		case "order_key":
+			in.OrderKey = v
+		case "tenant":
+			tenant = v
+		case "binding":
+			binding = v
+		case "dequeue_count":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 {
+				return usagef("--meta dequeue_count=%q: want a count of 1 or more", v)
+			}
+			in.DequeueCount = n
+		case "inserted_at":
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return usagef("--meta inserted_at=%q: want an RFC 3339 time", v)
+			}
+			in.InsertedAt = t
+		default:
+			return usagef("--meta %q: unknown key (the host sets id, queue, dequeue_count, inserted_at, order_key, tenant, binding)", k)
+		}
+	}
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return usagef("%s: no such file", path)
+		}
+		return usagef("%s: %v", path, err)
+	}
+
+	logs := &callLog{}
+	eng, err := runtime.NewEngine(ctx, runtime.EngineConfig{Logger: slog.New(callLogHandler{l: logs})})
+	if err != nil {
+		return err
+	}
+	defer eng.Close(context.WithoutCancel(ctx))
+	m, err := eng.Compile(ctx, path, wasm, a)
+	if err != nil {
+		return usagef("%s: %v", path, err)
+	}
+	t, err := eng.Tenant(tenant, runtime.TenantLimits{MemoryPages: uint32((int64(mem) + 65535) / 65536)})
+	if err != nil {
+		return err
+	}
+	pc := runtime.PoolConfig{
+		Binding:        binding,
+		MinInstances:   1,
+		MaxInstances:   1,
+		Timeout:        *timeout,
+		Config:         cfgMap,
+		OutputQueue:    *output,
+		AllowEmit:      allowQueueName,
+		MaxOutputBytes: int(config.DefaultMaxOutputBytes),
+	}
+	if err := t.Validate(ctx, m, pc); err != nil {
+		c.printCallLogs(logs, *asJSON)
+		return usagef("%s: %v", path, err)
+	}
+	p, err := t.NewPool(ctx, m, pc)
+	if err != nil {
+		return usagef("%s: %v", path, err)
+	}
+	defer p.Close(context.WithoutCancel(ctx))
+	start := time.Now()
+	out, callErr := p.Call(ctx, in)
+	took := time.Since(start)
+	return c.printCall(out, callErr, took, logs, *asJSON)
+}
+
+func allowQueueName(q string) error {
+	if !config.ValidQueueName(q) {
+		return fmt.Errorf("%.80q is not a queue name (1-63 lower-case letters, digits or inner '-')", q)
+	}
+	return nil
+}
+
+func readAllLimited(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("larger than a binding accepts (%d bytes)", limit)
+	}
+	return b, nil
+}
+
+var statusNames = map[runtime.Status]string{runtime.StatusOK: "ok", runtime.StatusRetry: "retry", runtime.StatusReject: "reject"}
+
+type callResult struct {
+	Status     string       `json:"status"`
+	Error      string       `json:"error,omitempty"`
+	Reason     string       `json:"reason,omitempty"`
+	RetryAfter string       `json:"retry_after,omitempty"`
+	Outputs    []callOutput `json:"outputs"`
+	Logs       []callRecord `json:"logs"`
+	Took       string       `json:"took"`
+}
+
+type callOutput struct {
+	Queue string `json:"queue"`
+	Body  string `json:"body"`
+}
+
+func (c *cli) printCall(out *runtime.Output, callErr error, took time.Duration, logs *callLog, asJSON bool) error {
+	logs.mu.Lock()
+	res := callResult{Outputs: []callOutput{}, Logs: append([]callRecord{}, logs.recs...), Took: took.Round(time.Microsecond).String()}
+	logs.mu.Unlock()
+	var failed error
+	switch {
+	case callErr != nil:
+		res.Status, res.Error = "failed", callErr.Error()
+		failed = fmt.Errorf("call failed: %w", callErr)
+	default:
+		res.Status = statusNames[out.Status]
+		res.Reason = out.ErrorText
+		if out.RetryAfter > 0 {
+			res.RetryAfter = out.RetryAfter.String()
+		}
+		if out.Status == runtime.StatusOK {
+			for _, o := range out.Outputs {
+				res.Outputs = append(res.Outputs, callOutput{Queue: o.Queue, Body: string(o.Body)})
+			}
+		} else {
+			failed = fmt.Errorf("handler returned %s", res.Status)
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+		return failed
+	}
+	fmt.Fprintf(c.stdout, "status: %s (%s)\n", res.Status, res.Took)
+	if res.Error != "" {
+		fmt.Fprintf(c.stdout, "error: %s\n", termSafe(res.Error))
+	}
+	if res.Reason != "" {
+		fmt.Fprintf(c.stdout, "reason: %s\n", termSafe(res.Reason))
+	}
+	if res.RetryAfter != "" {
+		fmt.Fprintf(c.stdout, "retry after: %s\n", res.RetryAfter)
+	}
+	fmt.Fprintf(c.stdout, "outputs: %d\n", len(res.Outputs))
+	for _, o := range res.Outputs {
+		fmt.Fprintf(c.stdout, "  -> %s: %s\n", o.Queue, termSafe(o.Body))
+	}
+	c.printCallLogs(logs, false)
+	return failed
+}
+
+func (c *cli) printCallLogs(logs *callLog, asJSON bool) {
+	if asJSON {
+		return
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if len(logs.recs) == 0 {
+		return
+	}
+	fmt.Fprintf(c.stdout, "logs: %d\n", len(logs.recs))
+	for _, r := range logs.recs {
+		fmt.Fprintf(c.stdout, "  %s %s: %s\n", r.Level, r.Source, termSafe(r.Message))
+	}
+}
+
+// termSafe returns s as it is when it is valid UTF-8 without control characters (a terminal
+// shows it faithfully), and Go-quoted otherwise, so a body cannot move the cursor, clear the
+// screen or hide part of itself.
+func termSafe(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool {
+		return unicode.IsControl(r) || r == utf8.RuneError || !unicode.IsPrint(r) && r != ' '
+	}) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
+}

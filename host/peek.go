@@ -1,0 +1,52 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/listener"
+)
+
+// Peeker is implemented by queues that can show their messages without leasing or changing
+// them (the local, memory and Azure backends). max <= 0 asks for the backend's maximum.
+type Peeker interface {
+	Peek(ctx context.Context, max int) ([]*listener.Message, error)
+}
+
+// PeekedMessage is one message as PeekMessages shows it.
+type PeekedMessage struct {
+	ID           string            `json:"id"`
+	Body         []byte            `json:"-"`
+	DequeueCount int               `json:"dequeue_count"` // receives so far
+	InsertedAt   time.Time         `json:"inserted_at"`
+	VisibleAt    time.Time         `json:"visible_at,omitzero"` // zero when the backend does not say
+	Attributes   map[string]string `json:"attributes,omitempty"`
+}
+
+// PeekMessages returns up to limit (0: the backend's maximum, all for the local and memory
+// backends) messages of tenant's queue — an input, output or <queue>-poison queue — without
+// consuming them, in receive order. It opens the queue through cfg as the host would, so it
+// may run beside a running host.
+func PeekMessages(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) ([]PeekedMessage, error) {
+	qs, closer, err := openQueues(ctx, cfg, tenant, queue)
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	p, ok := qs[0].(Peeker)
+	if !ok {
+		return nil, fmt.Errorf("peek %s/%s: the queue's backend cannot show messages without receiving them", tenant, queue)
+	}
+	ms, err := p.Peek(ctx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("peek %s/%s: %w", tenant, queue, err)
+	}
+	out := make([]PeekedMessage, len(ms))
+	for i, m := range ms {
+		out[i] = PeekedMessage{ID: m.ID, Body: m.Body, DequeueCount: m.DequeueCount, InsertedAt: m.InsertedAt,
+			VisibleAt: m.VisibleAt, Attributes: m.Attributes}
+	}
+	return out, nil
+}
