@@ -47,14 +47,14 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// TestWebhookDeliveryEndToEnd runs webhook-delivery (Go and Rust) in the host on the local
+// TestWebhookDeliveryEndToEnd runs webhook-delivery (Go, TinyGo and Rust) in the host on the local
 // backend against a receiver that fails 30% of requests with 503: every good message is
 // delivered exactly once after retries, every bad one is dead-lettered with the status in
 // its reason, and the credential reaches the receiver without the handler seeing it.
 func TestWebhookDeliveryEndToEnd(t *testing.T) {
 	const token = "Bearer e2e-webhook-secret"
 	t.Setenv("WQHOST_TEST_WEBHOOK_TOKEN", token)
-	for _, mod := range []string{"webhook-delivery-go", "webhook-delivery-rust"} {
+	for _, mod := range []string{"webhook-delivery-go", "webhook-delivery-tinygo", "webhook-delivery-rust"} {
 		t.Run(mod, func(t *testing.T) {
 			rc := &receiver{attempts: map[string]int{}, accepted: map[string]int{}, token: token}
 			srv := httptest.NewServer(rc)

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// TestWebhookVerdicts runs the webhook-delivery examples (Go and Rust) against a receiver
+// TestWebhookVerdicts runs the webhook-delivery examples (Go, TinyGo and Rust) against a receiver
 // answering each status: 2xx is ok; 408, 429 and 5xx retry after the receiver's Retry-After,
 // capped by the config, or the binding's back-off without one; other 4xx reject with the
 // status and URL (no query) in the reason.
@@ -37,6 +37,7 @@ func TestWebhookVerdicts(t *testing.T) {
 	defer srv.Close()
 	for _, mod := range []struct{ name, capKey, capVal string }{
 		{"webhook-delivery-go", "max_retry_after", "1m"},
+		{"webhook-delivery-tinygo", "max_retry_after", "1m"},
 		{"webhook-delivery-rust", "max_retry_after_ms", "60000"},
 	} {
 		t.Run(mod.name, func(t *testing.T) {

@@ -37,7 +37,7 @@ go_reactor=(echo-go billing-go noop-go count-vowels-go webhook-delivery-go)
 go_command=(upper-stdio)
 rust_reactor=(echo-rust count-vowels-rust webhook-delivery-rust)
 # The Go reactors again, built by TinyGo into <name>-tinygo (same source, no copy).
-tinygo_reactor=(echo-go billing-go noop-go count-vowels-go)
+tinygo_reactor=(echo-go billing-go noop-go count-vowels-go webhook-delivery-go)
 
 dest() { # dest NAME -> path of the built file
 	mkdir -p "$out/$1"
