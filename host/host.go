@@ -36,8 +36,13 @@ import (
 // ErrNotFound reports a tenant or queue the host does not serve.
 var ErrNotFound = errors.New("not found")
 
-// ErrInvalidQueue reports a queue name that no tenant can own.
-var ErrInvalidQueue = errors.New("invalid queue name")
+// ErrInvalidQueue reports a queue name that no tenant can own. It wraps
+// runtime.ErrInvalidName, so a guest's emit of such a name gets ERR_INVALID.
+var ErrInvalidQueue = fmt.Errorf("invalid queue name (%w)", runtime.ErrInvalidName)
+
+// ErrReservedQueue reports a well-formed queue name no tenant may write to: a "-poison"
+// queue, which only the host's dead-lettering fills. A guest's emit gets ERR_DENIED.
+var ErrReservedQueue = config.ErrReservedQueue
 
 // Host runs every binding of a config. Create it with New, then call Run once.
 type Host struct {

@@ -83,7 +83,7 @@ func (b *binding) poolConfig() runtime.PoolConfig {
 		Timeout:        t.Limits.Timeout,
 		Config:         bc.Config,
 		OutputQueue:    bc.Output,
-		AllowEmit:      allowOwnQueue,
+		AllowEmit:      func(q string) error { return allowOwnQueue(b.h.cfg, b.tenant.name, bc.Backend, q) },
 		MaxOutputBytes: int(t.Limits.MaxOutputBytes),
 	}
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -12,6 +13,10 @@ import (
 )
 
 const hostModuleName = "wqhost"
+
+// ErrInvalidName is what a PoolConfig.AllowEmit error wraps for a queue name that is
+// malformed (the guest gets ERR_INVALID) rather than refused (ERR_DENIED).
+var ErrInvalidName = errors.New("invalid name")
 
 // Return codes of the host functions (docs/abi.md).
 const (
@@ -236,6 +241,9 @@ func (st *callState) emit(q, body []byte) int32 {
 		queue = string(q)
 		if cfg.AllowEmit != nil {
 			if err := cfg.AllowEmit(queue); err != nil {
+				if errors.Is(err, ErrInvalidName) {
+					return errInvalid
+				}
 				return errDenied
 			}
 		}

@@ -72,7 +72,7 @@ type PoolConfig struct {
 	Timeout        time.Duration
 	Config         map[string]string
 	OutputQueue    string                   // target of emit with an empty queue name
-	AllowEmit      func(queue string) error // nil allows every named queue; an error gives ERR_DENIED
+	AllowEmit      func(queue string) error // nil allows every named queue; an error gives ERR_DENIED (ERR_INVALID if it wraps ErrInvalidName)
 	MaxOutputBytes int                      // per output; default 4 MiB
 	MaxOutputs     int                      // per message; default 64
 	Env            map[string]string        // environment variables granted to the guest

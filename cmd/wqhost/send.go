@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/listener"
 )
 
@@ -47,6 +48,8 @@ func (c *cli) send(ctx context.Context, args []string) error {
 	switch {
 	case *queue == "":
 		return usagef("--queue is required")
+	case strings.HasSuffix(*queue, config.PoisonSuffix):
+		return usagef("--queue %s: %v (requeue dead letters with 'wqhost poison requeue')", *queue, config.ErrReservedQueue)
 	case *count < 1:
 		return usagef("--count %d: must be at least 1", *count)
 	case *file != "" && fl.NArg() > 0:

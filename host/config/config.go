@@ -320,15 +320,22 @@ func (c *Config) BackendFor(name string) (Backend, bool) {
 }
 
 // PhysicalQueue returns the backend name of a tenant's queue: the tenant "default" keeps
-// its names; others get "<tenant>.<queue>", or "<tenant>-<queue>" on Azure (no dots there).
+// its names; others get "<tenant>.<queue>", or "<len(tenant)>-<tenant>-<queue>" on Azure
+// (no dots there). The mapping is injective: see names.go.
 func (c *Config) PhysicalQueue(tenant, backend, queue string) string {
-	if tenant == DefaultTenant || tenant == "" {
-		return queue
+	b, _ := c.BackendFor(backend)
+	return physicalQueue(b.Type, tenant, queue)
+}
+
+// CheckQueue returns why queue cannot be one of tenant's own queues on backend, or nil: a
+// malformed or reserved ("-poison") name, or one whose physical name breaks the backend's
+// rule (Azure: 3..63 characters). Guests' emits and `wqhost send` are checked with it.
+func (c *Config) CheckQueue(tenant, backend, queue string) error {
+	if err := CheckQueueName(queue); err != nil {
+		return err
 	}
-	if b, ok := c.BackendFor(backend); ok && b.Type == BackendAzure {
-		return tenant + "-" + queue
-	}
-	return tenant + "." + queue
+	b, _ := c.BackendFor(backend)
+	return checkPhysical(b.Type, physicalQueue(b.Type, tenant, queue))
 }
 
 // LocalPath returns the SQLite file of a local backend: Path resolved against DataDir.

@@ -30,16 +30,7 @@ const (
 	MaxConcurrencyCap  = 100000
 )
 
-var (
-	nameRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	queueRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-)
-
-// ValidQueueName reports whether q is a queue name as a tenant writes it: 1-63 lower-case
-// letters, digits or inner '-' (Azure's rule, kept on every backend so a binding moves
-// between them unchanged). It has no dot, so no such name reaches into another tenant's
-// "<tenant>.<queue>" namespace.
-func ValidQueueName(q string) bool { return queueRE.MatchString(q) }
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // validate checks the decoded config as a whole, one error per problem.
 func (c *Config) validate() []error {
@@ -82,8 +73,17 @@ func (c *Config) validate() []error {
 	for _, tn := range slices.Sorted(maps.Keys(c.Tenants)) {
 		t := c.Tenants[tn]
 		tp := "tenants." + tn
-		if !nameRE.MatchString(tn) {
-			fail(tp, "tenant name %q must be lower-case letters, digits, '-' or '_' (at most 63)", tn)
+		types := map[string]bool{"": true}
+		for _, b := range t.Bindings {
+			if be, ok := c.BackendFor(b.Backend); ok {
+				types[be.Type] = true
+			}
+		}
+		for _, typ := range slices.Sorted(maps.Keys(types)) {
+			if err := checkTenantName(typ, tn); err != nil {
+				fail(tp, "%v", err)
+				break
+			}
 		}
 		if t.Weight < 1 || t.Weight > MaxWeight {
 			fail(tp+".weight", "%d is outside 1..%d", t.Weight, MaxWeight)
@@ -214,8 +214,8 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 		fail(bp+".backend", "%q is not a configured backend (known: %s)", b.Backend, strings.Join(append(slices.Sorted(maps.Keys(c.Backends)), DefaultBackend), ", "))
 	}
 	checkQueue := func(path, q string) {
-		if !queueRE.MatchString(q) {
-			fail(path, "queue name %q must be 1-63 lower-case letters, digits or inner '-'", q)
+		if err := CheckQueueName(q); err != nil {
+			fail(path, "%v", err)
 		}
 	}
 	if b.Queue == "" {
@@ -239,12 +239,20 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 			fail(bp+".output", "output %q is the binding's own input queue (a loop)", b.Output)
 		}
 	}
-	if be, ok := c.BackendFor(b.Backend); ok && be.Type == BackendAzure {
-		// Azure queue names are at most 63 characters, after the tenant prefix and the
-		// poison suffix.
-		for _, q := range append([]string{b.Queue + PoisonSuffix, b.Output}, b.Shards...) {
-			if p := c.PhysicalQueue(tenant, b.Backend, q); q != "" && len(p) > 63 {
-				fail(bp+".queue", "Azure queue name %q is %d characters, above Azure's 63", p, len(p))
+	if be, ok := c.BackendFor(b.Backend); ok && ValidQueueName(b.Queue) && (b.Output == "" || ValidQueueName(b.Output)) {
+		// The backend's own rule (Azure: 3..63 characters) on the names the binding uses,
+		// after the tenant prefix and the poison suffix.
+		for _, q := range append([]string{b.Queue, b.Queue + PoisonSuffix, b.Output}, b.Shards...) {
+			if q == "" {
+				continue
+			}
+			if err := checkPhysical(be.Type, physicalQueue(be.Type, tenant, q)); err != nil {
+				key := bp + ".queue"
+				if q == b.Output {
+					key = bp + ".output"
+				}
+				fail(key, "%v", err)
+				break // the longest names follow from the first: one problem to fix
 			}
 		}
 	}
