@@ -272,7 +272,13 @@ func (h *Host) Run(ctx context.Context) error {
 		go func() { srvErr <- srv.Serve(ln) }()
 		h.log.Info("admin API listening", "addr", ln.Addr().String())
 		if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && tokenOf(h.cfg.Admin.TokenEnv) == "" {
-			h.log.Warn("admin API reachable beyond loopback without a host token (set admin.token_env)", "addr", ln.Addr().String())
+			if !h.cfg.Admin.AllowUnauthenticated {
+				// A host name that resolved beyond loopback: the load-time check could not know.
+				_ = ln.Close()
+				_ = h.Close(context.Background())
+				return fmt.Errorf("host: admin.addr %s listens on %s beyond loopback without admin.token_env (set it, or admin.allow_unauthenticated: true)", h.cfg.Admin.Addr, ln.Addr())
+			}
+			h.log.Warn("admin API reachable beyond loopback without a host token (admin.allow_unauthenticated)", "addr", ln.Addr().String())
 		}
 	}
 	stopWatch := h.backs.watchExternal(ctx)

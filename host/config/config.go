@@ -37,6 +37,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -131,6 +132,19 @@ type Admin struct {
 	TokenEnv string `koanf:"token_env"`
 	// MaxBodyBytes limits request bodies (default 64 KiB).
 	MaxBodyBytes ByteSize `koanf:"max_body_bytes"`
+	// AllowUnauthenticated accepts an Addr beyond loopback without TokenEnv. Without it such
+	// a config is refused at load: reload, notify and status would be open to the network.
+	AllowUnauthenticated bool `koanf:"allow_unauthenticated"`
+}
+
+// AdminLoopback reports whether the admin address host is a loopback one ("localhost" or a
+// loopback IP). An empty host (":8080") listens on every interface.
+func AdminLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Log configures the host's slog output.

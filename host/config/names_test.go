@@ -131,3 +131,32 @@ func TestBackendNameRules(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAdminBeyondLoopbackNeedsToken: an admin address reachable from the network without a
+// host token is refused at load, naming the key, unless admin.allow_unauthenticated says so.
+func TestAdminBeyondLoopbackNeedsToken(t *testing.T) {
+	b := binding("")
+	for _, tc := range []struct {
+		admin string
+		ok    bool
+	}{
+		{`{addr: "0.0.0.0:8080"}`, false},
+		{`{addr: ":8080"}`, false},
+		{`{addr: "[::]:8080"}`, false},
+		{`{addr: "admin.example.com:8080"}`, false},
+		{`{addr: "0.0.0.0:8080", token_env: ADMIN_TOKEN}`, true},
+		{`{addr: "0.0.0.0:8080", allow_unauthenticated: true}`, true},
+		{`{addr: "127.0.0.1:8080"}`, true},
+		{`{addr: "[::1]:8080"}`, true},
+		{`{addr: "localhost:8080"}`, true},
+		{`{addr: "off"}`, true},
+	} {
+		_, err := Parse([]byte("admin: "+tc.admin+"\n"+b), t.TempDir())
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("admin %s: %v", tc.admin, err)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "admin.addr:") || !strings.Contains(err.Error(), "admin.allow_unauthenticated")):
+			t.Errorf("admin %s: want refused naming admin.addr and admin.allow_unauthenticated, got %v", tc.admin, err)
+		}
+	}
+}

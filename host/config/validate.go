@@ -45,8 +45,10 @@ func (c *Config) validate() []error {
 		fail("max_concurrency", "%d is outside 0..%d", c.MaxConcurrency, MaxConcurrencyCap)
 	}
 	if c.Admin.Addr != "off" {
-		if _, port, err := net.SplitHostPort(c.Admin.Addr); err != nil || port == "" {
+		if host, port, err := net.SplitHostPort(c.Admin.Addr); err != nil || port == "" {
 			fail("admin.addr", "%q is not host:port (or \"off\")", c.Admin.Addr)
+		} else if !AdminLoopback(host) && c.Admin.TokenEnv == "" && !c.Admin.AllowUnauthenticated {
+			fail("admin.addr", "%q is reachable beyond loopback but admin.token_env is not set: anyone on the network could reload, notify and read status; set admin.token_env, or admin.allow_unauthenticated: true to accept that", c.Admin.Addr)
 		}
 	}
 	if c.Admin.MaxBodyBytes <= 0 || c.Admin.MaxBodyBytes > 16<<20 {
