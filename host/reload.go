@@ -6,11 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/safefile"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -258,7 +258,7 @@ func (b *binding) closeVersions(ctx context.Context) error {
 
 // pluginDigest hashes a plugin binary, or returns "" if it cannot be read.
 func fileDigest(path string) string {
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, safefile.DefaultMaxBytes) // a FIFO swapped in must not hang a reload
 	if err != nil {
 		return ""
 	}

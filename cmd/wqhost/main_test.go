@@ -148,6 +148,9 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"validate"}, "want exactly one module file"},
 		{[]string{"validate", "no-such.wasm"}, "no-such.wasm: no such file"},
 		{[]string{"validate", "--abi", "cobol", "x.wasm"}, `--abi "cobol"`},
+		{[]string{"validate", "."}, "is a directory"},
+		{[]string{"validate", "/dev/zero"}, "/dev/zero is a character device"},
+		{[]string{"send", "--queue", "jobs-poison", "forged"}, "reserved for dead letters"},
 		{[]string{"version", "x"}, "takes no arguments"},
 		{[]string{"run", "extra"}, "takes no arguments"},
 		{[]string{"run", "--demo", "--config", "c.yaml"}, "does not take --config"},
@@ -765,4 +768,30 @@ func TestRunFailureExit1(t *testing.T) {
 	dir := t.TempDir()
 	wq(t, dir, "run", "--data-dir", filepath.Join(dir, "data"), "--admin", l.Addr().String()).
 		expect(t, 1, "run on a taken port", "admin.addr "+l.Addr().String(), "address already in use")
+}
+
+// TestModuleThatIsNotARegularFile: a module path that is a FIFO (which used to hang the
+// host, deaf to SIGTERM) or /dev/zero (which took it past 4 GiB) is refused at load with
+// exit 2 and a message naming the key, within a second of wall time on a quiet machine (the
+// bound asserted here is generous, for a loaded CI machine; a hang would hit it).
+func TestModuleThatIsNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "handler.wasm")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ module, want string }{
+		{fifo, "is a FIFO"}, {"/dev/zero", "is a character device"}, {dir, "is a directory"},
+	} {
+		cfg := filepath.Join(dir, "wqhost.yaml")
+		yaml := fmt.Sprintf("data_dir: %s\nadmin: {addr: \"off\"}\ntenants:\n  default:\n    bindings:\n      b: {queue: jobs, module: %q}\n", filepath.Join(dir, "data"), tc.module)
+		if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		wq(t, dir, "run", "--config", cfg).expect(t, 2, "run with module "+tc.module, "tenants.default.bindings.b.module", tc.want)
+		if el := time.Since(start); el > 20*time.Second {
+			t.Errorf("module %s: refused after %s", tc.module, el)
+		}
+	}
 }

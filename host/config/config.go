@@ -42,6 +42,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/safefile"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -110,7 +111,10 @@ type Config struct {
 	CacheDirPath string `koanf:"cache_dir"`
 	// MaxConcurrency is the host-wide budget of handler calls at once shared by tenants;
 	// 0 means no host-wide cap (each tenant's max_concurrency still applies).
-	MaxConcurrency int                `koanf:"max_concurrency"`
+	MaxConcurrency int `koanf:"max_concurrency"`
+	// MaxModuleBytes caps the size of a module or plugin file (default 256 MiB); such paths
+	// must be regular files (not a FIFO, device or directory: internal/safefile).
+	MaxModuleBytes ByteSize           `koanf:"max_module_bytes"`
 	Admin          Admin              `koanf:"admin"`
 	Log            Log                `koanf:"log"`
 	Backends       map[string]Backend `koanf:"backends"`
@@ -285,9 +289,10 @@ type Pool struct {
 
 func defaultConfig() Config {
 	return Config{
-		DataDir: DefaultDataDir,
-		Admin:   Admin{Addr: DefaultAdminAddr, MaxBodyBytes: 64 << 10},
-		Log:     Log{Format: "text", Level: "info"},
+		DataDir:        DefaultDataDir,
+		MaxModuleBytes: safefile.DefaultMaxBytes,
+		Admin:          Admin{Addr: DefaultAdminAddr, MaxBodyBytes: 64 << 10},
+		Log:            Log{Format: "text", Level: "info"},
 	}
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/examples/handlers"
+	"github.com/wqhost/wqhost/internal/safefile"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -50,6 +52,9 @@ func (c *Config) validate() []error {
 		} else if !AdminLoopback(host) && c.Admin.TokenEnv == "" && !c.Admin.AllowUnauthenticated {
 			fail("admin.addr", "%q is reachable beyond loopback but admin.token_env is not set: anyone on the network could reload, notify and read status; set admin.token_env, or admin.allow_unauthenticated: true to accept that", c.Admin.Addr)
 		}
+	}
+	if c.MaxModuleBytes < 1 || c.MaxModuleBytes > 4<<30 {
+		fail("max_module_bytes", "%s is outside 1..4GiB", c.MaxModuleBytes)
 	}
 	if c.Admin.MaxBodyBytes <= 0 || c.Admin.MaxBodyBytes > 16<<20 {
 		fail("admin.max_body_bytes", "%d is outside 1..16MiB", c.Admin.MaxBodyBytes)
@@ -366,12 +371,26 @@ func (c *Config) ModulePath(ref string) string {
 	return filepath.Join(c.BaseDir, ref)
 }
 
+// moduleCap is max_module_bytes, or the default for a Config not built by Load or Parse.
+func (c *Config) moduleCap() int64 {
+	if c.MaxModuleBytes <= 0 {
+		return safefile.DefaultMaxBytes
+	}
+	return int64(c.MaxModuleBytes)
+}
+
+// ReadPlugin returns the bytes of a plugin binary path (resolved with PluginPath), refusing
+// anything but a regular file under max_module_bytes.
+func (c *Config) ReadPlugin(path string) ([]byte, error) {
+	return safefile.Read(c.PluginPath(path), c.moduleCap())
+}
+
 // ReadModule returns the bytes of a module reference: an embedded builtin:<name> or a file.
 func (c *Config) ReadModule(ref string) ([]byte, error) {
 	if name, ok := strings.CutPrefix(ref, BuiltinPrefix); ok {
 		return handlers.Module(name)
 	}
-	b, err := os.ReadFile(c.ModulePath(ref))
+	b, err := safefile.Read(c.ModulePath(ref), c.moduleCap())
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", ref, err)
 	}
@@ -400,12 +419,11 @@ func (c *Config) validateModule(fail failFunc, path string, t Tenant, ref string
 			return
 		}
 	}
-	fi, err := os.Stat(p)
-	switch {
+	switch err := safefile.Check(p, c.moduleCap()); {
+	case errors.Is(err, safefile.ErrNotRegular):
+		fail(path, "module %v (max_module_bytes); want a regular .wasm file", err)
 	case err != nil:
 		fail(path, "module file %s: %v", p, errText(err))
-	case fi.IsDir():
-		fail(path, "module %s is a directory, not a .wasm file", p)
 	}
 }
 
@@ -421,11 +439,12 @@ func (c *Config) validatePlugin(fail failFunc, path string, p PluginRef) {
 		bin = filepath.Join(c.BaseDir, bin)
 	}
 	fi, err := os.Stat(bin)
+	cerr := safefile.Check(bin, c.moduleCap())
 	switch {
 	case err != nil:
 		fail(path+".plugin", "plugin binary %s: %v", bin, errText(err))
-	case fi.IsDir():
-		fail(path+".plugin", "plugin %s is a directory, not an executable", bin)
+	case cerr != nil:
+		fail(path+".plugin", "plugin %v (max_module_bytes); want a regular executable file", cerr)
 	case fi.Mode().Perm()&0o111 == 0:
 		fail(path+".plugin", "plugin %s is not executable (mode %v)", bin, fi.Mode().Perm())
 	}
