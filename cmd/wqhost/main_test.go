@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -794,4 +795,69 @@ func TestModuleThatIsNotARegularFile(t *testing.T) {
 			t.Errorf("module %s: refused after %s", tc.module, el)
 		}
 	}
+}
+
+// TestSendRefusesOversizeBody: a body above the tenant's limits.max_message_bytes is refused
+// by send with exit 2 naming the limit, before anything is sent (the host would reject it).
+func TestSendRefusesOversizeBody(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "wqhost.yaml")
+	yaml := fmt.Sprintf("data_dir: %s\nadmin: {addr: \"off\"}\ntenants:\n  default:\n    limits: {max_message_bytes: 1KiB}\n    bindings:\n      b: {queue: jobs, module: 'builtin:echo-go'}\n", filepath.Join(dir, "data"))
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "above tenants.default.limits.max_message_bytes 1KiB"
+	wq(t, dir, "send", "--config", cfg, "--queue", "jobs", "--file", big).expect(t, 2, "send of 4 KiB", want)
+	wq(t, dir, "send", "--config", cfg, "--queue", "jobs", strings.Repeat("y", 1025)).expect(t, 2, "send of 1025 bytes", want)
+	wq(t, dir, "send", "--config", cfg, "--queue", "jobs", "--count", "3", strings.Repeat("y", 1020)+"{n}").expect(t, 0, "send of 1021 bytes", "sent 3 messages")
+	wq(t, dir, "send", "--config", cfg, "--queue", "jobs", "--count", "10", strings.Repeat("y", 1023)+"{n}").expect(t, 2, "send whose 10th body is 1025 bytes", want)
+}
+
+// TestSendCountStreams: `send --count 2000000000` used to preallocate every body and die
+// out of memory; it now streams. The child's RSS is sampled while it sends, then it is
+// stopped early.
+func TestSendCountStreams(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(wqhostBin, "send", "--data-dir", filepath.Join(dir, "data"), "--queue", "jobs", "--count", "2000000000", "m{n}")
+	cmd.Dir, cmd.Env = dir, testEnv()
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var peak int64
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if rss := rssOf(cmd.Process.Pid); rss > peak {
+			peak = rss
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if peak == 0 {
+		t.Fatalf("no RSS sampled (process exited? %s)", errb.String())
+	}
+	t.Logf("send --count 2000000000: peak RSS %d MiB over 3s", peak>>20)
+	if peak > 200<<20 {
+		t.Errorf("send --count 2000000000: RSS %d MiB, want bounded (< 200 MiB)", peak>>20)
+	}
+}
+
+// rssOf returns a process's resident set in bytes from /proc, 0 if it is gone.
+func rssOf(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
