@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -172,15 +174,16 @@ func hostFuncs() []hostFn {
 				if len(b) > maxLogLine {
 					b = b[:maxLogLine]
 				}
-				st.out.ErrorText = string(b)
+				// Stored as valid UTF-8 (a reason travels in queue attributes and JSON);
+				// printing escapes it for the terminal (cmd/wqhost).
+				st.out.ErrorText = strings.ToValidUTF8(string(b), "\uFFFD")
 			}
 		}},
 		{"retry_after", []api.ValueType{tI64}, nil, func(ctx context.Context, m api.Module, s []uint64) {
 			if st := stateOf(ctx); st != nil && st.out != nil {
-				ms := int64(s[0])
-				if ms < 0 {
-					ms = 0
-				}
+				// Saturate instead of overflowing into a negative delay (which meant "retry at
+				// once"): the poison policy clamps it to the binding's max_delay.
+				ms := min(max(int64(s[0]), 0), int64(math.MaxInt64/time.Millisecond))
 				st.out.RetryAfter = time.Duration(ms) * time.Millisecond
 			}
 		}},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -120,6 +121,8 @@ func TestStatusesAndOutputs(t *testing.T) {
 	}{
 		{body: "status:0", status: StatusOK},
 		{body: "retry:1500", status: StatusRetry, retry: 1500 * time.Millisecond, errText: "try later"},
+		// retry_after(i64 max) used to overflow into a negative delay ("retry at once").
+		{body: "retry:9223372036854775807", status: StatusRetry, retry: time.Duration(math.MaxInt64/time.Millisecond) * time.Millisecond, errText: "try later"},
 		{body: "reject:bad input", status: StatusReject, errText: "bad input"},
 		{body: "status:7", wantError: ErrBadStatus},
 		{body: "multi:3", status: StatusOK, outputs: 3},
