@@ -861,3 +861,23 @@ func rssOf(pid int) int64 {
 	}
 	return 0
 }
+
+// TestRunOnBusyAdminPort: a second host on a busy admin port fails naming admin.addr before
+// it builds anything, so it never logs "host ready" first.
+func TestRunOnBusyAdminPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "wqhost.yaml")
+	yaml := fmt.Sprintf("data_dir: %s\nadmin: {addr: %q}\ntenants:\n  default:\n    bindings:\n      b: {queue: jobs, module: 'builtin:echo-go'}\n", filepath.Join(dir, "data"), ln.Addr().String())
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := wq(t, dir, "run", "--config", cfg)
+	if r.code == 0 || !strings.Contains(r.stderr, "admin.addr") || strings.Contains(r.stderr+r.stdout, "host ready") {
+		t.Fatalf("run on a busy admin port: exit %d, stderr %q; want a failure naming admin.addr and no \"host ready\"", r.code, r.stderr)
+	}
+}
