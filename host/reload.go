@@ -85,6 +85,8 @@ func (b *binding) poolConfig() runtime.PoolConfig {
 		OutputQueue:    bc.Output,
 		AllowEmit:      func(q string) error { return allowOwnQueue(b.h.cfg, b.tenant.name, bc.Backend, q) },
 		MaxOutputBytes: int(t.Limits.MaxOutputBytes),
+		// 0 leaves the runtime's default, 4 × MaxOutputBytes.
+		MaxOutputTotalBytes: int(t.Limits.MaxOutputTotalBytes),
 	}
 }
 

@@ -231,6 +231,13 @@ func (st *callState) emit(q, body []byte) int32 {
 	if len(body) > cfg.MaxOutputBytes {
 		return errTooLarge
 	}
+	total := len(body)
+	for _, o := range st.out.Outputs {
+		total += len(o.Body)
+	}
+	if total > cfg.MaxOutputTotalBytes {
+		return errTooLarge
+	}
 	var queue string
 	if len(q) == 0 {
 		if cfg.OutputQueue == "" {

@@ -75,9 +75,12 @@ type PoolConfig struct {
 	AllowEmit      func(queue string) error // nil allows every named queue; an error gives ERR_DENIED (ERR_INVALID if it wraps ErrInvalidName)
 	MaxOutputBytes int                      // per output; default 4 MiB
 	MaxOutputs     int                      // per message; default 64
-	Env            map[string]string        // environment variables granted to the guest
-	ReadOnlyDir    string                   // host directory mounted read-only at / ; empty = none
-	StdioCapBytes  int                      // guest stdout+stderr logged per call; default 16 KiB
+	// MaxOutputTotalBytes caps the bytes of all outputs of one message together (64
+	// outputs of MaxOutputBytes each would be 256 MiB); default 4 × MaxOutputBytes.
+	MaxOutputTotalBytes int
+	Env                 map[string]string // environment variables granted to the guest
+	ReadOnlyDir         string            // host directory mounted read-only at / ; empty = none
+	StdioCapBytes       int               // guest stdout+stderr logged per call; default 16 KiB
 }
 
 // PoolStats are a pool's counters.
@@ -121,6 +124,9 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 	}
 	if cfg.MaxOutputs <= 0 {
 		cfg.MaxOutputs = 64
+	}
+	if cfg.MaxOutputTotalBytes <= 0 {
+		cfg.MaxOutputTotalBytes = 4 * cfg.MaxOutputBytes
 	}
 	if cfg.StdioCapBytes <= 0 {
 		cfg.StdioCapBytes = 16 << 10

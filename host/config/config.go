@@ -204,6 +204,8 @@ type Limits struct {
 	Instances       int           `koanf:"instances"`         // cap of each binding's pool size
 	MaxMessageBytes ByteSize      `koanf:"max_message_bytes"` // larger messages are rejected
 	MaxOutputBytes  ByteSize      `koanf:"max_output_bytes"`  // per output message
+	// MaxOutputTotalBytes caps all outputs of one message together; 0 = 4 × MaxOutputBytes.
+	MaxOutputTotalBytes ByteSize `koanf:"max_output_total_bytes"`
 }
 
 // Binding connects a queue to a handler module and an optional output queue.

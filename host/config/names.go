@@ -87,9 +87,9 @@ func checkPhysical(typ, name string) error {
 	}
 	switch {
 	case len(name) < 3 || len(name) > 63:
-		return fmt.Errorf("Azure queue name %q is %d characters, outside Azure's 3..63", name, len(name))
+		return fmt.Errorf("the Azure queue name %q is %d characters, outside Azure's 3..63", name, len(name))
 	case !azurePhysRE.MatchString(name):
-		return fmt.Errorf("Azure queue name %q is not lower-case letters, digits and single inner '-'", name)
+		return fmt.Errorf("the Azure queue name %q is not lower-case letters, digits and single inner '-'", name)
 	}
 	return nil
 }

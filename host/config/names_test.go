@@ -111,7 +111,7 @@ func TestBackendNameRules(t *testing.T) {
 		return fmt.Sprintf("tenants:\n  %s:\n    bindings:\n      b: {backend: %s, queue: %s, module: 'builtin:echo-go'}\n", tenant, backend, queue)
 	}
 	cases := []struct{ name, yaml, want string }{
-		{"azure queue of two characters", azure + one("default", "ab", "cloud"), `tenants.default.bindings.b.queue: Azure queue name "ab" is 2 characters, outside Azure's 3..63`},
+		{"azure queue of two characters", azure + one("default", "ab", "cloud"), `tenants.default.bindings.b.queue: the Azure queue name "ab" is 2 characters, outside Azure's 3..63`},
 		{"double hyphen", one("acme", "a--b", "local"), `tenants.acme.bindings.b.queue: queue name "a--b" must be`},
 		{"leading digit", one("acme", "1orders", "local"), `tenants.acme.bindings.b.queue: queue name "1orders" must be`},
 		{"underscore tenant on azure", azure + one("a_b", "orders", "cloud"), `tenants.a_b: tenant name "a_b" cannot own Azure queues`},

@@ -115,6 +115,9 @@ func (c *Config) validate() []error {
 		if l.MaxOutputBytes < 1 || l.MaxOutputBytes > MaxMessageBytesCap {
 			fail(tp+".limits.max_output_bytes", "%s is outside 1..%s", l.MaxOutputBytes, MaxMessageBytesCap)
 		}
+		if l.MaxOutputTotalBytes != 0 && (l.MaxOutputTotalBytes < l.MaxOutputBytes || l.MaxOutputTotalBytes > 64*MaxMessageBytesCap) {
+			fail(tp+".limits.max_output_total_bytes", "%s is outside max_output_bytes %s..%s (0 = 4 × max_output_bytes)", l.MaxOutputTotalBytes, l.MaxOutputBytes, 64*MaxMessageBytesCap)
+		}
 		if len(t.Bindings) == 0 {
 			fail(tp+".bindings", "tenant has no binding")
 		}
