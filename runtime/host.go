@@ -32,6 +32,9 @@ const (
 const (
 	maxLogLine     = 4096
 	maxLogsPerCall = 100
+	// maxLogBytesPerCall bounds the host log one message can cause through log (100 full
+	// lines would be 400 KiB); the lines past it are counted, and one line says how many.
+	maxLogBytesPerCall = 32 << 10
 )
 
 // HostCallError is a guest's misuse of a host function, such as a pointer outside its memory.
@@ -48,10 +51,12 @@ type stateKey struct{}
 // callState is one instance's view of the message being handled; host functions find it in
 // the instance's long-lived context, so the hot path allocates nothing to reach it.
 type callState struct {
-	pool *Pool
-	in   *Input
-	out  *Output
-	logs int
+	pool     *Pool
+	in       *Input
+	out      *Output
+	logs     int // log calls of this call
+	logBytes int // bytes of them written to the host log
+	dropped  int // log lines past the caps, reported once after the call
 }
 
 // callCtx is the context an instance's calls run in: the watchdog cancels it, and host
@@ -155,12 +160,14 @@ func hostFuncs() []hostFn {
 				return
 			}
 			st.logs++
-			if st.logs > maxLogsPerCall {
-				return
-			}
 			if len(b) > maxLogLine {
 				b = b[:maxLogLine]
 			}
+			if st.logs > maxLogsPerCall || st.logBytes+len(b) > maxLogBytesPerCall {
+				st.dropped++
+				return
+			}
+			st.logBytes += len(b)
 			level := slog.Level(int32(s[0]))
 			id := ""
 			if st.in != nil {
@@ -235,7 +242,7 @@ func (st *callState) emit(q, body []byte) int32 {
 	for _, o := range st.out.Outputs {
 		total += len(o.Body)
 	}
-	if total > cfg.MaxOutputTotalBytes {
+	if cfg.MaxOutputTotalBytes > 0 && total > cfg.MaxOutputTotalBytes {
 		return errTooLarge
 	}
 	var queue string

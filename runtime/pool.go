@@ -303,12 +303,17 @@ func (p *Pool) run(inst *instance, in *Input) (out *Output, discard bool, err er
 	out = &Output{}
 	out.Outputs = out.first[:0]
 	st := inst.st
-	st.in, st.out, st.logs = in, out, 0
+	st.in, st.out, st.logs, st.logBytes, st.dropped = in, out, 0, 0, 0
 	inst.stdio.reset(in.ID)
 	if inst.timer != nil {
 		inst.timer.Reset(p.cfg.Timeout)
 	}
 	err = inst.handle.CallWithStack(inst.ctx, inst.stack[:])
+	if st.dropped > 0 {
+		// Never silently: one line saying how many were left out.
+		p.logger.Warn("guest log lines dropped", "message_id", in.ID, "dropped", st.dropped,
+			"limit_lines", maxLogsPerCall, "limit_bytes", maxLogBytesPerCall, "source", "guest")
+	}
 	timedOut := inst.timer != nil && !inst.timer.Stop()
 	st.in, st.out = nil, nil
 	inst.uses++
