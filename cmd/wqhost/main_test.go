@@ -157,6 +157,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"run", "--demo", "--config", "c.yaml"}, "does not take --config"},
 		{[]string{"run", "--config", "no-such.yaml"}, "no-such.yaml"},
 		{[]string{"run", "--log-level", "loud", "--admin", "off"}, "log.level"},
+		{[]string{"run", "--admin", "0.0.0.0:0"}, "admin.allow_unauthenticated"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			wq(t, "", tc.args...).expect(t, 2, "wqhost "+strings.Join(tc.args, " "), tc.want)
