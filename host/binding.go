@@ -116,13 +116,18 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 	return b, nil
 }
 
-// allowOwnQueue refuses names that are not a queue of the caller's own tenant: a guest's
-// emits and the CLI's sends alike.
-func allowOwnQueue(q string) error {
-	if !config.ValidQueueName(q) {
-		return fmt.Errorf("%w: %.80q is not a queue of this tenant (1-63 lower-case letters, digits or inner '-')", ErrInvalidQueue, q)
+// allowOwnQueue refuses names that are not a queue of tenant's own on backend: a guest's
+// emits and the CLI's sends alike. A "-poison" name is refused as reserved (ERR_DENIED for
+// a guest), anything else as invalid (ERR_INVALID).
+func allowOwnQueue(cfg *config.Config, tenant, backend, q string) error {
+	err := cfg.CheckQueue(tenant, backend, q)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, config.ErrReservedQueue):
+		return fmt.Errorf("%.80q is not a queue a tenant may write to: %w", q, err)
 	}
-	return nil
+	return fmt.Errorf("%w: %.80q is not a queue of this tenant: %w", ErrInvalidQueue, q, err)
 }
 
 func (b *binding) openInput(ctx context.Context) (listener.Queue, error) {
@@ -286,7 +291,7 @@ func (b *binding) outputQueue(ctx context.Context, name string) (listener.Queue,
 	if q, ok := b.outputs[name]; ok {
 		return q, nil
 	}
-	if err := allowOwnQueue(name); err != nil {
+	if err := allowOwnQueue(b.h.cfg, b.tenant.name, b.cfg.Backend, name); err != nil {
 		return nil, err
 	}
 	q, err := b.backend.Open(ctx, b.h.cfg.PhysicalQueue(b.tenant.name, b.cfg.Backend, name))

@@ -33,11 +33,20 @@ import (
 	"github.com/wqhost/wqhost/runtime"
 )
 
+// ErrAdminListen reports that New could not listen on admin.addr (the port is taken): a
+// failure to run, not a problem of the config.
+var ErrAdminListen = errors.New("cannot listen")
+
 // ErrNotFound reports a tenant or queue the host does not serve.
 var ErrNotFound = errors.New("not found")
 
-// ErrInvalidQueue reports a queue name that no tenant can own.
-var ErrInvalidQueue = errors.New("invalid queue name")
+// ErrInvalidQueue reports a queue name that no tenant can own. It wraps
+// runtime.ErrInvalidName, so a guest's emit of such a name gets ERR_INVALID.
+var ErrInvalidQueue = fmt.Errorf("invalid queue name (%w)", runtime.ErrInvalidName)
+
+// ErrReservedQueue reports a well-formed queue name no tenant may write to: a "-poison"
+// queue, which only the host's dead-lettering fills. A guest's emit gets ERR_DENIED.
+var ErrReservedQueue = config.ErrReservedQueue
 
 // Host runs every binding of a config. Create it with New, then call Run once.
 type Host struct {
@@ -76,6 +85,7 @@ type Host struct {
 
 	adminMu   sync.Mutex
 	adminAddr net.Addr
+	adminLn   net.Listener // taken by New, served by Run, closed by Close if Run never ran
 
 	// reloadMu serialises reloads (file watcher, SIGHUP, admin API).
 	reloadMu   sync.Mutex
@@ -181,12 +191,26 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("host: data_dir %s: %w", cfg.DataDir, err)
 	}
+	// The admin port is taken first: a second host on a busy port fails here, before it
+	// builds anything or logs "host ready".
+	var adminLn net.Listener
+	if cfg.Admin.Addr != "off" {
+		ln, err := net.Listen("tcp", cfg.Admin.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("host: admin.addr %s: %w: %w", cfg.Admin.Addr, ErrAdminListen, err)
+		}
+		adminLn = ln
+	}
 	engine, err := runtime.NewEngine(ctx, runtime.EngineConfig{CacheDir: cfg.CacheDir(), Logger: logger})
 	if err != nil {
+		if adminLn != nil {
+			_ = adminLn.Close()
+		}
 		return nil, fmt.Errorf("host: %w", err)
 	}
 	h := &Host{
-		cfg: cfg, log: logger, engine: engine,
+		adminLn: adminLn,
+		cfg:     cfg, log: logger, engine: engine,
 		backs:    newBackends(cfg, logger),
 		tenants:  map[string]*tenant{},
 		started:  time.Now(),
@@ -256,10 +280,13 @@ func (h *Host) Run(ctx context.Context) error {
 	var srv *http.Server
 	srvErr := make(chan error, 1)
 	if h.cfg.Admin.Addr != "off" {
-		ln, err := net.Listen("tcp", h.cfg.Admin.Addr)
-		if err != nil {
-			_ = h.Close(context.Background())
-			return fmt.Errorf("host: admin.addr %s: %w", h.cfg.Admin.Addr, err)
+		ln := h.takeAdminListener()
+		if ln == nil {
+			var err error
+			if ln, err = net.Listen("tcp", h.cfg.Admin.Addr); err != nil {
+				_ = h.Close(context.Background())
+				return fmt.Errorf("host: admin.addr %s: %w", h.cfg.Admin.Addr, err)
+			}
 		}
 		h.adminMu.Lock()
 		h.adminAddr = ln.Addr()
@@ -268,7 +295,13 @@ func (h *Host) Run(ctx context.Context) error {
 		go func() { srvErr <- srv.Serve(ln) }()
 		h.log.Info("admin API listening", "addr", ln.Addr().String())
 		if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && tokenOf(h.cfg.Admin.TokenEnv) == "" {
-			h.log.Warn("admin API reachable beyond loopback without a host token (set admin.token_env)", "addr", ln.Addr().String())
+			if !h.cfg.Admin.AllowUnauthenticated {
+				// A host name that resolved beyond loopback: the load-time check could not know.
+				_ = ln.Close()
+				_ = h.Close(context.Background())
+				return fmt.Errorf("host: admin.addr %s listens on %s beyond loopback without admin.token_env (set it, or admin.allow_unauthenticated: true)", h.cfg.Admin.Addr, ln.Addr())
+			}
+			h.log.Warn("admin API reachable beyond loopback without a host token (admin.allow_unauthenticated)", "addr", ln.Addr().String())
 		}
 	}
 	stopWatch := h.backs.watchExternal(ctx)
@@ -318,6 +351,9 @@ func (h *Host) Close(ctx context.Context) error {
 		h.closed = true
 		h.reloadMu.Unlock()
 		var errs []error
+		if ln := h.takeAdminListener(); ln != nil {
+			_ = ln.Close()
+		}
 		for _, b := range h.bindings() {
 			errs = append(errs, b.close(ctx))
 		}
@@ -325,6 +361,15 @@ func (h *Host) Close(ctx context.Context) error {
 		h.closeErr = errors.Join(errs...)
 	})
 	return h.closeErr
+}
+
+// takeAdminListener hands over the listener New opened, once.
+func (h *Host) takeAdminListener() net.Listener {
+	h.adminMu.Lock()
+	defer h.adminMu.Unlock()
+	ln := h.adminLn
+	h.adminLn = nil
+	return ln
 }
 
 // Notify wakes the listener of the binding that reads tenant's queue (push wake-up), so a

@@ -363,9 +363,10 @@ func TestFailingMessagesEndInPoisonQueueAndRequeue(t *testing.T) {
 	if d := byBody["reject:bad input"]; d.DequeueCount != 1 || !strings.Contains(d.Reason, "bad input") {
 		t.Errorf("rejected dead letter = %+v; want dead-lettered at once with the guest's text", d)
 	}
-	// A guest cannot address another tenant's queue: emit is denied, the guest rejects.
-	if d := byBody["emitto:other.out"]; !strings.Contains(d.Reason, "emit=-2") {
-		t.Errorf("cross-tenant emit dead letter = %+v; want emit denied (-2)", d)
+	// A guest cannot address another tenant's queue: "other.out" is no tenant-local name
+	// (ERR_INVALID), the guest rejects.
+	if d := byBody["emitto:other.out"]; !strings.Contains(d.Reason, "emit=-5") {
+		t.Errorf("cross-tenant emit dead letter = %+v; want emit invalid (-5)", d)
 	}
 
 	n, err := RequeueDeadLetters(ctx, cfg, "acme", "in", 0)

@@ -96,7 +96,7 @@ func openQueues(ctx context.Context, cfg *config.Config, tenant string, queues .
 		return nil, nil, fmt.Errorf("open queue %s/%s: %w", tenant, queues[0], err)
 	}
 	for _, q := range queues {
-		if err := allowOwnQueue(strings.TrimSuffix(q, config.PoisonSuffix)); err != nil {
+		if err := allowOwnQueue(cfg, tenant, bname, strings.TrimSuffix(q, config.PoisonSuffix)); err != nil {
 			return nil, nil, fmt.Errorf("open queue %s/%s: %w", tenant, q, err)
 		}
 	}
@@ -121,7 +121,7 @@ func (h *Host) OpenQueue(ctx context.Context, tenant, queue string) (listener.Qu
 	if err != nil {
 		return nil, fmt.Errorf("open queue %s/%s: %w", tenant, queue, err)
 	}
-	if err := allowOwnQueue(strings.TrimSuffix(queue, config.PoisonSuffix)); err != nil {
+	if err := allowOwnQueue(h.cfg, tenant, bname, strings.TrimSuffix(queue, config.PoisonSuffix)); err != nil {
 		return nil, fmt.Errorf("open queue %s/%s: %w", tenant, queue, err)
 	}
 	b, err := h.backs.get(ctx, bname)

@@ -6,11 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/safefile"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -83,9 +83,11 @@ func (b *binding) poolConfig() runtime.PoolConfig {
 		Timeout:        t.Limits.Timeout,
 		Config:         bc.Config,
 		OutputQueue:    bc.Output,
-		AllowEmit:      allowOwnQueue,
+		AllowEmit:      func(q string) error { return allowOwnQueue(b.h.cfg, b.tenant.name, bc.Backend, q) },
 		MaxOutputBytes: int(t.Limits.MaxOutputBytes),
 		HTTP:           httpPolicy(bc.HTTP),
+		// 0 leaves the runtime's default, 4 × MaxOutputBytes.
+		MaxOutputTotalBytes: int(t.Limits.MaxOutputTotalBytes),
 	}
 }
 
@@ -260,7 +262,7 @@ func (b *binding) closeVersions(ctx context.Context) error {
 
 // pluginDigest hashes a plugin binary, or returns "" if it cannot be read.
 func fileDigest(path string) string {
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, safefile.DefaultMaxBytes) // a FIFO swapped in must not hang a reload
 	if err != nil {
 		return ""
 	}

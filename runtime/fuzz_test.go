@@ -96,7 +96,7 @@ func FuzzHostFunctions(f *testing.F) {
 	// them keeps each fuzz worker from compiling a whole guest.
 	pool := &Pool{t: ten, logger: logger, cfg: PoolConfig{
 		Binding: "b", OutputQueue: "out",
-		Config: map[string]string{"key": "value", "": "empty"}, MaxOutputs: 4, MaxOutputBytes: 1024,
+		Config: map[string]string{"key": "value", "": "empty"}, MaxOutputs: 4, MaxOutputBytes: 1024, MaxOutputTotalBytes: 2048,
 		AllowEmit: func(q string) error {
 			if q == "denied" {
 				return errors.New("denied")

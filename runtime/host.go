@@ -2,9 +2,12 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -12,6 +15,10 @@ import (
 )
 
 const hostModuleName = "wqhost"
+
+// ErrInvalidName is what a PoolConfig.AllowEmit error wraps for a queue name that is
+// malformed (the guest gets ERR_INVALID) rather than refused (ERR_DENIED).
+var ErrInvalidName = errors.New("invalid name")
 
 // Return codes of the host functions (docs/abi.md).
 const (
@@ -25,6 +32,9 @@ const (
 const (
 	maxLogLine     = 4096
 	maxLogsPerCall = 100
+	// maxLogBytesPerCall bounds the host log one message can cause through log (100 full
+	// lines would be 400 KiB); the lines past it are counted, and one line says how many.
+	maxLogBytesPerCall = 32 << 10
 )
 
 // HostCallError is a guest's misuse of a host function, such as a pointer outside its memory.
@@ -41,11 +51,13 @@ type stateKey struct{}
 // callState is one instance's view of the message being handled; host functions find it in
 // the instance's long-lived context, so the hot path allocates nothing to reach it.
 type callState struct {
-	pool *Pool
-	in   *Input
-	out  *Output
-	logs int
-	http httpState
+	pool     *Pool
+	in       *Input
+	out      *Output
+	logs     int // log calls of this call
+	logBytes int // bytes of them written to the host log
+	dropped  int // log lines past the caps, reported once after the call
+	http     httpState
 }
 
 // callCtx is the context an instance's calls run in: the watchdog cancels it, and host
@@ -149,12 +161,14 @@ func hostFuncs() []hostFn {
 				return
 			}
 			st.logs++
-			if st.logs > maxLogsPerCall {
-				return
-			}
 			if len(b) > maxLogLine {
 				b = b[:maxLogLine]
 			}
+			if st.logs > maxLogsPerCall || st.logBytes+len(b) > maxLogBytesPerCall {
+				st.dropped++
+				return
+			}
+			st.logBytes += len(b)
 			level := slog.Level(int32(s[0]))
 			id := ""
 			if st.in != nil {
@@ -168,15 +182,16 @@ func hostFuncs() []hostFn {
 				if len(b) > maxLogLine {
 					b = b[:maxLogLine]
 				}
-				st.out.ErrorText = string(b)
+				// Stored as valid UTF-8 (a reason travels in queue attributes and JSON);
+				// printing escapes it for the terminal (cmd/wqhost).
+				st.out.ErrorText = strings.ToValidUTF8(string(b), "\uFFFD")
 			}
 		}},
 		{"retry_after", []api.ValueType{tI64}, nil, func(ctx context.Context, m api.Module, s []uint64) {
 			if st := stateOf(ctx); st != nil && st.out != nil {
-				ms := int64(s[0])
-				if ms < 0 {
-					ms = 0
-				}
+				// Saturate instead of overflowing into a negative delay (which meant "retry at
+				// once"): the poison policy clamps it to the binding's max_delay.
+				ms := min(max(int64(s[0]), 0), int64(math.MaxInt64/time.Millisecond))
 				st.out.RetryAfter = time.Duration(ms) * time.Millisecond
 			}
 		}},
@@ -224,6 +239,13 @@ func (st *callState) emit(q, body []byte) int32 {
 	if len(body) > cfg.MaxOutputBytes {
 		return errTooLarge
 	}
+	total := len(body)
+	for _, o := range st.out.Outputs {
+		total += len(o.Body)
+	}
+	if cfg.MaxOutputTotalBytes > 0 && total > cfg.MaxOutputTotalBytes {
+		return errTooLarge
+	}
 	var queue string
 	if len(q) == 0 {
 		if cfg.OutputQueue == "" {
@@ -237,6 +259,9 @@ func (st *callState) emit(q, body []byte) int32 {
 		queue = string(q)
 		if cfg.AllowEmit != nil {
 			if err := cfg.AllowEmit(queue); err != nil {
+				if errors.Is(err, ErrInvalidName) {
+					return errInvalid
+				}
 				return errDenied
 			}
 		}

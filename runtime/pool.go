@@ -73,13 +73,16 @@ type PoolConfig struct {
 	Timeout        time.Duration
 	Config         map[string]string
 	OutputQueue    string                   // target of emit with an empty queue name
-	AllowEmit      func(queue string) error // nil allows every named queue; an error gives ERR_DENIED
+	AllowEmit      func(queue string) error // nil allows every named queue; an error gives ERR_DENIED (ERR_INVALID if it wraps ErrInvalidName)
 	MaxOutputBytes int                      // per output; default 4 MiB
 	MaxOutputs     int                      // per message; default 64
-	Env            map[string]string        // environment variables granted to the guest
-	ReadOnlyDir    string                   // host directory mounted read-only at / ; empty = none
-	StdioCapBytes  int                      // guest stdout+stderr logged per call; default 16 KiB
-	HTTP           *HTTPPolicy              // outbound HTTP policy; nil denies every request
+	// MaxOutputTotalBytes caps the bytes of all outputs of one message together (64
+	// outputs of MaxOutputBytes each would be 256 MiB); default 4 × MaxOutputBytes.
+	MaxOutputTotalBytes int
+	Env                 map[string]string // environment variables granted to the guest
+	ReadOnlyDir         string            // host directory mounted read-only at / ; empty = none
+	StdioCapBytes       int               // guest stdout+stderr logged per call; default 16 KiB
+	HTTP                *HTTPPolicy       // outbound HTTP policy; nil denies every request
 }
 
 // PoolStats are a pool's counters.
@@ -126,6 +129,9 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 	}
 	if cfg.MaxOutputs <= 0 {
 		cfg.MaxOutputs = 64
+	}
+	if cfg.MaxOutputTotalBytes <= 0 {
+		cfg.MaxOutputTotalBytes = 4 * cfg.MaxOutputBytes
 	}
 	if cfg.StdioCapBytes <= 0 {
 		cfg.StdioCapBytes = 16 << 10
@@ -307,12 +313,17 @@ func (p *Pool) run(inst *instance, in *Input) (out *Output, discard bool, err er
 	out = &Output{}
 	out.Outputs = out.first[:0]
 	st := inst.st
-	st.in, st.out, st.logs = in, out, 0
+	st.in, st.out, st.logs, st.logBytes, st.dropped = in, out, 0, 0, 0
 	inst.stdio.reset(in.ID)
 	if inst.timer != nil {
 		inst.timer.Reset(p.cfg.Timeout)
 	}
 	err = inst.handle.CallWithStack(inst.ctx, inst.stack[:])
+	if st.dropped > 0 {
+		// Never silently: one line saying how many were left out.
+		p.logger.Warn("guest log lines dropped", "message_id", in.ID, "dropped", st.dropped,
+			"limit_lines", maxLogsPerCall, "limit_bytes", maxLogBytesPerCall, "source", "guest")
+	}
 	timedOut := inst.timer != nil && !inst.timer.Stop()
 	out.HTTP = st.closeHTTP()
 	p.http.add(out.HTTP)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -107,6 +108,9 @@ func TestStatusesAndOutputs(t *testing.T) {
 		if strings.HasPrefix(q, "other") {
 			return errors.New("not yours")
 		}
+		if strings.HasPrefix(q, "malformed") {
+			return fmt.Errorf("no such name: %w", ErrInvalidName)
+		}
 		return nil
 	}
 	p := guestPool(t, e, "t", PoolConfig{Binding: "b", AllowEmit: deny, MaxOutputs: 5})
@@ -120,6 +124,8 @@ func TestStatusesAndOutputs(t *testing.T) {
 	}{
 		{body: "status:0", status: StatusOK},
 		{body: "retry:1500", status: StatusRetry, retry: 1500 * time.Millisecond, errText: "try later"},
+		// retry_after(i64 max) used to overflow into a negative delay ("retry at once").
+		{body: "retry:9223372036854775807", status: StatusRetry, retry: time.Duration(math.MaxInt64/time.Millisecond) * time.Millisecond, errText: "try later"},
 		{body: "reject:bad input", status: StatusReject, errText: "bad input"},
 		{body: "status:7", wantError: ErrBadStatus},
 		{body: "multi:3", status: StatusOK, outputs: 3},
@@ -127,6 +133,8 @@ func TestStatusesAndOutputs(t *testing.T) {
 		{body: "emitto:mine", status: StatusOK, outputs: 1},
 		{body: "emitto:other-tenant", status: StatusReject, errText: "emit=-2"},
 		{body: "emitto:bad/name", status: StatusReject, errText: "emit=-5"},
+		// AllowEmit's ErrInvalidName is ERR_INVALID, any other refusal ERR_DENIED.
+		{body: "emitto:malformed", status: StatusReject, errText: "emit=-5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.body, func(t *testing.T) {
@@ -149,6 +157,21 @@ func TestStatusesAndOutputs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOutputTotalCap: the outputs of one message together are capped by
+// MaxOutputTotalBytes (one 3-byte message could emit 64 × 1 MiB): the emit past the cap gets
+// ERR_TOO_LARGE.
+func TestOutputTotalCap(t *testing.T) {
+	e := testEngine(t)
+	p := guestPool(t, e, "t", PoolConfig{Binding: "b", MaxOutputTotalBytes: 3})
+	if out, err := p.Call(context.Background(), &Input{ID: "m", Body: []byte("multi:3")}); err != nil || out.Status != StatusOK || len(out.Outputs) != 3 {
+		t.Fatalf("3 one-byte outputs under a 3-byte cap: %+v, %v", out, err)
+	}
+	out, err := p.Call(context.Background(), &Input{ID: "m", Body: []byte("multi:4")})
+	if err != nil || out.Status != StatusReject || out.ErrorText != "emit=-3" {
+		t.Fatalf("4 one-byte outputs under a 3-byte cap: %+v, %v; want the 4th emit refused with -3", out, err)
 	}
 }
 

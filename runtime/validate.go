@@ -3,13 +3,14 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/wqhost/wqhost/internal/safefile"
 )
 
 // checker compiles modules in a runtime of its own to inspect their imports and exports.
@@ -46,7 +47,7 @@ func newChecker(ctx context.Context, cache wazero.CompilationCache) (*checker, e
 // an error naming the file, the ABI and everything missing or unknown. It is what
 // `wqhost validate` runs.
 func Validate(ctx context.Context, path string, abi ABI) error {
-	wasm, err := os.ReadFile(path)
+	wasm, err := safefile.Read(path, safefile.DefaultMaxBytes)
 	if err != nil {
 		return fmt.Errorf("runtime: validate %s: %w", path, err)
 	}

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/runtime"
@@ -318,14 +316,3 @@ func (c *cli) printCallLogs(logs *callLog, asJSON bool) {
 	}
 }
 
-// termSafe returns s as it is when it is valid UTF-8 without control characters (a terminal
-// shows it faithfully), and Go-quoted otherwise, so a body cannot move the cursor, clear the
-// screen or hide part of itself.
-func termSafe(s string) string {
-	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool {
-		return unicode.IsControl(r) || r == utf8.RuneError || !unicode.IsPrint(r) && r != ' '
-	}) < 0 {
-		return s
-	}
-	return strconv.Quote(s)
-}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -148,11 +149,15 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"validate"}, "want exactly one module file"},
 		{[]string{"validate", "no-such.wasm"}, "no-such.wasm: no such file"},
 		{[]string{"validate", "--abi", "cobol", "x.wasm"}, `--abi "cobol"`},
+		{[]string{"validate", "."}, "is a directory"},
+		{[]string{"validate", "/dev/zero"}, "/dev/zero is a character device"},
+		{[]string{"send", "--queue", "jobs-poison", "forged"}, "reserved for dead letters"},
 		{[]string{"version", "x"}, "takes no arguments"},
 		{[]string{"run", "extra"}, "takes no arguments"},
 		{[]string{"run", "--demo", "--config", "c.yaml"}, "does not take --config"},
 		{[]string{"run", "--config", "no-such.yaml"}, "no-such.yaml"},
 		{[]string{"run", "--log-level", "loud", "--admin", "off"}, "log.level"},
+		{[]string{"run", "--admin", "0.0.0.0:0"}, "admin.allow_unauthenticated"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			wq(t, "", tc.args...).expect(t, 2, "wqhost "+strings.Join(tc.args, " "), tc.want)
@@ -780,8 +785,8 @@ func TestCall(t *testing.T) {
 		{"rust vowels", []string{"examples/handlers/count-vowels-rust/count-vowels-rust.wasm", "--body", "Hello, World"}, 0, []string{vowelsOut}},
 		{"body from a file", []string{"examples/handlers/echo-tinygo/echo-tinygo.wasm", "--file", "examples/handlers/README.md", "--output", "copies"}, 0, []string{"-> copies: "}},
 		{"reject with its reason", []string{"examples/handlers/billing-tinygo/billing-tinygo.wasm", "--body", `{"id":`}, 1, []string{"status: reject", "reason: billing: malformed transaction JSON", "outputs: 0"}},
-		{"control characters escaped", []string{"examples/handlers/echo-go/echo-go.wasm", "--body", "a\x1b[2Jb"}, 0, []string{`-> out: "a\x1b[2Jb"`}},
-		{"wasi-stdio", []string{"--abi", "wasi-stdio", "examples/handlers/upper-stdio/upper-stdio.wasm", "--body", "shout\n"}, 0, []string{"status: ok", "-> out: \"SHOUT\\n\""}},
+		{"control characters escaped", []string{"examples/handlers/echo-go/echo-go.wasm", "--body", "a\x1b[2Jb"}, 0, []string{`-> out: a\x1b[2Jb`}},
+		{"wasi-stdio", []string{"--abi", "wasi-stdio", "examples/handlers/upper-stdio/upper-stdio.wasm", "--body", "shout\n"}, 0, []string{"status: ok", `-> out: SHOUT\x0a`}},
 		{"wrong abi", []string{"--abi", "wasi-stdio", "examples/handlers/billing-go/billing-go.wasm"}, 2, []string{"missing export _start"}},
 		{"unknown meta", []string{"examples/handlers/echo-go/echo-go.wasm", "--meta", "colour=red"}, 2, []string{`--meta "colour": unknown key`}},
 		{"body and file", []string{"examples/handlers/echo-go/echo-go.wasm", "--body", "x", "--file", "README.md"}, 2, []string{"give one of them"}},
@@ -800,7 +805,7 @@ func TestPeekCommand(t *testing.T) {
 	wq(t, dir, "send", "--queue", "jobs-done", "evil\x1b[2Jx").expect(t, 0, "send")
 	for range 2 {
 		r := wq(t, dir, "peek", "--queue", "jobs-done")
-		r.expect(t, 0, "peek", "plain", `"evil\x1b[2Jx"`, "2 messages shown from jobs-done (not consumed)")
+		r.expect(t, 0, "peek", "plain", `evil\x1b[2Jx`, "2 messages shown from jobs-done (not consumed)")
 		if strings.Contains(r.stdout, "\x1b") {
 			t.Fatalf("peek printed a raw escape character:\n%q", r.stdout)
 		}
@@ -808,4 +813,115 @@ func TestPeekCommand(t *testing.T) {
 	wq(t, dir, "peek", "--queue", "jobs-done", "--limit", "1", "--json").expect(t, 0, "peek --json", `"body":"plain"`, `"dequeue_count":0`)
 	wq(t, dir, "peek", "--queue", "jobs-poison").expect(t, 0, "peek empty", "no messages in jobs-poison")
 	wq(t, dir, "peek").expect(t, 2, "peek without queue", "--queue is required")
+}
+
+// TestModuleThatIsNotARegularFile: a module path that is a FIFO (which used to hang the
+// host, deaf to SIGTERM) or /dev/zero (which took it past 4 GiB) is refused at load with
+// exit 2 and a message naming the key, within a second of wall time on a quiet machine (the
+// bound asserted here is generous, for a loaded CI machine; a hang would hit it).
+func TestModuleThatIsNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "handler.wasm")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ module, want string }{
+		{fifo, "is a FIFO"}, {"/dev/zero", "is a character device"}, {dir, "is a directory"},
+	} {
+		cfg := filepath.Join(dir, "wqhost.yaml")
+		yaml := fmt.Sprintf("data_dir: %s\nadmin: {addr: \"off\"}\ntenants:\n  default:\n    bindings:\n      b: {queue: jobs, module: %q}\n", filepath.Join(dir, "data"), tc.module)
+		if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		wq(t, dir, "run", "--config", cfg).expect(t, 2, "run with module "+tc.module, "tenants.default.bindings.b.module", tc.want)
+		if el := time.Since(start); el > 20*time.Second {
+			t.Errorf("module %s: refused after %s", tc.module, el)
+		}
+	}
+}
+
+// TestSendRefusesOversizeBody: a body above the tenant's limits.max_message_bytes is refused
+// by send with exit 2 naming the limit, before anything is sent (the host would reject it).
+func TestSendRefusesOversizeBody(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "wqhost.yaml")
+	yaml := fmt.Sprintf("data_dir: %s\nadmin: {addr: \"off\"}\ntenants:\n  default:\n    limits: {max_message_bytes: 1KiB}\n    bindings:\n      b: {queue: jobs, module: 'builtin:echo-go'}\n", filepath.Join(dir, "data"))
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "above tenants.default.limits.max_message_bytes 1KiB"
+	wq(t, dir, "send", "--config", cfg, "--queue", "jobs", "--file", big).expect(t, 2, "send of 4 KiB", want)
+	wq(t, dir, "send", "--config", cfg, "--queue", "jobs", strings.Repeat("y", 1025)).expect(t, 2, "send of 1025 bytes", want)
+	wq(t, dir, "send", "--config", cfg, "--queue", "jobs", "--count", "3", strings.Repeat("y", 1020)+"{n}").expect(t, 0, "send of 1021 bytes", "sent 3 messages")
+	wq(t, dir, "send", "--config", cfg, "--queue", "jobs", "--count", "10", strings.Repeat("y", 1023)+"{n}").expect(t, 2, "send whose 10th body is 1025 bytes", want)
+}
+
+// TestSendCountStreams: `send --count 2000000000` used to preallocate every body and die
+// out of memory; it now streams. The child's RSS is sampled while it sends, then it is
+// stopped early.
+func TestSendCountStreams(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(wqhostBin, "send", "--data-dir", filepath.Join(dir, "data"), "--queue", "jobs", "--count", "2000000000", "m{n}")
+	cmd.Dir, cmd.Env = dir, testEnv()
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var peak int64
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if rss := rssOf(cmd.Process.Pid); rss > peak {
+			peak = rss
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if peak == 0 {
+		t.Fatalf("no RSS sampled (process exited? %s)", errb.String())
+	}
+	t.Logf("send --count 2000000000: peak RSS %d MiB over 3s", peak>>20)
+	if peak > 200<<20 {
+		t.Errorf("send --count 2000000000: RSS %d MiB, want bounded (< 200 MiB)", peak>>20)
+	}
+}
+
+// rssOf returns a process's resident set in bytes from /proc, 0 if it is gone.
+func rssOf(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// TestRunOnBusyAdminPort: a second host on a busy admin port fails naming admin.addr before
+// it builds anything, so it never logs "host ready" first.
+func TestRunOnBusyAdminPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "wqhost.yaml")
+	yaml := fmt.Sprintf("data_dir: %s\nadmin: {addr: %q}\ntenants:\n  default:\n    bindings:\n      b: {queue: jobs, module: 'builtin:echo-go'}\n", filepath.Join(dir, "data"), ln.Addr().String())
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := wq(t, dir, "run", "--config", cfg)
+	if r.code == 0 || !strings.Contains(r.stderr, "admin.addr") || strings.Contains(r.stderr+r.stdout, "host ready") {
+		t.Fatalf("run on a busy admin port: exit %d, stderr %q; want a failure naming admin.addr and no \"host ready\"", r.code, r.stderr)
+	}
 }

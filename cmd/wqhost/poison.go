@@ -64,21 +64,33 @@ func (c *cli) poison(ctx context.Context, args []string) error {
 		return c.listDead(ls, dead, *asJSON)
 	case "requeue":
 		n, err := host.RequeueDeadLetters(ctx, cfg, *tenant, *queue, *limit)
+		if err != nil {
+			return fmt.Errorf("requeue from %s (after %d requeued): %w", dead, n, err)
+		}
 		fmt.Fprintf(c.stdout, "requeued %d dead letters from %s to %s\n", n, dead, *queue)
-		return err
+		return nil
 	default:
 		n, err := host.PurgeDeadLetters(ctx, cfg, *tenant, *queue, *limit)
+		if err != nil {
+			// No "purged 0" on stdout before the error: the count goes with the error.
+			return fmt.Errorf("purge %s (after %d purged): %w", dead, n, err)
+		}
 		fmt.Fprintf(c.stdout, "purged %d dead letters from %s\n", n, dead)
-		return err
+		return nil
 	}
 }
 
 func (c *cli) listDead(ls []host.DeadLetter, dead string, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(c.stdout)
 		var errs []error
 		for _, d := range ls {
-			errs = append(errs, enc.Encode(d))
+			line, err := json.Marshal(d)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			_, err = fmt.Fprintf(c.stdout, "%s\n", jsonTermSafe(line))
+			errs = append(errs, err)
 		}
 		return errors.Join(errs...)
 	}
@@ -89,7 +101,7 @@ func (c *cli) listDead(ls []host.DeadLetter, dead string, asJSON bool) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tDEQUEUED\tDEAD-LETTERED AT\tORIGINAL ID\tREASON")
 	for _, d := range ls {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", d.ID, d.DequeueCount, orDash(d.DeadLetteredAt), orDash(d.OriginalID), oneLine(d.Reason, 100))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", termSafe(d.ID), d.DequeueCount, termSafe(orDash(d.DeadLetteredAt)), termSafe(orDash(d.OriginalID)), oneLine(d.Reason, 100))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -108,7 +120,7 @@ func orDash(s string) string {
 // oneLine keeps a table row on one line: runs of white space become one space, long text
 // is cut.
 func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = termSafe(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > max {
 		return string(r[:max-1]) + "…"
 	}

@@ -70,6 +70,9 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.demo(ctx, cfg, logger)
 	}
 	h, err := host.New(ctx, cfg, logger)
+	if errors.Is(err, host.ErrAdminListen) {
+		return err // exit 1: the config is fine, the port is taken
+	}
 	if err != nil {
 		// The config loaded, but a binding could not be built from it (module, plugin,
 		// backend): still a configuration problem, and nothing was left running.

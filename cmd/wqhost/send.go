@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/listener"
 )
 
@@ -47,6 +49,8 @@ func (c *cli) send(ctx context.Context, args []string) error {
 	switch {
 	case *queue == "":
 		return usagef("--queue is required")
+	case strings.HasSuffix(*queue, config.PoisonSuffix):
+		return usagef("--queue %s: %v (requeue dead letters with 'wqhost poison requeue')", *queue, config.ErrReservedQueue)
 	case *count < 1:
 		return usagef("--count %d: must be at least 1", *count)
 	case *file != "" && fl.NArg() > 0:
@@ -58,11 +62,15 @@ func (c *cli) send(ctx context.Context, args []string) error {
 	case *lines && fl.Changed("count"):
 		return usagef("--lines and --count do not mix")
 	}
-	bodies, err := c.bodies(*file, *lines, fl.Args(), *count)
+	cfg, err := c.loadConfig(*cfgFile, fl)
 	if err != nil {
 		return err
 	}
-	cfg, err := c.loadConfig(*cfgFile, fl)
+	limit := int64(config.DefaultMaxMessageBytes)
+	if t, ok := cfg.Tenants[*tenant]; ok {
+		limit = int64(t.Limits.MaxMessageBytes)
+	}
+	src, err := c.bodies(*file, *lines, fl.Args(), *count, limit, *tenant)
 	if err != nil {
 		return err
 	}
@@ -79,37 +87,71 @@ func (c *cli) send(ctx context.Context, args []string) error {
 		}
 		opts.Attributes = map[string]string{listener.AttrOrderKey: *order}
 	}
-	if len(bodies) == 1 {
-		id, err := q.Send(ctx, bodies[0], opts)
+	if src.n == 1 {
+		id, err := q.Send(ctx, src.body(0), opts)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(c.stdout, "sent message %s to %s\n", id, *queue)
 		return closer.Close()
 	}
-	bar := c.progress(len(bodies), "sending to "+*queue)
+	total := src.n
+	bar := c.progress(total, "sending to "+*queue)
 	start := time.Now()
 	bs, batched := q.(batchSender)
-	for i := 0; i < len(bodies); {
+	// One chunk of bodies at a time: --count 2000000000 streams in bounded memory.
+	chunk := make([][]byte, 0, sendChunk)
+	for i := 0; i < total; {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("after %d of %d messages: %w", i, total, err)
+		}
 		n := 1
 		if batched {
-			n = min(sendChunk, len(bodies)-i)
-			if _, err := bs.SendBatch(ctx, bodies[i:i+n], opts); err != nil {
-				return fmt.Errorf("after %d of %d messages: %w", i, len(bodies), err)
+			n = min(sendChunk, total-i)
+			chunk = chunk[:0]
+			for j := range n {
+				chunk = append(chunk, src.body(i+j))
 			}
-		} else if _, err := q.Send(ctx, bodies[i], opts); err != nil {
-			return fmt.Errorf("after %d of %d messages: %w", i, len(bodies), err)
+			if _, err := bs.SendBatch(ctx, chunk, opts); err != nil {
+				return fmt.Errorf("after %d of %d messages: %w", i, total, err)
+			}
+		} else if _, err := q.Send(ctx, src.body(i), opts); err != nil {
+			return fmt.Errorf("after %d of %d messages: %w", i, total, err)
 		}
 		i += n
 		bar.Add(n)
 	}
 	bar.Finish()
 	el := time.Since(start)
-	fmt.Fprintf(c.stdout, "sent %d messages to %s in %s (%.0f msg/s)\n", len(bodies), *queue, el.Round(time.Millisecond), float64(len(bodies))/el.Seconds())
+	fmt.Fprintf(c.stdout, "sent %d messages to %s in %s (%.0f msg/s)\n", total, *queue, el.Round(time.Millisecond), float64(total)/el.Seconds())
 	return closer.Close()
 }
 
-func (c *cli) bodies(file string, lines bool, args []string, count int) ([][]byte, error) {
+// bodySource yields the n bodies of a send one at a time, so --count never holds them all.
+type bodySource struct {
+	n     int
+	lines [][]byte // with --lines
+	templ string   // with --count: {n} replaced by the message number
+	tmpl  bool
+	one   []byte
+}
+
+func (s *bodySource) body(i int) []byte {
+	switch {
+	case s.lines != nil:
+		return s.lines[i]
+	case s.tmpl:
+		return []byte(strings.ReplaceAll(s.templ, "{n}", strconv.Itoa(i+1)))
+	}
+	return s.one
+}
+
+// bodies reads what to send, refusing any body above limit (the tenant's
+// limits.max_message_bytes: the host would reject it unread) before anything is sent.
+func (c *cli) bodies(file string, lines bool, args []string, count int, limit int64, tenant string) (*bodySource, error) {
+	tooBig := func(what string, n int64) error {
+		return usagef("%s is %s, above tenants.%s.limits.max_message_bytes %s", what, sizeText(n), tenant, config.ByteSize(limit))
+	}
 	var body []byte
 	if file == "" {
 		body = []byte(args[0])
@@ -128,41 +170,49 @@ func (c *cli) bodies(file string, lines bool, args []string, count int) ([][]byt
 		if lines {
 			var out [][]byte
 			sc := bufio.NewScanner(r)
-			sc.Buffer(make([]byte, 64<<10), 64<<20)
+			sc.Buffer(make([]byte, 64<<10), int(min(limit+2, 64<<20)))
 			for sc.Scan() {
 				if l := bytes.TrimSpace(sc.Bytes()); len(l) > 0 {
+					if int64(len(l)) > limit {
+						return nil, tooBig(fmt.Sprintf("line %d of %s", len(out)+1, file), int64(len(l)))
+					}
 					out = append(out, bytes.Clone(l))
 				}
 			}
 			if err := sc.Err(); err != nil {
+				if errors.Is(err, bufio.ErrTooLong) {
+					return nil, tooBig("a line of "+file, limit+1)
+				}
 				return nil, fmt.Errorf("read %s: %w", file, err)
 			}
 			if len(out) == 0 {
 				return nil, usagef("--file %s has no non-empty lines", file)
 			}
-			return out, nil
+			return &bodySource{n: len(out), lines: out}, nil
 		}
-		b, err := io.ReadAll(r)
+		b, err := io.ReadAll(io.LimitReader(r, limit+1))
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", file, err)
 		}
+		if int64(len(b)) > limit {
+			return nil, tooBig("--file "+file, int64(len(b)))
+		}
 		body = b
 	}
-	if count == 1 {
-		return [][]byte{body}, nil
-	}
-	out := make([][]byte, count)
 	templ := string(body)
-	numbered := strings.Contains(templ, "{n}")
-	for i := range out {
-		if numbered {
-			out[i] = []byte(strings.ReplaceAll(templ, "{n}", strconv.Itoa(i+1)))
-		} else {
-			out[i] = body
-		}
+	src := &bodySource{n: count, one: body, templ: templ, tmpl: count > 1 && strings.Contains(templ, "{n}")}
+	longest := int64(len(body))
+	if src.tmpl {
+		longest = int64(len(src.body(count - 1)))
 	}
-	return out, nil
+	if longest > limit {
+		return nil, tooBig("the body", longest)
+	}
+	return src, nil
 }
+
+// sizeText is n bytes as a user reads it ("more than" when only a prefix was read).
+func sizeText(n int64) string { return config.ByteSize(n).String() }
 
 // progress returns a progress bar on stderr; off a terminal it prints nothing until the end,
 // so logs and CI output stay clean.

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 
+	"github.com/wqhost/wqhost/internal/safefile"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -32,11 +32,11 @@ func (c *cli) validate(ctx context.Context, args []string) error {
 	if a != runtime.ABIWqhostV1 && a != runtime.ABIWasiStdio {
 		return usagef("--abi %q: unknown ABI (want %s or %s)", *abi, runtime.ABIWqhostV1, runtime.ABIWasiStdio)
 	}
-	if _, err := os.Stat(path); err != nil {
+	if err := safefile.Check(path, safefile.DefaultMaxBytes); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return usagef("%s: no such file", path)
 		}
-		return usagef("%s: %v", path, err)
+		return usagef("%v", err) // a directory, FIFO or device: exit 2 at once, never read
 	}
 	err := runtime.Validate(ctx, path, a)
 	if err == nil {

@@ -37,10 +37,12 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/safefile"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -109,7 +111,10 @@ type Config struct {
 	CacheDirPath string `koanf:"cache_dir"`
 	// MaxConcurrency is the host-wide budget of handler calls at once shared by tenants;
 	// 0 means no host-wide cap (each tenant's max_concurrency still applies).
-	MaxConcurrency int                `koanf:"max_concurrency"`
+	MaxConcurrency int `koanf:"max_concurrency"`
+	// MaxModuleBytes caps the size of a module or plugin file (default 256 MiB); such paths
+	// must be regular files (not a FIFO, device or directory: internal/safefile).
+	MaxModuleBytes ByteSize           `koanf:"max_module_bytes"`
 	Admin          Admin              `koanf:"admin"`
 	Log            Log                `koanf:"log"`
 	Backends       map[string]Backend `koanf:"backends"`
@@ -131,6 +136,19 @@ type Admin struct {
 	TokenEnv string `koanf:"token_env"`
 	// MaxBodyBytes limits request bodies (default 64 KiB).
 	MaxBodyBytes ByteSize `koanf:"max_body_bytes"`
+	// AllowUnauthenticated accepts an Addr beyond loopback without TokenEnv. Without it such
+	// a config is refused at load: reload, notify and status would be open to the network.
+	AllowUnauthenticated bool `koanf:"allow_unauthenticated"`
+}
+
+// AdminLoopback reports whether the admin address host is a loopback one ("localhost" or a
+// loopback IP). An empty host (":8080") listens on every interface.
+func AdminLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Log configures the host's slog output.
@@ -188,6 +206,8 @@ type Limits struct {
 	MaxOutputBytes  ByteSize      `koanf:"max_output_bytes"`  // per output message
 	// HTTPConcurrency caps the tenant's outbound HTTP requests open at once (0: 64).
 	HTTPConcurrency int `koanf:"http_concurrency"`
+	// MaxOutputTotalBytes caps all outputs of one message together; 0 = 4 × MaxOutputBytes.
+	MaxOutputTotalBytes ByteSize `koanf:"max_output_total_bytes"`
 }
 
 // Binding connects a queue to a handler module and an optional output queue.
@@ -275,9 +295,10 @@ type Pool struct {
 
 func defaultConfig() Config {
 	return Config{
-		DataDir: DefaultDataDir,
-		Admin:   Admin{Addr: DefaultAdminAddr, MaxBodyBytes: 64 << 10},
-		Log:     Log{Format: "text", Level: "info"},
+		DataDir:        DefaultDataDir,
+		MaxModuleBytes: safefile.DefaultMaxBytes,
+		Admin:          Admin{Addr: DefaultAdminAddr, MaxBodyBytes: 64 << 10},
+		Log:            Log{Format: "text", Level: "info"},
 	}
 }
 
@@ -324,15 +345,22 @@ func (c *Config) BackendFor(name string) (Backend, bool) {
 }
 
 // PhysicalQueue returns the backend name of a tenant's queue: the tenant "default" keeps
-// its names; others get "<tenant>.<queue>", or "<tenant>-<queue>" on Azure (no dots there).
+// its names; others get "<tenant>.<queue>", or "<len(tenant)>-<tenant>-<queue>" on Azure
+// (no dots there). The mapping is injective: see names.go.
 func (c *Config) PhysicalQueue(tenant, backend, queue string) string {
-	if tenant == DefaultTenant || tenant == "" {
-		return queue
+	b, _ := c.BackendFor(backend)
+	return physicalQueue(b.Type, tenant, queue)
+}
+
+// CheckQueue returns why queue cannot be one of tenant's own queues on backend, or nil: a
+// malformed or reserved ("-poison") name, or one whose physical name breaks the backend's
+// rule (Azure: 3..63 characters). Guests' emits and `wqhost send` are checked with it.
+func (c *Config) CheckQueue(tenant, backend, queue string) error {
+	if err := CheckQueueName(queue); err != nil {
+		return err
 	}
-	if b, ok := c.BackendFor(backend); ok && b.Type == BackendAzure {
-		return tenant + "-" + queue
-	}
-	return tenant + "." + queue
+	b, _ := c.BackendFor(backend)
+	return checkPhysical(b.Type, physicalQueue(b.Type, tenant, queue))
 }
 
 // LocalPath returns the SQLite file of a local backend: Path resolved against DataDir.

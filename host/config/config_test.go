@@ -59,7 +59,7 @@ func TestExampleConfigLoads(t *testing.T) {
 	if got := c.PhysicalQueue("default", "local", "transactions"); got != "transactions" {
 		t.Fatalf("default tenant queue %q", got)
 	}
-	if got := c.PhysicalQueue("acme", "cloud", "orders"); got != "acme-orders" {
+	if got := c.PhysicalQueue("acme", "cloud", "orders"); got != "4-acme-orders" {
 		t.Fatalf("azure physical queue %q", got)
 	}
 }
@@ -184,7 +184,7 @@ func TestBadConfigs(t *testing.T) {
 		{"unknown backend type", "backends:\n  q: {type: kafka}\n" + binding(""),
 			[]string{`backends.q.type: "kafka" is not one of local, azure, memory`}},
 		{"azure name too long after prefix", "backends:\n  cloud: {type: azure, connection_string_env: X}\ntenants:\n  a-rather-long-tenant-name:\n    bindings:\n      b: {backend: cloud, queue: a-queue-name-that-is-long-enough-to-overflow, module: 'builtin:echo-go'}\n",
-			[]string{`tenants.a-rather-long-tenant-name.bindings.b.queue: Azure queue name "a-rather-long-tenant-name-a-queue-name-that-is-long-enough-to-overflow-poison" is 77 characters`}},
+			[]string{`tenants.a-rather-long-tenant-name.bindings.b.queue: the Azure queue name "25-a-rather-long-tenant-name-a-queue-name-that-is-long-enough-to-overflow" is 73 characters, outside Azure's 3..63`}},
 		{"azure without credentials", "backends:\n  cloud: {type: azure}\n" + binding(""),
 			[]string{"backends.cloud: exactly one of connection_string_env"}},
 		{"bad queue name", "tenants:\n  acme:\n    bindings:\n      orders: {queue: Orders_Q, module: 'builtin:echo-go'}\n",

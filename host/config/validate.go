@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/examples/handlers"
+	"github.com/wqhost/wqhost/internal/safefile"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -30,16 +32,7 @@ const (
 	MaxConcurrencyCap  = 100000
 )
 
-var (
-	nameRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	queueRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-)
-
-// ValidQueueName reports whether q is a queue name as a tenant writes it: 1-63 lower-case
-// letters, digits or inner '-' (Azure's rule, kept on every backend so a binding moves
-// between them unchanged). It has no dot, so no such name reaches into another tenant's
-// "<tenant>.<queue>" namespace.
-func ValidQueueName(q string) bool { return queueRE.MatchString(q) }
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // validate checks the decoded config as a whole, one error per problem.
 func (c *Config) validate() []error {
@@ -54,9 +47,14 @@ func (c *Config) validate() []error {
 		fail("max_concurrency", "%d is outside 0..%d", c.MaxConcurrency, MaxConcurrencyCap)
 	}
 	if c.Admin.Addr != "off" {
-		if _, port, err := net.SplitHostPort(c.Admin.Addr); err != nil || port == "" {
+		if host, port, err := net.SplitHostPort(c.Admin.Addr); err != nil || port == "" {
 			fail("admin.addr", "%q is not host:port (or \"off\")", c.Admin.Addr)
+		} else if !AdminLoopback(host) && c.Admin.TokenEnv == "" && !c.Admin.AllowUnauthenticated {
+			fail("admin.addr", "%q is reachable beyond loopback but admin.token_env is not set: anyone on the network could reload, notify and read status; set admin.token_env, or admin.allow_unauthenticated: true to accept that", c.Admin.Addr)
 		}
+	}
+	if c.MaxModuleBytes < 1 || c.MaxModuleBytes > 4<<30 {
+		fail("max_module_bytes", "%s is outside 1..4GiB", c.MaxModuleBytes)
 	}
 	if c.Admin.MaxBodyBytes <= 0 || c.Admin.MaxBodyBytes > 16<<20 {
 		fail("admin.max_body_bytes", "%d is outside 1..16MiB", c.Admin.MaxBodyBytes)
@@ -82,8 +80,17 @@ func (c *Config) validate() []error {
 	for _, tn := range slices.Sorted(maps.Keys(c.Tenants)) {
 		t := c.Tenants[tn]
 		tp := "tenants." + tn
-		if !nameRE.MatchString(tn) {
-			fail(tp, "tenant name %q must be lower-case letters, digits, '-' or '_' (at most 63)", tn)
+		types := map[string]bool{"": true}
+		for _, b := range t.Bindings {
+			if be, ok := c.BackendFor(b.Backend); ok {
+				types[be.Type] = true
+			}
+		}
+		for _, typ := range slices.Sorted(maps.Keys(types)) {
+			if err := checkTenantName(typ, tn); err != nil {
+				fail(tp, "%v", err)
+				break
+			}
 		}
 		if t.Weight < 1 || t.Weight > MaxWeight {
 			fail(tp+".weight", "%d is outside 1..%d", t.Weight, MaxWeight)
@@ -108,6 +115,9 @@ func (c *Config) validate() []error {
 		validateHTTPConcurrency(fail, tp, l.HTTPConcurrency)
 		if l.MaxOutputBytes < 1 || l.MaxOutputBytes > MaxMessageBytesCap {
 			fail(tp+".limits.max_output_bytes", "%s is outside 1..%s", l.MaxOutputBytes, MaxMessageBytesCap)
+		}
+		if l.MaxOutputTotalBytes != 0 && (l.MaxOutputTotalBytes < l.MaxOutputBytes || l.MaxOutputTotalBytes > 64*MaxMessageBytesCap) {
+			fail(tp+".limits.max_output_total_bytes", "%s is outside max_output_bytes %s..%s (0 = 4 × max_output_bytes)", l.MaxOutputTotalBytes, l.MaxOutputBytes, 64*MaxMessageBytesCap)
 		}
 		if len(t.Bindings) == 0 {
 			fail(tp+".bindings", "tenant has no binding")
@@ -216,8 +226,8 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 		fail(bp+".backend", "%q is not a configured backend (known: %s)", b.Backend, strings.Join(append(slices.Sorted(maps.Keys(c.Backends)), DefaultBackend), ", "))
 	}
 	checkQueue := func(path, q string) {
-		if !queueRE.MatchString(q) {
-			fail(path, "queue name %q must be 1-63 lower-case letters, digits or inner '-'", q)
+		if err := CheckQueueName(q); err != nil {
+			fail(path, "%v", err)
 		}
 	}
 	if b.Queue == "" {
@@ -241,12 +251,20 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 			fail(bp+".output", "output %q is the binding's own input queue (a loop)", b.Output)
 		}
 	}
-	if be, ok := c.BackendFor(b.Backend); ok && be.Type == BackendAzure {
-		// Azure queue names are at most 63 characters, after the tenant prefix and the
-		// poison suffix.
-		for _, q := range append([]string{b.Queue + PoisonSuffix, b.Output}, b.Shards...) {
-			if p := c.PhysicalQueue(tenant, b.Backend, q); q != "" && len(p) > 63 {
-				fail(bp+".queue", "Azure queue name %q is %d characters, above Azure's 63", p, len(p))
+	if be, ok := c.BackendFor(b.Backend); ok && ValidQueueName(b.Queue) && (b.Output == "" || ValidQueueName(b.Output)) {
+		// The backend's own rule (Azure: 3..63 characters) on the names the binding uses,
+		// after the tenant prefix and the poison suffix.
+		for _, q := range append([]string{b.Queue, b.Queue + PoisonSuffix, b.Output}, b.Shards...) {
+			if q == "" {
+				continue
+			}
+			if err := checkPhysical(be.Type, physicalQueue(be.Type, tenant, q)); err != nil {
+				key := bp + ".queue"
+				if q == b.Output {
+					key = bp + ".output"
+				}
+				fail(key, "%v", err)
+				break // the longest names follow from the first: one problem to fix
 			}
 		}
 	}
@@ -358,12 +376,26 @@ func (c *Config) ModulePath(ref string) string {
 	return filepath.Join(c.BaseDir, ref)
 }
 
+// moduleCap is max_module_bytes, or the default for a Config not built by Load or Parse.
+func (c *Config) moduleCap() int64 {
+	if c.MaxModuleBytes <= 0 {
+		return safefile.DefaultMaxBytes
+	}
+	return int64(c.MaxModuleBytes)
+}
+
+// ReadPlugin returns the bytes of a plugin binary path (resolved with PluginPath), refusing
+// anything but a regular file under max_module_bytes.
+func (c *Config) ReadPlugin(path string) ([]byte, error) {
+	return safefile.Read(c.PluginPath(path), c.moduleCap())
+}
+
 // ReadModule returns the bytes of a module reference: an embedded builtin:<name> or a file.
 func (c *Config) ReadModule(ref string) ([]byte, error) {
 	if name, ok := strings.CutPrefix(ref, BuiltinPrefix); ok {
 		return handlers.Module(name)
 	}
-	b, err := os.ReadFile(c.ModulePath(ref))
+	b, err := safefile.Read(c.ModulePath(ref), c.moduleCap())
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", ref, err)
 	}
@@ -392,12 +424,11 @@ func (c *Config) validateModule(fail failFunc, path string, t Tenant, ref string
 			return
 		}
 	}
-	fi, err := os.Stat(p)
-	switch {
+	switch err := safefile.Check(p, c.moduleCap()); {
+	case errors.Is(err, safefile.ErrNotRegular):
+		fail(path, "module %v (max_module_bytes); want a regular .wasm file", err)
 	case err != nil:
 		fail(path, "module file %s: %v", p, errText(err))
-	case fi.IsDir():
-		fail(path, "module %s is a directory, not a .wasm file", p)
 	}
 }
 
@@ -413,11 +444,12 @@ func (c *Config) validatePlugin(fail failFunc, path string, p PluginRef) {
 		bin = filepath.Join(c.BaseDir, bin)
 	}
 	fi, err := os.Stat(bin)
+	cerr := safefile.Check(bin, c.moduleCap())
 	switch {
 	case err != nil:
 		fail(path+".plugin", "plugin binary %s: %v", bin, errText(err))
-	case fi.IsDir():
-		fail(path+".plugin", "plugin %s is a directory, not an executable", bin)
+	case cerr != nil:
+		fail(path+".plugin", "plugin %v (max_module_bytes); want a regular executable file", cerr)
 	case fi.Mode().Perm()&0o111 == 0:
 		fail(path+".plugin", "plugin %s is not executable (mode %v)", bin, fi.Mode().Perm())
 	}
