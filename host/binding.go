@@ -92,7 +92,10 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		Queue: b.queue, DeadLetter: b.dead, Handler: b,
 		Backoff: backoff, Scaler: scaler, Poison: poison,
 		MinWorkers: bc.MinWorkers, MaxWorkers: bc.MaxWorkers, BatchSize: bc.BatchSize,
-		Concurrency:       min(bc.BatchSize, bc.Pool.MaxInstances),
+		Concurrency: min(bc.BatchSize, bc.Pool.MaxInstances),
+		// The pool runs max_instances calls at once whatever the worker count: lease no
+		// more than those plus a prefetch of as many (listener.Config.Prefetch).
+		HandlerSlots:      bc.Pool.MaxInstances,
 		VisibilityTimeout: bc.VisibilityTimeout, MaxDequeueCount: bc.MaxDequeueCount,
 		MinIdle: bc.Backoff.Min, MaxIdle: bc.Backoff.Max,
 		Push: bc.Push, AtMostOnce: bc.AtMostOnce,

@@ -43,6 +43,16 @@ type Config struct {
 	BatchSize int
 	// Concurrency bounds the handler calls one worker runs at once; default BatchSize.
 	Concurrency int
+	// HandlerSlots is how many handler calls of this listener can run at once across all
+	// its workers (for a WebAssembly binding: the instance pool's size); default
+	// MaxWorkers×Concurrency. With Prefetch it bounds the messages leased and not yet
+	// handled: receives ask for no more than HandlerSlots+Prefetch minus those.
+	HandlerSlots int
+	// Prefetch is how many messages may be leased beyond HandlerSlots, ready to start the
+	// moment a slot frees; default min(HandlerSlots, BatchSize). It bounds the leased-idle
+	// messages (State.LeasedIdle) while every slot is busy. A worker receives once at least
+	// min(BatchSize, Prefetch) slots of the budget are free.
+	Prefetch int
 	// VisibilityTimeout is the lease taken on receive; default 30s. Leases are renewed
 	// while a handler runs.
 	VisibilityTimeout time.Duration
@@ -145,6 +155,18 @@ func (c *Config) withDefaults() (Config, error) {
 		return bad("Concurrency", "%d is negative", cfg.Concurrency)
 	}
 	switch {
+	case cfg.HandlerSlots == 0:
+		cfg.HandlerSlots = cfg.MaxWorkers * max(cfg.Concurrency, 1)
+	case cfg.HandlerSlots < 0:
+		return bad("HandlerSlots", "%d is negative", cfg.HandlerSlots)
+	}
+	switch {
+	case cfg.Prefetch == 0:
+		cfg.Prefetch = min(cfg.HandlerSlots, cfg.BatchSize)
+	case cfg.Prefetch < 0:
+		return bad("Prefetch", "%d is negative", cfg.Prefetch)
+	}
+	switch {
 	case cfg.MaxDequeueCount == 0:
 		cfg.MaxDequeueCount = DefaultMaxDequeueCount
 	case cfg.MaxDequeueCount < 0:
@@ -193,6 +215,8 @@ type Listener struct {
 	q       Queue
 	batcher Batcher // nil when the queue has none
 	waiter  Waiter  // nil when the queue cannot block
+	renewer Renewer // nil when renewal is a plain UpdateVisibility
+	budget  *leaseBudget
 	clk     Clock
 	log     *slog.Logger
 
@@ -218,6 +242,7 @@ type Listener struct {
 	depthAt   atomic.Int64 // unix nanos of the last Depth call
 	nextDue   atomic.Int64 // earliest retry this listener scheduled (unix nanos), 0 = none
 	spurious  atomic.Int32 // consecutive wake-ups that found nothing
+	callLat   atomic.Int64 // slowest recent queue call (nanos, decaying): sets the renewal margin
 
 	c    counters
 	hist latencyHist
@@ -228,6 +253,7 @@ type counters struct {
 	processed, failed, retried, poisoned                         atomic.Uint64
 	receives, emptyReceives, deletes, updates, sends, errorCalls atomic.Uint64
 	depthQueries, leasesLost                                     atomic.Uint64
+	leasedIdle, peakLeasedIdle                                   atomic.Int64
 }
 
 // New validates cfg and returns a Listener. Errors name the offending field.
@@ -248,6 +274,8 @@ func New(cfg Config) (*Listener, error) {
 	}
 	l.batcher, _ = c.Queue.(Batcher)
 	l.waiter, _ = c.Queue.(Waiter)
+	l.renewer, _ = c.Queue.(Renewer)
+	l.budget = newLeaseBudget(c.HandlerSlots+c.Prefetch, min(c.BatchSize, max(c.Prefetch, 1)))
 	return l, nil
 }
 
@@ -265,28 +293,31 @@ func (l *Listener) Notify() {
 func (l *Listener) State() State {
 	q := l.hist.quantiles(0.5, 0.99)
 	return State{
-		Queue:         l.q.Name(),
-		Depth:         l.c.depth.Load(),
-		ActiveWorkers: int(l.c.activeW.Load()),
-		PeakWorkers:   int(l.c.peak.Load()),
-		MinWorkers:    l.cfg.MinWorkers,
-		MaxWorkers:    l.cfg.MaxWorkers,
-		InFlight:      int(l.c.inFlight.Load()),
-		PushEnabled:   l.cfg.Push,
-		Processed:     l.c.processed.Load(),
-		Failed:        l.c.failed.Load(),
-		Retried:       l.c.retried.Load(),
-		Poisoned:      l.c.poisoned.Load(),
-		Receives:      l.c.receives.Load(),
-		EmptyReceives: l.c.emptyReceives.Load(),
-		Deletes:       l.c.deletes.Load(),
-		Updates:       l.c.updates.Load(),
-		Sends:         l.c.sends.Load(),
-		Errors:        l.c.errorCalls.Load(),
-		DepthQueries:  l.c.depthQueries.Load(),
-		LeasesLost:    l.c.leasesLost.Load(),
-		LatencyP50:    q[0],
-		LatencyP99:    q[1],
+		Queue:          l.q.Name(),
+		Depth:          l.c.depth.Load(),
+		ActiveWorkers:  int(l.c.activeW.Load()),
+		PeakWorkers:    int(l.c.peak.Load()),
+		MinWorkers:     l.cfg.MinWorkers,
+		MaxWorkers:     l.cfg.MaxWorkers,
+		InFlight:       int(l.c.inFlight.Load()),
+		PushEnabled:    l.cfg.Push,
+		Processed:      l.c.processed.Load(),
+		Failed:         l.c.failed.Load(),
+		Retried:        l.c.retried.Load(),
+		Poisoned:       l.c.poisoned.Load(),
+		Receives:       l.c.receives.Load(),
+		EmptyReceives:  l.c.emptyReceives.Load(),
+		Deletes:        l.c.deletes.Load(),
+		Updates:        l.c.updates.Load(),
+		Sends:          l.c.sends.Load(),
+		Errors:         l.c.errorCalls.Load(),
+		DepthQueries:   l.c.depthQueries.Load(),
+		LeasesLost:     l.c.leasesLost.Load(),
+		LeasedIdle:     int(max(l.c.leasedIdle.Load(), 0)),
+		PeakLeasedIdle: int(l.c.peakLeasedIdle.Load()),
+		Leased:         l.budget.held(),
+		LatencyP50:     q[0],
+		LatencyP99:     q[1],
 	}
 }
 

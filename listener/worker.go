@@ -23,8 +23,23 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			l.exit()
 			return
 		}
-		msgs, err := l.q.Receive(ctx, l.cfg.BatchSize, l.cfg.VisibilityTimeout)
+		// Lease only what can start: wait for room in the lease budget, ask for no more.
+		want := l.budget.take(ctx, l.cfg.BatchSize)
+		if want == 0 {
+			b.awaitSettled()
+			l.exit()
+			return
+		}
+		sent := l.clk.Now()
+		msgs, err := l.q.Receive(ctx, want, l.cfg.VisibilityTimeout)
 		l.c.receives.Add(1)
+		l.budget.put(want - len(msgs))
+		if err == nil {
+			l.noteLatency(l.clk.Now().Sub(sent))
+			if n := l.c.leasedIdle.Add(int64(len(msgs))); n > l.c.peakLeasedIdle.Load() {
+				l.c.peakLeasedIdle.Store(n) // racy maximum: a display figure
+			}
+		}
 		b.awaitSettled() // the last batch's deletes ran alongside this receive
 		if err != nil {
 			if ctx.Err() != nil {
@@ -69,11 +84,11 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		case rescale:
 			idle, rescale = 0, false
 			l.scaleUp(ctx, 0)
-		case len(msgs) == l.cfg.BatchSize && l.depthStale(now):
+		case len(msgs) == want && l.depthStale(now):
 			// A full batch: the backlog may have grown since the scaler was last asked.
 			l.scaleUp(ctx, 0)
 		}
-		l.process(ctx, b, msgs)
+		l.process(ctx, b, msgs, sent)
 		if !l.clk.Now().Before(sliceEnd) && ctx.Err() == nil {
 			// Hand the slot back even under a backlog: the supervisor re-acquires slots
 			// through the scaler, so the worker count follows the load and other bindings

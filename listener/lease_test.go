@@ -1,0 +1,83 @@
+package listener_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/wqhost/wqhost/listener"
+)
+
+// loseRenewals fails every lease renewal with ErrLeaseLost, as a store does whose lease
+// expired before the renewal landed (Azure's 404 or 400 PopReceiptMismatch).
+type loseRenewals struct {
+	listener.Queue
+	mu      sync.Mutex
+	renews  int
+	deletes []string
+}
+
+func (q *loseRenewals) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+	if d > 0 {
+		q.mu.Lock()
+		q.renews++
+		q.mu.Unlock()
+		return listener.ErrLeaseLost
+	}
+	return q.Queue.UpdateVisibility(ctx, m, d)
+}
+
+func (q *loseRenewals) Delete(ctx context.Context, m *listener.Message) error {
+	q.mu.Lock()
+	q.deletes = append(q.deletes, m.ID)
+	q.mu.Unlock()
+	return q.Queue.Delete(ctx, m)
+}
+
+// A renewal that reports the lease lost while a batch runs (here: a batch of 2 at
+// concurrency 1, the first handler outliving half the lease) marks both messages lost from
+// the renewing goroutine while the handler goroutine is about to pick up the second one.
+// Under -race this was a data race on the batch's lost flags; now each message's state is one
+// atomic word. A lost message is neither started nor settled: the running one is not
+// deleted, the unstarted one is never handed to the handler.
+func TestLeaseLostDuringBatchIsNotSettled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		q := &loseRenewals{Queue: e.q}
+		cfg := baseConfig(q, e.dl)
+		cfg.BatchSize, cfg.Concurrency, cfg.MaxWorkers = 2, 1, 1
+		cfg.Scaler = fixedScaler(1)
+		cfg.VisibilityTimeout = 30 * time.Second
+		var mu sync.Mutex
+		var handled []string
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			mu.Lock()
+			handled = append(handled, m.ID)
+			mu.Unlock()
+			time.Sleep(25 * time.Second) // past the renewal, within the lease
+			return nil
+		})
+		ids := e.send(t, 2)
+		l := start(t, cfg)
+		waitFor(t, time.Second, 10*time.Minute, "both leases reported lost", func() bool {
+			return l.State().LeasesLost >= 2
+		})
+		if err := l.stop(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(handled) != 1 || handled[0] != ids[0] {
+			t.Errorf("handled %v, want only %s: %s's lease was lost before it could start", handled, ids[0], ids[1])
+		}
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		for _, id := range q.deletes {
+			if id == ids[0] || id == ids[1] {
+				t.Errorf("message %s deleted although its lease was lost", id)
+			}
+		}
+	})
+}
