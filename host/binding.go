@@ -40,6 +40,8 @@ type binding struct {
 
 	outMu   sync.Mutex
 	outputs map[string]listener.Queue // by tenant-local name
+	// outSends and outErrors count the output sends (billed calls) and the failed ones.
+	outSends, outErrors atomic.Uint64
 
 	reloader // the serving module version and its hot reload (reload.go)
 }
@@ -276,7 +278,9 @@ func (b *binding) sendOutputs(ctx context.Context, outs []runtime.Emitted) error
 		if err != nil {
 			return err
 		}
+		b.outSends.Add(1)
 		if _, err := q.Send(ctx, o.Body, listener.SendOptions{}); err != nil {
+			b.outErrors.Add(1)
 			return fmt.Errorf("sending output to queue %s: %w", o.Queue, err)
 		}
 	}

@@ -226,7 +226,9 @@ func TestMessagesReachOutputQueueAndAreCounted(t *testing.T) {
 	// Counters are bumped after an output is sent and its input deleted: wait for them too.
 	eventually(t, "the counters", func() bool {
 		return bindingStatus(t, h, "default", "echo").Processed >= 20 && bindingStatus(t, h, "acme", "echo").Processed >= 5 &&
-			bindingStatus(t, h, "default", "billing").Processed+bindingStatus(t, h, "default", "billing").Poisoned >= 3
+			bindingStatus(t, h, "default", "billing").Processed+bindingStatus(t, h, "default", "billing").Poisoned >= 3 &&
+			// The depths shown are the listeners' own, read when they find their queue drained.
+			bindingStatus(t, h, "default", "echo").Depth == 0 && bindingStatus(t, h, "default", "billing").DeadLetterDepth == 1
 	})
 	// Tenants are namespaced: acme's echo read only acme's five messages.
 	if s := bindingStatus(t, h, "default", "echo"); s.Processed != 20 || s.Depth != 0 || s.ModuleDigest == "" || s.PhysicalQueue != "in" {

@@ -48,6 +48,12 @@ type BindingStatus struct {
 
 	QueueCalls QueueCalls `json:"queue_calls"`
 
+	// Leased is the messages leased and not yet through their handler call (at most the
+	// pool's max_instances plus as many prefetched); LeasedIdle those not started yet.
+	Leased     int    `json:"leased"`
+	LeasedIdle int    `json:"leased_idle"`
+	LeasesLost uint64 `json:"leases_lost"`
+
 	LatencyP50Ms float64 `json:"latency_p50_ms"`
 	LatencyP99Ms float64 `json:"latency_p99_ms"`
 
@@ -72,8 +78,9 @@ type QueueCalls struct {
 	EmptyReceives uint64 `json:"empty_receives"`
 	Deletes       uint64 `json:"deletes"`
 	Updates       uint64 `json:"updates"`
-	Sends         uint64 `json:"sends"`
+	Sends         uint64 `json:"sends"` // dead letters, and the handler's outputs
 	Errors        uint64 `json:"errors"`
+	DepthQueries  uint64 `json:"depth_queries"` // input and dead-letter depth reads
 }
 
 // PoolStatus is a binding's instance pool.
@@ -101,14 +108,10 @@ type PluginStatus struct {
 	LastError string `json:"last_error,omitempty"`
 }
 
-// depthTimeout bounds the live depth queries of one status call.
-const depthTimeout = 2 * time.Second
-
-// Status returns a snapshot of every tenant and binding. Depths are read live from the
-// backends (bounded by a short timeout; on failure the listener's last known depth is shown).
+// Status returns a snapshot of every tenant and binding. It makes no queue call: depths are
+// the ones each listener keeps (read by the listener itself at a bounded, counted rate; see
+// listener.Listener.State), so a status page or a metrics scrape costs nothing billed.
 func (h *Host) Status(ctx context.Context) Status {
-	ctx, cancel := context.WithTimeout(ctx, depthTimeout)
-	defer cancel()
 	st := Status{Ready: h.Ready(), StartedAt: h.started, MaxConcurrency: h.sched.budget(), Tenants: []TenantStatus{}}
 	if st.MaxConcurrency > 0 {
 		st.Running = h.sched.held.Load()
@@ -135,14 +138,7 @@ func (h *Host) Status(ctx context.Context) Status {
 
 func (b *binding) status(ctx context.Context) BindingStatus {
 	ls := b.lis.State()
-	depth := ls.Depth
-	if d, err := b.queue.Depth(ctx); err == nil {
-		depth = d
-	}
-	var dead int64
-	if d, err := b.dead.Depth(ctx); err == nil {
-		dead = d
-	}
+	depth, dead := ls.Depth, ls.DeadLetterDepth
 	v := b.cur.Load()
 	ps := v.pool.Stats()
 	b.mu.Lock()
@@ -155,8 +151,10 @@ func (b *binding) status(ctx context.Context) BindingStatus {
 		Processed: ls.Processed, Failed: ls.Failed, Retried: ls.Retried, Poisoned: ls.Poisoned,
 		QueueCalls: QueueCalls{
 			Receives: ls.Receives, EmptyReceives: ls.EmptyReceives, Deletes: ls.Deletes,
-			Updates: ls.Updates, Sends: ls.Sends, Errors: ls.Errors,
+			Updates: ls.Updates, Sends: ls.Sends + b.outSends.Load(), Errors: ls.Errors + b.outErrors.Load(),
+			DepthQueries: ls.DepthQueries,
 		},
+		Leased: ls.Leased, LeasedIdle: ls.LeasedIdle, LeasesLost: ls.LeasesLost,
 		LatencyP50Ms: ms(ls.LatencyP50), LatencyP99Ms: ms(ls.LatencyP99),
 		Module: b.cfg.Module, ModuleDigest: v.module.Digest(), ModuleLoadedAt: v.loadedAt, ABI: string(v.module.ABI()),
 		Reloads: reloads, LastReloadError: lastErr,

@@ -81,3 +81,53 @@ func TestLeaseLostDuringBatchIsNotSettled(t *testing.T) {
 		}
 	})
 }
+
+// With many workers and large batches but few handler slots (a binding with 16 workers,
+// batches of 32 and a pool of 4 instances), the listener never holds more than
+// HandlerSlots+Prefetch messages leased and unfinished, and never more than that minus the
+// running ones leased idle, while every message is still processed exactly once.
+func TestLeaseOnlyWhatCanStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		cfg := baseConfig(e.q, e.dl)
+		cfg.MaxWorkers, cfg.BatchSize, cfg.Concurrency = 16, 32, 4
+		cfg.HandlerSlots, cfg.Prefetch = 4, 4
+		cfg.Scaler = fixedScaler(16)
+		running := make(chan struct{}, 4) // the pool: 4 calls at once
+		var mu sync.Mutex
+		seen := map[string]int{}
+		maxLeased := 0
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			running <- struct{}{}
+			defer func() { <-running }()
+			mu.Lock()
+			seen[m.ID]++
+			mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+			return nil
+		})
+		const n = 500
+		e.send(t, n)
+		l := start(t, cfg)
+		waitFor(t, 10*time.Millisecond, time.Hour, "all processed", func() bool {
+			s := l.State()
+			maxLeased = max(maxLeased, s.Leased)
+			return s.Processed == n
+		})
+		s := l.State()
+		if maxLeased > 8 || s.PeakLeasedIdle > 8 {
+			t.Errorf("leased %d at most, %d leased idle at peak; want <= HandlerSlots+Prefetch = 8", maxLeased, s.PeakLeasedIdle)
+		}
+		t.Logf("leased at most %d, leased idle at peak %d (bound 8), %d receives for %d messages", maxLeased, s.PeakLeasedIdle, s.Receives, n)
+		mu.Lock()
+		defer mu.Unlock()
+		for id, k := range seen {
+			if k != 1 {
+				t.Errorf("message %s handled %d times", id, k)
+			}
+		}
+		if len(seen) != n {
+			t.Errorf("%d messages handled, want %d", len(seen), n)
+		}
+	})
+}

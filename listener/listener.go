@@ -240,6 +240,7 @@ type Listener struct {
 
 	errStreak atomic.Int64 // consecutive failed receives, listener-wide
 	depthAt   atomic.Int64 // unix nanos of the last Depth call
+	deadAt    atomic.Int64 // unix nanos of the last dead-letter Depth call
 	nextDue   atomic.Int64 // earliest retry this listener scheduled (unix nanos), 0 = none
 	spurious  atomic.Int32 // consecutive wake-ups that found nothing
 	callLat   atomic.Int64 // slowest recent queue call (nanos, decaying): sets the renewal margin
@@ -253,6 +254,8 @@ type counters struct {
 	processed, failed, retried, poisoned                         atomic.Uint64
 	receives, emptyReceives, deletes, updates, sends, errorCalls atomic.Uint64
 	depthQueries, leasesLost                                     atomic.Uint64
+	deadDepth                                                    atomic.Int64
+	deadDirty                                                    atomic.Bool
 	leasedIdle, peakLeasedIdle                                   atomic.Int64
 }
 
@@ -275,6 +278,7 @@ func New(cfg Config) (*Listener, error) {
 	l.batcher, _ = c.Queue.(Batcher)
 	l.waiter, _ = c.Queue.(Waiter)
 	l.renewer, _ = c.Queue.(Renewer)
+	l.c.deadDirty.Store(true) // read once, at the first empty receive
 	l.budget = newLeaseBudget(c.HandlerSlots+c.Prefetch, min(c.BatchSize, max(c.Prefetch, 1)))
 	return l, nil
 }
@@ -293,31 +297,32 @@ func (l *Listener) Notify() {
 func (l *Listener) State() State {
 	q := l.hist.quantiles(0.5, 0.99)
 	return State{
-		Queue:          l.q.Name(),
-		Depth:          l.c.depth.Load(),
-		ActiveWorkers:  int(l.c.activeW.Load()),
-		PeakWorkers:    int(l.c.peak.Load()),
-		MinWorkers:     l.cfg.MinWorkers,
-		MaxWorkers:     l.cfg.MaxWorkers,
-		InFlight:       int(l.c.inFlight.Load()),
-		PushEnabled:    l.cfg.Push,
-		Processed:      l.c.processed.Load(),
-		Failed:         l.c.failed.Load(),
-		Retried:        l.c.retried.Load(),
-		Poisoned:       l.c.poisoned.Load(),
-		Receives:       l.c.receives.Load(),
-		EmptyReceives:  l.c.emptyReceives.Load(),
-		Deletes:        l.c.deletes.Load(),
-		Updates:        l.c.updates.Load(),
-		Sends:          l.c.sends.Load(),
-		Errors:         l.c.errorCalls.Load(),
-		DepthQueries:   l.c.depthQueries.Load(),
-		LeasesLost:     l.c.leasesLost.Load(),
-		LeasedIdle:     int(max(l.c.leasedIdle.Load(), 0)),
-		PeakLeasedIdle: int(l.c.peakLeasedIdle.Load()),
-		Leased:         l.budget.held(),
-		LatencyP50:     q[0],
-		LatencyP99:     q[1],
+		Queue:           l.q.Name(),
+		Depth:           l.c.depth.Load(),
+		DeadLetterDepth: l.c.deadDepth.Load(),
+		ActiveWorkers:   int(l.c.activeW.Load()),
+		PeakWorkers:     int(l.c.peak.Load()),
+		MinWorkers:      l.cfg.MinWorkers,
+		MaxWorkers:      l.cfg.MaxWorkers,
+		InFlight:        int(l.c.inFlight.Load()),
+		PushEnabled:     l.cfg.Push,
+		Processed:       l.c.processed.Load(),
+		Failed:          l.c.failed.Load(),
+		Retried:         l.c.retried.Load(),
+		Poisoned:        l.c.poisoned.Load(),
+		Receives:        l.c.receives.Load(),
+		EmptyReceives:   l.c.emptyReceives.Load(),
+		Deletes:         l.c.deletes.Load(),
+		Updates:         l.c.updates.Load(),
+		Sends:           l.c.sends.Load(),
+		Errors:          l.c.errorCalls.Load(),
+		DepthQueries:    l.c.depthQueries.Load(),
+		LeasesLost:      l.c.leasesLost.Load(),
+		LeasedIdle:      int(max(l.c.leasedIdle.Load(), 0)),
+		PeakLeasedIdle:  int(l.c.peakLeasedIdle.Load()),
+		Leased:          l.budget.held(),
+		LatencyP50:      q[0],
+		LatencyP99:      q[1],
 	}
 }
 
@@ -472,6 +477,44 @@ func (l *Listener) depthStale(now time.Time) bool {
 		return false
 	}
 	return now.UnixNano()-l.depthAt.Load() >= int64(depthEvery)
+}
+
+// refreshIdleDepths keeps the depths that status pages show current without a queue call
+// per page view: on an empty receive, a queue depth last seen non-zero is read again (so a
+// drained queue shows 0), and the dead-letter depth once something was dead-lettered (or at
+// start). Each is read at most once per depthEvery and counted in DepthQueries; an idle
+// listener whose depths are known makes no such call.
+//
+// afterWork says this is the first empty receive after work: the depths are then read
+// whatever their age, so that a drained queue shows its final depths (this is bounded by the
+// receives that found work).
+func (l *Listener) refreshIdleDepths(ctx context.Context, afterWork bool) {
+	if l.c.depth.Load() != 0 {
+		if afterWork {
+			l.depthAt.Store(0)
+		}
+		l.refreshDepth(ctx)
+	}
+	if !l.c.deadDirty.Load() {
+		return
+	}
+	now := l.clk.Now().UnixNano()
+	last := l.deadAt.Load()
+	if !afterWork && last != 0 && now-last < int64(depthEvery) || !l.deadAt.CompareAndSwap(last, now) {
+		return
+	}
+	l.c.deadDirty.Store(false)
+	l.c.depthQueries.Add(1)
+	d, err := l.cfg.DeadLetter.Depth(ctx)
+	if err != nil {
+		l.c.deadDirty.Store(true)
+		if ctx.Err() == nil {
+			l.c.errorCalls.Add(1)
+			l.log.Warn("dead-letter queue depth", "dead_letter", l.cfg.DeadLetter.Name(), "err", err)
+		}
+		return
+	}
+	l.c.deadDepth.Store(d)
 }
 
 func (l *Listener) refreshDepth(ctx context.Context) {

@@ -8,14 +8,17 @@ import (
 // State is a snapshot of a listener (the whitepaper's QueryState). Policies decide from it
 // and the host reports it.
 type State struct {
-	Queue         string
-	Depth         int64 // approximate, from the last depth query
-	ActiveWorkers int
-	PeakWorkers   int
-	MinWorkers    int
-	MaxWorkers    int
-	InFlight      int
-	PushEnabled   bool
+	Queue string
+	Depth int64 // approximate, from the last depth query
+	// DeadLetterDepth is the dead-letter queue's depth at its last read (at the first empty
+	// receive, and after dead-lettering; see Listener.State).
+	DeadLetterDepth int64
+	ActiveWorkers   int
+	PeakWorkers     int
+	MinWorkers      int
+	MaxWorkers      int
+	InFlight        int
+	PushEnabled     bool
 
 	Processed uint64
 	Failed    uint64

@@ -491,6 +491,7 @@ func (l *Listener) deadLetter(ctx context.Context, m *Message, reason string) {
 		return
 	}
 	l.c.poisoned.Add(1)
+	l.c.deadDirty.Store(true)
 	l.log.Warn("message dead-lettered", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "dequeue_count", m.DequeueCount, "reason", reason)
 	if !l.cfg.AtMostOnce {
 		l.deleteOne(ctx, m)

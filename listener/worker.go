@@ -63,6 +63,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		}
 		if len(msgs) == 0 {
 			l.c.emptyReceives.Add(1)
+			l.refreshIdleDepths(ctx, idle == 0)
 			if woken {
 				l.spurious.Add(1) // a wake-up that found nothing
 			}
