@@ -100,7 +100,7 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		HandlerSlots:      bc.Pool.MaxInstances,
 		VisibilityTimeout: bc.VisibilityTimeout, MaxDequeueCount: bc.MaxDequeueCount,
 		MinIdle: bc.Backoff.Min, MaxIdle: bc.Backoff.Max,
-		Push: bc.Push, AtMostOnce: bc.AtMostOnce,
+		Push: bc.Push, AtMostOnce: bc.AtMostOnce, PushFallbackPoll: pushFallback(bc.PushFallbackPoll),
 		HandlerVersion: func() string { return b.cur.Load().module.Digest()[:12] },
 		Logger:         b.log,
 	}
@@ -311,4 +311,13 @@ func (b *binding) close(ctx context.Context) error {
 	}
 	errs = append(errs, b.closeVersions(ctx))
 	return errors.Join(errs...)
+}
+
+// pushFallback maps the config's push_fallback_poll (0 = off) to the listener's (negative =
+// off, 0 = its default).
+func pushFallback(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

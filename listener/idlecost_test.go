@@ -26,12 +26,15 @@ func TestIdleCost(t *testing.T) {
 		naive   = workers * 3600 // one call a second per worker for an hour
 	)
 	for _, tt := range []struct {
-		mode string
-		push bool
-		max  uint64
+		mode     string
+		push     bool
+		fallback time.Duration
+		max      uint64
 	}{
-		{"poll", false, 100},
-		{"push", true, 0},
+		{"poll", false, 0, 100},
+		{"push", true, -1, 0},
+		// The default safety net: one receive per fallback interval.
+		{"push, default push_fallback_poll 5m", true, 0, 13},
 	} {
 		var idle uint64
 		t.Run(tt.mode, func(t *testing.T) {
@@ -40,6 +43,7 @@ func TestIdleCost(t *testing.T) {
 				cfg := baseConfig(e.q, e.dl)
 				cfg.MaxWorkers = workers
 				cfg.Push = tt.push
+				cfg.PushFallbackPoll = tt.fallback
 				cfg.Backoff = builtin.NewBackoff(builtin.BackoffOptions{Rand: seededRand(3)}) // defaults: 100ms, 60s
 				cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
 					time.Sleep(100 * time.Millisecond)

@@ -66,8 +66,12 @@ type Config struct {
 	// to the scaling logic, so that many bindings share a host fairly; default 10s.
 	TimeSlice time.Duration
 	// Push says wake-ups (Notify, or a Waiter backend) reach the listener: an idle
-	// listener then makes no queue calls at all and its last worker may stop.
+	// listener then makes no queue calls beyond PushFallbackPoll and its last worker may stop.
 	Push bool
+	// PushFallbackPoll is, with Push, how long an idle listener goes without a receive: a
+	// producer that never notifies cannot strand a message for longer. Default
+	// DefaultPushFallbackPoll (5 minutes: 12 receives an hour); negative turns it off.
+	PushFallbackPoll time.Duration
 	// AtMostOnce deletes messages on receive, before they are handled.
 	AtMostOnce bool
 	// ShutdownGrace bounds how long in-flight handlers may run after Run's context ends;
@@ -93,6 +97,7 @@ const (
 	DefaultErrorBackoffMax   = 60 * time.Second
 	DefaultTimeSlice         = 10 * time.Second
 	DefaultShutdownGrace     = 30 * time.Second
+	DefaultPushFallbackPoll  = 5 * time.Minute
 )
 
 // maxRetryDelay caps a poison policy's retry delay: Azure's longest visibility timeout.
@@ -192,6 +197,12 @@ func (c *Config) withDefaults() (Config, error) {
 			*d.d = d.def
 		}
 	}
+	switch {
+	case cfg.PushFallbackPoll == 0:
+		cfg.PushFallbackPoll = DefaultPushFallbackPoll
+	case cfg.PushFallbackPoll < 0:
+		cfg.PushFallbackPoll = 0 // off
+	}
 	if cfg.MinIdle > cfg.MaxIdle {
 		return bad("MinIdle", "%s exceeds MaxIdle %s", cfg.MinIdle, cfg.MaxIdle)
 	}
@@ -238,12 +249,13 @@ type Listener struct {
 	hctx     context.Context
 	hcancel  context.CancelFunc
 
-	errStreak atomic.Int64 // consecutive failed receives, listener-wide
-	depthAt   atomic.Int64 // unix nanos of the last Depth call
-	deadAt    atomic.Int64 // unix nanos of the last dead-letter Depth call
-	nextDue   atomic.Int64 // earliest retry this listener scheduled (unix nanos), 0 = none
-	spurious  atomic.Int32 // consecutive wake-ups that found nothing
-	callLat   atomic.Int64 // slowest recent queue call (nanos, decaying): sets the renewal margin
+	errStreak   atomic.Int64 // consecutive failed receives, listener-wide
+	depthAt     atomic.Int64 // unix nanos of the last Depth call
+	deadAt      atomic.Int64 // unix nanos of the last dead-letter Depth call
+	nextDue     atomic.Int64 // earliest retry this listener scheduled (unix nanos), 0 = none
+	spurious    atomic.Int32 // consecutive wake-ups that found nothing
+	callLat     atomic.Int64 // slowest recent queue call (nanos, decaying): sets the renewal margin
+	lastReceive atomic.Int64 // unix nanos of the last receive: the push fallback poll counts from it
 
 	c    counters
 	hist latencyHist
@@ -408,11 +420,17 @@ func (l *Listener) waitForWork(ctx context.Context) bool {
 		if !idle {
 			return true
 		}
-		woke, _ := l.idleWait(ctx, 0)
+		// The safety net: without a wake-up, one receive per PushFallbackPoll.
+		d, ok := l.fallbackIn()
+		if ok && d <= 0 {
+			return true
+		}
+		woke, timedOut := l.idleWait(ctx, d)
+		timedOut = timedOut && ok
 		if ctx.Err() != nil {
 			return false
 		}
-		if woke {
+		if woke || timedOut {
 			return true
 		}
 	}

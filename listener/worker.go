@@ -31,6 +31,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			return
 		}
 		sent := l.clk.Now()
+		l.lastReceive.Store(sent.UnixNano())
 		msgs, err := l.q.Receive(ctx, want, l.cfg.VisibilityTimeout)
 		l.c.receives.Add(1)
 		l.budget.put(want - len(msgs))
@@ -155,6 +156,9 @@ func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
 		l.waiting = true
 		l.mu.Unlock()
 
+		if fb, ok := l.fallbackIn(); ok {
+			delay = min(delay, fb) // the safety-net receive is due first
+		}
 		woke, _ := l.idleWait(ctx, delay)
 
 		l.mu.Lock()
@@ -166,6 +170,9 @@ func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
 		}
 		if woke || !l.cfg.Push {
 			return idle, woke, true
+		}
+		if fb, ok := l.fallbackIn(); ok && fb <= 0 {
+			return idle, false, true // the safety-net receive
 		}
 	}
 }
@@ -215,4 +222,14 @@ func (l *Listener) onError(ctx context.Context, delay time.Duration) bool {
 		l.exit()
 	}
 	return ok
+}
+
+// fallbackIn is, with Push and a fallback poll, how long until the safety-net receive is due
+// (PushFallbackPoll after the last receive); ok is false without one.
+func (l *Listener) fallbackIn() (time.Duration, bool) {
+	fb := l.cfg.PushFallbackPoll
+	if !l.cfg.Push || fb <= 0 {
+		return 0, false
+	}
+	return time.Duration(l.lastReceive.Load() + int64(fb) - l.clk.Now().UnixNano()), true
 }
