@@ -93,3 +93,15 @@ func (l *Listener) releaseLease(ctx context.Context, m *Message) error {
 func (l *Listener) retryAfter(ctx context.Context, m *Message, d time.Duration) error {
 	return l.q.UpdateVisibility(ctx, m, d)
 }
+
+// Mover is implemented by queues that can move a leased message to another queue of the same
+// store in one transaction (the local backend): the listener dead-letters with it, so a
+// message is dead-lettered once per lease — never twice by a redelivered copy whose first
+// dead letter landed after the lease ran out.
+type Mover interface {
+	// MoveTo sends body with opts to dst and deletes the leased m atomically. It fails with
+	// ErrLeaseLost, sending nothing, when m's lease is no longer held, and with
+	// errors.ErrUnsupported when dst is not of the same store (the listener then sends and
+	// deletes in two calls).
+	MoveTo(ctx context.Context, m *Message, dst Queue, body []byte, opts SendOptions) error
+}

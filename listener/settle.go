@@ -484,6 +484,27 @@ func (l *Listener) deadLetter(ctx context.Context, m *Message, reason string) {
 	if l.cfg.HandlerVersion != nil {
 		attrs[AttrHandlerVersion] = l.cfg.HandlerVersion()
 	}
+	if mv, ok := l.q.(Mover); ok && !l.cfg.AtMostOnce {
+		err := mv.MoveTo(ctx, m, l.cfg.DeadLetter, m.Body, SendOptions{Attributes: attrs})
+		if !errors.Is(err, errors.ErrUnsupported) {
+			l.c.sends.Add(1) // one billed write: the send and the delete are one transaction
+		}
+		switch {
+		case err == nil:
+			l.c.poisoned.Add(1)
+			l.c.deadDirty.Store(true)
+			l.log.Warn("message dead-lettered", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "dequeue_count", m.DequeueCount, "reason", reason)
+			return
+		case errors.Is(err, ErrLeaseLost):
+			l.leaseLost(m, "the dead-letter move was refused (nothing was dead-lettered)", err)
+			return
+		case !errors.Is(err, errors.ErrUnsupported):
+			l.c.errorCalls.Add(1)
+			l.log.Error("dead-letter move failed; the message stays and comes back", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "err", err)
+			return
+		}
+		// Another store: send, then delete.
+	}
 	l.c.sends.Add(1)
 	if _, err := l.cfg.DeadLetter.Send(ctx, m.Body, SendOptions{Attributes: attrs}); err != nil {
 		l.c.errorCalls.Add(1)
