@@ -35,7 +35,7 @@ func TestAzuriteDefaultDrain(t *testing.T) {
 	}, func(c *listener.Config) {
 		c.MaxWorkers, c.BatchSize, c.Concurrency, c.HandlerSlots = 16, 32, 4, 4
 		c.VisibilityTimeout = 30 * time.Second
-		c.MinIdle, c.MaxIdle = 0, 0 // the defaults, 100ms..60s
+		c.MinIdle, c.MaxIdle = 0, 0                              // the defaults, 100ms..60s
 		c.Backoff = builtin.NewBackoff(builtin.BackoffOptions{}) // defaults: 100ms..60s
 	})
 	deadline := time.Now().Add(5 * time.Minute)
