@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// Lease budget. A listener leases at most HandlerSlots+Prefetch messages that have not yet
-// finished their handler call, across all its workers: a message is leased only when it can
+// Lease budget. A listener holds at most HandlerSlots+Prefetch leased messages that are not
+// yet settled (unstarted, running, or waiting for their delete or dead letter), across all
+// its workers: a message is leased only when it can
 // start promptly. Messages received beyond what the handlers can run would sit leased and
 // unstarted while their leases run down (and, at a crash, all of them come back as
 // duplicates or delays), so receives are sized to the free budget, the way Azure Functions
@@ -64,8 +65,6 @@ func (lb *leaseBudget) put(n int) {
 
 // held returns the number of slots taken.
 func (lb *leaseBudget) held() int { return len(lb.slots) }
-
-func (l *Listener) releaseSlot() { l.budget.put(1) }
 
 // Renewer is implemented by queues whose lease renewal must be told apart from a retry or
 // a release (the ordered wrapper keeps a renewed message counted as leased). Without it the

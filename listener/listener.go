@@ -46,7 +46,8 @@ type Config struct {
 	// HandlerSlots is how many handler calls of this listener can run at once across all
 	// its workers (for a WebAssembly binding: the instance pool's size); default
 	// MaxWorkers×Concurrency. With Prefetch it bounds the messages leased and not yet
-	// handled: receives ask for no more than HandlerSlots+Prefetch minus those.
+	// settled (unstarted, running, or waiting for their delete): receives ask for no more
+	// than HandlerSlots+Prefetch minus those, so a crash repeats at most that many.
 	HandlerSlots int
 	// Prefetch is how many messages may be leased beyond HandlerSlots, ready to start the
 	// moment a slot frees; default min(HandlerSlots, BatchSize). It bounds the leased-idle

@@ -35,8 +35,8 @@ type State struct {
 	DepthQueries  uint64 // Depth calls, kept rare: they are billed like any other call
 	LeasesLost    uint64 // messages whose lease expired before they were settled
 
-	// Leased counts the messages leased and not yet through their handler call (bounded
-	// by Config.HandlerSlots+Prefetch); LeasedIdle those of them not started yet, and
+	// Leased counts the messages leased and not yet settled (bounded by
+	// Config.HandlerSlots+Prefetch); LeasedIdle those of them not started yet, and
 	// PeakLeasedIdle its highest value so far.
 	Leased         int
 	LeasedIdle     int

@@ -121,16 +121,13 @@ func (b *batch) run() {
 		}
 		l.c.leasedIdle.Add(-1)
 		if b.errs[i] != nil {
-			l.releaseSlot()
 			continue // settled before handling (over-dequeued, or at-most-once delete failed)
 		}
 		if !b.st[i].CompareAndSwap(stUnstarted, stRunning) {
-			l.releaseSlot()
 			continue // its lease was lost before it started: someone else may hold it now
 		}
 		var err error
 		last, err = l.handle(b.msgs[i], last)
-		l.releaseSlot()
 		b.errs[i] = err
 		b.st[i].CompareAndSwap(stRunning, stDone) // fails when the lease was lost meanwhile
 	}
@@ -301,6 +298,9 @@ func (l *Listener) settle(ctx context.Context, b *batch) {
 			l.fail(sctx, m, err)
 		}
 	}
+	// A message's lease-budget slot is freed once it is settled: a message waiting for its
+	// delete is still leased, and would be handled twice if the host died now.
+	l.budget.put(len(b.msgs) - len(b.dels))
 	if len(b.dels) > 0 {
 		// The deletes go out while the worker receives its next batch, so that the two calls
 		// share one round trip (on the local store: one group commit, one fsync) instead of
@@ -326,6 +326,7 @@ func (b *batch) awaitSettled() {
 // finishDeletes deletes the handled messages of b and accounts for the outcome.
 func (l *Listener) finishDeletes(ctx context.Context, b *batch) {
 	b.delErrs = l.deleteMany(ctx, b.dels, b.delErrs)
+	l.budget.put(len(b.dels))
 	var ok uint64
 	for i, err := range b.delErrs {
 		if err == nil {
