@@ -138,6 +138,9 @@ func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
 			_, ok := l.yieldLocked(ctx)
 			return 0, false, ok
 		}
+		// Claim the waiter's role before asking: workers that find the queue empty while
+		// the policy answers yield to this one instead of asking too.
+		l.waiting = true
 		active := l.active
 		l.mu.Unlock()
 		delay, stop := l.cfg.Backoff.Next(ctx, IdleState{Idle: idle, ActiveWorkers: active, PushEnabled: l.cfg.Push})
@@ -145,15 +148,11 @@ func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
 
 		l.mu.Lock()
 		if stop && l.canStopLocked() {
+			l.waiting = false
 			l.exitLocked()
 			l.mu.Unlock()
 			return idle, false, false
 		}
-		if l.waiting { // another worker became the waiter while the policy answered
-			_, ok := l.yieldLocked(ctx)
-			return 0, false, ok
-		}
-		l.waiting = true
 		l.mu.Unlock()
 
 		if fb, ok := l.fallbackIn(); ok {
