@@ -218,13 +218,19 @@ func (b *binding) policies(ctx context.Context) (listener.Backoff, listener.Scal
 	return backoff, scaler, poison, nil
 }
 
-// Handle implements listener.Handler: one message through the module.
+// Handle implements listener.Handler (the listener calls HandleMessage).
 func (b *binding) Handle(ctx context.Context, m *listener.Message) error {
+	return b.HandleMessage(ctx, m).Error()
+}
+
+// HandleMessage implements listener.VerdictHandler: one message through the module, its
+// status passed to the listener as a verdict value.
+func (b *binding) HandleMessage(ctx context.Context, m *listener.Message) listener.Verdict {
 	limit := int(b.tenant.conf().Limits.MaxMessageBytes)
 	if len(m.Body) > limit {
-		err := listener.Reject(fmt.Errorf("message of %d bytes exceeds the tenant's max_message_bytes %d", len(m.Body), limit))
-		b.logFailure(m, err)
-		return err
+		v := listener.Rejected(fmt.Errorf("message of %d bytes exceeds the tenant's max_message_bytes %d", len(m.Body), limit))
+		b.logFailure(m, v)
+		return v
 	}
 	in := runtime.Input{
 		ID: m.ID, Queue: b.cfg.Queue, Body: m.Body, DequeueCount: int64(m.DequeueCount),
@@ -236,38 +242,39 @@ func (b *binding) Handle(ctx context.Context, m *listener.Message) error {
 	b.latency.Observe(time.Since(start).Seconds())
 	v.release()
 	if err != nil {
-		err = fmt.Errorf("handler call: %w", err)
-		b.logFailure(m, err)
-		return err
+		vd := listener.Failed(fmt.Errorf("handler call: %w", err))
+		b.logFailure(m, vd)
+		return vd
 	}
 	switch out.Status {
 	case runtime.StatusOK:
 		if err := b.sendOutputs(ctx, out.Outputs); err != nil {
-			b.logFailure(m, err)
-			return err
+			vd := listener.Failed(err)
+			b.logFailure(m, vd)
+			return vd
 		}
-		return nil
+		return listener.OK()
 	case runtime.StatusRetry:
 		text := out.ErrorText
 		if text == "" {
 			text = "handler asked for a retry"
 		}
-		err := listener.Retry(out.RetryAfter, errors.New(text))
-		b.logFailure(m, err)
-		return err
+		vd := listener.RetryAfter(out.RetryAfter, errors.New(text))
+		b.logFailure(m, vd)
+		return vd
 	default:
 		text := out.ErrorText
 		if text == "" {
 			text = "rejected by the handler"
 		}
-		err := listener.Reject(errors.New(text))
-		b.logFailure(m, err)
-		return err
+		vd := listener.Rejected(errors.New(text))
+		b.logFailure(m, vd)
+		return vd
 	}
 }
 
-func (b *binding) logFailure(m *listener.Message, err error) {
-	b.log.Warn("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", err.Error())
+func (b *binding) logFailure(m *listener.Message, v listener.Verdict) {
+	b.log.Warn("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", v.Error().Error())
 }
 
 // sendOutputs sends every output before the message is settled, so a crash between the two

@@ -131,3 +131,66 @@ func TestLeaseOnlyWhatCanStart(t *testing.T) {
 		}
 	})
 }
+
+// verdictHandler returns verdict values; Handle must not be called when HandleMessage exists.
+type verdictHandler func(*listener.Message) listener.Verdict
+
+func (f verdictHandler) Handle(context.Context, *listener.Message) error {
+	panic("the listener called Handle on a VerdictHandler")
+}
+
+func (f verdictHandler) HandleMessage(_ context.Context, m *listener.Message) listener.Verdict {
+	return f(m)
+}
+
+// A handler's verdict values reach the poison policy as they are, no error decoding: a
+// retry keeps its delay, even one equal to the visibility timeout (which the ordered queue
+// once mistook for a renewal), a reject is a reject, a failure carries its error, and OK
+// deletes the message.
+func TestVerdictsSettledAsValues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		cfg := baseConfig(e.q, e.dl)
+		var mu sync.Mutex
+		var seen []listener.Failure
+		cfg.Poison = policyFunc(func(f listener.Failure) listener.Decision {
+			mu.Lock()
+			seen = append(seen, f)
+			mu.Unlock()
+			return listener.Decision{Action: listener.ActionDrop}
+		})
+		verdicts := map[byte]listener.Verdict{
+			0: listener.RetryAfter(listener.DefaultVisibilityTimeout, nil),
+			1: listener.Rejected(nil),
+			2: listener.Failed(context.DeadlineExceeded),
+			3: listener.OK(),
+		}
+		cfg.Handler = verdictHandler(func(m *listener.Message) listener.Verdict { return verdicts[m.Body[0]] })
+		e.send(t, 4)
+		l := start(t, cfg)
+		waitFor(t, time.Second, time.Hour, "all settled", func() bool {
+			s := l.State()
+			return s.Processed == 1 && s.Failed == 3
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range seen {
+			switch f.Message.Body[0] {
+			case 0:
+				if f.RetryAfter != listener.DefaultVisibilityTimeout || f.Reject {
+					t.Errorf("retry verdict reached the policy as retry-after %s reject %v", f.RetryAfter, f.Reject)
+				}
+			case 1:
+				if !f.Reject || f.Err == nil {
+					t.Errorf("reject verdict reached the policy as reject %v err %v", f.Reject, f.Err)
+				}
+			case 2:
+				if f.Reject || f.RetryAfter != 0 || f.Err != context.DeadlineExceeded {
+					t.Errorf("failed verdict reached the policy as reject %v retry-after %s err %v", f.Reject, f.RetryAfter, f.Err)
+				}
+			default:
+				t.Errorf("OK verdict of message %s reached the poison policy", f.Message.ID)
+			}
+		}
+	})
+}

@@ -225,9 +225,10 @@ func (c *Config) withDefaults() (Config, error) {
 type Listener struct {
 	cfg     Config
 	q       Queue
-	batcher Batcher // nil when the queue has none
-	waiter  Waiter  // nil when the queue cannot block
-	renewer Renewer // nil when renewal is a plain UpdateVisibility
+	batcher Batcher        // nil when the queue has none
+	waiter  Waiter         // nil when the queue cannot block
+	renewer Renewer        // nil when renewal is a plain UpdateVisibility
+	vh      VerdictHandler // the handler, when it returns verdicts
 	budget  *leaseBudget
 	clk     Clock
 	log     *slog.Logger
@@ -291,6 +292,7 @@ func New(cfg Config) (*Listener, error) {
 	l.batcher, _ = c.Queue.(Batcher)
 	l.waiter, _ = c.Queue.(Waiter)
 	l.renewer, _ = c.Queue.(Renewer)
+	l.vh, _ = c.Handler.(VerdictHandler)
 	l.c.deadDirty.Store(true) // read once, at the first empty receive
 	l.budget = newLeaseBudget(c.HandlerSlots+c.Prefetch, min(c.BatchSize, max(c.Prefetch, 1)))
 	return l, nil

@@ -27,7 +27,7 @@ const (
 type batch struct {
 	l    *Listener
 	msgs []*Message
-	errs []error // handler outcome per message; errUnstarted when it never ran
+	vs   []Verdict // handler outcome per message; Err errUnstarted (or another marker) when it never ran
 	st   []atomic.Int32
 	// leases holds renewed copies of the messages: renewal must not write the Message a
 	// handler is reading. Settlement copies the tokens back once every handler returned.
@@ -57,13 +57,13 @@ var errSkip = errors.New("skipped")
 func (b *batch) reset(msgs []*Message, leasedAt time.Time) {
 	n := len(msgs)
 	b.msgs = msgs
-	if cap(b.errs) < n {
-		b.errs = make([]error, n, MaxBatch)
+	if cap(b.vs) < n {
+		b.vs = make([]Verdict, n, MaxBatch)
 		b.st = make([]atomic.Int32, n, MaxBatch)
 	}
-	b.errs = b.errs[:n]
+	b.vs = b.vs[:n]
 	b.st = b.st[:n]
-	clear(b.errs)
+	clear(b.vs)
 	for i := range b.st {
 		b.st[i].Store(stUnstarted)
 	}
@@ -85,7 +85,7 @@ func (l *Listener) process(ctx context.Context, b *batch, msgs []*Message, lease
 	} else {
 		for i, m := range msgs {
 			if m.DequeueCount > l.cfg.MaxDequeueCount {
-				b.errs[i] = errOverDequeued
+				b.vs[i] = Failed(errOverDequeued)
 			}
 		}
 	}
@@ -120,15 +120,15 @@ func (b *batch) run() {
 			break
 		}
 		l.c.leasedIdle.Add(-1)
-		if b.errs[i] != nil {
+		if b.vs[i].Err != nil {
 			continue // settled before handling (over-dequeued, or at-most-once delete failed)
 		}
 		if !b.st[i].CompareAndSwap(stUnstarted, stRunning) {
 			continue // its lease was lost before it started: someone else may hold it now
 		}
-		var err error
-		last, err = l.handle(b.msgs[i], last)
-		b.errs[i] = err
+		var v Verdict
+		last, v = l.handle(b.msgs[i], last)
+		b.vs[i] = v
 		b.st[i].CompareAndSwap(stRunning, stDone) // fails when the lease was lost meanwhile
 	}
 	if b.left.Add(-1) == 0 {
@@ -138,17 +138,18 @@ func (b *batch) run() {
 
 // handle runs the handler on one message, unless the listener is shutting down. start is
 // when the call begins (zero: read the clock); it returns when the call ended.
-func (l *Listener) handle(m *Message, start time.Time) (end time.Time, err error) {
+func (l *Listener) handle(m *Message, start time.Time) (end time.Time, v Verdict) {
+	unstarted := Verdict{Outcome: OutcomeFailed, Err: errUnstarted}
 	if l.stopping.Load() {
-		return time.Time{}, errUnstarted
+		return time.Time{}, unstarted
 	}
 	if lim := l.cfg.Limiter; lim != nil {
 		if lim.Acquire(l.hctx) != nil {
-			return time.Time{}, errUnstarted
+			return time.Time{}, unstarted
 		}
 		defer lim.Release()
 		if l.stopping.Load() {
-			return time.Time{}, errUnstarted
+			return time.Time{}, unstarted
 		}
 		start = time.Time{} // the wait for the limiter is not handler latency
 	}
@@ -158,13 +159,16 @@ func (l *Listener) handle(m *Message, start time.Time) (end time.Time, err error
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked on message %s: %v", m.ID, r)
+			v = Failed(fmt.Errorf("handler panicked on message %s: %v", m.ID, r))
 		}
 		end = l.clk.Now()
 		l.hist.record(end.Sub(start))
 		l.c.inFlight.Add(-1)
 	}()
-	return time.Time{}, l.cfg.Handler.Handle(l.hctx, m)
+	if l.vh != nil {
+		return time.Time{}, l.vh.HandleMessage(l.hctx, m)
+	}
+	return time.Time{}, VerdictOf(l.cfg.Handler.Handle(l.hctx, m))
 }
 
 // awaitRenewing waits for the batch's handlers, starting up to helpers more goroutines if
@@ -277,9 +281,9 @@ func (l *Listener) settle(ctx context.Context, b *batch) {
 		if b.st[i].Load() == stLost {
 			continue // logged and counted when the lease was found lost
 		}
-		err := b.errs[i]
-		switch {
-		case err == nil:
+		v := b.vs[i]
+		switch err := v.Err; {
+		case v.Outcome == OutcomeOK:
 			if l.cfg.AtMostOnce {
 				l.c.processed.Add(1)
 			} else {
@@ -291,11 +295,11 @@ func (l *Listener) settle(ctx context.Context, b *batch) {
 		case err == errOverDequeued:
 			l.deadLetter(sctx, m, fmt.Sprintf("dequeue count %d exceeds max_dequeue_count %d: earlier leases expired unsettled",
 				m.DequeueCount, l.cfg.MaxDequeueCount))
-		case l.hctx.Err() != nil && errors.Is(err, context.Canceled):
+		case v.Outcome == OutcomeFailed && l.hctx.Err() != nil && errors.Is(err, context.Canceled):
 			// Cut off by the end of the shutdown grace: not the message's fault.
 			l.putBack(sctx, m)
 		default:
-			l.fail(sctx, m, err)
+			l.fail(sctx, m, v)
 		}
 	}
 	// A message's lease-budget slot is freed once it is settled: a message waiting for its
@@ -370,7 +374,7 @@ func (l *Listener) deleteOnReceive(b *batch) {
 			b.st[i].Store(stLost)
 			l.leaseLost(b.msgs[i], "the at-most-once delete on receive was refused", err)
 		} else {
-			b.errs[i] = errSkip
+			b.vs[i] = Failed(errSkip)
 			l.c.errorCalls.Add(1)
 			l.log.Error("at-most-once delete on receive; message not handled", "id", b.msgs[i].ID, "err", err)
 		}
@@ -412,12 +416,12 @@ func (l *Listener) putBack(ctx context.Context, m *Message) {
 }
 
 // fail settles a failed message as the poison policy decides.
-func (l *Listener) fail(ctx context.Context, m *Message, err error) {
+func (l *Listener) fail(ctx context.Context, m *Message, v Verdict) {
 	l.c.failed.Add(1)
-	f := Failure{Message: m, Err: err, Reject: IsReject(err), MaxDequeueCount: l.cfg.MaxDequeueCount}
-	var re *RetryError
-	if errors.As(err, &re) {
-		f.RetryAfter = max(re.After, 0)
+	err := v.Error()
+	f := Failure{Message: m, Err: err, Reject: v.Outcome == OutcomeReject, MaxDequeueCount: l.cfg.MaxDequeueCount}
+	if v.Outcome == OutcomeRetry {
+		f.RetryAfter = max(v.After, 0)
 	}
 	d := l.cfg.Poison.Decide(ctx, f)
 	reason := d.Reason
