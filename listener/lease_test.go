@@ -194,3 +194,61 @@ func TestVerdictsSettledAsValues(t *testing.T) {
 		}
 	})
 }
+
+// slowRenewals makes every lease renewal take delay (a slow or distant store), failing it
+// with ErrLeaseLost when the lease ran out before the renewal landed, as Azure does.
+type slowRenewals struct {
+	listener.Queue
+	delay time.Duration
+}
+
+func (q *slowRenewals) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+	if d > 0 {
+		time.Sleep(q.delay)
+		if time.Now().After(m.VisibleAt) {
+			return listener.ErrLeaseLost
+		}
+	}
+	return q.Queue.UpdateVisibility(ctx, m, d)
+}
+
+// A batch of 32 slow messages on a store whose renewals take 3s each: one after another,
+// the last renewal would land 96s after the first, long after the 30s leases ran out (the
+// issue's 404/PopReceiptMismatch on a slow emulator). Renewed concurrently, with a margin
+// grown from the measured latency, no lease is lost and no message is handled twice.
+func TestRenewalKeepsUpWithSlowStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		q := &slowRenewals{Queue: e.q, delay: 3 * time.Second}
+		cfg := baseConfig(q, e.dl)
+		cfg.BatchSize, cfg.Concurrency, cfg.MaxWorkers = 32, 32, 1
+		cfg.Scaler = fixedScaler(1)
+		var mu sync.Mutex
+		handled := map[string]int{}
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			mu.Lock()
+			handled[m.ID]++
+			mu.Unlock()
+			time.Sleep(3 * time.Minute) // six visibility timeouts
+			return nil
+		})
+		e.send(t, 32)
+		l := start(t, cfg)
+		waitFor(t, time.Millisecond, time.Minute, "the batch running", func() bool { return l.State().InFlight == 32 })
+		// A second listener polls the same queue: it would take any lease that ran out.
+		other := start(t, baseConfig(e.q, e.dl))
+		waitFor(t, time.Second, time.Hour, "all processed", func() bool {
+			return l.State().Processed+other.State().Processed >= 32
+		})
+		if s := l.State(); s.LeasesLost != 0 || other.State().Processed != 0 {
+			t.Errorf("%d leases lost, %d messages taken by the other listener; want 0 and 0", s.LeasesLost, other.State().Processed)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for id, n := range handled {
+			if n != 1 {
+				t.Errorf("message %s handled %d times", id, n)
+			}
+		}
+	})
+}
