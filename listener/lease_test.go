@@ -252,3 +252,64 @@ func TestRenewalKeepsUpWithSlowStore(t *testing.T) {
 		}
 	})
 }
+
+// failFirstRenewals fails the first renewal of every message with a store error (a 503),
+// not a lost lease.
+type failFirstRenewals struct {
+	listener.Queue
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (q *failFirstRenewals) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+	if d > 0 {
+		q.mu.Lock()
+		first := !q.seen[m.ID]
+		q.seen[m.ID] = true
+		q.mu.Unlock()
+		if first {
+			return errUnavailable
+		}
+	}
+	return q.Queue.UpdateVisibility(ctx, m, d)
+}
+
+// A renewal that fails with a store error did not extend the lease: the listener tries
+// again a second later, within the old lease, instead of waiting as if it had been renewed
+// (which let the lease lapse and another listener take the message).
+func TestFailedRenewalRetriedWithinLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		q := &failFirstRenewals{Queue: e.q, seen: map[string]bool{}}
+		cfg := baseConfig(q, e.dl)
+		cfg.BatchSize, cfg.MaxWorkers = 4, 1
+		cfg.Scaler = fixedScaler(1)
+		var mu sync.Mutex
+		handled := map[string]int{}
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			mu.Lock()
+			handled[m.ID]++
+			mu.Unlock()
+			time.Sleep(2 * time.Minute)
+			return nil
+		})
+		e.send(t, 4)
+		l := start(t, cfg)
+		waitFor(t, time.Millisecond, time.Minute, "the batch running", func() bool { return l.State().InFlight == 4 })
+		other := start(t, baseConfig(e.q, e.dl))
+		waitFor(t, time.Second, time.Hour, "all processed", func() bool {
+			return l.State().Processed+other.State().Processed >= 4
+		})
+		if s := l.State(); s.LeasesLost != 0 || other.State().Processed != 0 || s.Errors == 0 {
+			t.Errorf("leases lost %d, taken by the other listener %d, renewal errors %d; want 0, 0, > 0",
+				s.LeasesLost, other.State().Processed, s.Errors)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for id, n := range handled {
+			if n != 1 {
+				t.Errorf("message %s handled %d times", id, n)
+			}
+		}
+	})
+}

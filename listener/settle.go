@@ -36,8 +36,11 @@ type batch struct {
 	// expires is when the batch's leases run out, measured from before the request that
 	// took or last renewed them (so the request's own latency is on the safe side).
 	expires time.Time
-	dels    []*Message
-	delErrs []error
+	// renewPause is the least wait before the next renewal round: a second after a round in
+	// which a renewal failed (not lost: a store error), so a failing store is not hammered.
+	renewPause time.Duration
+	dels       []*Message
+	delErrs    []error
 	// settled is closed when the deletes of the last settle are done; nil when none are
 	// outstanding. See awaitSettled.
 	settled chan struct{}
@@ -69,6 +72,7 @@ func (b *batch) reset(msgs []*Message, leasedAt time.Time) {
 	}
 	b.renewed = false
 	b.expires = leasedAt.Add(b.l.cfg.VisibilityTimeout)
+	b.renewPause = 0
 	b.next.Store(0)
 }
 
@@ -187,7 +191,7 @@ func (l *Listener) awaitRenewing(b *batch, helpers int) {
 		}
 	}
 	for {
-		t := l.clk.NewTimer(max(b.expires.Sub(l.clk.Now())-l.renewMargin(), 0))
+		t := l.clk.NewTimer(max(b.expires.Sub(l.clk.Now())-l.renewMargin(), b.renewPause))
 		select {
 		case <-b.done:
 			t.Stop()
@@ -223,6 +227,7 @@ func (l *Listener) renew(b *batch) {
 	ctx := context.WithoutCancel(l.hctx)
 	sent := l.clk.Now()
 	var wg sync.WaitGroup
+	var failed atomic.Bool
 	sem := make(chan struct{}, renewFanout)
 	for i := range b.leases {
 		if b.st[i].Load() == stLost {
@@ -243,12 +248,20 @@ func (l *Listener) renew(b *batch) {
 					l.leaseLost(b.msgs[i], "the renewal was refused: the lease had expired or been taken over", err)
 				}
 			default:
+				failed.Store(true)
 				l.c.errorCalls.Add(1)
-				l.log.Warn("renew lease failed; retrying at the next renewal", "id", b.msgs[i].ID, "err", err)
+				l.log.Warn("renew lease failed; retrying in a second while the lease lasts", "id", b.msgs[i].ID, "err", err)
 			}
 		}()
 	}
 	wg.Wait()
+	if failed.Load() {
+		// Some leases were not extended: keep their expiry and try again shortly (renewing
+		// the others once more costs a call each, and never shortens a lease).
+		b.renewPause = time.Second
+		return
+	}
+	b.renewPause = 0
 	b.expires = sent.Add(l.cfg.VisibilityTimeout)
 }
 
