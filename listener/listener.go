@@ -355,6 +355,11 @@ func (l *Listener) Run(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { l.stopping.Store(true) })
 	defer stop()
 
+	// The depths status pages show are the listener's own: read them once at start (two
+	// counted calls), so that a backlog present at start-up is not shown as empty.
+	l.refreshIdleDepths(ctx, true)
+	l.refreshDepth(ctx)
+
 	l.mu.Lock()
 	// Start as if idle: the first receive that finds work asks the scaler, so a backlog
 	// present at start-up is met with the right number of workers.
