@@ -36,6 +36,8 @@ type BindingStatus struct {
 	Output        string `json:"output,omitempty"`
 	Backend       string `json:"backend"`
 
+	// Depth and DeadLetterDepth are the listener's last reads (no call per status): -1
+	// until the listener has read them once, at its start.
 	Depth           int64  `json:"depth"`
 	DeadLetterDepth int64  `json:"dead_letter_depth"`
 	Workers         int    `json:"workers"`

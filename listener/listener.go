@@ -294,6 +294,9 @@ func New(cfg Config) (*Listener, error) {
 	l.renewer, _ = c.Queue.(Renewer)
 	l.vh, _ = c.Handler.(VerdictHandler)
 	l.c.deadDirty.Store(true) // read once, at the first empty receive
+	// Unknown until Run reads them: a status page must not show an unread backlog as empty.
+	l.c.depth.Store(-1)
+	l.c.deadDepth.Store(-1)
 	l.budget = newLeaseBudget(c.HandlerSlots+c.Prefetch, min(c.BatchSize, max(c.Prefetch, 1)))
 	return l, nil
 }
@@ -476,7 +479,9 @@ func (l *Listener) exitLocked() {
 // clamps the answer to MinWorkers..MaxWorkers and at least floor.
 func (l *Listener) desired(ctx context.Context, floor int) int {
 	l.refreshDepth(ctx)
-	want := l.cfg.Scaler.Desired(ctx, l.State())
+	st := l.State()
+	st.Depth = max(st.Depth, 0) // not read yet (a failed first read): the scaler sees none
+	want := l.cfg.Scaler.Desired(ctx, st)
 	return min(max(want, l.cfg.MinWorkers, floor), l.cfg.MaxWorkers)
 }
 

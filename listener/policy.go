@@ -9,9 +9,9 @@ import (
 // and the host reports it.
 type State struct {
 	Queue string
-	Depth int64 // approximate, from the last depth query
-	// DeadLetterDepth is the dead-letter queue's depth at its last read (at the first empty
-	// receive, and after dead-lettering; see Listener.State).
+	Depth int64 // approximate, from the last depth query; -1 until the first
+	// DeadLetterDepth is the dead-letter queue's depth at its last read (at Run's start,
+	// and after dead-lettering); -1 until the first.
 	DeadLetterDepth int64
 	ActiveWorkers   int
 	PeakWorkers     int
