@@ -40,6 +40,8 @@ type binding struct {
 
 	outMu   sync.Mutex
 	outputs map[string]listener.Queue // by tenant-local name
+	// outSends and outErrors count the output sends (billed calls) and the failed ones.
+	outSends, outErrors atomic.Uint64
 
 	reloader // the serving module version and its hot reload (reload.go)
 }
@@ -92,10 +94,13 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		Queue: b.queue, DeadLetter: b.dead, Handler: b,
 		Backoff: backoff, Scaler: scaler, Poison: poison,
 		MinWorkers: bc.MinWorkers, MaxWorkers: bc.MaxWorkers, BatchSize: bc.BatchSize,
-		Concurrency:       min(bc.BatchSize, bc.Pool.MaxInstances),
+		Concurrency: min(bc.BatchSize, bc.Pool.MaxInstances),
+		// The pool runs max_instances calls at once whatever the worker count: lease no
+		// more than those plus a prefetch of as many (listener.Config.Prefetch).
+		HandlerSlots:      bc.Pool.MaxInstances,
 		VisibilityTimeout: bc.VisibilityTimeout, MaxDequeueCount: bc.MaxDequeueCount,
 		MinIdle: bc.Backoff.Min, MaxIdle: bc.Backoff.Max,
-		Push: bc.Push, AtMostOnce: bc.AtMostOnce,
+		Push: bc.Push, AtMostOnce: bc.AtMostOnce, PushFallbackPoll: pushFallback(bc.PushFallbackPoll),
 		HandlerVersion: func() string { return b.cur.Load().module.Digest()[:12] },
 		Logger:         b.log,
 	}
@@ -218,13 +223,19 @@ func (b *binding) policies(ctx context.Context) (listener.Backoff, listener.Scal
 	return backoff, scaler, poison, nil
 }
 
-// Handle implements listener.Handler: one message through the module.
+// Handle implements listener.Handler (the listener calls HandleMessage).
 func (b *binding) Handle(ctx context.Context, m *listener.Message) error {
+	return b.HandleMessage(ctx, m).Error()
+}
+
+// HandleMessage implements listener.VerdictHandler: one message through the module, its
+// status passed to the listener as a verdict value.
+func (b *binding) HandleMessage(ctx context.Context, m *listener.Message) listener.Verdict {
 	limit := int(b.tenant.conf().Limits.MaxMessageBytes)
 	if len(m.Body) > limit {
-		err := listener.Reject(fmt.Errorf("message of %d bytes exceeds the tenant's max_message_bytes %d", len(m.Body), limit))
-		b.logFailure(m, err)
-		return err
+		v := listener.Rejected(fmt.Errorf("message of %d bytes exceeds the tenant's max_message_bytes %d", len(m.Body), limit))
+		b.logFailure(m, v)
+		return v
 	}
 	in := runtime.Input{
 		ID: m.ID, Queue: b.cfg.Queue, Body: m.Body, DequeueCount: int64(m.DequeueCount),
@@ -236,38 +247,39 @@ func (b *binding) Handle(ctx context.Context, m *listener.Message) error {
 	b.latency.Observe(time.Since(start).Seconds())
 	v.release()
 	if err != nil {
-		err = fmt.Errorf("handler call: %w", err)
-		b.logFailure(m, err)
-		return err
+		vd := listener.Failed(fmt.Errorf("handler call: %w", err))
+		b.logFailure(m, vd)
+		return vd
 	}
 	switch out.Status {
 	case runtime.StatusOK:
 		if err := b.sendOutputs(ctx, out.Outputs); err != nil {
-			b.logFailure(m, err)
-			return err
+			vd := listener.Failed(err)
+			b.logFailure(m, vd)
+			return vd
 		}
-		return nil
+		return listener.OK()
 	case runtime.StatusRetry:
 		text := out.ErrorText
 		if text == "" {
 			text = "handler asked for a retry"
 		}
-		err := listener.Retry(out.RetryAfter, errors.New(text))
-		b.logFailure(m, err)
-		return err
+		vd := listener.RetryAfter(out.RetryAfter, errors.New(text))
+		b.logFailure(m, vd)
+		return vd
 	default:
 		text := out.ErrorText
 		if text == "" {
 			text = "rejected by the handler"
 		}
-		err := listener.Reject(errors.New(text))
-		b.logFailure(m, err)
-		return err
+		vd := listener.Rejected(errors.New(text))
+		b.logFailure(m, vd)
+		return vd
 	}
 }
 
-func (b *binding) logFailure(m *listener.Message, err error) {
-	b.log.Warn("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", err.Error())
+func (b *binding) logFailure(m *listener.Message, v listener.Verdict) {
+	b.log.Warn("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", v.Error().Error())
 }
 
 // sendOutputs sends every output before the message is settled, so a crash between the two
@@ -278,7 +290,9 @@ func (b *binding) sendOutputs(ctx context.Context, outs []runtime.Emitted) error
 		if err != nil {
 			return err
 		}
+		b.outSends.Add(1)
 		if _, err := q.Send(ctx, o.Body, listener.SendOptions{}); err != nil {
+			b.outErrors.Add(1)
 			return fmt.Errorf("sending output to queue %s: %w", o.Queue, err)
 		}
 	}
@@ -309,4 +323,13 @@ func (b *binding) close(ctx context.Context) error {
 	}
 	errs = append(errs, b.closeVersions(ctx))
 	return errors.Join(errs...)
+}
+
+// pushFallback maps the config's push_fallback_poll (0 = off) to the listener's (negative =
+// off, 0 = its default).
+func pushFallback(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func abs(t *testing.T, rel string) string {
+func abs(t testing.TB, rel string) string {
 	t.Helper()
 	p, err := filepath.Abs(rel)
 	if err != nil {
@@ -67,7 +67,7 @@ func newHost(t *testing.T, tenants string) (*Host, *config.Config) {
 }
 
 // newHostWith is newHost with extra top-level keys.
-func newHostWith(t *testing.T, top, tenants string) (*Host, *config.Config) {
+func newHostWith(t testing.TB, top, tenants string) (*Host, *config.Config) {
 	t.Helper()
 	dir := t.TempDir()
 	yaml := fmt.Sprintf("data_dir: %s\ncache_dir: %s\nadmin: {addr: \"off\"}\n%stenants:\n%s", filepath.Join(dir, "data"), cacheDir, top, tenants)
@@ -90,7 +90,7 @@ func testLogger(testing.TB) *slog.Logger {
 }
 
 // run starts h.Run and returns a stop function that cancels it and returns Run's error.
-func run(t *testing.T, h *Host) (stop func() error) {
+func run(t testing.TB, h *Host) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -127,7 +127,7 @@ func send(t *testing.T, h *Host, tenant, queue string, bodies ...string) {
 	_ = h.Notify(tenant, queue)
 }
 
-func depth(t *testing.T, h *Host, tenant, queue string) int64 {
+func depth(t testing.TB, h *Host, tenant, queue string) int64 {
 	t.Helper()
 	q, err := h.OpenQueue(context.Background(), tenant, queue)
 	if err != nil {
@@ -140,7 +140,7 @@ func depth(t *testing.T, h *Host, tenant, queue string) int64 {
 	return d
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
@@ -237,7 +237,9 @@ func TestMessagesReachOutputQueueAndAreCounted(t *testing.T) {
 	// Counters are bumped after an output is sent and its input deleted: wait for them too.
 	eventually(t, "the counters", func() bool {
 		return bindingStatus(t, h, "default", "echo").Processed >= 20 && bindingStatus(t, h, "acme", "echo").Processed >= 5 &&
-			bindingStatus(t, h, "default", "billing").Processed+bindingStatus(t, h, "default", "billing").Poisoned >= 3
+			bindingStatus(t, h, "default", "billing").Processed+bindingStatus(t, h, "default", "billing").Poisoned >= 3 &&
+			// The depths shown are the listeners' own, read when they find their queue drained.
+			bindingStatus(t, h, "default", "echo").Depth == 0 && bindingStatus(t, h, "default", "billing").DeadLetterDepth == 1
 	})
 	// Tenants are namespaced: acme's echo read only acme's five messages.
 	if s := bindingStatus(t, h, "default", "echo"); s.Processed != 20 || s.Depth != 0 || s.ModuleDigest == "" || s.PhysicalQueue != "in" {

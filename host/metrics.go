@@ -49,6 +49,9 @@ var (
 		bdesc("wqhost_dead_letter_depth", "Messages in the binding's <queue>-poison queue.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.DeadLetterDepth) }),
 		bdesc("wqhost_workers", "Dequeue workers running.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Workers) }),
 		bdesc("wqhost_in_flight", "Handler calls running.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.InFlight) }),
+		bdesc("wqhost_leased", "Messages leased and not yet through their handler call (at most pool max_instances plus as many prefetched).", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Leased) }),
+		bdesc("wqhost_leased_idle", "Messages leased and not started yet.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.LeasedIdle) }),
+		bdesc("wqhost_leases_lost_total", "Messages whose lease ran out before they were settled (they are redelivered).", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.LeasesLost) }),
 		bdesc("wqhost_pool_instances", "Live module instances in the binding's pool.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Pool.Instances) }),
 		bdesc("wqhost_pool_instances_busy", "Module instances running a call.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Pool.Busy) }),
 		bdesc("wqhost_pool_traps_total", "Handler calls that trapped.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Pool.Traps) }),
@@ -105,7 +108,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			for call, v := range map[string]uint64{
 				"receive": s.QueueCalls.Receives, "empty_receive": s.QueueCalls.EmptyReceives,
 				"delete": s.QueueCalls.Deletes, "update": s.QueueCalls.Updates,
-				"send": s.QueueCalls.Sends, "error": s.QueueCalls.Errors,
+				"send": s.QueueCalls.Sends, "error": s.QueueCalls.Errors, "depth": s.QueueCalls.DepthQueries,
 			} {
 				ch <- prometheus.MustNewConstMetric(queueCallsDesc, prometheus.CounterValue, float64(v), append(lv, call)...)
 			}

@@ -245,7 +245,20 @@ func RequeueDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue s
 	}
 	defer closer.Close()
 	dst, dead := qs[0], qs[1]
+	// On Azure (no transactions) a message can be dead-lettered twice, by a listener whose
+	// lease ran out before its delete and by the one that got the redelivery: repeats of one
+	// original id are requeued once, the others only deleted.
+	requeued := map[string]bool{}
 	return drain(ctx, dead, limit, func(m *listener.Message) error {
+		if orig := m.Attributes[listener.AttrOriginalID]; orig != "" {
+			if requeued[orig] {
+				if err := dead.Delete(ctx, m); err != nil {
+					return fmt.Errorf("requeue %s: delete repeated dead letter of %s: %w", m.ID, orig, err)
+				}
+				return nil
+			}
+			requeued[orig] = true
+		}
 		if _, err := dst.Send(ctx, m.Body, listener.SendOptions{Attributes: userAttributes(m.Attributes)}); err != nil {
 			return fmt.Errorf("requeue %s to %s: %w", m.ID, queue, err)
 		}

@@ -40,6 +40,8 @@ type BindingStatus struct {
 	Output        string `json:"output,omitempty"`
 	Backend       string `json:"backend"`
 
+	// Depth and DeadLetterDepth are the listener's last reads (no call per status): -1
+	// until the listener has read them once, at its start.
 	Depth           int64  `json:"depth"`
 	DeadLetterDepth int64  `json:"dead_letter_depth"`
 	Workers         int    `json:"workers"`
@@ -51,6 +53,12 @@ type BindingStatus struct {
 	Poisoned        uint64 `json:"poisoned"`
 
 	QueueCalls QueueCalls `json:"queue_calls"`
+
+	// Leased is the messages leased and not yet through their handler call (at most the
+	// pool's max_instances plus as many prefetched); LeasedIdle those not started yet.
+	Leased     int    `json:"leased"`
+	LeasedIdle int    `json:"leased_idle"`
+	LeasesLost uint64 `json:"leases_lost"`
 
 	LatencyP50Ms float64 `json:"latency_p50_ms"`
 	LatencyP99Ms float64 `json:"latency_p99_ms"`
@@ -78,8 +86,9 @@ type QueueCalls struct {
 	EmptyReceives uint64 `json:"empty_receives"`
 	Deletes       uint64 `json:"deletes"`
 	Updates       uint64 `json:"updates"`
-	Sends         uint64 `json:"sends"`
+	Sends         uint64 `json:"sends"` // dead letters, and the handler's outputs
 	Errors        uint64 `json:"errors"`
+	DepthQueries  uint64 `json:"depth_queries"` // input and dead-letter depth reads
 }
 
 // PoolStatus is a binding's instance pool.
@@ -107,14 +116,10 @@ type PluginStatus struct {
 	LastError string `json:"last_error,omitempty"`
 }
 
-// depthTimeout bounds the live depth queries of one status call.
-const depthTimeout = 2 * time.Second
-
-// Status returns a snapshot of every tenant and binding. Depths are read live from the
-// backends (bounded by a short timeout; on failure the listener's last known depth is shown).
+// Status returns a snapshot of every tenant and binding. It makes no queue call: depths are
+// the ones each listener keeps (read by the listener itself at a bounded, counted rate; see
+// listener.Listener.State), so a status page or a metrics scrape costs nothing billed.
 func (h *Host) Status(ctx context.Context) Status {
-	ctx, cancel := context.WithTimeout(ctx, depthTimeout)
-	defer cancel()
 	st := Status{Ready: h.Ready(), StartedAt: h.started, MaxConcurrency: h.sched.budget(), Tenants: []TenantStatus{}}
 	st.LastConfigReloadError, st.LastConfigReloadErrorAt = h.configErr.get()
 	if st.MaxConcurrency > 0 {
@@ -142,14 +147,7 @@ func (h *Host) Status(ctx context.Context) Status {
 
 func (b *binding) status(ctx context.Context) BindingStatus {
 	ls := b.lis.State()
-	depth := ls.Depth
-	if d, err := b.queue.Depth(ctx); err == nil {
-		depth = d
-	}
-	var dead int64
-	if d, err := b.dead.Depth(ctx); err == nil {
-		dead = d
-	}
+	depth, dead := ls.Depth, ls.DeadLetterDepth
 	v := b.cur.Load()
 	ps := v.pool.Stats()
 	b.mu.Lock()
@@ -162,8 +160,10 @@ func (b *binding) status(ctx context.Context) BindingStatus {
 		Processed: ls.Processed, Failed: ls.Failed, Retried: ls.Retried, Poisoned: ls.Poisoned,
 		QueueCalls: QueueCalls{
 			Receives: ls.Receives, EmptyReceives: ls.EmptyReceives, Deletes: ls.Deletes,
-			Updates: ls.Updates, Sends: ls.Sends, Errors: ls.Errors,
+			Updates: ls.Updates, Sends: ls.Sends + b.outSends.Load(), Errors: ls.Errors + b.outErrors.Load(),
+			DepthQueries: ls.DepthQueries,
 		},
+		Leased: ls.Leased, LeasedIdle: ls.LeasedIdle, LeasesLost: ls.LeasesLost,
 		LatencyP50Ms: ms(ls.LatencyP50), LatencyP99Ms: ms(ls.LatencyP99),
 		Module: b.cfg.Module, ModuleDigest: v.module.Digest(), ModuleLoadedAt: v.loadedAt, ABI: string(v.module.ABI()),
 		Reloads: reloads, LastReloadError: lastErr,

@@ -58,3 +58,85 @@ func IsReject(err error) bool {
 	var r *RejectError
 	return errors.As(err, &r)
 }
+
+// Outcome is what a handler call asks the listener to do with its message.
+type Outcome uint8
+
+// Outcomes of a handler call.
+const (
+	// OutcomeOK: handled; the message is deleted.
+	OutcomeOK Outcome = iota
+	// OutcomeRetry: the handler asks for another try after Verdict.After; the poison
+	// policy settles it (retry, or dead-letter at max_dequeue_count).
+	OutcomeRetry
+	// OutcomeReject: the message can never succeed; it is dead-lettered at once.
+	OutcomeReject
+	// OutcomeFailed: the call failed (trap, time limit, output send); the poison policy
+	// settles it.
+	OutcomeFailed
+)
+
+// Verdict is a handler call's result as a value: the listener settles the message from it
+// without decoding errors. The zero Verdict is OK.
+type Verdict struct {
+	Outcome Outcome
+	// After is the delay a retry asks for (OutcomeRetry).
+	After time.Duration
+	// Err is the reason (retry, reject, failed); it becomes the dead letter's reason.
+	Err error
+}
+
+// OK is the verdict of a handled message.
+func OK() Verdict { return Verdict{} }
+
+// RetryAfter is the verdict of a message to be tried again after d.
+func RetryAfter(d time.Duration, err error) Verdict {
+	return Verdict{Outcome: OutcomeRetry, After: d, Err: err}
+}
+
+// Rejected is the verdict of a message to be dead-lettered now.
+func Rejected(err error) Verdict { return Verdict{Outcome: OutcomeReject, Err: err} }
+
+// Failed is the verdict of a failed call.
+func Failed(err error) Verdict { return Verdict{Outcome: OutcomeFailed, Err: err} }
+
+// Error returns the verdict as the error a Handler would return: nil for OK, a RetryError
+// or RejectError for those, Err for a failure.
+func (v Verdict) Error() error {
+	switch v.Outcome {
+	case OutcomeOK:
+		return nil
+	case OutcomeRetry:
+		return Retry(v.After, v.Err)
+	case OutcomeReject:
+		return Reject(v.Err)
+	}
+	if v.Err == nil {
+		return errors.New("handler failed")
+	}
+	return v.Err
+}
+
+// VerdictOf converts a Handler's error to a verdict (the one place errors are decoded:
+// handlers that return verdicts skip it).
+func VerdictOf(err error) Verdict {
+	if err == nil {
+		return OK()
+	}
+	var re *RejectError
+	if errors.As(err, &re) {
+		return Verdict{Outcome: OutcomeReject, Err: err}
+	}
+	var rt *RetryError
+	if errors.As(err, &rt) {
+		return Verdict{Outcome: OutcomeRetry, After: max(rt.After, 0), Err: err}
+	}
+	return Failed(err)
+}
+
+// VerdictHandler is a Handler that returns its result as a Verdict. The listener calls
+// HandleMessage instead of Handle when the configured handler implements it.
+type VerdictHandler interface {
+	Handler
+	HandleMessage(ctx context.Context, m *Message) Verdict
+}

@@ -26,12 +26,15 @@ func TestIdleCost(t *testing.T) {
 		naive   = workers * 3600 // one call a second per worker for an hour
 	)
 	for _, tt := range []struct {
-		mode string
-		push bool
-		max  uint64
+		mode     string
+		push     bool
+		fallback time.Duration
+		max      uint64
 	}{
-		{"poll", false, 100},
-		{"push", true, 0},
+		{"poll", false, 0, 100},
+		{"push", true, -1, 0},
+		// The default safety net: one receive per fallback interval.
+		{"push, default push_fallback_poll 5m", true, 0, 13},
 	} {
 		var idle uint64
 		t.Run(tt.mode, func(t *testing.T) {
@@ -40,6 +43,7 @@ func TestIdleCost(t *testing.T) {
 				cfg := baseConfig(e.q, e.dl)
 				cfg.MaxWorkers = workers
 				cfg.Push = tt.push
+				cfg.PushFallbackPoll = tt.fallback
 				cfg.Backoff = builtin.NewBackoff(builtin.BackoffOptions{Rand: seededRand(3)}) // defaults: 100ms, 60s
 				cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
 					time.Sleep(100 * time.Millisecond)
@@ -67,4 +71,54 @@ func TestIdleCost(t *testing.T) {
 		})
 		fmt.Printf("idle calls/hour (%s): %d (naive: %d)\n", tt.mode, idle, naive)
 	}
+}
+
+// TestIdleCostStatusScrape scrapes an idle listener's state every second for a simulated
+// hour, as a Prometheus scrape of /metrics or a /v1/status poll does (both read only
+// Listener.State: the depths shown are the ones the listener keeps), and counts the queue
+// calls on the input and dead-letter queues beyond those of the same hour unscraped: none.
+//
+//	go test -run IdleCost -v ./listener/...
+func TestIdleCostStatusScrape(t *testing.T) {
+	hour := func(scrape bool) (calls uint64, st listener.State) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newMem(t)
+			q, dl := &spyQueue{Queue: e.q}, &spyQueue{Queue: e.dl}
+			cfg := baseConfig(q, dl)
+			cfg.Backoff = builtin.NewBackoff(builtin.BackoffOptions{Rand: seededRand(3)})
+			cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+				if m.Body[0] == 0 {
+					return listener.Reject(nil) // one dead letter: its depth is shown too
+				}
+				return nil
+			})
+			e.send(t, 10)
+			l := start(t, cfg)
+			waitFor(t, time.Second, time.Hour, "the messages settled", func() bool {
+				s := l.State()
+				return s.Processed+s.Poisoned == 10 && s.DeadLetterDepth == 1 && s.Depth == 0
+			})
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			before := len(q.times(false)) + len(dl.times(false))
+			for range 3600 {
+				if scrape {
+					st = l.State()
+				}
+				time.Sleep(time.Second)
+			}
+			synctest.Wait()
+			calls = uint64(len(q.times(false)) + len(dl.times(false)) - before)
+		})
+		return calls, st
+	}
+	quietHour, _ := hour(false)
+	scrapedHour, st := hour(true)
+	if st.DeadLetterDepth != 1 || st.Depth != 0 {
+		t.Errorf("scraped depths: queue %d, dead letters %d; want 0 and 1", st.Depth, st.DeadLetterDepth)
+	}
+	if scrapedHour != quietHour {
+		t.Errorf("an hour scraped every second made %d queue calls, the same hour unscraped %d: a scrape must cost none", scrapedHour, quietHour)
+	}
+	fmt.Printf("status scrape calls/hour: %d (idle polling in that hour: %d)\n", scrapedHour-quietHour, quietHour)
 }

@@ -118,6 +118,7 @@ func TestOnlyTheWaiterAsksBackoff(t *testing.T) {
 		if asked := len(rec.calls()) - askedBefore; asked != 1 {
 			t.Errorf("the back-off was asked %d times when %d workers found the drained queue empty, want once (the waiter)",
 				asked, after.EmptyReceives-before.EmptyReceives)
+			t.Logf("the calls: %+v", rec.calls()[askedBefore:])
 		}
 	})
 }

@@ -43,6 +43,17 @@ type Config struct {
 	BatchSize int
 	// Concurrency bounds the handler calls one worker runs at once; default BatchSize.
 	Concurrency int
+	// HandlerSlots is how many handler calls of this listener can run at once across all
+	// its workers (for a WebAssembly binding: the instance pool's size); default
+	// MaxWorkers×Concurrency. With Prefetch it bounds the messages leased and not yet
+	// settled (unstarted, running, or waiting for their delete): receives ask for no more
+	// than HandlerSlots+Prefetch minus those, so a crash repeats at most that many.
+	HandlerSlots int
+	// Prefetch is how many messages may be leased beyond HandlerSlots, ready to start the
+	// moment a slot frees; default min(HandlerSlots, BatchSize). It bounds the leased-idle
+	// messages (State.LeasedIdle) while every slot is busy. A worker receives once at least
+	// min(BatchSize, Prefetch) slots of the budget are free.
+	Prefetch int
 	// VisibilityTimeout is the lease taken on receive; default 30s. Leases are renewed
 	// while a handler runs.
 	VisibilityTimeout time.Duration
@@ -56,8 +67,12 @@ type Config struct {
 	// to the scaling logic, so that many bindings share a host fairly; default 10s.
 	TimeSlice time.Duration
 	// Push says wake-ups (Notify, or a Waiter backend) reach the listener: an idle
-	// listener then makes no queue calls at all and its last worker may stop.
+	// listener then makes no queue calls beyond PushFallbackPoll and its last worker may stop.
 	Push bool
+	// PushFallbackPoll is, with Push, how long an idle listener goes without a receive: a
+	// producer that never notifies cannot strand a message for longer. Default
+	// DefaultPushFallbackPoll (5 minutes: 12 receives an hour); negative turns it off.
+	PushFallbackPoll time.Duration
 	// AtMostOnce deletes messages on receive, before they are handled.
 	AtMostOnce bool
 	// ShutdownGrace bounds how long in-flight handlers may run after Run's context ends;
@@ -83,6 +98,7 @@ const (
 	DefaultErrorBackoffMax   = 60 * time.Second
 	DefaultTimeSlice         = 10 * time.Second
 	DefaultShutdownGrace     = 30 * time.Second
+	DefaultPushFallbackPoll  = 5 * time.Minute
 )
 
 // maxRetryDelay caps a poison policy's retry delay: Azure's longest visibility timeout.
@@ -145,6 +161,18 @@ func (c *Config) withDefaults() (Config, error) {
 		return bad("Concurrency", "%d is negative", cfg.Concurrency)
 	}
 	switch {
+	case cfg.HandlerSlots == 0:
+		cfg.HandlerSlots = cfg.MaxWorkers * max(cfg.Concurrency, 1)
+	case cfg.HandlerSlots < 0:
+		return bad("HandlerSlots", "%d is negative", cfg.HandlerSlots)
+	}
+	switch {
+	case cfg.Prefetch == 0:
+		cfg.Prefetch = min(cfg.HandlerSlots, cfg.BatchSize)
+	case cfg.Prefetch < 0:
+		return bad("Prefetch", "%d is negative", cfg.Prefetch)
+	}
+	switch {
 	case cfg.MaxDequeueCount == 0:
 		cfg.MaxDequeueCount = DefaultMaxDequeueCount
 	case cfg.MaxDequeueCount < 0:
@@ -170,6 +198,12 @@ func (c *Config) withDefaults() (Config, error) {
 			*d.d = d.def
 		}
 	}
+	switch {
+	case cfg.PushFallbackPoll == 0:
+		cfg.PushFallbackPoll = DefaultPushFallbackPoll
+	case cfg.PushFallbackPoll < 0:
+		cfg.PushFallbackPoll = 0 // off
+	}
 	if cfg.MinIdle > cfg.MaxIdle {
 		return bad("MinIdle", "%s exceeds MaxIdle %s", cfg.MinIdle, cfg.MaxIdle)
 	}
@@ -191,8 +225,11 @@ func (c *Config) withDefaults() (Config, error) {
 type Listener struct {
 	cfg     Config
 	q       Queue
-	batcher Batcher // nil when the queue has none
-	waiter  Waiter  // nil when the queue cannot block
+	batcher Batcher        // nil when the queue has none
+	waiter  Waiter         // nil when the queue cannot block
+	renewer Renewer        // nil when renewal is a plain UpdateVisibility
+	vh      VerdictHandler // the handler, when it returns verdicts
+	budget  *leaseBudget
 	clk     Clock
 	log     *slog.Logger
 
@@ -214,10 +251,13 @@ type Listener struct {
 	hctx     context.Context
 	hcancel  context.CancelFunc
 
-	errStreak atomic.Int64 // consecutive failed receives, listener-wide
-	depthAt   atomic.Int64 // unix nanos of the last Depth call
-	nextDue   atomic.Int64 // earliest retry this listener scheduled (unix nanos), 0 = none
-	spurious  atomic.Int32 // consecutive wake-ups that found nothing
+	errStreak   atomic.Int64 // consecutive failed receives, listener-wide
+	depthAt     atomic.Int64 // unix nanos of the last Depth call
+	deadAt      atomic.Int64 // unix nanos of the last dead-letter Depth call
+	nextDue     atomic.Int64 // earliest retry this listener scheduled (unix nanos), 0 = none
+	spurious    atomic.Int32 // consecutive wake-ups that found nothing
+	callLat     atomic.Int64 // slowest recent queue call (nanos, decaying): sets the renewal margin
+	lastReceive atomic.Int64 // unix nanos of the last receive: the push fallback poll counts from it
 
 	c    counters
 	hist latencyHist
@@ -228,6 +268,9 @@ type counters struct {
 	processed, failed, retried, poisoned                         atomic.Uint64
 	receives, emptyReceives, deletes, updates, sends, errorCalls atomic.Uint64
 	depthQueries, leasesLost                                     atomic.Uint64
+	deadDepth                                                    atomic.Int64
+	deadDirty                                                    atomic.Bool
+	leasedIdle, peakLeasedIdle                                   atomic.Int64
 }
 
 // New validates cfg and returns a Listener. Errors name the offending field.
@@ -248,6 +291,13 @@ func New(cfg Config) (*Listener, error) {
 	}
 	l.batcher, _ = c.Queue.(Batcher)
 	l.waiter, _ = c.Queue.(Waiter)
+	l.renewer, _ = c.Queue.(Renewer)
+	l.vh, _ = c.Handler.(VerdictHandler)
+	l.c.deadDirty.Store(true) // read once, at the first empty receive
+	// Unknown until Run reads them: a status page must not show an unread backlog as empty.
+	l.c.depth.Store(-1)
+	l.c.deadDepth.Store(-1)
+	l.budget = newLeaseBudget(c.HandlerSlots+c.Prefetch, min(c.BatchSize, max(c.Prefetch, 1)))
 	return l, nil
 }
 
@@ -265,28 +315,32 @@ func (l *Listener) Notify() {
 func (l *Listener) State() State {
 	q := l.hist.quantiles(0.5, 0.99)
 	return State{
-		Queue:         l.q.Name(),
-		Depth:         l.c.depth.Load(),
-		ActiveWorkers: int(l.c.activeW.Load()),
-		PeakWorkers:   int(l.c.peak.Load()),
-		MinWorkers:    l.cfg.MinWorkers,
-		MaxWorkers:    l.cfg.MaxWorkers,
-		InFlight:      int(l.c.inFlight.Load()),
-		PushEnabled:   l.cfg.Push,
-		Processed:     l.c.processed.Load(),
-		Failed:        l.c.failed.Load(),
-		Retried:       l.c.retried.Load(),
-		Poisoned:      l.c.poisoned.Load(),
-		Receives:      l.c.receives.Load(),
-		EmptyReceives: l.c.emptyReceives.Load(),
-		Deletes:       l.c.deletes.Load(),
-		Updates:       l.c.updates.Load(),
-		Sends:         l.c.sends.Load(),
-		Errors:        l.c.errorCalls.Load(),
-		DepthQueries:  l.c.depthQueries.Load(),
-		LeasesLost:    l.c.leasesLost.Load(),
-		LatencyP50:    q[0],
-		LatencyP99:    q[1],
+		Queue:           l.q.Name(),
+		Depth:           l.c.depth.Load(),
+		DeadLetterDepth: l.c.deadDepth.Load(),
+		ActiveWorkers:   int(l.c.activeW.Load()),
+		PeakWorkers:     int(l.c.peak.Load()),
+		MinWorkers:      l.cfg.MinWorkers,
+		MaxWorkers:      l.cfg.MaxWorkers,
+		InFlight:        int(l.c.inFlight.Load()),
+		PushEnabled:     l.cfg.Push,
+		Processed:       l.c.processed.Load(),
+		Failed:          l.c.failed.Load(),
+		Retried:         l.c.retried.Load(),
+		Poisoned:        l.c.poisoned.Load(),
+		Receives:        l.c.receives.Load(),
+		EmptyReceives:   l.c.emptyReceives.Load(),
+		Deletes:         l.c.deletes.Load(),
+		Updates:         l.c.updates.Load(),
+		Sends:           l.c.sends.Load(),
+		Errors:          l.c.errorCalls.Load(),
+		DepthQueries:    l.c.depthQueries.Load(),
+		LeasesLost:      l.c.leasesLost.Load(),
+		LeasedIdle:      int(max(l.c.leasedIdle.Load(), 0)),
+		PeakLeasedIdle:  int(l.c.peakLeasedIdle.Load()),
+		Leased:          l.budget.held(),
+		LatencyP50:      q[0],
+		LatencyP99:      q[1],
 	}
 }
 
@@ -303,6 +357,11 @@ func (l *Listener) Run(ctx context.Context) error {
 	defer l.hcancel()
 	stop := context.AfterFunc(ctx, func() { l.stopping.Store(true) })
 	defer stop()
+
+	// The depths status pages show are the listener's own: read them once at start (two
+	// counted calls), so that a backlog present at start-up is not shown as empty.
+	l.refreshIdleDepths(ctx, true)
+	l.refreshDepth(ctx)
 
 	l.mu.Lock()
 	// Start as if idle: the first receive that finds work asks the scaler, so a backlog
@@ -372,11 +431,17 @@ func (l *Listener) waitForWork(ctx context.Context) bool {
 		if !idle {
 			return true
 		}
-		woke, _ := l.idleWait(ctx, 0)
+		// The safety net: without a wake-up, one receive per PushFallbackPoll.
+		d, ok := l.fallbackIn()
+		if ok && d <= 0 {
+			return true
+		}
+		woke, timedOut := l.idleWait(ctx, d)
+		timedOut = timedOut && ok
 		if ctx.Err() != nil {
 			return false
 		}
-		if woke {
+		if woke || timedOut {
 			return true
 		}
 	}
@@ -414,7 +479,9 @@ func (l *Listener) exitLocked() {
 // clamps the answer to MinWorkers..MaxWorkers and at least floor.
 func (l *Listener) desired(ctx context.Context, floor int) int {
 	l.refreshDepth(ctx)
-	want := l.cfg.Scaler.Desired(ctx, l.State())
+	st := l.State()
+	st.Depth = max(st.Depth, 0) // not read yet (a failed first read): the scaler sees none
+	want := l.cfg.Scaler.Desired(ctx, st)
 	return min(max(want, l.cfg.MinWorkers, floor), l.cfg.MaxWorkers)
 }
 
@@ -441,6 +508,44 @@ func (l *Listener) depthStale(now time.Time) bool {
 		return false
 	}
 	return now.UnixNano()-l.depthAt.Load() >= int64(depthEvery)
+}
+
+// refreshIdleDepths keeps the depths that status pages show current without a queue call
+// per page view: on an empty receive, a queue depth last seen non-zero is read again (so a
+// drained queue shows 0), and the dead-letter depth once something was dead-lettered (or at
+// start). Each is read at most once per depthEvery and counted in DepthQueries; an idle
+// listener whose depths are known makes no such call.
+//
+// afterWork says this is the first empty receive after work: the depths are then read
+// whatever their age, so that a drained queue shows its final depths (this is bounded by the
+// receives that found work).
+func (l *Listener) refreshIdleDepths(ctx context.Context, afterWork bool) {
+	if l.c.depth.Load() != 0 {
+		if afterWork {
+			l.depthAt.Store(0)
+		}
+		l.refreshDepth(ctx)
+	}
+	if !l.c.deadDirty.Load() {
+		return
+	}
+	now := l.clk.Now().UnixNano()
+	last := l.deadAt.Load()
+	if !afterWork && last != 0 && now-last < int64(depthEvery) || !l.deadAt.CompareAndSwap(last, now) {
+		return
+	}
+	l.c.deadDirty.Store(false)
+	l.c.depthQueries.Add(1)
+	d, err := l.cfg.DeadLetter.Depth(ctx)
+	if err != nil {
+		l.c.deadDirty.Store(true)
+		if ctx.Err() == nil {
+			l.c.errorCalls.Add(1)
+			l.log.Warn("dead-letter queue depth", "dead_letter", l.cfg.DeadLetter.Name(), "err", err)
+		}
+		return
+	}
+	l.c.deadDepth.Store(d)
 }
 
 func (l *Listener) refreshDepth(ctx context.Context) {

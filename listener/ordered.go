@@ -55,7 +55,6 @@ type orderedQueue struct {
 	heldUntil time.Time           // the last receive found nothing but held messages back until then
 	heldGen   uint64              // gen at that receive
 	gen       uint64              // counts wakes
-	vis       time.Duration       // the visibility of the last receive: renewals use it
 	leased    map[string]struct{} // ids leased by this process and not yet settled
 	wake      chan struct{}       // closed and replaced when leased becomes empty
 }
@@ -73,7 +72,6 @@ func (o *orderedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 	}
 	o.mu.Lock()
 	o.heldUntil, o.heldGen = heldUntil, gen
-	o.vis = visibility
 	for _, m := range msgs {
 		o.leased[m.ID] = struct{}{}
 	}
@@ -126,14 +124,21 @@ func (o *orderedQueue) DeleteBatch(ctx context.Context, ms []*Message) []error {
 	return errs
 }
 
-// UpdateVisibility implements Queue. A renewal (the receive's visibility) keeps the
-// message leased; anything else releases it (a retry or an unstarted message).
+// UpdateVisibility implements Queue: a release or a retry, which ends this process's
+// lease of the message either way. Renewals come through Renew.
 func (o *orderedQueue) UpdateVisibility(ctx context.Context, m *Message, d time.Duration) error {
 	err := o.Queue.UpdateVisibility(ctx, m, d)
-	o.mu.Lock()
-	renewal := d == o.vis
-	o.mu.Unlock()
-	if (err == nil && !renewal) || isLeaseLost(err) {
+	if err == nil || isLeaseLost(err) {
+		o.settled(m.ID)
+	}
+	return err
+}
+
+// Renew implements Renewer: the message stays leased by this process, so the next group
+// stays held back. Only a lost lease releases it.
+func (o *orderedQueue) Renew(ctx context.Context, m *Message, d time.Duration) error {
+	err := o.Queue.UpdateVisibility(ctx, m, d)
+	if isLeaseLost(err) {
 		o.settled(m.ID)
 	}
 	return err
@@ -192,4 +197,5 @@ func isLeaseLost(err error) bool { return err != nil && errors.Is(err, ErrLeaseL
 var (
 	_ Batcher = (*orderedQueue)(nil)
 	_ Waiter  = (*orderedQueue)(nil)
+	_ Renewer = (*orderedQueue)(nil)
 )

@@ -8,14 +8,17 @@ import (
 // State is a snapshot of a listener (the whitepaper's QueryState). Policies decide from it
 // and the host reports it.
 type State struct {
-	Queue         string
-	Depth         int64 // approximate, from the last depth query
-	ActiveWorkers int
-	PeakWorkers   int
-	MinWorkers    int
-	MaxWorkers    int
-	InFlight      int
-	PushEnabled   bool
+	Queue string
+	Depth int64 // approximate, from the last depth query; -1 until the first
+	// DeadLetterDepth is the dead-letter queue's depth at its last read (at Run's start,
+	// and after dead-lettering); -1 until the first.
+	DeadLetterDepth int64
+	ActiveWorkers   int
+	PeakWorkers     int
+	MinWorkers      int
+	MaxWorkers      int
+	InFlight        int
+	PushEnabled     bool
 
 	Processed uint64
 	Failed    uint64
@@ -31,6 +34,13 @@ type State struct {
 	Errors        uint64 // backend calls that failed
 	DepthQueries  uint64 // Depth calls, kept rare: they are billed like any other call
 	LeasesLost    uint64 // messages whose lease expired before they were settled
+
+	// Leased counts the messages leased and not yet settled (bounded by
+	// Config.HandlerSlots+Prefetch); LeasedIdle those of them not started yet, and
+	// PeakLeasedIdle its highest value so far.
+	Leased         int
+	LeasedIdle     int
+	PeakLeasedIdle int
 
 	LatencyP50 time.Duration
 	LatencyP99 time.Duration

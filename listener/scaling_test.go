@@ -34,6 +34,7 @@ func TestScaleUpOnBurst(t *testing.T) {
 		if s := l.State(); s.ActiveWorkers != 1 || s.PeakWorkers != 1 {
 			t.Fatalf("idle: %d active, %d peak workers; want 1 and 1", s.ActiveWorkers, s.PeakWorkers)
 		}
+		idleQueries := l.State().DepthQueries // the dead-letter depth, read once at start
 		e.send(t, 200)
 		l.Notify()
 		synctest.Wait() // the poller wakes, receives, and the scaler fans out
@@ -41,8 +42,8 @@ func TestScaleUpOnBurst(t *testing.T) {
 		if s.ActiveWorkers != 8 {
 			t.Fatalf("after the burst: %d active workers, want 8 (scaler said 20, MaxWorkers 8)", s.ActiveWorkers)
 		}
-		if s.DepthQueries != 1 || s.Depth != 200 {
-			t.Errorf("scale-up read the depth %d times (depth %d); want once, 200", s.DepthQueries, s.Depth)
+		if s.DepthQueries-idleQueries != 1 || s.Depth != 200 {
+			t.Errorf("scale-up read the depth %d times (depth %d); want once, 200", s.DepthQueries-idleQueries, s.Depth)
 		}
 		waitFor(t, time.Second, time.Hour, "the burst to drain", func() bool { return l.State().Processed == 200 })
 		if handled.Load() != 200 {
@@ -99,6 +100,7 @@ func TestScaleDownAfterIdle(t *testing.T) {
 				e := newMem(t)
 				cfg := baseConfig(e.q, e.dl)
 				cfg.Push = push
+				cfg.PushFallbackPoll = -1 // pure push: TestPushFallbackPoll covers the safety net
 				cfg.BatchSize = 1
 				cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
 					time.Sleep(100 * time.Millisecond)
@@ -151,6 +153,7 @@ func TestPushNotifyWakesIdleListener(t *testing.T) {
 		spy := &spyQueue{Queue: e.q} // hides memory's Waiter: only Notify wakes
 		cfg := baseConfig(spy, e.dl)
 		cfg.Push = true
+		cfg.PushFallbackPoll = -1 // explicitly off: TestPushFallbackPoll covers the default
 		l := start(t, cfg)
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
@@ -359,5 +362,38 @@ func TestSingleWaiterWithMinWorkers(t *testing.T) {
 		}
 		close(release)
 		waitFor(t, time.Second, time.Hour, "drain", func() bool { return l.State().Processed == 6 })
+	})
+}
+
+// With push and the default fallback poll, a message put by a producer that never notifies
+// is still handled within DefaultPushFallbackPoll, and an idle hour costs one receive per
+// fallback interval (12 at the default 5 minutes), not the zero of pure push nor a poll.
+func TestPushFallbackPoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		spy := &spyQueue{Queue: e.q} // hides memory's Waiter: no wake-up reaches the listener
+		cfg := baseConfig(spy, e.dl)
+		cfg.Push = true
+		l := start(t, cfg)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		sent := time.Now()
+		e.send(t, 3) // behind the listener's back
+		waitFor(t, time.Second, 2*listener.DefaultPushFallbackPoll, "the unnotified messages processed", func() bool {
+			return l.State().Processed == 3
+		})
+		if waited := time.Since(sent); waited > listener.DefaultPushFallbackPoll+time.Second {
+			t.Errorf("unnotified messages waited %s, want at most the fallback poll %s", waited, listener.DefaultPushFallbackPoll)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		before := len(spy.times(false))
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		n := len(spy.times(false)) - before
+		if want := int(time.Hour / listener.DefaultPushFallbackPoll); n < want-1 || n > want+1 {
+			t.Errorf("idle push listener with the fallback poll made %d queue calls in an hour, want about %d", n, want)
+		}
+		t.Logf("push_fallback_poll %s: %d queue calls in an idle hour", listener.DefaultPushFallbackPoll, n)
 	})
 }

@@ -6,8 +6,20 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
+)
+
+// Message states within a batch. Each message's state is one atomic word: the handler
+// goroutine claims unstarted→running and running→done with compare-and-swap, and a renewal
+// that learns the lease is gone stores lost whatever the state was, so a message is never
+// both started and lost-before-start, and a lost message is never settled.
+const (
+	stUnstarted int32 = iota
+	stRunning
+	stDone
+	stLost
 )
 
 // batch is one received batch being processed. A worker reuses its batch (and the slices
@@ -15,14 +27,20 @@ import (
 type batch struct {
 	l    *Listener
 	msgs []*Message
-	errs []error // handler outcome per message; errUnstarted when it never ran
-	lost []bool  // lease lost while processing: must not be settled
+	vs   []Verdict // handler outcome per message; Err errUnstarted (or another marker) when it never ran
+	st   []atomic.Int32
 	// leases holds renewed copies of the messages: renewal must not write the Message a
 	// handler is reading. Settlement copies the tokens back once every handler returned.
 	leases  []Message
 	renewed bool
-	dels    []*Message
-	delErrs []error
+	// expires is when the batch's leases run out, measured from before the request that
+	// took or last renewed them (so the request's own latency is on the safe side).
+	expires time.Time
+	// renewPause is the least wait before the next renewal round: a second after a round in
+	// which a renewal failed (not lost: a store error), so a failing store is not hammered.
+	renewPause time.Duration
+	dels       []*Message
+	delErrs    []error
 	// settled is closed when the deletes of the last settle are done; nil when none are
 	// outstanding. See awaitSettled.
 	settled chan struct{}
@@ -39,31 +57,39 @@ var errOverDequeued = errors.New("over dequeue count")
 // and its lease expires.
 var errSkip = errors.New("skipped")
 
-func (b *batch) reset(msgs []*Message) {
+func (b *batch) reset(msgs []*Message, leasedAt time.Time) {
 	n := len(msgs)
 	b.msgs = msgs
-	if cap(b.errs) < n {
-		b.errs = make([]error, n, MaxBatch)
-		b.lost = make([]bool, n, MaxBatch)
+	if cap(b.vs) < n {
+		b.vs = make([]Verdict, n, MaxBatch)
+		b.st = make([]atomic.Int32, n, MaxBatch)
 	}
-	b.errs = b.errs[:n]
-	b.lost = b.lost[:n]
-	clear(b.errs)
-	clear(b.lost)
+	b.vs = b.vs[:n]
+	b.st = b.st[:n]
+	clear(b.vs)
+	for i := range b.st {
+		b.st[i].Store(stUnstarted)
+	}
 	b.renewed = false
+	b.expires = leasedAt.Add(b.l.cfg.VisibilityTimeout)
+	b.renewPause = 0
 	b.next.Store(0)
 }
 
+// lose marks message i's lease lost; it reports whether it was not already.
+func (b *batch) lose(i int) bool { return b.st[i].Swap(stLost) != stLost }
+
 // process hands a batch to the handler (at most Concurrency calls at once), renews the
-// leases while handlers run long, then settles every message.
-func (l *Listener) process(ctx context.Context, b *batch, msgs []*Message) {
-	b.reset(msgs)
+// leases while handlers run long, then settles every message. leasedAt is when the
+// receive that leased msgs was sent.
+func (l *Listener) process(ctx context.Context, b *batch, msgs []*Message, leasedAt time.Time) {
+	b.reset(msgs, leasedAt)
 	if l.cfg.AtMostOnce {
 		l.deleteOnReceive(b)
 	} else {
 		for i, m := range msgs {
 			if m.DequeueCount > l.cfg.MaxDequeueCount {
-				b.errs[i] = errOverDequeued
+				b.vs[i] = Failed(errOverDequeued)
 			}
 		}
 	}
@@ -97,10 +123,17 @@ func (b *batch) run() {
 		if i >= len(b.msgs) {
 			break
 		}
-		if b.errs[i] != nil || b.lost[i] {
+		l.c.leasedIdle.Add(-1)
+		if b.vs[i].Err != nil {
 			continue // settled before handling (over-dequeued, or at-most-once delete failed)
 		}
-		last, b.errs[i] = l.handle(b.msgs[i], last)
+		if !b.st[i].CompareAndSwap(stUnstarted, stRunning) {
+			continue // its lease was lost before it started: someone else may hold it now
+		}
+		var v Verdict
+		last, v = l.handle(b.msgs[i], last)
+		b.vs[i] = v
+		b.st[i].CompareAndSwap(stRunning, stDone) // fails when the lease was lost meanwhile
 	}
 	if b.left.Add(-1) == 0 {
 		close(b.done)
@@ -109,17 +142,18 @@ func (b *batch) run() {
 
 // handle runs the handler on one message, unless the listener is shutting down. start is
 // when the call begins (zero: read the clock); it returns when the call ended.
-func (l *Listener) handle(m *Message, start time.Time) (end time.Time, err error) {
+func (l *Listener) handle(m *Message, start time.Time) (end time.Time, v Verdict) {
+	unstarted := Verdict{Outcome: OutcomeFailed, Err: errUnstarted}
 	if l.stopping.Load() {
-		return time.Time{}, errUnstarted
+		return time.Time{}, unstarted
 	}
 	if lim := l.cfg.Limiter; lim != nil {
 		if lim.Acquire(l.hctx) != nil {
-			return time.Time{}, errUnstarted
+			return time.Time{}, unstarted
 		}
 		defer lim.Release()
 		if l.stopping.Load() {
-			return time.Time{}, errUnstarted
+			return time.Time{}, unstarted
 		}
 		start = time.Time{} // the wait for the limiter is not handler latency
 	}
@@ -129,20 +163,23 @@ func (l *Listener) handle(m *Message, start time.Time) (end time.Time, err error
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked on message %s: %v", m.ID, r)
+			v = Failed(fmt.Errorf("handler panicked on message %s: %v", m.ID, r))
 		}
 		end = l.clk.Now()
 		l.hist.record(end.Sub(start))
 		l.c.inFlight.Add(-1)
 	}()
-	return time.Time{}, l.cfg.Handler.Handle(l.hctx, m)
+	if l.vh != nil {
+		return time.Time{}, l.vh.HandleMessage(l.hctx, m)
+	}
+	return time.Time{}, VerdictOf(l.cfg.Handler.Handle(l.hctx, m))
 }
 
 // awaitRenewing waits for the batch's handlers, starting up to helpers more goroutines if
-// the batch takes longer than spawnAfter, and renewing every unsettled lease each half
-// visibility timeout so that a slow handler's messages are not delivered twice.
+// the batch takes longer than spawnAfter, and renewing every lease the batch still holds
+// (unstarted, running, or handled and waiting for settlement) renewMargin before it runs
+// out, so that a slow handler's messages are not delivered twice.
 func (l *Listener) awaitRenewing(b *batch, helpers int) {
-	every := l.cfg.VisibilityTimeout / 2
 	if helpers > 0 {
 		t := l.clk.NewTimer(spawnAfter)
 		select {
@@ -151,12 +188,10 @@ func (l *Listener) awaitRenewing(b *batch, helpers int) {
 			return // fast path: nothing was renewed
 		case <-t.C():
 			b.spawn(helpers)
-			every -= spawnAfter
 		}
 	}
 	for {
-		t := l.clk.NewTimer(every)
-		every = l.cfg.VisibilityTimeout / 2
+		t := l.clk.NewTimer(max(b.expires.Sub(l.clk.Now())-l.renewMargin(), b.renewPause))
 		select {
 		case <-b.done:
 			t.Stop()
@@ -173,9 +208,14 @@ func (l *Listener) awaitRenewing(b *batch, helpers int) {
 	}
 }
 
+// renewFanout bounds the renewals of one batch in flight at once: one after another, the
+// last of a large batch could land after its lease ran out on a slow store.
+const renewFanout = 8
+
 func (l *Listener) renew(b *batch) {
 	if l.cfg.AtMostOnce {
-		return // already deleted: nothing to keep
+		b.expires = b.expires.Add(l.cfg.VisibilityTimeout) // already deleted: nothing to keep
+		return
 	}
 	if !b.renewed {
 		b.leases = b.leases[:0]
@@ -185,19 +225,62 @@ func (l *Listener) renew(b *batch) {
 		b.renewed = true
 	}
 	ctx := context.WithoutCancel(l.hctx)
+	sent := l.clk.Now()
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	sem := make(chan struct{}, renewFanout)
 	for i := range b.leases {
-		if b.lost[i] {
+		if b.st[i].Load() == stLost {
 			continue
 		}
-		l.c.updates.Add(1)
-		err := l.q.UpdateVisibility(ctx, &b.leases[i], l.cfg.VisibilityTimeout)
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrLeaseLost):
-			b.lost[i] = true
-		default:
-			l.c.errorCalls.Add(1)
-			l.log.Warn("renew lease", "id", b.msgs[i].ID, "err", err)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			l.c.updates.Add(1)
+			start := l.clk.Now()
+			err := l.renewLease(ctx, &b.leases[i])
+			l.noteLatency(l.clk.Now().Sub(start))
+			switch {
+			case err == nil:
+			case errors.Is(err, ErrLeaseLost):
+				if b.lose(i) {
+					l.leaseLost(b.msgs[i], "the renewal was refused: the lease had expired or been taken over", err)
+				}
+			default:
+				failed.Store(true)
+				l.c.errorCalls.Add(1)
+				l.log.Warn("renew lease failed; retrying in a second while the lease lasts", "id", b.msgs[i].ID, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() {
+		// Some leases were not extended: keep their expiry and try again shortly (renewing
+		// the others once more costs a call each, and never shortens a lease).
+		b.renewPause = time.Second
+		return
+	}
+	b.renewPause = 0
+	b.expires = sent.Add(l.cfg.VisibilityTimeout)
+}
+
+// renewMargin is how long before a lease runs out the listener renews it: half the
+// visibility timeout, or more when the queue is slow — ten times the slowest recent queue
+// call — up to seven eighths of it.
+func (l *Listener) renewMargin() time.Duration {
+	vis := l.cfg.VisibilityTimeout
+	return min(max(vis/2, 10*time.Duration(l.callLat.Load())), vis-vis/8)
+}
+
+// noteLatency feeds one queue call's duration to the renewal margin: the estimate jumps to
+// a slower call at once and decays by 1/16 per call after it.
+func (l *Listener) noteLatency(d time.Duration) {
+	for {
+		cur := l.callLat.Load()
+		next := max(int64(d), cur-cur/16)
+		if next == cur || l.callLat.CompareAndSwap(cur, next) {
+			return
 		}
 	}
 }
@@ -208,13 +291,12 @@ func (l *Listener) settle(ctx context.Context, b *batch) {
 	sctx := context.WithoutCancel(ctx) // settling must finish even during shutdown
 	b.dels = b.dels[:0]
 	for i, m := range b.msgs {
-		if b.lost[i] {
-			l.leaseLost(m, nil)
-			continue
+		if b.st[i].Load() == stLost {
+			continue // logged and counted when the lease was found lost
 		}
-		err := b.errs[i]
-		switch {
-		case err == nil:
+		v := b.vs[i]
+		switch err := v.Err; {
+		case v.Outcome == OutcomeOK:
 			if l.cfg.AtMostOnce {
 				l.c.processed.Add(1)
 			} else {
@@ -226,13 +308,16 @@ func (l *Listener) settle(ctx context.Context, b *batch) {
 		case err == errOverDequeued:
 			l.deadLetter(sctx, m, fmt.Sprintf("dequeue count %d exceeds max_dequeue_count %d: earlier leases expired unsettled",
 				m.DequeueCount, l.cfg.MaxDequeueCount))
-		case l.hctx.Err() != nil && errors.Is(err, context.Canceled):
+		case v.Outcome == OutcomeFailed && l.hctx.Err() != nil && errors.Is(err, context.Canceled):
 			// Cut off by the end of the shutdown grace: not the message's fault.
 			l.putBack(sctx, m)
 		default:
-			l.fail(sctx, m, err)
+			l.fail(sctx, m, v)
 		}
 	}
+	// A message's lease-budget slot is freed once it is settled: a message waiting for its
+	// delete is still leased, and would be handled twice if the host died now.
+	l.budget.put(len(b.msgs) - len(b.dels))
 	if len(b.dels) > 0 {
 		// The deletes go out while the worker receives its next batch, so that the two calls
 		// share one round trip (on the local store: one group commit, one fsync) instead of
@@ -258,6 +343,7 @@ func (b *batch) awaitSettled() {
 // finishDeletes deletes the handled messages of b and accounts for the outcome.
 func (l *Listener) finishDeletes(ctx context.Context, b *batch) {
 	b.delErrs = l.deleteMany(ctx, b.dels, b.delErrs)
+	l.budget.put(len(b.dels))
 	var ok uint64
 	for i, err := range b.delErrs {
 		if err == nil {
@@ -265,7 +351,7 @@ func (l *Listener) finishDeletes(ctx context.Context, b *batch) {
 			continue
 		}
 		if errors.Is(err, ErrLeaseLost) {
-			l.leaseLost(b.dels[i], err)
+			l.leaseLost(b.dels[i], "the delete after a successful handler call was refused", err)
 		} else {
 			l.c.errorCalls.Add(1)
 			l.log.Error("delete processed message; it will be redelivered", "id", b.dels[i].ID, "err", err)
@@ -298,9 +384,10 @@ func (l *Listener) deleteOnReceive(b *batch) {
 			continue
 		}
 		if errors.Is(err, ErrLeaseLost) {
-			b.lost[i] = true
+			b.st[i].Store(stLost)
+			l.leaseLost(b.msgs[i], "the at-most-once delete on receive was refused", err)
 		} else {
-			b.errs[i] = errSkip
+			b.vs[i] = Failed(errSkip)
 			l.c.errorCalls.Add(1)
 			l.log.Error("at-most-once delete on receive; message not handled", "id", b.msgs[i].ID, "err", err)
 		}
@@ -310,9 +397,14 @@ func (l *Listener) deleteOnReceive(b *batch) {
 	}
 }
 
-func (l *Listener) leaseLost(m *Message, err error) {
+// leaseLost reports a message this listener no longer holds: why says which operation
+// found out. The message is not settled by this listener; the queue makes it visible again
+// when the lease runs out (or already has), and whoever receives it next, this host
+// included, handles it again with a higher dequeue count.
+func (l *Listener) leaseLost(m *Message, why string, err error) {
 	l.c.leasesLost.Add(1)
-	l.log.Warn("lease lost before the message was settled; it may be processed again elsewhere", "id", m.ID, "dequeue_count", m.DequeueCount, "err", err)
+	l.log.Warn("lease lost: message not settled by this listener; the queue redelivers it and it will be handled again",
+		"id", m.ID, "dequeue_count", m.DequeueCount, "why", why, "err", err)
 }
 
 // putBack returns a message that was never handled: released to the head of its queue, or
@@ -327,7 +419,7 @@ func (l *Listener) putBack(ctx context.Context, m *Message) {
 		return
 	}
 	l.c.updates.Add(1)
-	if err := l.q.UpdateVisibility(ctx, m, 0); err != nil {
+	if err := l.releaseLease(ctx, m); err != nil {
 		if errors.Is(err, ErrLeaseLost) {
 			return // it is visible again already
 		}
@@ -337,12 +429,12 @@ func (l *Listener) putBack(ctx context.Context, m *Message) {
 }
 
 // fail settles a failed message as the poison policy decides.
-func (l *Listener) fail(ctx context.Context, m *Message, err error) {
+func (l *Listener) fail(ctx context.Context, m *Message, v Verdict) {
 	l.c.failed.Add(1)
-	f := Failure{Message: m, Err: err, Reject: IsReject(err), MaxDequeueCount: l.cfg.MaxDequeueCount}
-	var re *RetryError
-	if errors.As(err, &re) {
-		f.RetryAfter = max(re.After, 0)
+	err := v.Error()
+	f := Failure{Message: m, Err: err, Reject: v.Outcome == OutcomeReject, MaxDequeueCount: l.cfg.MaxDequeueCount}
+	if v.Outcome == OutcomeRetry {
+		f.RetryAfter = max(v.After, 0)
 	}
 	d := l.cfg.Poison.Decide(ctx, f)
 	reason := d.Reason
@@ -363,9 +455,9 @@ func (l *Listener) fail(ctx context.Context, m *Message, err error) {
 	default: // ActionRetry, and any unknown answer: retrying never loses the message
 		delay := min(max(d.Delay, 0), maxRetryDelay)
 		l.c.updates.Add(1)
-		if err := l.q.UpdateVisibility(ctx, m, delay); err != nil {
+		if err := l.retryAfter(ctx, m, delay); err != nil {
 			if errors.Is(err, ErrLeaseLost) {
-				l.leaseLost(m, err)
+				l.leaseLost(m, "the retry's visibility update was refused", err)
 				return
 			}
 			l.c.errorCalls.Add(1)
@@ -410,6 +502,27 @@ func (l *Listener) deadLetter(ctx context.Context, m *Message, reason string) {
 	if l.cfg.HandlerVersion != nil {
 		attrs[AttrHandlerVersion] = l.cfg.HandlerVersion()
 	}
+	if mv, ok := l.q.(Mover); ok && !l.cfg.AtMostOnce {
+		err := mv.MoveTo(ctx, m, l.cfg.DeadLetter, m.Body, SendOptions{Attributes: attrs})
+		if !errors.Is(err, errors.ErrUnsupported) {
+			l.c.sends.Add(1) // one billed write: the send and the delete are one transaction
+		}
+		switch {
+		case err == nil:
+			l.c.poisoned.Add(1)
+			l.c.deadDirty.Store(true)
+			l.log.Warn("message dead-lettered", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "dequeue_count", m.DequeueCount, "reason", reason)
+			return
+		case errors.Is(err, ErrLeaseLost):
+			l.leaseLost(m, "the dead-letter move was refused (nothing was dead-lettered)", err)
+			return
+		case !errors.Is(err, errors.ErrUnsupported):
+			l.c.errorCalls.Add(1)
+			l.log.Error("dead-letter move failed; the message stays and comes back", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "err", err)
+			return
+		}
+		// Another store: send, then delete.
+	}
 	l.c.sends.Add(1)
 	if _, err := l.cfg.DeadLetter.Send(ctx, m.Body, SendOptions{Attributes: attrs}); err != nil {
 		l.c.errorCalls.Add(1)
@@ -417,6 +530,7 @@ func (l *Listener) deadLetter(ctx context.Context, m *Message, reason string) {
 		return
 	}
 	l.c.poisoned.Add(1)
+	l.c.deadDirty.Store(true)
 	l.log.Warn("message dead-lettered", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "dequeue_count", m.DequeueCount, "reason", reason)
 	if !l.cfg.AtMostOnce {
 		l.deleteOne(ctx, m)
@@ -427,7 +541,7 @@ func (l *Listener) deleteOne(ctx context.Context, m *Message) {
 	l.c.deletes.Add(1)
 	if err := l.q.Delete(ctx, m); err != nil {
 		if errors.Is(err, ErrLeaseLost) {
-			l.leaseLost(m, err)
+			l.leaseLost(m, "the delete of a dead-lettered or dropped message was refused", err)
 			return
 		}
 		l.c.errorCalls.Add(1)

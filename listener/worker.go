@@ -23,8 +23,24 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			l.exit()
 			return
 		}
-		msgs, err := l.q.Receive(ctx, l.cfg.BatchSize, l.cfg.VisibilityTimeout)
+		// Lease only what can start: wait for room in the lease budget, ask for no more.
+		want := l.budget.take(ctx, l.cfg.BatchSize)
+		if want == 0 {
+			b.awaitSettled()
+			l.exit()
+			return
+		}
+		sent := l.clk.Now()
+		l.lastReceive.Store(sent.UnixNano())
+		msgs, err := l.q.Receive(ctx, want, l.cfg.VisibilityTimeout)
 		l.c.receives.Add(1)
+		l.budget.put(want - len(msgs))
+		if err == nil {
+			l.noteLatency(l.clk.Now().Sub(sent))
+			if n := l.c.leasedIdle.Add(int64(len(msgs))); n > l.c.peakLeasedIdle.Load() {
+				l.c.peakLeasedIdle.Store(n) // racy maximum: a display figure
+			}
+		}
 		b.awaitSettled() // the last batch's deletes ran alongside this receive
 		if err != nil {
 			if ctx.Err() != nil {
@@ -48,6 +64,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		}
 		if len(msgs) == 0 {
 			l.c.emptyReceives.Add(1)
+			l.refreshIdleDepths(ctx, idle == 0)
 			if woken {
 				l.spurious.Add(1) // a wake-up that found nothing
 			}
@@ -69,11 +86,11 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		case rescale:
 			idle, rescale = 0, false
 			l.scaleUp(ctx, 0)
-		case len(msgs) == l.cfg.BatchSize && l.depthStale(now):
+		case len(msgs) == want && l.depthStale(now):
 			// A full batch: the backlog may have grown since the scaler was last asked.
 			l.scaleUp(ctx, 0)
 		}
-		l.process(ctx, b, msgs)
+		l.process(ctx, b, msgs, sent)
 		if !l.clk.Now().Before(sliceEnd) && ctx.Err() == nil {
 			// Hand the slot back even under a backlog: the supervisor re-acquires slots
 			// through the scaler, so the worker count follows the load and other bindings
@@ -121,6 +138,9 @@ func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
 			_, ok := l.yieldLocked(ctx)
 			return 0, false, ok
 		}
+		// Claim the waiter's role before asking: workers that find the queue empty while
+		// the policy answers yield to this one instead of asking too.
+		l.waiting = true
 		active := l.active
 		l.mu.Unlock()
 		delay, stop := l.cfg.Backoff.Next(ctx, IdleState{Idle: idle, ActiveWorkers: active, PushEnabled: l.cfg.Push})
@@ -128,17 +148,16 @@ func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
 
 		l.mu.Lock()
 		if stop && l.canStopLocked() {
+			l.waiting = false
 			l.exitLocked()
 			l.mu.Unlock()
 			return idle, false, false
 		}
-		if l.waiting { // another worker became the waiter while the policy answered
-			_, ok := l.yieldLocked(ctx)
-			return 0, false, ok
-		}
-		l.waiting = true
 		l.mu.Unlock()
 
+		if fb, ok := l.fallbackIn(); ok {
+			delay = min(delay, fb) // the safety-net receive is due first
+		}
 		woke, _ := l.idleWait(ctx, delay)
 
 		l.mu.Lock()
@@ -150,6 +169,9 @@ func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
 		}
 		if woke || !l.cfg.Push {
 			return idle, woke, true
+		}
+		if fb, ok := l.fallbackIn(); ok && fb <= 0 {
+			return idle, false, true // the safety-net receive
 		}
 	}
 }
@@ -199,4 +221,14 @@ func (l *Listener) onError(ctx context.Context, delay time.Duration) bool {
 		l.exit()
 	}
 	return ok
+}
+
+// fallbackIn is, with Push and a fallback poll, how long until the safety-net receive is due
+// (PushFallbackPoll after the last receive); ok is false without one.
+func (l *Listener) fallbackIn() (time.Duration, bool) {
+	fb := l.cfg.PushFallbackPoll
+	if !l.cfg.Push || fb <= 0 {
+		return 0, false
+	}
+	return time.Duration(l.lastReceive.Load() + int64(fb) - l.clk.Now().UnixNano()), true
 }

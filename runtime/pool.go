@@ -269,7 +269,9 @@ func (inst *instance) close(ctx context.Context) {
 }
 
 // Call hands in to the module and returns its verdict. An error means the call failed (trap,
-// time limit, memory limit, bad pointer, unknown status); the instance is then replaced.
+// time limit, memory limit, bad pointer, unknown status, or ctx ended: the error then wraps
+// ctx's cause); the instance is then replaced. Ending ctx interrupts a running guest when
+// the pool has a time limit (PoolConfig.Timeout > 0, which the host always sets).
 func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
 	if p.m.c.abi == ABIWasiStdio {
 		return p.callStdio(ctx, in)
@@ -291,7 +293,17 @@ func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
 	if p.trace != nil {
 		p.trace(inst, true)
 	}
+	// The caller's context bounds the call too (a shutdown grace, a caller's deadline):
+	// ending it interrupts the guest like the time limit does, and the instance, whose
+	// context is then spent, is replaced.
+	stop := context.AfterFunc(ctx, inst.cancel)
 	out, discard, err := p.run(inst, in)
+	if !stop() {
+		discard = true
+		if err != nil || ctx.Err() != nil {
+			out, err = nil, fmt.Errorf("runtime: message %s: call abandoned: %w", in.ID, context.Cause(ctx))
+		}
+	}
 	if p.trace != nil {
 		p.trace(inst, false)
 	}

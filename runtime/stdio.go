@@ -84,6 +84,7 @@ func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
 		return nil, fmt.Errorf("runtime: message %s: %w", in.ID, ErrPoolClosed)
 	}
 	p.calls.Add(1)
+	parent := ctx
 	if p.cfg.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.Timeout)
@@ -114,6 +115,8 @@ func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
 		}
 		code = exit.ExitCode()
 		switch {
+		case parent.Err() != nil:
+			return nil, fmt.Errorf("runtime: message %s: call abandoned: %w", in.ID, context.Cause(parent))
 		case code == sys.ExitCodeDeadlineExceeded || code == sys.ExitCodeContextCanceled && ctx.Err() != nil:
 			p.timeouts.Add(1)
 			return nil, fmt.Errorf("runtime: message %s: %w (%s): %w", in.ID, ErrTimeout, p.cfg.Timeout, err)

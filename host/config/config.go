@@ -67,6 +67,7 @@ const (
 	DefaultPluginTimeout     = 50 * time.Millisecond
 	DefaultMemory            = ByteSize(128 << 20)
 	DefaultTimeout           = 30 * time.Second
+	DefaultPushFallbackPoll  = 5 * time.Minute
 	DefaultInstances         = 64
 	DefaultMaxMessageBytes   = ByteSize(1 << 20)
 	DefaultMaxOutputBytes    = ByteSize(1 << 20)
@@ -230,6 +231,10 @@ type Binding struct {
 	MaxWorkers        int           `koanf:"max_workers"`
 	// Push lets the last worker stop when idle: wake-ups (admin notify, local enqueue) start it.
 	Push bool `koanf:"push"`
+	// PushFallbackPoll is, with push, the longest an idle binding goes without a receive, so
+	// a producer that never notifies cannot strand a message: default 5m (12 receives an
+	// hour per binding); 0 turns the safety net off.
+	PushFallbackPoll time.Duration `koanf:"push_fallback_poll"`
 	// AtMostOnce deletes messages on receive instead of after success.
 	AtMostOnce bool `koanf:"at_most_once"`
 	// Ordered runs the binding in ordered execution groups: messages carry an integer order
@@ -325,6 +330,7 @@ func defaultBinding() Binding {
 		MaxDequeueCount:   DefaultMaxDequeueCount,
 		MinWorkers:        DefaultMinWorkers,
 		MaxWorkers:        DefaultMaxWorkers,
+		PushFallbackPoll:  DefaultPushFallbackPoll,
 		Backoff:           Backoff{Policy: BackoffRandomExponential, Min: DefaultBackoffMin, Max: DefaultBackoffMax},
 		Scaler:            Scaler{Policy: ScalerTarget},
 		Poison:            Poison{Policy: PoisonRetryThenDeadLetter, BaseDelay: DefaultPoisonBaseDelay, MaxDelay: DefaultPoisonMaxDelay},

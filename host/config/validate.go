@@ -299,6 +299,10 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 		fail(bp+".min_workers", "0 needs push: true (otherwise nothing would ever receive)")
 	}
 
+	if b.PushFallbackPoll < 0 || b.PushFallbackPoll > 24*time.Hour {
+		fail(bp+".push_fallback_poll", "%s is outside 0..24h (0 turns the safety-net poll off)", b.PushFallbackPoll)
+	}
+
 	c.validatePlugin(fail, bp+".backoff", b.Backoff.PluginRef)
 	if !slices.Contains(builtin.BackoffNames(), b.Backoff.Policy) {
 		fail(bp+".backoff.policy", "unknown policy %q (known: %s)", b.Backoff.Policy, strings.Join(builtin.BackoffNames(), ", "))

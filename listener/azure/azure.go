@@ -529,12 +529,20 @@ func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions
 // its properties.
 func (q *Queue) Depth(ctx context.Context) (int64, error) {
 	var resp azqueue.GetQueuePropertiesResponse
+	missing := false
 	err := q.call(ctx, opProperties, "get properties of", "", func(ctx context.Context) (err error) {
 		resp, err = q.client.GetProperties(ctx, nil)
+		if queueerror.HasCode(err, queueerror.QueueNotFound) {
+			missing = true // a read never creates a queue: a missing one holds nothing
+			return nil
+		}
 		return err
 	})
 	if err != nil {
 		return 0, err
+	}
+	if missing {
+		return 0, nil
 	}
 	if resp.ApproximateMessagesCount == nil {
 		return 0, errors.New("azure: get properties of " + q.name + ": no approximate message count in the answer")

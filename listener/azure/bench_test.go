@@ -55,9 +55,24 @@ func BenchmarkAzure(b *testing.B) {
 			}
 		})
 	})
-	b.Run("listener", func(b *testing.B) {
-		rate := benchDrain(b, "listener", func(b *testing.B, be *azure.Backend, q *azure.Queue) {
-			l, stop := run(b, be, q, benchHandler, nil)
+	// listener: the library's defaults (handler slots = workers × batch); binding: a wqhost
+	// binding's defaults (pool max_instances 4: 4 handler slots, 4 prefetched).
+	for _, v := range []struct {
+		name string
+		mod  func(*listener.Config)
+	}{
+		{"listener", nil},
+		{"binding", func(c *listener.Config) { c.Concurrency, c.HandlerSlots = 4, 4 }},
+	} {
+		benchListener(b, v.name, v.mod, naiveRate)
+	}
+}
+
+func benchListener(b *testing.B, name string, mod func(*listener.Config), naiveRate float64) {
+	b.Run(name, func(b *testing.B) {
+		var peakIdle int
+		rate := benchDrain(b, name, func(b *testing.B, be *azure.Backend, q *azure.Queue) {
+			l, stop := run(b, be, q, benchHandler, mod)
 			deadline := time.Now().Add(2 * time.Minute)
 			for st := l.State(); st.Processed < benchN; st = l.State() {
 				if time.Now().After(deadline) {
@@ -73,8 +88,10 @@ func BenchmarkAzure(b *testing.B) {
 			if st.Processed != benchN || st.Failed != 0 || st.LeasesLost != 0 {
 				b.Fatalf("processed %d, failed %d, leases lost %d; want %d, 0, 0", st.Processed, st.Failed, st.LeasesLost, benchN)
 			}
-			b.Logf("peak workers %d, receives %d (%d empty), depth queries %d", st.PeakWorkers, st.Receives, st.EmptyReceives, st.DepthQueries)
+			peakIdle = max(peakIdle, st.PeakLeasedIdle)
+			b.Logf("peak workers %d, receives %d (%d empty), depth queries %d, peak leased idle %d", st.PeakWorkers, st.Receives, st.EmptyReceives, st.DepthQueries, st.PeakLeasedIdle)
 		})
+		b.ReportMetric(float64(peakIdle), "peak-leased-idle")
 		if naiveRate > 0 {
 			b.ReportMetric(rate/naiveRate, "x-naive")
 		}

@@ -668,6 +668,46 @@ func (q *Queue) UpdateVisibility(ctx context.Context, m *listener.Message, d tim
 	return nil
 }
 
+// MoveTo implements listener.Mover: it inserts body into dl and deletes the leased m in one
+// transaction, so a message is dead-lettered exactly once per lease (never twice by a
+// redelivered copy, never lost). It fails with ErrLeaseLost, inserting nothing, when m's
+// lease is no longer held, and with errors.ErrUnsupported when dl is not a queue of this
+// store.
+func (q *Queue) MoveTo(ctx context.Context, m *listener.Message, dl listener.Queue, body []byte, opts listener.SendOptions) error {
+	dq, ok := dl.(*Queue)
+	if !ok || dq.b != q.b {
+		return errors.ErrUnsupported
+	}
+	var attrs any
+	if len(opts.Attributes) > 0 {
+		j, err := json.Marshal(opts.Attributes)
+		if err != nil {
+			return q.errf("encode attributes for", err)
+		}
+		attrs = string(j)
+	}
+	if body == nil {
+		body = []byte{}
+	}
+	var lost bool
+	o := &op{wakes: dq, apply: func(now int64) (err error) {
+		if lost, err = q.deleteOne(m, now); err != nil || lost {
+			return err
+		}
+		if _, err := q.b.stmts.insert.Exec(dq.name, body, attrs, now, now, int64(0)); err != nil {
+			return fmt.Errorf("insert into %s: %w", dq.name, err)
+		}
+		return nil
+	}}
+	if err := q.b.do(ctx, o); err != nil {
+		return q.errf("move to "+dq.name+" from", err)
+	}
+	if lost {
+		return q.lost(m)
+	}
+	return nil
+}
+
 // Send enqueues a message and returns its id once committed.
 func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions) (string, error) {
 	var attrs any

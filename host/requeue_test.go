@@ -1,0 +1,45 @@
+package host
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/wqhost/wqhost/listener"
+)
+
+// Repeats of one original id in a poison queue (on Azure a message can be dead-lettered by
+// a listener whose lease ran out before its delete, and again by the one that got the
+// redelivery) are requeued once; the repeats are only deleted.
+func TestRequeueTreatsRepeatsOfOneOriginalAsOne(t *testing.T) {
+	echo := abs(t, "../examples/handlers/echo-rust/echo-rust.wasm")
+	_, cfg := newHost(t, "  acme:\n    bindings:\n      echo: {queue: in, module: \""+echo+"\"}\n")
+	ctx := context.Background()
+	dead, closer, err := OpenQueue(ctx, cfg, "acme", "in"+listener.PoisonSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	for _, orig := range []string{"7", "7", "8"} {
+		attrs := map[string]string{listener.AttrOriginalID: orig, listener.AttrReason: "rejected"}
+		if _, err := dead.Send(ctx, []byte("m"+orig), listener.SendOptions{Attributes: attrs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := RequeueDeadLetters(ctx, cfg, "acme", "in", 0)
+	if err != nil || n != 3 {
+		t.Fatalf("requeue = %d, %v; want 3 dead letters taken", n, err)
+	}
+	q, qcloser, err := OpenQueue(ctx, cfg, "acme", "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qcloser.Close()
+	ms, err := q.Receive(ctx, 32, time.Minute)
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("requeued %d messages, %v; want 2 (original 7 once, 8 once)", len(ms), err)
+	}
+	if d, _ := dead.Depth(ctx); d != 0 {
+		t.Errorf("%d dead letters left, want 0", d)
+	}
+}

@@ -1,0 +1,106 @@
+package listener
+
+import (
+	"context"
+	"time"
+)
+
+// Lease budget. A listener holds at most HandlerSlots+Prefetch leased messages that are not
+// yet settled (unstarted, running, or waiting for their delete or dead letter), across all
+// its workers: a message is leased only when it can
+// start promptly. Messages received beyond what the handlers can run would sit leased and
+// unstarted while their leases run down (and, at a crash, all of them come back as
+// duplicates or delays), so receives are sized to the free budget, the way Azure Functions
+// fetches a new batch only when in-flight work drops below a threshold.
+//
+// A worker waits until at least min(BatchSize, Prefetch) slots are free before it receives,
+// so that receives stay batched (one call for many messages) while the handler slots are
+// kept busy by the prefetched messages.
+type leaseBudget struct {
+	slots  chan struct{} // one token per leased message not yet finished; capacity = budget
+	gather chan struct{} // a lock held while gathering, so partial holdings cannot deadlock; a channel so a waiting worker can give up when ctx ends
+	min    int           // tokens a worker waits for before it receives
+}
+
+func newLeaseBudget(size, minTake int) *leaseBudget {
+	return &leaseBudget{slots: make(chan struct{}, size), gather: make(chan struct{}, 1), min: max(min(minTake, size), 1)}
+}
+
+// take blocks until at least the budget's minimum (capped at want) of lease slots is free,
+// takes up to want, and returns how many it took; 0 when ctx ended first.
+func (lb *leaseBudget) take(ctx context.Context, want int) int {
+	select {
+	case lb.gather <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	defer func() { <-lb.gather }()
+	n, need := 0, min(lb.min, want)
+	for n < need {
+		select {
+		case lb.slots <- struct{}{}:
+			n++
+		case <-ctx.Done():
+			lb.put(n)
+			return 0
+		}
+	}
+	for n < want {
+		select {
+		case lb.slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+// put returns n slots.
+func (lb *leaseBudget) put(n int) {
+	for range n {
+		<-lb.slots
+	}
+}
+
+// held returns the number of slots taken.
+func (lb *leaseBudget) held() int { return len(lb.slots) }
+
+// Renewer is implemented by queues whose lease renewal must be told apart from a retry or
+// a release (the ordered wrapper keeps a renewed message counted as leased). Without it the
+// listener renews with UpdateVisibility(m, VisibilityTimeout).
+type Renewer interface {
+	// Renew extends m's lease by d and stores the new lease token in m. It fails with
+	// ErrLeaseLost if the lease already expired.
+	Renew(ctx context.Context, m *Message, d time.Duration) error
+}
+
+// renewLease extends m's lease by the visibility timeout.
+func (l *Listener) renewLease(ctx context.Context, m *Message) error {
+	if l.renewer != nil {
+		return l.renewer.Renew(ctx, m, l.cfg.VisibilityTimeout)
+	}
+	return l.q.UpdateVisibility(ctx, m, l.cfg.VisibilityTimeout)
+}
+
+// releaseLease gives m back to the queue at once (it was never handled).
+func (l *Listener) releaseLease(ctx context.Context, m *Message) error {
+	return l.q.UpdateVisibility(ctx, m, 0)
+}
+
+// retryAfter gives m back to the queue to be received again after d.
+func (l *Listener) retryAfter(ctx context.Context, m *Message, d time.Duration) error {
+	return l.q.UpdateVisibility(ctx, m, d)
+}
+
+// Mover is implemented by queues that can move a leased message to another queue of the same
+// store in one transaction (the local backend): the listener dead-letters with it, so a
+// message is dead-lettered once per lease — never twice by a redelivered copy whose first
+// dead letter landed after the lease ran out.
+type Mover interface {
+	// MoveTo sends body with opts to dst and deletes the leased m atomically. It fails with
+	// ErrLeaseLost, sending nothing, when m's lease is no longer held, and with
+	// errors.ErrUnsupported when dst is not of the same store (the listener then sends and
+	// deletes in two calls).
+	MoveTo(ctx context.Context, m *Message, dst Queue, body []byte, opts SendOptions) error
+}

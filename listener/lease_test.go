@@ -1,0 +1,315 @@
+package listener_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/wqhost/wqhost/listener"
+)
+
+// loseRenewals fails every lease renewal with ErrLeaseLost, as a store does whose lease
+// expired before the renewal landed (Azure's 404 or 400 PopReceiptMismatch).
+type loseRenewals struct {
+	listener.Queue
+	mu      sync.Mutex
+	renews  int
+	deletes []string
+}
+
+func (q *loseRenewals) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+	if d > 0 {
+		q.mu.Lock()
+		q.renews++
+		q.mu.Unlock()
+		return listener.ErrLeaseLost
+	}
+	return q.Queue.UpdateVisibility(ctx, m, d)
+}
+
+func (q *loseRenewals) Delete(ctx context.Context, m *listener.Message) error {
+	q.mu.Lock()
+	q.deletes = append(q.deletes, m.ID)
+	q.mu.Unlock()
+	return q.Queue.Delete(ctx, m)
+}
+
+// A renewal that reports the lease lost while a batch runs (here: a batch of 2 at
+// concurrency 1, the first handler outliving half the lease) marks both messages lost from
+// the renewing goroutine while the handler goroutine is about to pick up the second one.
+// Under -race this was a data race on the batch's lost flags; now each message's state is one
+// atomic word. A lost message is neither started nor settled: the running one is not
+// deleted, the unstarted one is never handed to the handler.
+func TestLeaseLostDuringBatchIsNotSettled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		q := &loseRenewals{Queue: e.q}
+		cfg := baseConfig(q, e.dl)
+		cfg.BatchSize, cfg.Concurrency, cfg.MaxWorkers = 2, 1, 1
+		cfg.Scaler = fixedScaler(1)
+		cfg.VisibilityTimeout = 30 * time.Second
+		var mu sync.Mutex
+		var handled []string
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			mu.Lock()
+			handled = append(handled, m.ID)
+			mu.Unlock()
+			time.Sleep(25 * time.Second) // past the renewal, within the lease
+			return nil
+		})
+		ids := e.send(t, 2)
+		l := start(t, cfg)
+		waitFor(t, time.Second, 10*time.Minute, "both leases reported lost", func() bool {
+			return l.State().LeasesLost >= 2
+		})
+		if err := l.stop(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(handled) != 1 || handled[0] != ids[0] {
+			t.Errorf("handled %v, want only %s: %s's lease was lost before it could start", handled, ids[0], ids[1])
+		}
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		for _, id := range q.deletes {
+			if id == ids[0] || id == ids[1] {
+				t.Errorf("message %s deleted although its lease was lost", id)
+			}
+		}
+	})
+}
+
+// With many workers and large batches but few handler slots (a binding with 16 workers,
+// batches of 32 and a pool of 4 instances), the listener never holds more than
+// HandlerSlots+Prefetch messages leased and unfinished, and never more than that minus the
+// running ones leased idle, while every message is still processed exactly once.
+func TestLeaseOnlyWhatCanStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		cfg := baseConfig(e.q, e.dl)
+		cfg.MaxWorkers, cfg.BatchSize, cfg.Concurrency = 16, 32, 4
+		cfg.HandlerSlots, cfg.Prefetch = 4, 4
+		cfg.Scaler = fixedScaler(16)
+		running := make(chan struct{}, 4) // the pool: 4 calls at once
+		var mu sync.Mutex
+		seen := map[string]int{}
+		maxLeased := 0
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			running <- struct{}{}
+			defer func() { <-running }()
+			mu.Lock()
+			seen[m.ID]++
+			mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+			return nil
+		})
+		const n = 500
+		e.send(t, n)
+		l := start(t, cfg)
+		waitFor(t, 10*time.Millisecond, time.Hour, "all processed", func() bool {
+			s := l.State()
+			maxLeased = max(maxLeased, s.Leased)
+			return s.Processed == n
+		})
+		s := l.State()
+		if maxLeased > 8 || s.PeakLeasedIdle > 8 {
+			t.Errorf("leased %d at most, %d leased idle at peak; want <= HandlerSlots+Prefetch = 8", maxLeased, s.PeakLeasedIdle)
+		}
+		t.Logf("leased at most %d, leased idle at peak %d (bound 8), %d receives for %d messages", maxLeased, s.PeakLeasedIdle, s.Receives, n)
+		mu.Lock()
+		defer mu.Unlock()
+		for id, k := range seen {
+			if k != 1 {
+				t.Errorf("message %s handled %d times", id, k)
+			}
+		}
+		if len(seen) != n {
+			t.Errorf("%d messages handled, want %d", len(seen), n)
+		}
+	})
+}
+
+// verdictHandler returns verdict values; Handle must not be called when HandleMessage exists.
+type verdictHandler func(*listener.Message) listener.Verdict
+
+func (f verdictHandler) Handle(context.Context, *listener.Message) error {
+	panic("the listener called Handle on a VerdictHandler")
+}
+
+func (f verdictHandler) HandleMessage(_ context.Context, m *listener.Message) listener.Verdict {
+	return f(m)
+}
+
+// A handler's verdict values reach the poison policy as they are, no error decoding: a
+// retry keeps its delay, even one equal to the visibility timeout (which the ordered queue
+// once mistook for a renewal), a reject is a reject, a failure carries its error, and OK
+// deletes the message.
+func TestVerdictsSettledAsValues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		cfg := baseConfig(e.q, e.dl)
+		var mu sync.Mutex
+		var seen []listener.Failure
+		cfg.Poison = policyFunc(func(f listener.Failure) listener.Decision {
+			mu.Lock()
+			seen = append(seen, f)
+			mu.Unlock()
+			return listener.Decision{Action: listener.ActionDrop}
+		})
+		verdicts := map[byte]listener.Verdict{
+			0: listener.RetryAfter(listener.DefaultVisibilityTimeout, nil),
+			1: listener.Rejected(nil),
+			2: listener.Failed(context.DeadlineExceeded),
+			3: listener.OK(),
+		}
+		cfg.Handler = verdictHandler(func(m *listener.Message) listener.Verdict { return verdicts[m.Body[0]] })
+		e.send(t, 4)
+		l := start(t, cfg)
+		waitFor(t, time.Second, time.Hour, "all settled", func() bool {
+			s := l.State()
+			return s.Processed == 1 && s.Failed == 3
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range seen {
+			switch f.Message.Body[0] {
+			case 0:
+				if f.RetryAfter != listener.DefaultVisibilityTimeout || f.Reject {
+					t.Errorf("retry verdict reached the policy as retry-after %s reject %v", f.RetryAfter, f.Reject)
+				}
+			case 1:
+				if !f.Reject || f.Err == nil {
+					t.Errorf("reject verdict reached the policy as reject %v err %v", f.Reject, f.Err)
+				}
+			case 2:
+				if f.Reject || f.RetryAfter != 0 || f.Err != context.DeadlineExceeded {
+					t.Errorf("failed verdict reached the policy as reject %v retry-after %s err %v", f.Reject, f.RetryAfter, f.Err)
+				}
+			default:
+				t.Errorf("OK verdict of message %s reached the poison policy", f.Message.ID)
+			}
+		}
+	})
+}
+
+// slowRenewals makes every lease renewal take delay (a slow or distant store), failing it
+// with ErrLeaseLost when the lease ran out before the renewal landed, as Azure does.
+type slowRenewals struct {
+	listener.Queue
+	delay time.Duration
+}
+
+func (q *slowRenewals) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+	if d > 0 {
+		time.Sleep(q.delay)
+		if time.Now().After(m.VisibleAt) {
+			return listener.ErrLeaseLost
+		}
+	}
+	return q.Queue.UpdateVisibility(ctx, m, d)
+}
+
+// A batch of 32 slow messages on a store whose renewals take 3s each: one after another,
+// the last renewal would land 96s after the first, long after the 30s leases ran out (the
+// issue's 404/PopReceiptMismatch on a slow emulator). Renewed concurrently, with a margin
+// grown from the measured latency, no lease is lost and no message is handled twice.
+func TestRenewalKeepsUpWithSlowStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		q := &slowRenewals{Queue: e.q, delay: 3 * time.Second}
+		cfg := baseConfig(q, e.dl)
+		cfg.BatchSize, cfg.Concurrency, cfg.MaxWorkers = 32, 32, 1
+		cfg.Scaler = fixedScaler(1)
+		var mu sync.Mutex
+		handled := map[string]int{}
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			mu.Lock()
+			handled[m.ID]++
+			mu.Unlock()
+			time.Sleep(3 * time.Minute) // six visibility timeouts
+			return nil
+		})
+		e.send(t, 32)
+		l := start(t, cfg)
+		waitFor(t, time.Millisecond, time.Minute, "the batch running", func() bool { return l.State().InFlight == 32 })
+		// A second listener polls the same queue: it would take any lease that ran out.
+		other := start(t, baseConfig(e.q, e.dl))
+		waitFor(t, time.Second, time.Hour, "all processed", func() bool {
+			return l.State().Processed+other.State().Processed >= 32
+		})
+		if s := l.State(); s.LeasesLost != 0 || other.State().Processed != 0 {
+			t.Errorf("%d leases lost, %d messages taken by the other listener; want 0 and 0", s.LeasesLost, other.State().Processed)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for id, n := range handled {
+			if n != 1 {
+				t.Errorf("message %s handled %d times", id, n)
+			}
+		}
+	})
+}
+
+// failFirstRenewals fails the first renewal of every message with a store error (a 503),
+// not a lost lease.
+type failFirstRenewals struct {
+	listener.Queue
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (q *failFirstRenewals) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+	if d > 0 {
+		q.mu.Lock()
+		first := !q.seen[m.ID]
+		q.seen[m.ID] = true
+		q.mu.Unlock()
+		if first {
+			return errUnavailable
+		}
+	}
+	return q.Queue.UpdateVisibility(ctx, m, d)
+}
+
+// A renewal that fails with a store error did not extend the lease: the listener tries
+// again a second later, within the old lease, instead of waiting as if it had been renewed
+// (which let the lease lapse and another listener take the message).
+func TestFailedRenewalRetriedWithinLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		q := &failFirstRenewals{Queue: e.q, seen: map[string]bool{}}
+		cfg := baseConfig(q, e.dl)
+		cfg.BatchSize, cfg.MaxWorkers = 4, 1
+		cfg.Scaler = fixedScaler(1)
+		var mu sync.Mutex
+		handled := map[string]int{}
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			mu.Lock()
+			handled[m.ID]++
+			mu.Unlock()
+			time.Sleep(2 * time.Minute)
+			return nil
+		})
+		e.send(t, 4)
+		l := start(t, cfg)
+		waitFor(t, time.Millisecond, time.Minute, "the batch running", func() bool { return l.State().InFlight == 4 })
+		other := start(t, baseConfig(e.q, e.dl))
+		waitFor(t, time.Second, time.Hour, "all processed", func() bool {
+			return l.State().Processed+other.State().Processed >= 4
+		})
+		if s := l.State(); s.LeasesLost != 0 || other.State().Processed != 0 || s.Errors == 0 {
+			t.Errorf("leases lost %d, taken by the other listener %d, renewal errors %d; want 0, 0, > 0",
+				s.LeasesLost, other.State().Processed, s.Errors)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for id, n := range handled {
+			if n != 1 {
+				t.Errorf("message %s handled %d times", id, n)
+			}
+		}
+	})
+}
