@@ -67,9 +67,28 @@ tenants:
 		{"nul-only", make([]byte, 100)},
 	}
 	poisoned := []hostileMsg{{"2MiB", bytes.Repeat([]byte{'x'}, 2<<20)}} // over max_message_bytes (1 MiB)
-	for name, r := range sendFiles(t, cfgFile, nil, append(processed, poisoned...)) {
+	for name, r := range sendFiles(t, cfgFile, nil, processed) {
 		if r.code != 0 {
 			t.Fatalf("send %s: %s", name, r)
+		}
+	}
+	// wqhost send refuses the oversized body itself, naming the limit ...
+	for name, r := range sendFiles(t, cfgFile, nil, poisoned) {
+		if r.code != 2 || !strings.Contains(r.stderr, "max_message_bytes") {
+			t.Fatalf("send %s with the host's config: %s; want exit 2 naming max_message_bytes", name, r)
+		}
+	}
+	// ... so it is put by a producer whose config allows more, as any other producer could.
+	producer := writeConfig(t, t.TempDir(), fmt.Sprintf(`data_dir: %s
+tenants:
+  default:
+    limits: {max_message_bytes: 4MiB}
+    bindings:
+      echo: {queue: jobs, module: builtin:echo-go}
+`, filepath.Join(dir, "data")))
+	for name, r := range sendFiles(t, producer, nil, poisoned) {
+		if r.code != 0 {
+			t.Fatalf("send %s by a producer allowing 4MiB: %s", name, r)
 		}
 	}
 	p := startReady(t, cfgFile, nil)

@@ -315,4 +315,3 @@ func (c *cli) printCallLogs(logs *callLog, asJSON bool) {
 		fmt.Fprintf(c.stdout, "  %s %s: %s\n", r.Level, r.Source, termSafe(r.Message))
 	}
 }
-

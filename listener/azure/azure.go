@@ -213,7 +213,7 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 	}
 	b.mu.Unlock()
 	if !ok && !b.create {
-		if _, err := q.Depth(ctx); err != nil {
+		if _, err := q.depth(ctx, false); err != nil {
 			b.mu.Lock()
 			delete(b.queues, name)
 			b.mu.Unlock()
@@ -528,11 +528,18 @@ func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions
 // Depth returns the queue's approximate message count (leased and delayed included) from
 // its properties.
 func (q *Queue) Depth(ctx context.Context) (int64, error) {
+	return q.depth(ctx, true)
+}
+
+// depth reads the approximate message count. With missingOK a missing queue holds nothing
+// (a read for display never creates one); without, it is the error Backend.Queue reports
+// when Options.CreateQueues is off.
+func (q *Queue) depth(ctx context.Context, missingOK bool) (int64, error) {
 	var resp azqueue.GetQueuePropertiesResponse
 	missing := false
 	err := q.call(ctx, opProperties, "get properties of", "", func(ctx context.Context) (err error) {
 		resp, err = q.client.GetProperties(ctx, nil)
-		if queueerror.HasCode(err, queueerror.QueueNotFound) {
+		if missingOK && queueerror.HasCode(err, queueerror.QueueNotFound) {
 			missing = true // a read never creates a queue: a missing one holds nothing
 			return nil
 		}

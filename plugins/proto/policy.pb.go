@@ -294,29 +294,35 @@ func (x *NextResponse) GetStop() bool {
 }
 
 type State struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Queue           string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	Depth           int64                  `protobuf:"varint,2,opt,name=depth,proto3" json:"depth,omitempty"`
-	ActiveWorkers   int64                  `protobuf:"varint,3,opt,name=active_workers,json=activeWorkers,proto3" json:"active_workers,omitempty"`
-	PeakWorkers     int64                  `protobuf:"varint,4,opt,name=peak_workers,json=peakWorkers,proto3" json:"peak_workers,omitempty"`
-	MinWorkers      int64                  `protobuf:"varint,5,opt,name=min_workers,json=minWorkers,proto3" json:"min_workers,omitempty"`
-	MaxWorkers      int64                  `protobuf:"varint,6,opt,name=max_workers,json=maxWorkers,proto3" json:"max_workers,omitempty"`
-	InFlight        int64                  `protobuf:"varint,7,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
-	PushEnabled     bool                   `protobuf:"varint,8,opt,name=push_enabled,json=pushEnabled,proto3" json:"push_enabled,omitempty"`
-	Processed       uint64                 `protobuf:"varint,9,opt,name=processed,proto3" json:"processed,omitempty"`
-	Failed          uint64                 `protobuf:"varint,10,opt,name=failed,proto3" json:"failed,omitempty"`
-	Retried         uint64                 `protobuf:"varint,11,opt,name=retried,proto3" json:"retried,omitempty"`
-	Poisoned        uint64                 `protobuf:"varint,12,opt,name=poisoned,proto3" json:"poisoned,omitempty"`
-	Receives        uint64                 `protobuf:"varint,13,opt,name=receives,proto3" json:"receives,omitempty"`
-	EmptyReceives   uint64                 `protobuf:"varint,14,opt,name=empty_receives,json=emptyReceives,proto3" json:"empty_receives,omitempty"`
-	Deletes         uint64                 `protobuf:"varint,15,opt,name=deletes,proto3" json:"deletes,omitempty"`
-	Updates         uint64                 `protobuf:"varint,16,opt,name=updates,proto3" json:"updates,omitempty"`
-	Sends           uint64                 `protobuf:"varint,17,opt,name=sends,proto3" json:"sends,omitempty"`
-	Errors          uint64                 `protobuf:"varint,18,opt,name=errors,proto3" json:"errors,omitempty"`
-	DepthQueries    uint64                 `protobuf:"varint,21,opt,name=depth_queries,json=depthQueries,proto3" json:"depth_queries,omitempty"`
-	LeasesLost      uint64                 `protobuf:"varint,22,opt,name=leases_lost,json=leasesLost,proto3" json:"leases_lost,omitempty"`
-	LatencyP50Nanos int64                  `protobuf:"varint,19,opt,name=latency_p50_nanos,json=latencyP50Nanos,proto3" json:"latency_p50_nanos,omitempty"`
-	LatencyP99Nanos int64                  `protobuf:"varint,20,opt,name=latency_p99_nanos,json=latencyP99Nanos,proto3" json:"latency_p99_nanos,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Depth         int64                  `protobuf:"varint,2,opt,name=depth,proto3" json:"depth,omitempty"`
+	ActiveWorkers int64                  `protobuf:"varint,3,opt,name=active_workers,json=activeWorkers,proto3" json:"active_workers,omitempty"`
+	PeakWorkers   int64                  `protobuf:"varint,4,opt,name=peak_workers,json=peakWorkers,proto3" json:"peak_workers,omitempty"`
+	MinWorkers    int64                  `protobuf:"varint,5,opt,name=min_workers,json=minWorkers,proto3" json:"min_workers,omitempty"`
+	MaxWorkers    int64                  `protobuf:"varint,6,opt,name=max_workers,json=maxWorkers,proto3" json:"max_workers,omitempty"`
+	InFlight      int64                  `protobuf:"varint,7,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	PushEnabled   bool                   `protobuf:"varint,8,opt,name=push_enabled,json=pushEnabled,proto3" json:"push_enabled,omitempty"`
+	Processed     uint64                 `protobuf:"varint,9,opt,name=processed,proto3" json:"processed,omitempty"`
+	Failed        uint64                 `protobuf:"varint,10,opt,name=failed,proto3" json:"failed,omitempty"`
+	Retried       uint64                 `protobuf:"varint,11,opt,name=retried,proto3" json:"retried,omitempty"`
+	Poisoned      uint64                 `protobuf:"varint,12,opt,name=poisoned,proto3" json:"poisoned,omitempty"`
+	Receives      uint64                 `protobuf:"varint,13,opt,name=receives,proto3" json:"receives,omitempty"`
+	EmptyReceives uint64                 `protobuf:"varint,14,opt,name=empty_receives,json=emptyReceives,proto3" json:"empty_receives,omitempty"`
+	Deletes       uint64                 `protobuf:"varint,15,opt,name=deletes,proto3" json:"deletes,omitempty"`
+	Updates       uint64                 `protobuf:"varint,16,opt,name=updates,proto3" json:"updates,omitempty"`
+	Sends         uint64                 `protobuf:"varint,17,opt,name=sends,proto3" json:"sends,omitempty"`
+	Errors        uint64                 `protobuf:"varint,18,opt,name=errors,proto3" json:"errors,omitempty"`
+	DepthQueries  uint64                 `protobuf:"varint,21,opt,name=depth_queries,json=depthQueries,proto3" json:"depth_queries,omitempty"`
+	LeasesLost    uint64                 `protobuf:"varint,22,opt,name=leases_lost,json=leasesLost,proto3" json:"leases_lost,omitempty"`
+	// Dead-letter depth as last read by the listener (-1 until read), and the leases it holds:
+	// all, those not yet started, and the most not yet started at once.
+	DeadLetterDepth int64 `protobuf:"varint,23,opt,name=dead_letter_depth,json=deadLetterDepth,proto3" json:"dead_letter_depth,omitempty"`
+	Leased          int64 `protobuf:"varint,24,opt,name=leased,proto3" json:"leased,omitempty"`
+	LeasedIdle      int64 `protobuf:"varint,25,opt,name=leased_idle,json=leasedIdle,proto3" json:"leased_idle,omitempty"`
+	PeakLeasedIdle  int64 `protobuf:"varint,26,opt,name=peak_leased_idle,json=peakLeasedIdle,proto3" json:"peak_leased_idle,omitempty"`
+	LatencyP50Nanos int64 `protobuf:"varint,19,opt,name=latency_p50_nanos,json=latencyP50Nanos,proto3" json:"latency_p50_nanos,omitempty"`
+	LatencyP99Nanos int64 `protobuf:"varint,20,opt,name=latency_p99_nanos,json=latencyP99Nanos,proto3" json:"latency_p99_nanos,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -487,6 +493,34 @@ func (x *State) GetDepthQueries() uint64 {
 func (x *State) GetLeasesLost() uint64 {
 	if x != nil {
 		return x.LeasesLost
+	}
+	return 0
+}
+
+func (x *State) GetDeadLetterDepth() int64 {
+	if x != nil {
+		return x.DeadLetterDepth
+	}
+	return 0
+}
+
+func (x *State) GetLeased() int64 {
+	if x != nil {
+		return x.Leased
+	}
+	return 0
+}
+
+func (x *State) GetLeasedIdle() int64 {
+	if x != nil {
+		return x.LeasedIdle
+	}
+	return 0
+}
+
+func (x *State) GetPeakLeasedIdle() int64 {
+	if x != nil {
+		return x.PeakLeasedIdle
 	}
 	return 0
 }
@@ -782,7 +816,7 @@ const file_policy_proto_rawDesc = "" +
 	"\fNextResponse\x12\x1f\n" +
 	"\vdelay_nanos\x18\x01 \x01(\x03R\n" +
 	"delayNanos\x12\x12\n" +
-	"\x04stop\x18\x02 \x01(\bR\x04stop\"\xae\x05\n" +
+	"\x04stop\x18\x02 \x01(\bR\x04stop\"\xbd\x06\n" +
 	"\x05State\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x03R\x05depth\x12%\n" +
@@ -808,6 +842,11 @@ const file_policy_proto_rawDesc = "" +
 	"\rdepth_queries\x18\x15 \x01(\x04R\fdepthQueries\x12\x1f\n" +
 	"\vleases_lost\x18\x16 \x01(\x04R\n" +
 	"leasesLost\x12*\n" +
+	"\x11dead_letter_depth\x18\x17 \x01(\x03R\x0fdeadLetterDepth\x12\x16\n" +
+	"\x06leased\x18\x18 \x01(\x03R\x06leased\x12\x1f\n" +
+	"\vleased_idle\x18\x19 \x01(\x03R\n" +
+	"leasedIdle\x12(\n" +
+	"\x10peak_leased_idle\x18\x1a \x01(\x03R\x0epeakLeasedIdle\x12*\n" +
 	"\x11latency_p50_nanos\x18\x13 \x01(\x03R\x0flatencyP50Nanos\x12*\n" +
 	"\x11latency_p99_nanos\x18\x14 \x01(\x03R\x0flatencyP99Nanos\"+\n" +
 	"\x0fDesiredResponse\x12\x18\n" +
