@@ -3,6 +3,7 @@ package listener_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -310,6 +311,53 @@ func TestFailedRenewalRetriedWithinLease(t *testing.T) {
 			if n != 1 {
 				t.Errorf("message %s handled %d times", id, n)
 			}
+		}
+	})
+}
+
+// slowSettleQueue refuses renewals while its handler runs (a failing store) and takes
+// deleteTook for each delete (a slow one).
+type slowSettleQueue struct {
+	listener.Queue
+	handlerDone atomic.Bool
+	deleteTook  time.Duration
+}
+
+func (q *slowSettleQueue) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+	if d > 0 && !q.handlerDone.Load() {
+		return errUnavailable
+	}
+	return q.Queue.UpdateVisibility(ctx, m, d)
+}
+
+func (q *slowSettleQueue) Delete(ctx context.Context, m *listener.Message) error {
+	time.Sleep(q.deleteTook)
+	return q.Queue.Delete(ctx, m)
+}
+
+// A batch that finishes inside the renewal margin (its renewals failed, or their timer fired
+// late on a starved host) is renewed once more before its deletes go out: a slow delete must
+// not land after the lease ran out and leave the message to be handled again.
+func TestLeaseRenewedBeforeSettlingInsideTheMargin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		q := &slowSettleQueue{Queue: e.q, deleteTook: 5 * time.Second}
+		cfg := baseConfig(q, e.dl)
+		cfg.VisibilityTimeout = 30 * time.Second
+		cfg.BatchSize, cfg.MaxWorkers = 1, 1
+		cfg.Scaler = fixedScaler(1)
+		var handled atomic.Int32
+		cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+			handled.Add(1)
+			time.Sleep(28 * time.Second) // 2 s of the lease left when it returns
+			q.handlerDone.Store(true)
+			return nil
+		})
+		e.send(t, 1)
+		l := start(t, cfg)
+		waitFor(t, time.Second, 5*time.Minute, "the message processed", func() bool { return l.State().Processed == 1 })
+		if s := l.State(); s.LeasesLost != 0 || handled.Load() != 1 {
+			t.Errorf("leases lost %d, handled %d times; want 0 and 1", s.LeasesLost, handled.Load())
 		}
 	})
 }

@@ -195,6 +195,12 @@ func (l *Listener) awaitRenewing(b *batch, helpers int) {
 		select {
 		case <-b.done:
 			t.Stop()
+			// The deletes and dead letters still need the leases: on a starved host the
+			// renewal timer may have fired late, so renew once more if settlement would
+			// start inside the margin rather than race the expiry.
+			if !l.cfg.AtMostOnce && b.expires.Sub(l.clk.Now()) < l.renewMargin() {
+				l.renew(b)
+			}
 			if b.renewed {
 				for i := range b.msgs {
 					b.msgs[i].LeaseToken = b.leases[i].LeaseToken
