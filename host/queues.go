@@ -259,7 +259,19 @@ func RequeueDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue s
 			}
 			requeued[orig] = true
 		}
-		if _, err := dst.Send(ctx, m.Body, listener.SendOptions{Attributes: userAttributes(m.Attributes)}); err != nil {
+		opts := listener.SendOptions{Attributes: userAttributes(m.Attributes)}
+		// A store with transactions (local) moves the dead letter back in one: a requeue
+		// cut short can neither lose it nor leave it in both queues.
+		if mv, ok := dead.(listener.Mover); ok {
+			err := mv.MoveTo(ctx, m, dst, m.Body, opts)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, errors.ErrUnsupported) {
+				return fmt.Errorf("requeue %s to %s: %w", m.ID, queue, err)
+			}
+		}
+		if _, err := dst.Send(ctx, m.Body, opts); err != nil {
 			return fmt.Errorf("requeue %s to %s: %w", m.ID, queue, err)
 		}
 		if err := dead.Delete(ctx, m); err != nil {
