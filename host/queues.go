@@ -142,6 +142,10 @@ type DeadLetter struct {
 	DeadLetteredAt string            `json:"dead_lettered_at"`
 	HandlerVersion string            `json:"handler_version,omitempty"`
 	Attributes     map[string]string `json:"attributes,omitempty"`
+	// Repeats counts further dead letters of the same original message, listed as this
+	// one: without transactions (Azure) a message whose lease ran out before its dead
+	// letter's delete can be dead-lettered again by the listener that got it next.
+	Repeats int `json:"repeats,omitempty"`
 }
 
 func deadLetterOf(m *listener.Message) DeadLetter {
@@ -212,15 +216,22 @@ func drain(ctx context.Context, dead listener.Queue, limit int, fn func(m *liste
 }
 
 // ListDeadLetters returns up to limit (0 = all) dead letters of tenant's queue (its
-// <queue>-poison). Listing leases them briefly and releases them at once, which counts as a
+// <queue>-poison), repeats of one original message as one entry (DeadLetter.Repeats). Listing leases them briefly and releases them at once, which counts as a
 // dequeue on backends that count.
 func ListDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) ([]DeadLetter, error) {
 	var out []DeadLetter
 	err := withPoison(ctx, cfg, tenant, queue, func(dead listener.Queue) error {
 		var leased []*listener.Message
+		byOriginal := map[string]int{} // original id -> index in out
 		_, err := drain(ctx, dead, limit, func(m *listener.Message) error {
-			out = append(out, deadLetterOf(m))
 			leased = append(leased, m)
+			d := deadLetterOf(m)
+			if i, ok := byOriginal[d.OriginalID]; ok && d.OriginalID != "" {
+				out[i].Repeats++
+				return nil
+			}
+			byOriginal[d.OriginalID] = len(out)
+			out = append(out, d)
 			return nil
 		})
 		var errs []error

@@ -43,3 +43,35 @@ func TestRequeueTreatsRepeatsOfOneOriginalAsOne(t *testing.T) {
 		t.Errorf("%d dead letters left, want 0", d)
 	}
 }
+
+// Listing shows repeats of one original id as one dead letter with its repeat count.
+func TestListTreatsRepeatsOfOneOriginalAsOne(t *testing.T) {
+	echo := abs(t, "../examples/handlers/echo-rust/echo-rust.wasm")
+	_, cfg := newHost(t, "  acme:\n    bindings:\n      echo: {queue: in, module: \""+echo+"\"}\n")
+	ctx := context.Background()
+	dead, closer, err := OpenQueue(ctx, cfg, "acme", "in"+listener.PoisonSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	for _, orig := range []string{"7", "7", "7", "8"} {
+		attrs := map[string]string{listener.AttrOriginalID: orig, listener.AttrReason: "rejected"}
+		if _, err := dead.Send(ctx, []byte("m"+orig), listener.SendOptions{Attributes: attrs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls, err := ListDeadLetters(ctx, cfg, "acme", "in", 0)
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("list = %d entries, %v; want 2 (original 7 and 8)", len(ls), err)
+	}
+	repeats := map[string]int{}
+	for _, d := range ls {
+		repeats[d.OriginalID] = d.Repeats
+	}
+	if repeats["7"] != 2 || repeats["8"] != 0 {
+		t.Errorf("repeats = %v, want 7:2 8:0", repeats)
+	}
+	if d, _ := dead.Depth(ctx); d != 4 {
+		t.Errorf("%d dead letters after listing, want all 4 still there", d)
+	}
+}

@@ -101,7 +101,11 @@ func (c *cli) listDead(ls []host.DeadLetter, dead string, asJSON bool) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tDEQUEUED\tDEAD-LETTERED AT\tORIGINAL ID\tREASON")
 	for _, d := range ls {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", termSafe(d.ID), d.DequeueCount, termSafe(orDash(d.DeadLetteredAt)), termSafe(orDash(d.OriginalID)), oneLine(d.Reason, 100))
+		reason := oneLine(d.Reason, 100)
+		if d.Repeats > 0 {
+			reason += fmt.Sprintf(" (dead-lettered %d more times)", d.Repeats)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", termSafe(d.ID), d.DequeueCount, termSafe(orDash(d.DeadLetteredAt)), termSafe(orDash(d.OriginalID)), reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
