@@ -207,6 +207,11 @@ func TestListenerRenewsLeaseOfSlowMessage(t *testing.T) {
 		<-release
 		return nil
 	}, func(c *listener.Config) { c.VisibilityTimeout = lease })
+	// Registered after run's cleanup, so it runs first: a failing test releases the
+	// handler and its listener stops instead of hanging the package.
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
 	<-started
 	// A competing consumer polls for 2 lease lengths: a lapsed lease would hand it the
 	// message. The lease is long enough that a slow Azurite on a loaded machine still renews
@@ -222,7 +227,7 @@ func TestListenerRenewsLeaseOfSlowMessage(t *testing.T) {
 			t.Fatalf("message %s reappeared while its handler was still running (lease not renewed)", ms[0].ID)
 		}
 	}
-	close(release)
+	unblock()
 	waitState(t, l, 10*time.Second, "the slow message to be settled", func(st listener.State) bool { return st.Processed == 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
