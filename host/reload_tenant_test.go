@@ -240,8 +240,9 @@ func TestHotReloadTenantSettingsChange(t *testing.T) {
 		top, settings [2]string // before, after: top-level keys; tenant a's settings (indent 4)
 		result        string    // tenant a's reload result
 		changed       []string
-		restarted     bool // a's binding restarted
-		newRuntime    bool // a moved to a new runtime tenant, the old one closed
+		binding       string // extra settings of a's binding
+		restarted     bool   // a's binding restarted
+		newRuntime    bool   // a moved to a new runtime tenant, the old one closed
 		check         func(t *testing.T, e env)
 	}{{
 		name:     "timeout rebuilds",
@@ -277,6 +278,10 @@ func TestHotReloadTenantSettingsChange(t *testing.T) {
 		name:     "cap applies in place",
 		settings: [2]string{"    max_concurrency: 1\n", "    max_concurrency: 3\n"},
 		result:   ReloadUpdated, changed: []string{"max_concurrency"},
+		// Three workers: however the three messages are split between receives (they are
+		// sent one at a time, and a loaded machine lets a poll fall between the sends),
+		// they run at once; one worker would run a lone first message before the rest.
+		binding: ", min_workers: 3",
 		check: func(t *testing.T, e env) {
 			send(t, e.h, "a", "in", "sleep:500", "sleep:500", "sleep:500")
 			eventually(t, "3 calls at once under the raised cap", func() bool { return e.h.tenantNamed("a").limiter.peak.Load() == 3 })
@@ -342,7 +347,7 @@ func TestHotReloadTenantSettingsChange(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tenants := func(i int) string {
-				return "  a:\n" + tc.settings[i] + tenantBinding(mod, ", pool: {max_instances: 4}") +
+				return "  a:\n" + tc.settings[i] + tenantBinding(mod, ", pool: {max_instances: 4}"+tc.binding) +
 					"  b:\n    token_env: TEST_WQ_B_TOKEN\n" + tenantBinding(mod, ", pool: {max_instances: 4}")
 			}
 			dir := t.TempDir()
