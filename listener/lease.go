@@ -63,6 +63,9 @@ func (lb *leaseBudget) put(n int) {
 	}
 }
 
+// free returns the number of slots free now.
+func (lb *leaseBudget) free() int { return cap(lb.slots) - len(lb.slots) }
+
 // held returns the number of slots taken.
 func (lb *leaseBudget) held() int { return len(lb.slots) }
 

@@ -258,6 +258,7 @@ type Listener struct {
 	spurious    atomic.Int32 // consecutive wake-ups that found nothing
 	callLat     atomic.Int64 // slowest recent queue call (nanos, decaying): sets the renewal margin
 	lastReceive atomic.Int64 // unix nanos of the last receive: the push fallback poll counts from it
+	taking      atomic.Int32 // workers waiting for lease budget: they take what settling frees
 
 	c    counters
 	hist latencyHist
@@ -267,7 +268,7 @@ type counters struct {
 	depth, peak, inFlight, activeW                               atomic.Int64
 	processed, failed, retried, poisoned                         atomic.Uint64
 	receives, emptyReceives, deletes, updates, sends, errorCalls atomic.Uint64
-	depthQueries, leasesLost                                     atomic.Uint64
+	depthQueries, leasesLost, helpers                            atomic.Uint64
 	deadDepth                                                    atomic.Int64
 	deadDirty                                                    atomic.Bool
 	leasedIdle, peakLeasedIdle                                   atomic.Int64
@@ -320,6 +321,7 @@ func (l *Listener) State() State {
 		DeadLetterDepth: l.c.deadDepth.Load(),
 		ActiveWorkers:   int(l.c.activeW.Load()),
 		PeakWorkers:     int(l.c.peak.Load()),
+		HelperWorkers:   l.c.helpers.Load(),
 		MinWorkers:      l.cfg.MinWorkers,
 		MaxWorkers:      l.cfg.MaxWorkers,
 		InFlight:        int(l.c.inFlight.Load()),

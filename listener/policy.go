@@ -15,10 +15,13 @@ type State struct {
 	DeadLetterDepth int64
 	ActiveWorkers   int
 	PeakWorkers     int
-	MinWorkers      int
-	MaxWorkers      int
-	InFlight        int
-	PushEnabled     bool
+	// HelperWorkers counts the workers started because a batch's slow messages held its
+	// worker while lease budget was free (see Config.HandlerSlots).
+	HelperWorkers uint64
+	MinWorkers    int
+	MaxWorkers    int
+	InFlight      int
+	PushEnabled   bool
 
 	Processed uint64
 	Failed    uint64

@@ -20,6 +20,7 @@ const (
 	stRunning
 	stDone
 	stLost
+	stSettled // settled before the rest of its batch finished (see settleEarly)
 )
 
 // batch is one received batch being processed. A worker reuses its batch (and the slices
@@ -47,6 +48,12 @@ type batch struct {
 	next    atomic.Int32
 	left    atomic.Int32
 	done    chan struct{}
+	// early is set once the batch has run for tailAfter: from then on every finished
+	// message is settled at once (progress wakes the worker), so that stragglers do not
+	// hold the finished messages' lease budget. earlyN counts the messages settled so.
+	early    atomic.Bool
+	progress chan struct{}
+	earlyN   int
 }
 
 // errOverDequeued marks a message received more often than MaxDequeueCount: its earlier
@@ -74,6 +81,26 @@ func (b *batch) reset(msgs []*Message, leasedAt time.Time) {
 	b.expires = leasedAt.Add(b.l.cfg.VisibilityTimeout)
 	b.renewPause = 0
 	b.next.Store(0)
+	b.early.Store(false)
+	b.earlyN = 0
+	if b.progress == nil {
+		b.progress = make(chan struct{}, 1)
+	}
+	select {
+	case <-b.progress:
+	default:
+	}
+}
+
+// running returns the number of b's messages being handled now.
+func (b *batch) running() int {
+	n := 0
+	for i := range b.st {
+		if b.st[i].Load() == stRunning {
+			n++
+		}
+	}
+	return n
 }
 
 // lose marks message i's lease lost; it reports whether it was not already.
@@ -96,7 +123,7 @@ func (l *Listener) process(ctx context.Context, b *batch, msgs []*Message, lease
 	b.left.Store(1)
 	b.done = make(chan struct{})
 	go b.run()
-	l.awaitRenewing(b, min(l.cfg.Concurrency, len(msgs))-1)
+	l.awaitRenewing(ctx, b, min(l.cfg.Concurrency, len(msgs))-1, leasedAt)
 	l.settle(ctx, b)
 }
 
@@ -133,7 +160,13 @@ func (b *batch) run() {
 		var v Verdict
 		last, v = l.handle(b.msgs[i], last)
 		b.vs[i] = v
-		b.st[i].CompareAndSwap(stRunning, stDone) // fails when the lease was lost meanwhile
+		// The CAS fails when the lease was lost meanwhile.
+		if b.st[i].CompareAndSwap(stRunning, stDone) && b.early.Load() {
+			select {
+			case b.progress <- struct{}{}:
+			default: // a wake-up is pending already: it settles this one too
+			}
+		}
 	}
 	if b.left.Add(-1) == 0 {
 		close(b.done)
@@ -175,11 +208,20 @@ func (l *Listener) handle(m *Message, start time.Time) (end time.Time, v Verdict
 	return time.Time{}, VerdictOf(l.cfg.Handler.Handle(l.hctx, m))
 }
 
+// tailAfter is how long a batch runs before its finished messages are settled one by one
+// rather than all together when the last one finishes. Below it, one batched delete (one
+// call, one commit) is worth the wait; above it, a slow message would hold the lease budget
+// of every finished one (and so the next receive) until it ends: with one message in eight
+// taking 40 ms, that cut throughput to a third.
+const tailAfter = 10 * time.Millisecond
+
 // awaitRenewing waits for the batch's handlers, starting up to helpers more goroutines if
 // the batch takes longer than spawnAfter, and renewing every lease the batch still holds
 // (unstarted, running, or handled and waiting for settlement) renewMargin before it runs
-// out, so that a slow handler's messages are not delivered twice.
-func (l *Listener) awaitRenewing(b *batch, helpers int) {
+// out, so that a slow handler's messages are not delivered twice. A batch still running
+// after tailAfter settles its finished messages as they finish and may start a worker to
+// use the lease budget they free (see help).
+func (l *Listener) awaitRenewing(ctx context.Context, b *batch, helpers int, leasedAt time.Time) {
 	if helpers > 0 {
 		t := l.clk.NewTimer(spawnAfter)
 		select {
@@ -190,6 +232,9 @@ func (l *Listener) awaitRenewing(b *batch, helpers int) {
 			b.spawn(helpers)
 		}
 	}
+	tail := l.clk.NewTimer(max(tailAfter-l.clk.Now().Sub(leasedAt), 0))
+	defer tail.Stop()
+	tailC := tail.C()
 	for {
 		t := l.clk.NewTimer(max(b.expires.Sub(l.clk.Now())-l.renewMargin(), b.renewPause))
 		select {
@@ -210,8 +255,75 @@ func (l *Listener) awaitRenewing(b *batch, helpers int) {
 			return
 		case <-t.C():
 			l.renew(b)
+		case <-tailC:
+			t.Stop()
+			tailC = nil
+			b.early.Store(true)
+			l.settleEarly(ctx, b)
+			l.help(ctx, b)
+		case <-b.progress:
+			t.Stop()
+			l.settleEarly(ctx, b)
+			l.help(ctx, b)
 		}
 	}
+}
+
+// settleEarly settles the batch's finished messages while others still run, and gives
+// their lease budget back. It runs on the worker's goroutine, as renew does, so a message
+// is never renewed and settled at once.
+func (l *Listener) settleEarly(ctx context.Context, b *batch) {
+	sctx := context.WithoutCancel(ctx)
+	var dels []*Message
+	n := 0
+	for i := range b.msgs {
+		if !b.st[i].CompareAndSwap(stDone, stSettled) {
+			continue
+		}
+		n++
+		if b.renewed {
+			b.msgs[i].LeaseToken = b.leases[i].LeaseToken
+			b.msgs[i].VisibleAt = b.leases[i].VisibleAt
+		}
+		if l.settleOne(sctx, b.msgs[i], b.vs[i]) {
+			dels = append(dels, b.msgs[i])
+		}
+	}
+	b.earlyN += n
+	l.budget.put(n - len(dels))
+	if len(dels) > 0 {
+		l.finishDeletes(sctx, dels, nil)
+	}
+}
+
+// help starts one more worker when b's slow messages keep its worker from receiving while
+// the worker has idle concurrency (every message of b started, some but fewer than
+// Concurrency still running) and lease budget is free that no other worker will take: none is waiting
+// for budget, none is the idle waiter (which a push or its back-off wakes for new work).
+// It stands in for the worker's own next receive, the way Functions fetches a new batch when
+// in-flight work drops below newBatchThreshold. The new worker starts as if idle: it asks
+// the scaler when it finds work, and stops when it finds the queue empty.
+func (l *Listener) help(ctx context.Context, b *batch) {
+	if l.stopping.Load() || ctx.Err() != nil || l.taking.Load() > 0 || l.budget.free() < l.budget.min {
+		return
+	}
+	if r := b.running(); int(b.next.Load()) < len(b.msgs) || r >= l.cfg.Concurrency || r == 0 {
+		// The worker's concurrency is in use (not its stragglers' fault), or nothing runs
+		// any more: the batch is ending and the worker receives next itself.
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.waiting || l.active-l.parked >= l.cfg.MaxWorkers {
+		return
+	}
+	if l.parked > 0 {
+		l.parked--
+		l.unparkCh <- struct{}{} // capacity MaxWorkers >= parked: never blocks
+		return
+	}
+	l.c.helpers.Add(1)
+	l.startLocked(ctx, true, false)
 }
 
 // renewFanout bounds the renewals of one batch in flight at once: one after another, the
@@ -236,7 +348,7 @@ func (l *Listener) renew(b *batch) {
 	var failed atomic.Bool
 	sem := make(chan struct{}, renewFanout)
 	for i := range b.leases {
-		if b.st[i].Load() == stLost {
+		if st := b.st[i].Load(); st == stLost || st == stSettled {
 			continue
 		}
 		sem <- struct{}{}
@@ -297,33 +409,16 @@ func (l *Listener) settle(ctx context.Context, b *batch) {
 	sctx := context.WithoutCancel(ctx) // settling must finish even during shutdown
 	b.dels = b.dels[:0]
 	for i, m := range b.msgs {
-		if b.st[i].Load() == stLost {
-			continue // logged and counted when the lease was found lost
+		if st := b.st[i].Load(); st == stLost || st == stSettled {
+			continue // lost: logged and counted when found; settled: by settleEarly
 		}
-		v := b.vs[i]
-		switch err := v.Err; {
-		case v.Outcome == OutcomeOK:
-			if l.cfg.AtMostOnce {
-				l.c.processed.Add(1)
-			} else {
-				b.dels = append(b.dels, m)
-			}
-		case err == errSkip:
-		case err == errUnstarted:
-			l.putBack(sctx, m)
-		case err == errOverDequeued:
-			l.deadLetter(sctx, m, fmt.Sprintf("dequeue count %d exceeds max_dequeue_count %d: earlier leases expired unsettled",
-				m.DequeueCount, l.cfg.MaxDequeueCount))
-		case v.Outcome == OutcomeFailed && l.hctx.Err() != nil && errors.Is(err, context.Canceled):
-			// Cut off by the end of the shutdown grace: not the message's fault.
-			l.putBack(sctx, m)
-		default:
-			l.fail(sctx, m, v)
+		if l.settleOne(sctx, m, b.vs[i]) {
+			b.dels = append(b.dels, m)
 		}
 	}
 	// A message's lease-budget slot is freed once it is settled: a message waiting for its
 	// delete is still leased, and would be handled twice if the host died now.
-	l.budget.put(len(b.msgs) - len(b.dels))
+	l.budget.put(len(b.msgs) - len(b.dels) - b.earlyN)
 	if len(b.dels) > 0 {
 		// The deletes go out while the worker receives its next batch, so that the two calls
 		// share one round trip (on the local store: one group commit, one fsync) instead of
@@ -333,9 +428,33 @@ func (l *Listener) settle(ctx context.Context, b *batch) {
 		b.settled = done
 		go func() {
 			defer close(done)
-			l.finishDeletes(sctx, b)
+			b.delErrs = l.finishDeletes(sctx, b.dels, b.delErrs)
 		}()
 	}
+}
+
+// settleOne settles one message by its verdict, except a successful one under
+// at-least-once, which it reports for a (batched) delete.
+func (l *Listener) settleOne(ctx context.Context, m *Message, v Verdict) (del bool) {
+	switch err := v.Err; {
+	case v.Outcome == OutcomeOK:
+		if !l.cfg.AtMostOnce {
+			return true
+		}
+		l.c.processed.Add(1)
+	case err == errSkip:
+	case err == errUnstarted:
+		l.putBack(ctx, m)
+	case err == errOverDequeued:
+		l.deadLetter(ctx, m, fmt.Sprintf("dequeue count %d exceeds max_dequeue_count %d: earlier leases expired unsettled",
+			m.DequeueCount, l.cfg.MaxDequeueCount))
+	case v.Outcome == OutcomeFailed && l.hctx.Err() != nil && errors.Is(err, context.Canceled):
+		// Cut off by the end of the shutdown grace: not the message's fault.
+		l.putBack(ctx, m)
+	default:
+		l.fail(ctx, m, v)
+	}
+	return false
 }
 
 // awaitSettled waits for the deletes the last settle of b left running.
@@ -346,24 +465,26 @@ func (b *batch) awaitSettled() {
 	}
 }
 
-// finishDeletes deletes the handled messages of b and accounts for the outcome.
-func (l *Listener) finishDeletes(ctx context.Context, b *batch) {
-	b.delErrs = l.deleteMany(ctx, b.dels, b.delErrs)
-	l.budget.put(len(b.dels))
+// finishDeletes deletes the handled messages dels, gives their lease budget back and
+// accounts for the outcome. It returns the errors in errs' storage.
+func (l *Listener) finishDeletes(ctx context.Context, dels []*Message, errs []error) []error {
+	errs = l.deleteMany(ctx, dels, errs)
+	l.budget.put(len(dels))
 	var ok uint64
-	for i, err := range b.delErrs {
+	for i, err := range errs {
 		if err == nil {
 			ok++
 			continue
 		}
 		if errors.Is(err, ErrLeaseLost) {
-			l.leaseLost(b.dels[i], "the delete after a successful handler call was refused", err)
+			l.leaseLost(dels[i], "the delete after a successful handler call was refused", err)
 		} else {
 			l.c.errorCalls.Add(1)
-			l.log.Error("delete processed message; it will be redelivered", "id", b.dels[i].ID, "err", err)
+			l.log.Error("delete processed message; it will be redelivered", "id", dels[i].ID, "err", err)
 		}
 	}
 	l.c.processed.Add(ok)
+	return errs
 }
 
 // deleteMany deletes ms (one call with a Batcher) and returns one error per message, in

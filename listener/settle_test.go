@@ -612,3 +612,49 @@ func TestPoisonDecisionClamped(t *testing.T) {
 		})
 	}
 }
+
+// TestSlowMessageDoesNotHoldItsBatch: one slow message in a batch neither keeps the batch's
+// finished messages leased (their lease budget comes back as each finishes) nor stops new
+// messages from being handled while it runs, though the scaler asks for one worker: a
+// worker with idle concurrency and free budget behind a slow message is helped by another.
+// On the old code the worker waited for its whole batch: the finished messages stayed
+// leased and the later ones waited a minute.
+func TestSlowMessageDoesNotHoldItsBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		cfg := baseConfig(e.q, e.dl)
+		cfg.HandlerSlots = 4
+		release := make(chan struct{})
+		t.Cleanup(func() { close(release) })
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			if string(m.Body) == "slow" {
+				select {
+				case <-release:
+				case <-time.After(time.Minute):
+				}
+				return nil
+			}
+			time.Sleep(10 * time.Millisecond)
+			return nil
+		})
+		for _, b := range []string{"slow", "fast", "fast", "fast"} {
+			if _, err := e.q.Send(context.Background(), []byte(b), listener.SendOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := start(t, cfg)
+		waitFor(t, 10*time.Millisecond, 5*time.Second, "the three fast messages of the first batch", func() bool {
+			return l.State().Processed == 3
+		})
+		if s := l.State(); s.Leased != 1 {
+			t.Errorf("%d messages leased while only the slow one runs, want 1: the finished ones hold their budget", s.Leased)
+		}
+		e.send(t, 20)
+		waitFor(t, 10*time.Millisecond, 10*time.Second, "20 later messages handled while the slow one runs", func() bool {
+			return l.State().Processed == 23
+		})
+		if s := l.State(); s.InFlight != 1 || s.HelperWorkers == 0 {
+			t.Errorf("in flight %d, helper workers %d; want the slow message still running and a helper started", s.InFlight, s.HelperWorkers)
+		}
+	})
+}
