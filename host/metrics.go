@@ -48,6 +48,7 @@ var (
 		bdesc("wqhost_queue_depth", "Approximate messages in the input queue, leased ones included.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Depth) }),
 		bdesc("wqhost_dead_letter_depth", "Messages in the binding's <queue>-poison queue.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.DeadLetterDepth) }),
 		bdesc("wqhost_workers", "Dequeue workers running.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Workers) }),
+		bdesc("wqhost_helper_workers_total", "Workers started to receive while a slow message held its batch's worker.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.HelperWorkers) }),
 		bdesc("wqhost_in_flight", "Handler calls running.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.InFlight) }),
 		bdesc("wqhost_leased", "Messages leased and not yet through their handler call (at most pool max_instances plus as many prefetched).", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Leased) }),
 		bdesc("wqhost_leased_idle", "Messages leased and not started yet.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.LeasedIdle) }),

@@ -42,15 +42,18 @@ type BindingStatus struct {
 
 	// Depth and DeadLetterDepth are the listener's last reads (no call per status): -1
 	// until the listener has read them once, at its start.
-	Depth           int64  `json:"depth"`
-	DeadLetterDepth int64  `json:"dead_letter_depth"`
-	Workers         int    `json:"workers"`
-	PeakWorkers     int    `json:"peak_workers"`
-	InFlight        int    `json:"in_flight"`
-	Processed       uint64 `json:"processed"`
-	Failed          uint64 `json:"failed"`
-	Retried         uint64 `json:"retried"`
-	Poisoned        uint64 `json:"poisoned"`
+	Depth           int64 `json:"depth"`
+	DeadLetterDepth int64 `json:"dead_letter_depth"`
+	Workers         int   `json:"workers"`
+	PeakWorkers     int   `json:"peak_workers"`
+	// HelperWorkers counts workers started to receive while a slow message held its
+	// batch's worker (listener.State.HelperWorkers).
+	HelperWorkers uint64 `json:"helper_workers"`
+	InFlight      int    `json:"in_flight"`
+	Processed     uint64 `json:"processed"`
+	Failed        uint64 `json:"failed"`
+	Retried       uint64 `json:"retried"`
+	Poisoned      uint64 `json:"poisoned"`
 
 	QueueCalls QueueCalls `json:"queue_calls"`
 
@@ -156,7 +159,7 @@ func (b *binding) status(ctx context.Context) BindingStatus {
 	bs := BindingStatus{
 		Name: b.name, Queue: b.cfg.Queue, PhysicalQueue: b.physical, Output: b.cfg.Output, Backend: b.cfg.Backend,
 		Depth: depth, DeadLetterDepth: dead,
-		Workers: ls.ActiveWorkers, PeakWorkers: ls.PeakWorkers, InFlight: ls.InFlight,
+		Workers: ls.ActiveWorkers, PeakWorkers: ls.PeakWorkers, HelperWorkers: ls.HelperWorkers, InFlight: ls.InFlight,
 		Processed: ls.Processed, Failed: ls.Failed, Retried: ls.Retried, Poisoned: ls.Poisoned,
 		QueueCalls: QueueCalls{
 			Receives: ls.Receives, EmptyReceives: ls.EmptyReceives, Deletes: ls.Deletes,
