@@ -240,12 +240,7 @@ func (l *Listener) awaitRenewing(ctx context.Context, b *batch, helpers int, lea
 		select {
 		case <-b.done:
 			t.Stop()
-			// The deletes and dead letters still need the leases: on a starved host the
-			// renewal timer may have fired late, so renew once more if settlement would
-			// start inside the margin rather than race the expiry.
-			if !l.cfg.AtMostOnce && b.expires.Sub(l.clk.Now()) < l.renewMargin() {
-				l.renew(b)
-			}
+			l.renewBeforeSettling(b)
 			if b.renewed {
 				for i := range b.msgs {
 					b.msgs[i].LeaseToken = b.leases[i].LeaseToken
@@ -273,6 +268,7 @@ func (l *Listener) awaitRenewing(ctx context.Context, b *batch, helpers int, lea
 // their lease budget back. It runs on the worker's goroutine, as renew does, so a message
 // is never renewed and settled at once.
 func (l *Listener) settleEarly(ctx context.Context, b *batch) {
+	l.renewBeforeSettling(b)
 	sctx := context.WithoutCancel(ctx)
 	var dels []*Message
 	n := 0
@@ -324,6 +320,15 @@ func (l *Listener) help(ctx context.Context, b *batch) {
 	}
 	l.c.helpers.Add(1)
 	l.startLocked(ctx, true, false)
+}
+
+// renewBeforeSettling renews b's leases once more if settlement would start inside the
+// renewal margin: the deletes and dead letters still need the leases, and on a starved host
+// the renewal timer may have fired late, so renewing beats racing the expiry.
+func (l *Listener) renewBeforeSettling(b *batch) {
+	if !l.cfg.AtMostOnce && b.expires.Sub(l.clk.Now()) < l.renewMargin() {
+		l.renew(b)
+	}
 }
 
 // renewFanout bounds the renewals of one batch in flight at once: one after another, the

@@ -14,7 +14,7 @@ func TestRoundTrip(t *testing.T) {
 		Queue: "q", Depth: 1, ActiveWorkers: 2, PeakWorkers: 3, MinWorkers: 4, MaxWorkers: 5, InFlight: 6,
 		PushEnabled: true, Processed: 7, Failed: 8, Retried: 9, Poisoned: 10, Receives: 11, EmptyReceives: 12,
 		Deletes: 13, Updates: 14, Sends: 15, Errors: 16, DepthQueries: 19, LeasesLost: 20, LatencyP50: 17,
-		DeadLetterDepth: 21, Leased: 22, LeasedIdle: 23, PeakLeasedIdle: 24,
+		DeadLetterDepth: 21, Leased: 22, LeasedIdle: 23, PeakLeasedIdle: 24, HelperWorkers: 25,
 		LatencyP99: 18,
 	}
 	// Every field is set, so a field forgotten by either conversion shows up as a zero.

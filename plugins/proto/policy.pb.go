@@ -321,8 +321,10 @@ type State struct {
 	Leased          int64 `protobuf:"varint,24,opt,name=leased,proto3" json:"leased,omitempty"`
 	LeasedIdle      int64 `protobuf:"varint,25,opt,name=leased_idle,json=leasedIdle,proto3" json:"leased_idle,omitempty"`
 	PeakLeasedIdle  int64 `protobuf:"varint,26,opt,name=peak_leased_idle,json=peakLeasedIdle,proto3" json:"peak_leased_idle,omitempty"`
-	LatencyP50Nanos int64 `protobuf:"varint,19,opt,name=latency_p50_nanos,json=latencyP50Nanos,proto3" json:"latency_p50_nanos,omitempty"`
-	LatencyP99Nanos int64 `protobuf:"varint,20,opt,name=latency_p99_nanos,json=latencyP99Nanos,proto3" json:"latency_p99_nanos,omitempty"`
+	// Workers started to receive while a slow message held its batch's worker.
+	HelperWorkers   uint64 `protobuf:"varint,27,opt,name=helper_workers,json=helperWorkers,proto3" json:"helper_workers,omitempty"`
+	LatencyP50Nanos int64  `protobuf:"varint,19,opt,name=latency_p50_nanos,json=latencyP50Nanos,proto3" json:"latency_p50_nanos,omitempty"`
+	LatencyP99Nanos int64  `protobuf:"varint,20,opt,name=latency_p99_nanos,json=latencyP99Nanos,proto3" json:"latency_p99_nanos,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -521,6 +523,13 @@ func (x *State) GetLeasedIdle() int64 {
 func (x *State) GetPeakLeasedIdle() int64 {
 	if x != nil {
 		return x.PeakLeasedIdle
+	}
+	return 0
+}
+
+func (x *State) GetHelperWorkers() uint64 {
+	if x != nil {
+		return x.HelperWorkers
 	}
 	return 0
 }
@@ -816,7 +825,7 @@ const file_policy_proto_rawDesc = "" +
 	"\fNextResponse\x12\x1f\n" +
 	"\vdelay_nanos\x18\x01 \x01(\x03R\n" +
 	"delayNanos\x12\x12\n" +
-	"\x04stop\x18\x02 \x01(\bR\x04stop\"\xbd\x06\n" +
+	"\x04stop\x18\x02 \x01(\bR\x04stop\"\xe4\x06\n" +
 	"\x05State\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x03R\x05depth\x12%\n" +
@@ -846,7 +855,8 @@ const file_policy_proto_rawDesc = "" +
 	"\x06leased\x18\x18 \x01(\x03R\x06leased\x12\x1f\n" +
 	"\vleased_idle\x18\x19 \x01(\x03R\n" +
 	"leasedIdle\x12(\n" +
-	"\x10peak_leased_idle\x18\x1a \x01(\x03R\x0epeakLeasedIdle\x12*\n" +
+	"\x10peak_leased_idle\x18\x1a \x01(\x03R\x0epeakLeasedIdle\x12%\n" +
+	"\x0ehelper_workers\x18\x1b \x01(\x04R\rhelperWorkers\x12*\n" +
 	"\x11latency_p50_nanos\x18\x13 \x01(\x03R\x0flatencyP50Nanos\x12*\n" +
 	"\x11latency_p99_nanos\x18\x14 \x01(\x03R\x0flatencyP99Nanos\"+\n" +
 	"\x0fDesiredResponse\x12\x18\n" +
