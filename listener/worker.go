@@ -24,7 +24,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			return
 		}
 		// Lease only what can start: wait for room in the lease budget, ask for no more.
-		want := l.budget.take(ctx, l.cfg.BatchSize)
+		want := l.budget.take(ctx, l.cfg.BatchSize, l.gate, l.clk)
 		if want == 0 {
 			b.awaitSettled()
 			l.exit()
