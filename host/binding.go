@@ -113,7 +113,9 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 	}
 	b.gate = &bindingGate{br: newBreaker(t.conf().Limits.Timeout), suspect: h.suspect, now: time.Now}
 	if t.limiter != nil {
-		b.gate.tenant = t.limiter // the tenant's cap and weighted share of the host budget (fair.go)
+		// The tenant's cap and weighted share of the host budget, shared by its bindings
+		// (fair.go).
+		b.gate.tenant = t.limiter.binding(name, 1)
 	}
 	lc.Limiter = b.gate // its circuit breaker (breaker.go)
 	if b.lis, err = listener.New(lc); err != nil {
@@ -326,6 +328,11 @@ func (b *binding) close(ctx context.Context) error {
 		errs = append(errs, np.p.Close())
 	}
 	errs = append(errs, b.closeVersions(ctx))
+	if b.gate != nil {
+		if fb, ok := b.gate.tenant.(*fairBinding); ok {
+			fb.drop()
+		}
+	}
 	return errors.Join(errs...)
 }
 
