@@ -128,6 +128,16 @@ func (b *breaker) record(now time.Time, failed bool) {
 	}
 }
 
+// reset closes the breaker and forgets its cool-down: a new module version swapped in.
+func (b *breaker) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fails, b.cooldown = 0, 0
+	if b.state != breakerClosed {
+		b.setLocked(breakerClosed)
+	}
+}
+
 func (b *breaker) tripLocked(now time.Time) {
 	if b.cooldown == 0 {
 		b.cooldown = b.base

@@ -3,6 +3,9 @@ package host
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +75,18 @@ func TestBreakerRules(t *testing.T) {
 			{at: 3 * time.Second, call: "fail", state: breakerOpen, room: 0, wakeIn: time.Second},
 		},
 		trips: 2,
+	}, {
+		name: "a new module version closes it and forgets the cool-down",
+		steps: []step{
+			{at: 0, call: "fail", room: -1}, {at: 0, call: "fail", room: -1},
+			{at: 0, call: "fail", state: breakerOpen, room: 0, wakeIn: time.Second},
+			{at: time.Second, state: breakerHalfOpen, room: 1},
+			{at: 2 * time.Second, call: "fail", state: breakerOpen, room: 0, wakeIn: 2 * time.Second},
+			{at: 3 * time.Second, call: "reload", state: breakerClosed, room: -1},
+			{at: 3 * time.Second, call: "fail", room: -1}, {at: 3 * time.Second, call: "fail", room: -1},
+			{at: 3 * time.Second, call: "fail", state: breakerOpen, room: 0, wakeIn: time.Second},
+		},
+		trips: 3,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,6 +100,8 @@ func TestBreakerRules(t *testing.T) {
 					b.record(now, false)
 				case "fail":
 					b.record(now, true)
+				case "reload":
+					b.reset()
 				}
 				room, wake, recheck := b.room(now, s.held)
 				if got := b.stateNow(); got != s.state {
@@ -201,8 +218,26 @@ func TestSpinningBindingBacksOffAndStillPoisons(t *testing.T) {
 			t.Errorf("dead letter %s reason %q, want the time limit", m.ID, r)
 		}
 	}
+	srv := httptest.NewServer(h.AdminHandler())
+	defer srv.Close()
+	labels := `{binding="spin",queue="in",tenant="a"}`
+	metrics := get(t, srv.URL+"/metrics", "", http.StatusOK)
+	if !regexp.MustCompile(`wqhost_breaker_trips_total` + regexp.QuoteMeta(labels) + ` [1-9]`).MatchString(metrics) {
+		t.Errorf("/metrics shows no breaker trip for a/spin")
+	}
+	if !strings.Contains(metrics, "wqhost_breaker_state"+labels) || !strings.Contains(metrics, "wqhost_binding_running"+labels) {
+		t.Errorf("/metrics lacks wqhost_breaker_state or wqhost_binding_running for a/spin")
+	}
+	if js := get(t, srv.URL+"/v1/status", "", http.StatusOK); !regexp.MustCompile(`"breaker":\s*\{\s*"state":`).MatchString(js) {
+		t.Errorf("/v1/status lacks the breaker: %s", js)
+	}
+
 	send(t, h, "a", "in", "status:0")
 	eventually(t, "the breaker closed by a message that succeeds", func() bool {
-		return bindingStatus(t, h, "a", "spin").Breaker.State == "closed" && bindingStatus(t, h, "a", "spin").Processed >= 1
+		s := bindingStatus(t, h, "a", "spin")
+		return s.Breaker.State == "closed" && s.Processed >= 1
 	})
+	if m := get(t, srv.URL+"/metrics", "", http.StatusOK); !strings.Contains(m, "wqhost_breaker_state"+labels+" 0") {
+		t.Errorf("/metrics does not show the closed breaker as 0")
+	}
 }
