@@ -249,9 +249,10 @@ func (b *binding) HandleMessage(ctx context.Context, m *listener.Message) listen
 	v := b.acquire()
 	start := time.Now()
 	out, err := v.pool.Call(ctx, &in)
-	b.latency.Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	b.latency.Observe(took.Seconds())
 	v.release()
-	b.gate.record(err)
+	b.gate.record(err, took)
 	if err != nil {
 		vd := listener.Failed(fmt.Errorf("handler call: %w", err))
 		b.logFailure(m, vd)

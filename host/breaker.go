@@ -27,8 +27,9 @@ import (
 //     again.
 //
 // Every call of a binding whose breaker is not closed also holds one of the host's suspect
-// slots (GOMAXPROCS/2, at least 1): however many bindings spin, they keep at most half the
-// cores, and healthy bindings the rest. Only suspect calls are bounded: a default host-wide
+// slots (GOMAXPROCS/2, at least 1), and a slot whose call failed rests as long as that call
+// ran before the next suspect call takes it: however many bindings spin, they keep at most
+// a quarter of the cores, and healthy bindings the rest. Only suspect calls are bounded: a default host-wide
 // budget on every call, measured with BenchmarkSpinning on 2 cores, did no better at
 // 4 × GOMAXPROCS and worse at 2 × (0.30 against 0.59–0.82 without): probes and the calls
 // leased before a breaker opened hold budget slots the healthy binding then waits for.
@@ -36,7 +37,8 @@ import (
 // Messages leased before the breaker opened still run, one suspect slot at a time: they are
 // attempted, never sent back unstarted, so no dequeue count is burned without an attempt.
 // A spinning message thus reaches the poison queue after max_dequeue_count attempts, each
-// at most a time limit plus the cool-down and the poison policy's retry delay.
+// at most a time limit plus the cool-down (or the slot's rest) and the poison policy's
+// retry delay.
 const (
 	breakerThreshold   = 3
 	breakerMaxCooldown = 8 // × the tenant's time limit
@@ -186,6 +188,7 @@ type bindingGate struct {
 	tenant  listener.Limiter // may be nil
 	suspect chan struct{}    // the host's suspect slots
 	holding atomic.Int64     // suspect slots held by this binding's calls
+	rest    atomic.Int64     // how long the next suspect slot released rests (ns): the failed call's duration
 	running atomic.Int64     // calls holding a slot of this gate, for status
 	now     func() time.Time
 }
@@ -228,6 +231,12 @@ func (g *bindingGate) releaseSuspect() {
 			return
 		}
 		if g.holding.CompareAndSwap(n, n-1) {
+			if rest := time.Duration(g.rest.Swap(0)); rest > 0 {
+				// The slot rests as long as the failed call ran: a suspect slot spins at
+				// most half the time.
+				time.AfterFunc(rest, func() { <-g.suspect })
+				return
+			}
 			<-g.suspect
 			return
 		}
@@ -239,13 +248,16 @@ func (g *bindingGate) LeaseRoom(held int) (int, <-chan struct{}, time.Duration) 
 	return g.br.room(g.now(), held)
 }
 
-// record notes a handler call's outcome for the breaker.
-func (g *bindingGate) record(err error) {
+// record notes the outcome of a handler call that ran for d, for the breaker.
+func (g *bindingGate) record(err error, d time.Duration) {
 	switch {
 	case err == nil:
 		g.br.record(g.now(), false)
 	case callFailed(err):
 		g.br.record(g.now(), true)
+		if g.holding.Load() > 0 {
+			g.rest.Store(int64(d))
+		}
 	}
 }
 

@@ -8,9 +8,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	wrt "github.com/wqhost/wqhost/runtime"
 )
 
 // The circuit breaker's rules, step by step on a fake time line: timeout 1s, so the first
@@ -170,6 +172,43 @@ func TestBindingGateSuspectSlots(t *testing.T) {
 	}
 }
 
+// A suspect slot whose call failed after d rests for d before the next suspect call takes
+// it, so spinning bindings keep a suspect slot busy at most half the time; a closed binding
+// is not held back meanwhile.
+func TestBindingGateSuspectSlotRests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		suspect := make(chan struct{}, 1)
+		sick := &bindingGate{br: newBreaker(time.Second), suspect: suspect, now: time.Now}
+		healthy := &bindingGate{br: newBreaker(time.Second), suspect: suspect, now: time.Now}
+		for range breakerThreshold {
+			sick.record(fmt.Errorf("call: %w", wrt.ErrTimeout), time.Second)
+		}
+		ctx := context.Background()
+		if err := sick.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		sick.record(fmt.Errorf("call: %w", wrt.ErrTimeout), time.Second)
+		sick.Release()
+		begin := time.Now()
+		if err := healthy.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		healthy.Release()
+		if err := sick.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(begin); waited != time.Second {
+			t.Errorf("the next suspect call waited %s after a failed call of 1s; want 1s", waited)
+		}
+		sick.record(nil, time.Millisecond) // a success: the slot is free at once
+		sick.Release()
+		if n := len(suspect); n != 0 {
+			t.Errorf("%d suspect slots held after a successful call released its own", n)
+		}
+	})
+}
+
 // A binding whose every message spins to its time limit: its breaker opens, it stops
 // leasing, and yet every message reaches the poison queue after max_dequeue_count
 // attempts (each with its dequeue count, none sent back unattempted) within the bound the
@@ -178,9 +217,11 @@ func TestBindingGateSuspectSlots(t *testing.T) {
 // A message that then succeeds closes the breaker again.
 func TestSpinningBindingBacksOffAndStillPoisons(t *testing.T) {
 	const (
-		msgs     = 4
+		msgs     = 2
 		dequeues = 3
-		timeout  = 100 * time.Millisecond
+		// Long enough for the guest's start function under -race on a loaded machine: a
+		// load runs it under the time limit too.
+		timeout = 300 * time.Millisecond
 	)
 	spin := abs(t, "../runtime/testdata/guest/guest.wasm")
 	h, _ := newHostWith(t, "", fmt.Sprintf(`  a:
