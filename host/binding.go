@@ -37,6 +37,7 @@ type binding struct {
 	stop     context.CancelFunc // stops the listener started by Run
 	done     chan struct{}      // closed when that listener has returned
 	latency  prometheus.Observer
+	gate     *bindingGate // circuit breaker and slots (breaker.go)
 
 	outMu   sync.Mutex
 	outputs map[string]listener.Queue // by tenant-local name
@@ -110,9 +111,13 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 			return nil, err
 		}
 	}
+	b.gate = &bindingGate{br: newBreaker(t.conf().Limits.Timeout), suspect: h.suspect, now: time.Now}
 	if t.limiter != nil {
-		lc.Limiter = t.limiter // the tenant's cap and weighted share of the host budget (fair.go)
+		// The tenant's cap and weighted share of the host budget, shared by its bindings
+		// (fair.go).
+		b.gate.tenant = t.limiter.binding(name, 1)
 	}
+	lc.Limiter = b.gate // its circuit breaker (breaker.go)
 	if b.lis, err = listener.New(lc); err != nil {
 		return nil, err
 	}
@@ -244,8 +249,10 @@ func (b *binding) HandleMessage(ctx context.Context, m *listener.Message) listen
 	v := b.acquire()
 	start := time.Now()
 	out, err := v.pool.Call(ctx, &in)
-	b.latency.Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	b.latency.Observe(took.Seconds())
 	v.release()
+	b.gate.record(err, took)
 	if err != nil {
 		vd := listener.Failed(fmt.Errorf("handler call: %w", err))
 		b.logFailure(m, vd)
@@ -322,6 +329,11 @@ func (b *binding) close(ctx context.Context) error {
 		errs = append(errs, np.p.Close())
 	}
 	errs = append(errs, b.closeVersions(ctx))
+	if b.gate != nil {
+		if fb, ok := b.gate.tenant.(*fairBinding); ok {
+			fb.drop()
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,12 @@ import (
 //
 // A tenant at its cap waits without taking a slot of the budget, so a capped tenant never
 // holds the share of the others.
+//
+// Within a tenant, the slot goes the same way to the waiting binding with the lowest
+// calls-in-flight/weight (ties: the older head waiter): a binding whose calls keep running
+// to their time limit holds its slots longer, but each slot it frees goes to a binding
+// below its share first, so it cannot keep more than its share of the tenant's slots while
+// the others have work.
 type fairScheduler struct {
 	total int          // host-wide budget; 0 = no budget (tenant caps only); guarded by mu
 	held  atomic.Int64 // slots granted, for status
@@ -41,6 +48,20 @@ type fairShare struct {
 	waits  atomic.Int64 // calls that had to queue for a slot
 
 	// Guarded by s.mu.
+	inUse    int
+	nwait    int            // waiters over all its bindings
+	bindings []*fairBinding // those registered
+	def      *fairBinding   // the share's own Acquire (tests, and callers without bindings)
+}
+
+// fairBinding is one binding's view of its tenant's share: the listener.Limiter it uses.
+type fairBinding struct {
+	t      *fairShare
+	name   string
+	weight int          // guarded by t.s.mu
+	held   atomic.Int64 // calls in flight, for status
+
+	// Guarded by t.s.mu.
 	inUse   int
 	waiters []*fairWaiter // FIFO
 }
@@ -64,7 +85,29 @@ func (s *fairScheduler) tenant(name string, weight, maxConcurrency int) *fairSha
 // share with its bindings and registers it only once nothing can fail any more. Its calls
 // must not Acquire before add (they would never be dispatched a slot).
 func (s *fairScheduler) newShare(name string, weight, maxConcurrency int) *fairShare {
-	return &fairShare{s: s, name: name, weight: max(weight, 1), cap: maxConcurrency}
+	t := &fairShare{s: s, name: name, weight: max(weight, 1), cap: maxConcurrency}
+	t.def = &fairBinding{t: t, weight: 1}
+	t.bindings = []*fairBinding{t.def}
+	return t
+}
+
+// binding registers a binding of t with weight (< 1 counts as 1): its calls share t's
+// slots with t's other bindings by weight.
+func (t *fairShare) binding(name string, weight int) *fairBinding {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	b := &fairBinding{t: t, name: name, weight: max(weight, 1)}
+	t.bindings = append(t.bindings, b)
+	return b
+}
+
+// drop unregisters b (a binding removed or rebuilt) once its listener has stopped. Calls
+// still holding one of its slots release them as usual.
+func (b *fairBinding) drop() {
+	s := b.t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b.t.bindings = slices.DeleteFunc(b.t.bindings, func(x *fairBinding) bool { return x == b })
 }
 
 // add registers t, so free slots are dispatched to its waiters.
@@ -120,7 +163,10 @@ func (s *fairScheduler) canRunLocked(t *fairShare) bool {
 	return (t.cap == 0 || t.inUse < t.cap) && (s.total == 0 || s.inUse < s.total)
 }
 
-func (s *fairScheduler) grantLocked(t *fairShare) {
+func (s *fairScheduler) grantLocked(b *fairBinding) {
+	t := b.t
+	b.inUse++
+	b.held.Add(1)
 	t.inUse++
 	s.inUse++
 	s.held.Add(1)
@@ -134,63 +180,96 @@ func (s *fairScheduler) dispatchLocked() {
 	for s.total == 0 || s.inUse < s.total {
 		var best *fairShare
 		for _, t := range s.tenants {
-			if len(t.waiters) == 0 || (t.cap > 0 && t.inUse >= t.cap) {
+			if t.nwait == 0 || (t.cap > 0 && t.inUse >= t.cap) {
 				continue
 			}
-			if best == nil || before(t, best) {
+			if best == nil || before(t.inUse, t.weight, t.oldestLocked(), best.inUse, best.weight, best.oldestLocked()) {
 				best = t
 			}
 		}
 		if best == nil {
 			return
 		}
-		w := best.waiters[0]
-		best.waiters = best.waiters[1:]
+		var bb *fairBinding
+		for _, b := range best.bindings {
+			if len(b.waiters) == 0 {
+				continue
+			}
+			if bb == nil || before(b.inUse, b.weight, b.waiters[0].seq, bb.inUse, bb.weight, bb.waiters[0].seq) {
+				bb = b
+			}
+		}
+		w := bb.waiters[0]
+		bb.waiters = bb.waiters[1:]
+		best.nwait--
 		w.granted = true
-		s.grantLocked(best)
+		s.grantLocked(bb)
 		close(w.ready)
 	}
 }
 
-// before orders candidates: lower inUse/weight first (compared without division), then the
-// older head waiter.
-func before(a, b *fairShare) bool {
-	l, r := a.inUse*b.weight, b.inUse*a.weight
+// oldestLocked returns the arrival of t's oldest waiter (t has one).
+func (t *fairShare) oldestLocked() uint64 {
+	oldest := uint64(math.MaxUint64)
+	for _, b := range t.bindings {
+		if len(b.waiters) > 0 {
+			oldest = min(oldest, b.waiters[0].seq)
+		}
+	}
+	return oldest
+}
+
+// before orders candidates, tenants or bindings: lower inUse/weight first (compared
+// without division), then the older head waiter.
+func before(aUse, aWeight int, aSeq uint64, bUse, bWeight int, bSeq uint64) bool {
+	l, r := aUse*bWeight, bUse*aWeight
 	if l != r {
 		return l < r
 	}
-	return a.waiters[0].seq < b.waiters[0].seq
+	return aSeq < bSeq
 }
 
+// Acquire implements listener.Limiter (for the tenant's own calls, outside its bindings).
+func (t *fairShare) Acquire(ctx context.Context) error { return t.def.Acquire(ctx) }
+
+// Release implements listener.Limiter.
+func (t *fairShare) Release() { t.def.Release() }
+
+// request is the default binding's request.
+func (t *fairShare) request() *fairWaiter { return t.def.request() }
+
 // Acquire implements listener.Limiter.
-func (t *fairShare) Acquire(ctx context.Context) error {
-	w := t.request()
+func (b *fairBinding) Acquire(ctx context.Context) error {
+	w := b.request()
 	if w == nil {
 		return nil
 	}
-	return t.wait(ctx, w)
+	return b.wait(ctx, w)
 }
 
-// request takes a slot at once if t may run and has no earlier waiter (it returns nil), or
-// queues a waiter for the next slot dispatched to t.
-func (t *fairShare) request() *fairWaiter {
+// request takes a slot at once if b's tenant may run and has no earlier waiter (it
+// returns nil), or queues a waiter for the next slot dispatched to b.
+func (b *fairBinding) request() *fairWaiter {
+	t := b.t
 	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(t.waiters) == 0 && s.canRunLocked(t) {
-		// A free slot means no other tenant can use it (every release dispatches), so
-		// taking it first is fair.
-		s.grantLocked(t)
+	if t.nwait == 0 && s.canRunLocked(t) {
+		// A free slot means no other tenant or binding can use it (every release
+		// dispatches), so taking it first is fair.
+		s.grantLocked(b)
 		return nil
 	}
 	t.waits.Add(1)
 	s.seq++
 	w := &fairWaiter{seq: s.seq, ready: make(chan struct{})}
-	t.waiters = append(t.waiters, w)
+	b.waiters = append(b.waiters, w)
+	t.nwait++
 	return w
 }
 
-func (t *fairShare) wait(ctx context.Context, w *fairWaiter) error {
+func (b *fairBinding) wait(ctx context.Context, w *fairWaiter) error {
+	t := b.t
 	s := t.s
 	select {
 	case <-w.ready:
@@ -200,12 +279,13 @@ func (t *fairShare) wait(ctx context.Context, w *fairWaiter) error {
 		defer s.mu.Unlock()
 		if w.granted {
 			// Granted as ctx ended: hand the slot on.
-			s.releaseLocked(t)
+			s.releaseLocked(b)
 			return ctx.Err()
 		}
-		for i, x := range t.waiters {
+		for i, x := range b.waiters {
 			if x == w {
-				t.waiters = append(t.waiters[:i], t.waiters[i+1:]...)
+				b.waiters = append(b.waiters[:i], b.waiters[i+1:]...)
+				t.nwait--
 				break
 			}
 		}
@@ -214,13 +294,16 @@ func (t *fairShare) wait(ctx context.Context, w *fairWaiter) error {
 }
 
 // Release implements listener.Limiter.
-func (t *fairShare) Release() {
-	t.s.mu.Lock()
-	defer t.s.mu.Unlock()
-	t.s.releaseLocked(t)
+func (b *fairBinding) Release() {
+	b.t.s.mu.Lock()
+	defer b.t.s.mu.Unlock()
+	b.t.s.releaseLocked(b)
 }
 
-func (s *fairScheduler) releaseLocked(t *fairShare) {
+func (s *fairScheduler) releaseLocked(b *fairBinding) {
+	t := b.t
+	b.inUse--
+	b.held.Add(-1)
 	t.inUse--
 	s.inUse--
 	s.held.Add(-1)
@@ -228,4 +311,7 @@ func (s *fairScheduler) releaseLocked(t *fairShare) {
 	s.dispatchLocked()
 }
 
-var _ listener.Limiter = (*fairShare)(nil)
+var (
+	_ listener.Limiter = (*fairShare)(nil)
+	_ listener.Limiter = (*fairBinding)(nil)
+)

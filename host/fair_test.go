@@ -211,3 +211,143 @@ func TestFairShareBlocksAtCapWithoutHoldingBudget(t *testing.T) {
 	}
 	a.Release()
 }
+
+// Within a tenant, a binding whose calls run to their time limit cannot keep more than its
+// weighted share of the tenant's slots while the others have work: it starts holding every
+// slot (it was first), and as its slow calls end, the freed slots go to the bindings below
+// their share, while their own fast calls keep coming back to them.
+func TestFairBindingsShareTenantSlots(t *testing.T) {
+	type spec struct {
+		name   string
+		weight int
+		slow   bool
+	}
+	tests := []struct {
+		name     string
+		cap      int
+		bindings []spec
+		want     map[string]int // slots held at the end; the slow one never above its share
+	}{{
+		name: "one spinner, two healthy, equal weights",
+		cap:  6,
+		bindings: []spec{
+			{"spin", 1, true}, {"h1", 1, false}, {"h2", 1, false},
+		},
+		want: map[string]int{"spin": 2, "h1": 2, "h2": 2},
+	}, {
+		name: "five spinners next to one healthy binding",
+		cap:  12,
+		bindings: []spec{
+			{"s1", 1, true}, {"s2", 1, true}, {"s3", 1, true}, {"s4", 1, true}, {"s5", 1, true}, {"h", 1, false},
+		},
+		want: map[string]int{"s1": 2, "s2": 2, "s3": 2, "s4": 2, "s5": 2, "h": 2},
+	}, {
+		name: "weights",
+		cap:  6,
+		bindings: []spec{
+			{"spin", 1, true}, {"h", 2, false},
+		},
+		want: map[string]int{"spin": 2, "h": 4},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newFairScheduler(0)
+			tn := s.tenant("a", 1, tt.cap)
+			byName := map[string]*fairBinding{}
+			var pending []*fairWaiter
+			var owner []*fairBinding // of pending
+			var slow, fast []*fairBinding
+			// calls in flight per binding, oldest first, as a simple queue of owners
+			var slowCalls, fastCalls []*fairBinding
+			take := func(b *fairBinding, isSlow bool) {
+				if isSlow {
+					slowCalls = append(slowCalls, b)
+				} else {
+					fastCalls = append(fastCalls, b)
+				}
+			}
+			isSlow := map[*fairBinding]bool{}
+			request := func(b *fairBinding) {
+				if w := b.request(); w != nil {
+					pending, owner = append(pending, w), append(owner, b)
+					return
+				}
+				take(b, isSlow[b])
+			}
+			collect := func() {
+				kp, ko := pending[:0], owner[:0]
+				for i, w := range pending {
+					select {
+					case <-w.ready:
+						take(owner[i], isSlow[owner[i]])
+					default:
+						kp, ko = append(kp, w), append(ko, owner[i])
+					}
+				}
+				pending, owner = kp, ko
+			}
+			for _, sp := range tt.bindings {
+				b := tn.binding(sp.name, sp.weight)
+				byName[sp.name] = b
+				isSlow[b] = sp.slow
+				if sp.slow {
+					slow = append(slow, b)
+				} else {
+					fast = append(fast, b)
+				}
+			}
+			// The spinners come first and take every slot, with more leased behind.
+			for i := range tt.cap {
+				request(slow[i%len(slow)])
+			}
+			for _, b := range slow {
+				request(b)
+			}
+			for _, b := range fast {
+				for range tt.cap {
+					request(b)
+				}
+			}
+			share := func(b *fairBinding) int {
+				total := 0
+				for _, sp := range tt.bindings {
+					total += sp.weight
+				}
+				return (tt.cap*b.weight + total - 1) / total
+			}
+			// Every step: the fast calls in flight end (and their bindings ask again);
+			// every third step the oldest slow call reaches its time limit.
+			for step := range 300 {
+				n := len(fastCalls)
+				for range n {
+					b := fastCalls[0]
+					fastCalls = fastCalls[1:]
+					b.Release()
+					collect()
+					request(b)
+					collect()
+				}
+				if step%3 == 0 && len(slowCalls) > 0 {
+					b := slowCalls[0]
+					slowCalls = slowCalls[1:]
+					b.Release()
+					collect()
+					request(b)
+					collect()
+				}
+				if step >= 3*tt.cap { // every first slow call has ended
+					for _, b := range slow {
+						if b.inUse > share(b) {
+							t.Fatalf("step %d: %s holds %d slots, above its share %d", step, b.name, b.inUse, share(b))
+						}
+					}
+				}
+			}
+			for name, want := range tt.want {
+				if got := byName[name].inUse; got != want {
+					t.Errorf("%s holds %d slots at the end, want %d", name, got, want)
+				}
+			}
+		})
+	}
+}

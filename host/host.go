@@ -69,6 +69,9 @@ type Host struct {
 	// sched holds the share of every tenant with a limiter; its total is the host-wide
 	// max_concurrency shared by weight (fair.go), 0 for none.
 	sched *fairScheduler
+	// suspect are the slots of calls of bindings whose circuit breaker is not closed
+	// (breaker.go).
+	suspect chan struct{}
 	// tokens are the admin API's bearer tokens in force; a config reload replaces them.
 	tokens atomic.Pointer[admin.Tokens]
 	// pinned holds the runtime tenants of bindings a reload failed to stop (or close): their
@@ -216,6 +219,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 		started:  time.Now(),
 		debounce: defaultDebounce,
 		sched:    newFairScheduler(cfg.MaxConcurrency),
+		suspect:  make(chan struct{}, suspectSlots()),
 		pinned:   map[*runtime.Tenant]bool{},
 	}
 	h.live.Store(cfg)

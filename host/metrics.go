@@ -60,6 +60,9 @@ var (
 		bdesc("wqhost_http_sent_bytes_total", "Outbound HTTP request body bytes.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.HTTP.BytesOut) }),
 		bdesc("wqhost_http_received_bytes_total", "Outbound HTTP response body bytes read by handlers.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.HTTP.BytesIn) }),
 		bdesc("wqhost_http_wait_seconds_total", "Time handlers spent waiting on outbound HTTP.", prometheus.CounterValue, func(s *BindingStatus) float64 { return s.HTTP.WaitSeconds }),
+		bdesc("wqhost_binding_running", "Handler calls of the binding holding a slot.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Running) }),
+		bdesc("wqhost_breaker_state", "The binding's circuit breaker: 0 closed, 1 open (leasing nothing), 2 half-open (probing one message at a time).", prometheus.GaugeValue, func(s *BindingStatus) float64 { return breakerGauge[s.Breaker.State] }),
+		bdesc("wqhost_breaker_trips_total", "Times the binding's circuit breaker opened.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Breaker.Trips) }),
 		bdesc("wqhost_pool_timeouts_total", "Handler calls that exceeded the time limit.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Pool.Timeouts) }),
 	}
 	queueCallsDesc = prometheus.NewDesc("wqhost_queue_calls_total",

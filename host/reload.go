@@ -210,6 +210,9 @@ func (b *binding) reloadModule(ctx context.Context) BindingReload {
 func (b *binding) swap(v *version) {
 	old := b.cur.Swap(v)
 	b.setErr(nil)
+	if b.gate != nil {
+		b.gate.br.reset() // the new version is judged on its own calls
+	}
 	b.mu.Lock()
 	b.reloads++
 	b.mu.Unlock()

@@ -81,6 +81,10 @@ type BindingStatus struct {
 	HTTP HTTPStatus `json:"http"`
 
 	Plugins []PluginStatus `json:"plugins,omitempty"`
+
+	// Running is the binding's handler calls holding a slot; Breaker its circuit breaker.
+	Running int64         `json:"running"`
+	Breaker BreakerStatus `json:"breaker"`
 }
 
 // QueueCalls are the whitepaper's cost model: every backend call the listener made.
@@ -103,6 +107,16 @@ type PoolStatus struct {
 	Discarded int64 `json:"discarded"`
 	Traps     int64 `json:"traps"`
 	Timeouts  int64 `json:"timeouts"`
+}
+
+// BreakerStatus is a binding's circuit breaker (docs/configuration.md, "Circuit breaker").
+type BreakerStatus struct {
+	// State is closed (running as configured), open (leasing nothing until the cool-down
+	// ends) or half-open (one message at a time, as a probe).
+	State string `json:"state"`
+	// Trips counts the times it opened; CooldownMs is the current (last) cool-down.
+	Trips      uint64  `json:"trips"`
+	CooldownMs float64 `json:"cooldown_ms"`
 }
 
 // PluginStatus is an external policy plugin's state.
@@ -176,6 +190,7 @@ func (b *binding) status(ctx context.Context) BindingStatus {
 		},
 	}
 	bs.HTTP = httpStatus(ps.HTTP, old.HTTP)
+	bs.Running, bs.Breaker = b.gate.running.Load(), b.gate.br.status()
 	if lastErr != "" {
 		bs.LastReloadErrorAt = &lastErrAt
 	}

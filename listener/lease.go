@@ -26,15 +26,50 @@ func newLeaseBudget(size, minTake int) *leaseBudget {
 	return &leaseBudget{slots: make(chan struct{}, size), gather: make(chan struct{}, 1), min: max(min(minTake, size), 1)}
 }
 
+// LeaseGate is an optional extension of a Limiter: a listener whose Limiter implements it
+// asks it, before each receive, how many more messages it may lease. A binding held back
+// (its circuit breaker open) thus leaves its messages in the queue, their dequeue counts
+// untouched, instead of leasing them to wait idle for a handler slot.
+type LeaseGate interface {
+	// LeaseRoom returns how many more messages may be leased while held are leased and not
+	// yet settled (negative: no limit). When it returns 0 or less than held allows, the
+	// listener asks again once wake is closed or recheck has passed (recheck 0: only wake).
+	LeaseRoom(held int) (room int, wake <-chan struct{}, recheck time.Duration)
+}
+
 // take blocks until at least the budget's minimum (capped at want) of lease slots is free,
-// takes up to want, and returns how many it took; 0 when ctx ended first.
-func (lb *leaseBudget) take(ctx context.Context, want int) int {
+// takes up to want, and returns how many it took; 0 when ctx ended first. With a gate,
+// it first waits until the gate leaves room, and takes no more than that room.
+func (lb *leaseBudget) take(ctx context.Context, want int, gate LeaseGate, clk Clock) int {
 	select {
 	case lb.gather <- struct{}{}:
 	case <-ctx.Done():
 		return 0
 	}
 	defer func() { <-lb.gather }()
+	for gate != nil {
+		// Under the gather lock: workers ask one at a time, so two cannot both use the
+		// same room.
+		room, wake, recheck := gate.LeaseRoom(len(lb.slots))
+		if room != 0 {
+			if room > 0 {
+				want = min(want, room)
+			}
+			break
+		}
+		var tc <-chan time.Time
+		if recheck > 0 {
+			t := clk.NewTimer(recheck)
+			defer t.Stop()
+			tc = t.C()
+		}
+		select {
+		case <-wake:
+		case <-tc:
+		case <-ctx.Done():
+			return 0
+		}
+	}
 	n, need := 0, min(lb.min, want)
 	for n < need {
 		select {

@@ -230,6 +230,7 @@ type Listener struct {
 	renewer Renewer        // nil when renewal is a plain UpdateVisibility
 	vh      VerdictHandler // the handler, when it returns verdicts
 	budget  *leaseBudget
+	gate    LeaseGate // the Limiter, when it gates leasing too
 	clk     Clock
 	log     *slog.Logger
 
@@ -299,6 +300,7 @@ func New(cfg Config) (*Listener, error) {
 	l.c.depth.Store(-1)
 	l.c.deadDepth.Store(-1)
 	l.budget = newLeaseBudget(c.HandlerSlots+c.Prefetch, min(c.BatchSize, max(c.Prefetch, 1)))
+	l.gate, _ = c.Limiter.(LeaseGate)
 	return l, nil
 }
 

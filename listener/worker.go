@@ -25,7 +25,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		}
 		// Lease only what can start: wait for room in the lease budget, ask for no more.
 		l.taking.Add(1)
-		want := l.budget.take(ctx, l.cfg.BatchSize)
+		want := l.budget.take(ctx, l.cfg.BatchSize, l.gate, l.clk)
 		l.taking.Add(-1)
 		if want == 0 {
 			b.awaitSettled()

@@ -68,7 +68,7 @@ func printStatus(w io.Writer, st host.Status) error {
 	}
 	n := 0
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tBINDING\tQUEUE\tDEPTH\tWORKERS\tIN-FLIGHT\tPROCESSED\tFAILED\tRETRIED\tPOISONED\tDEAD\tP99 MS\tMODULE\tRELOAD ERROR")
+	fmt.Fprintln(tw, "TENANT\tBINDING\tQUEUE\tDEPTH\tWORKERS\tIN-FLIGHT\tPROCESSED\tFAILED\tRETRIED\tPOISONED\tDEAD\tP99 MS\tBREAKER\tMODULE\tRELOAD ERROR")
 	for _, t := range st.Tenants {
 		for _, b := range t.Bindings {
 			n++
@@ -76,9 +76,9 @@ func printStatus(w io.Writer, st host.Status) error {
 			if b.LastReloadError != "" {
 				reloadErr = termSafe(oneLine(b.LastReloadError, 80)) + since(b.LastReloadErrorAt)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\n", t.Name, b.Name, b.Queue,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\n", t.Name, b.Name, b.Queue,
 				b.Depth, b.Workers, b.InFlight, b.Processed, b.Failed, b.Retried, b.Poisoned, b.DeadLetterDepth,
-				b.LatencyP99Ms, shortDigest(b.ModuleDigest), reloadErr)
+				b.LatencyP99Ms, breakerText(b.Breaker), shortDigest(b.ModuleDigest), reloadErr)
 		}
 	}
 	if n == 0 {
@@ -145,4 +145,16 @@ func since(at *time.Time) string {
 		return ""
 	}
 	return " (" + time.Since(*at).Round(time.Second).String() + " ago)"
+}
+
+// breakerText shows a binding's circuit breaker: its state, and how often it opened.
+func breakerText(b host.BreakerStatus) string {
+	state := b.State
+	if state == "" {
+		state = "-" // a host from before the breaker
+	}
+	if b.Trips == 0 {
+		return state
+	}
+	return fmt.Sprintf("%s (%d trips)", state, b.Trips)
 }

@@ -35,3 +35,22 @@ func TestStatusTableShowsReloadErrors(t *testing.T) {
 		t.Errorf("binding without reload error should end with -: %q", lines[len(lines)-1])
 	}
 }
+
+// TestStatusTableShowsBreaker: a binding's circuit breaker shows with its trips, so an
+// operator sees which binding the host is holding back.
+func TestStatusTableShowsBreaker(t *testing.T) {
+	st := host.Status{Ready: true, Tenants: []host.TenantStatus{{Name: "default", Bindings: []host.BindingStatus{
+		{Name: "spin", Queue: "jobs", Breaker: host.BreakerStatus{State: "open", Trips: 3}},
+		{Name: "ok", Queue: "other", Breaker: host.BreakerStatus{State: "closed"}},
+	}}}}
+	var out bytes.Buffer
+	if err := printStatus(&out, st); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"BREAKER", "open (3 trips)", "closed"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("status lacks %q:\n%s", want, s)
+		}
+	}
+}

@@ -1,0 +1,267 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wqhost/wqhost/listener"
+	wrt "github.com/wqhost/wqhost/runtime"
+)
+
+// A binding's circuit breaker. A binding whose calls keep running to their time limit (or
+// trapping, or breaking their memory limit) would otherwise keep every instance of its pool
+// spinning: its neighbours, in its tenant or another, lose CPU whatever their slot share.
+//
+//   - closed: the binding runs as configured. breakerThreshold failed calls in a row (no
+//     success in between) open it.
+//   - open: the binding leases no message for a cool-down (its messages stay in the queue,
+//     their dequeue counts untouched). The first cool-down is the tenant's time limit; each
+//     failed probe doubles it, up to breakerMaxCooldown time limits, so a binding that only
+//     spins spends at most about half its time spinning at first and a ninth at worst.
+//   - half-open: after the cool-down the binding leases one message at a time (a probe). A
+//     probe that runs without a trap or timeout closes the breaker; one that fails opens it
+//     again.
+//
+// Every call of a binding whose breaker is not closed also holds one of the host's suspect
+// slots (GOMAXPROCS/2, at least 1), and a slot whose call failed rests as long as that call
+// ran before the next suspect call takes it: however many bindings spin, they keep at most
+// a quarter of the cores, and healthy bindings the rest. Only suspect calls are bounded: a default host-wide
+// budget on every call, measured with BenchmarkSpinning on 2 cores, did no better at
+// 4 × GOMAXPROCS and worse at 2 × (0.30 against 0.59–0.82 without): probes and the calls
+// leased before a breaker opened hold budget slots the healthy binding then waits for.
+//
+// Messages leased before the breaker opened still run, one suspect slot at a time: they are
+// attempted, never sent back unstarted, so no dequeue count is burned without an attempt.
+// A spinning message thus reaches the poison queue after max_dequeue_count attempts, each
+// at most a time limit plus the cool-down (or the slot's rest) and the poison policy's
+// retry delay.
+const (
+	breakerThreshold   = 3
+	breakerMaxCooldown = 8 // × the tenant's time limit
+)
+
+// breakerState is a circuit breaker's state.
+type breakerState int32
+
+const (
+	breakerClosed breakerState = iota
+	breakerOpen
+	breakerHalfOpen
+)
+
+func (s breakerState) String() string {
+	switch s {
+	case breakerOpen:
+		return "open"
+	case breakerHalfOpen:
+		return "half-open"
+	}
+	return "closed"
+}
+
+// breakerGauge is the value of wqhost_breaker_state for each state.
+var breakerGauge = map[string]float64{"closed": 0, "open": 1, "half-open": 2}
+
+// breaker is one binding's circuit breaker; its time is passed in, so its rules are tested
+// without a clock.
+type breaker struct {
+	base, max time.Duration // first and longest cool-down
+
+	mu       sync.Mutex
+	state    breakerState
+	fails    int           // failed calls in a row, while closed
+	cooldown time.Duration // the current (last) cool-down
+	until    time.Time     // end of the cool-down, while open
+	wake     chan struct{} // closed when leasing may resume; replaced after
+
+	trips atomic.Uint64 // times opened
+	st    atomic.Int32  // state, for status without the lock
+}
+
+func newBreaker(timeout time.Duration) *breaker {
+	base := max(timeout, 10*time.Millisecond)
+	return &breaker{base: base, max: breakerMaxCooldown * base, wake: make(chan struct{})}
+}
+
+// room implements the lease rule (listener.LeaseGate) at now, with held messages leased.
+func (b *breaker) room(now time.Time, held int) (room int, wake <-chan struct{}, recheck time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == breakerOpen && !now.Before(b.until) {
+		b.setLocked(breakerHalfOpen)
+	}
+	switch b.state {
+	case breakerOpen:
+		return 0, b.wake, b.until.Sub(now)
+	case breakerHalfOpen:
+		if held >= 1 {
+			return 0, b.wake, 0 // the probe (or an earlier lease) is still out
+		}
+		return 1, nil, 0
+	}
+	return -1, nil, 0
+}
+
+// record notes the outcome of one call at now: failed means it trapped, timed out or broke
+// its memory limit.
+func (b *breaker) record(now time.Time, failed bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !failed {
+		b.fails, b.cooldown = 0, 0
+		if b.state != breakerClosed {
+			b.setLocked(breakerClosed)
+		}
+		return
+	}
+	switch b.state {
+	case breakerClosed:
+		if b.fails++; b.fails >= breakerThreshold {
+			b.tripLocked(now)
+		}
+	case breakerHalfOpen:
+		b.tripLocked(now)
+	case breakerOpen:
+		// A call leased before the breaker opened: the cool-down already runs.
+	}
+}
+
+// reset closes the breaker and forgets its cool-down: a new module version swapped in.
+func (b *breaker) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fails, b.cooldown = 0, 0
+	if b.state != breakerClosed {
+		b.setLocked(breakerClosed)
+	}
+}
+
+func (b *breaker) tripLocked(now time.Time) {
+	if b.cooldown == 0 {
+		b.cooldown = b.base
+	} else {
+		b.cooldown = min(2*b.cooldown, b.max)
+	}
+	b.until = now.Add(b.cooldown)
+	b.fails = 0
+	b.trips.Add(1)
+	b.setLocked(breakerOpen)
+}
+
+// setLocked changes the state and wakes the listener's workers waiting to lease.
+func (b *breaker) setLocked(s breakerState) {
+	b.state = s
+	b.st.Store(int32(s))
+	close(b.wake)
+	b.wake = make(chan struct{})
+}
+
+// state returns the state in force (an open breaker whose cool-down has passed shows as
+// open until the listener asks to lease).
+func (b *breaker) stateNow() breakerState { return breakerState(b.st.Load()) }
+
+func (b *breaker) status() BreakerStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return BreakerStatus{State: b.state.String(), Trips: b.trips.Load(), CooldownMs: ms(b.cooldown)}
+}
+
+// callFailed reports whether a handler call's error is one the breaker counts: the guest
+// misbehaved, as opposed to the host shutting down or a reload closing its pool.
+func callFailed(err error) bool {
+	return errors.Is(err, wrt.ErrTimeout) || errors.Is(err, wrt.ErrTrap) || errors.Is(err, wrt.ErrMemoryLimit)
+}
+
+// suspectSlots returns the default number of calls of bindings whose breaker is not closed
+// that may run at once host-wide: half the cores Go uses, at least one.
+func suspectSlots() int { return max(runtime.GOMAXPROCS(0)/2, 1) }
+
+// bindingGate is the listener.Limiter of one binding: its circuit breaker (which gates
+// leasing), the host's suspect slots for its calls while the breaker is not closed, and
+// the tenant's share of the fair scheduler (nil when the tenant has none).
+type bindingGate struct {
+	br      *breaker
+	tenant  listener.Limiter // may be nil
+	suspect chan struct{}    // the host's suspect slots
+	holding atomic.Int64     // suspect slots held by this binding's calls
+	rest    atomic.Int64     // how long the next suspect slot released rests (ns): the failed call's duration
+	running atomic.Int64     // calls holding a slot of this gate, for status
+	now     func() time.Time
+}
+
+// Acquire implements listener.Limiter.
+func (g *bindingGate) Acquire(ctx context.Context) error {
+	if g.br.stateNow() != breakerClosed {
+		select {
+		case g.suspect <- struct{}{}:
+			g.holding.Add(1)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if g.tenant != nil {
+		if err := g.tenant.Acquire(ctx); err != nil {
+			g.releaseSuspect()
+			return err
+		}
+	}
+	g.running.Add(1)
+	return nil
+}
+
+// Release implements listener.Limiter.
+func (g *bindingGate) Release() {
+	g.running.Add(-1)
+	if g.tenant != nil {
+		g.tenant.Release()
+	}
+	g.releaseSuspect()
+}
+
+// releaseSuspect hands back a suspect slot if this binding's calls hold one: the slots are
+// interchangeable, so counting them is enough.
+func (g *bindingGate) releaseSuspect() {
+	for {
+		n := g.holding.Load()
+		if n == 0 {
+			return
+		}
+		if g.holding.CompareAndSwap(n, n-1) {
+			if rest := time.Duration(g.rest.Swap(0)); rest > 0 {
+				// The slot rests as long as the failed call ran: a suspect slot spins at
+				// most half the time.
+				time.AfterFunc(rest, func() { <-g.suspect })
+				return
+			}
+			<-g.suspect
+			return
+		}
+	}
+}
+
+// LeaseRoom implements listener.LeaseGate.
+func (g *bindingGate) LeaseRoom(held int) (int, <-chan struct{}, time.Duration) {
+	return g.br.room(g.now(), held)
+}
+
+// record notes the outcome of a handler call that ran for d, for the breaker.
+func (g *bindingGate) record(err error, d time.Duration) {
+	switch {
+	case err == nil:
+		g.br.record(g.now(), false)
+	case callFailed(err):
+		g.br.record(g.now(), true)
+		if g.holding.Load() > 0 {
+			g.rest.Store(int64(d))
+		}
+	}
+}
+
+var (
+	_ listener.Limiter   = (*bindingGate)(nil)
+	_ listener.LeaseGate = (*bindingGate)(nil)
+)
