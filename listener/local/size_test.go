@@ -143,3 +143,51 @@ func TestListPagesWithCursor(t *testing.T) {
 		t.Error("List accepted a cursor it never gave")
 	}
 }
+
+// TestOrderedMovesUnreadBody: in ordered mode a body above the store's limit (left by an
+// older store) is received unread and the ordered queue moves it to the dead-letter queue
+// in one transaction, whole (without MoveTo it could only be sent empty, so it stayed).
+func TestOrderedMovesUnreadBody(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "q.db")
+	old := openStore(t, path, local.Options{})
+	oq, err := old.Queue(ctx, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte{'b'}, 200)
+	if _, err := oq.Send(ctx, big, listener.SendOptions{Attributes: map[string]string{listener.AttrOrderKey: "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := openStore(t, path, local.Options{MaxBodyBytes: 100})
+	q, err := b.Queue(ctx, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, err := b.Queue(ctx, "jobs-poison")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ord, err := listener.Ordered(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := ord.Receive(ctx, 10, time.Minute)
+	if err != nil || len(ms) != 1 || ms[0].Body != nil || ms[0].Oversize != 200 {
+		t.Fatalf("ordered receive: %d messages, %v; want the 200-byte one unread", len(ms), err)
+	}
+	mv, ok := ord.(listener.Mover)
+	if !ok {
+		t.Fatal("the ordered queue of a local store is no Mover")
+	}
+	if err := mv.MoveTo(ctx, ms[0], dead, nil, listener.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := dead.Peek(ctx, 0)
+	if err != nil || len(got) != 1 || !bytes.Equal(got[0].Body, big) {
+		t.Fatalf("dead letter: %d messages, %v; want the whole 200-byte body", len(got), err)
+	}
+}
