@@ -1,8 +1,10 @@
 package faulttest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -200,8 +202,17 @@ func checkHostile(t *testing.T, cfgFile string, env []string, processed, poisone
 	}
 	dead := deadLetters(t, cfgFile, env, "default", "jobs")
 	byBody := map[string]string{}
+	var full map[string]string // id -> body, read by peek when the listing left it out
 	for _, d := range dead {
-		byBody[string(d.Body)] = d.Reason
+		body := string(d.Body)
+		if d.Body == nil && d.BodyBytes > 0 {
+			// poison list reads no body above 4 KiB: peek shows it.
+			if full == nil {
+				full = peekBodies(t, cfgFile, env, "default", "jobs-poison")
+			}
+			body = full[d.ID]
+		}
+		byBody[body] = d.Reason
 	}
 	for _, m := range poisoned {
 		r, ok := byBody[string(m.body)]
@@ -223,4 +234,29 @@ func checkHostile(t *testing.T, cfgFile string, env []string, processed, poisone
 	}
 	c.injected = c.sent
 	return c
+}
+
+// peekBodies returns the bodies of a queue's messages by id, read with `wqhost peek --json`.
+func peekBodies(t *testing.T, cfgFile string, env []string, tenant, queue string) map[string]string {
+	t.Helper()
+	r := mustWQ(t, env, "peek", "--config", cfgFile, "--tenant", tenant, "--queue", queue, "--limit", "0", "--json")
+	out := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var m struct {
+			ID         string  `json:"id"`
+			Body       *string `json:"body"`
+			BodyBase64 []byte  `json:"body_base64"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("peek --json: %v", err)
+		}
+		if m.Body != nil {
+			out[m.ID] = *m.Body
+		} else {
+			out[m.ID] = string(m.BodyBase64)
+		}
+	}
+	return out
 }

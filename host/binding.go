@@ -105,6 +105,9 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		HandlerVersion: func() string { return b.cur.Load().module.Digest()[:12] },
 		Logger:         b.log,
 	}
+	// A body above the tenant's limit is dead-lettered unread (on the local store never
+	// loaded): a binding holds at most (slots + prefetch) × max_message_bytes of bodies.
+	lc.MaxMessageBytes = int64(t.conf().Limits.MaxMessageBytes)
 	if bc.Ordered {
 		// Group N+1 is received only once group N has settled (listener/ordered.go).
 		if lc.Queue, err = listener.Ordered(b.queue); err != nil {

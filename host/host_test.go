@@ -661,7 +661,7 @@ tenants:
 		t.Fatal(err)
 	}
 	dls, err := ListDeadLetters(context.Background(), cfg, "default", "in", 0)
-	if err != nil || len(dls) != 1 || !strings.Contains(dls[0].Reason, "exceeds the tenant's max_message_bytes 16") {
+	if err != nil || len(dls) != 1 || !strings.Contains(dls[0].Reason, "exceeds max_message_bytes 16") {
 		t.Fatalf("dead letters = %+v, %v", dls, err)
 	}
 	if _, err := http.Get(base + "/healthz"); err == nil {

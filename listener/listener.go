@@ -78,6 +78,12 @@ type Config struct {
 	// ShutdownGrace bounds how long in-flight handlers may run after Run's context ends;
 	// default 30s.
 	ShutdownGrace time.Duration
+	// MaxMessageBytes, when above 0, is the largest body handed to the handler: a larger
+	// one is dead-lettered with its size and this limit as the reason, and on a queue that is
+	// a BodyLimiter (local) it is never loaded, so the bytes a listener holds are bounded by
+	// (HandlerSlots+Prefetch) × MaxMessageBytes. Not applied with AtMostOnce (the message is
+	// deleted before it could be dead-lettered). 0: no limit.
+	MaxMessageBytes int64
 	// HandlerVersion is recorded on dead letters (AttrHandlerVersion). Optional.
 	HandlerVersion func() string
 	// Limiter gates handler calls. Optional.

@@ -134,6 +134,21 @@ func (o *orderedQueue) UpdateVisibility(ctx context.Context, m *Message, d time.
 	return err
 }
 
+// MoveTo implements Mover when the queue below does (local): a dead letter moved in one
+// transaction settles the message as a delete does. Without it a message whose body was
+// left unread (Message.Oversize) could not be dead-lettered in ordered mode.
+func (o *orderedQueue) MoveTo(ctx context.Context, m *Message, dst Queue, body []byte, opts SendOptions) error {
+	mv, ok := o.Queue.(Mover)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	err := mv.MoveTo(ctx, m, dst, body, opts)
+	if err == nil || isLeaseLost(err) {
+		o.settled(m.ID)
+	}
+	return err
+}
+
 // Renew implements Renewer: the message stays leased by this process, so the next group
 // stays held back. Only a lost lease releases it.
 func (o *orderedQueue) Renew(ctx context.Context, m *Message, d time.Duration) error {

@@ -61,6 +61,11 @@ type Message struct {
 	VisibleAt time.Time
 	// Attributes are optional string properties (dead-letter metadata, order key).
 	Attributes map[string]string
+	// Oversize, when above 0, is the size of a body the backend left in its store because it
+	// was above the receive's body limit (see BodyLimiter): Body is nil. The listener
+	// dead-letters such a message without handing it to the handler, and a Mover moves the
+	// stored body with it.
+	Oversize int64
 }
 
 // SendOptions control Send.
@@ -100,6 +105,14 @@ type Queue interface {
 type Batcher interface {
 	// DeleteBatch deletes the messages and returns one error per message (nil on success).
 	DeleteBatch(ctx context.Context, ms []*Message) []error
+}
+
+// BodyLimiter is implemented by queues that can leave a body above a size in their store on
+// receive (the local backend): the message is leased as usual but comes back with Body nil
+// and Oversize set, so a message too large for its binding is never loaded into memory.
+type BodyLimiter interface {
+	// ReceiveLimited is Receive, loading only bodies of at most maxBody bytes.
+	ReceiveLimited(ctx context.Context, max int, visibility time.Duration, maxBody int64) ([]*Message, error)
 }
 
 // Waiter is implemented by queues that can block until a message may be available, so an

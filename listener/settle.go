@@ -60,6 +60,10 @@ type batch struct {
 // leases expired unsettled (a hung or crashed handler), so it is dead-lettered unhandled.
 var errOverDequeued = errors.New("over dequeue count")
 
+// errOversize marks a message whose body is above MaxMessageBytes: it is dead-lettered
+// without being handled.
+var errOversize = errors.New("oversize")
+
 // errSkip marks a message left alone: an at-most-once delete failed, so it is not handled
 // and its lease expires.
 var errSkip = errors.New("skipped")
@@ -117,6 +121,8 @@ func (l *Listener) process(ctx context.Context, b *batch, msgs []*Message, lease
 		for i, m := range msgs {
 			if m.DequeueCount > l.cfg.MaxDequeueCount {
 				b.vs[i] = Failed(errOverDequeued)
+			} else if l.cfg.MaxMessageBytes > 0 && (m.Oversize > 0 || int64(len(m.Body)) > l.cfg.MaxMessageBytes) {
+				b.vs[i] = Failed(errOversize)
 			}
 		}
 	}
@@ -453,6 +459,8 @@ func (l *Listener) settleOne(ctx context.Context, m *Message, v Verdict) (del bo
 	case err == errOverDequeued:
 		l.deadLetter(ctx, m, fmt.Sprintf("dequeue count %d exceeds max_dequeue_count %d: earlier leases expired unsettled",
 			m.DequeueCount, l.cfg.MaxDequeueCount))
+	case err == errOversize:
+		l.deadLetter(ctx, m, fmt.Sprintf("message body of %d bytes exceeds max_message_bytes %d", max(m.Oversize, int64(len(m.Body))), l.cfg.MaxMessageBytes))
 	case v.Outcome == OutcomeFailed && l.hctx.Err() != nil && errors.Is(err, context.Canceled):
 		// Cut off by the end of the shutdown grace: not the message's fault.
 		l.putBack(ctx, m)
@@ -654,6 +662,13 @@ func (l *Listener) deadLetter(ctx context.Context, m *Message, reason string) {
 			return
 		}
 		// Another store: send, then delete.
+	}
+	if m.Oversize > 0 {
+		// Its body was left in a store that cannot move it to the dead-letter queue: sending
+		// an empty body would lose it, so it stays (and comes back) instead.
+		l.c.errorCalls.Add(1)
+		l.log.Error("cannot dead-letter a message whose body was not loaded; it stays and comes back", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "bytes", m.Oversize)
+		return
 	}
 	l.c.sends.Add(1)
 	if _, err := l.cfg.DeadLetter.Send(ctx, m.Body, SendOptions{Attributes: attrs}); err != nil {

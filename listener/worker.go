@@ -34,7 +34,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		}
 		sent := l.clk.Now()
 		l.lastReceive.Store(sent.UnixNano())
-		msgs, err := l.q.Receive(ctx, want, l.cfg.VisibilityTimeout)
+		msgs, err := l.receive(ctx, want)
 		l.c.receives.Add(1)
 		l.budget.put(want - len(msgs))
 		if err == nil {
@@ -233,4 +233,13 @@ func (l *Listener) fallbackIn() (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(l.lastReceive.Load() + int64(fb) - l.clk.Now().UnixNano()), true
+}
+
+// receive leases up to want messages, leaving bodies above MaxMessageBytes in the store
+// where the queue can.
+func (l *Listener) receive(ctx context.Context, want int) ([]*Message, error) {
+	if bl, ok := l.q.(BodyLimiter); ok && l.cfg.MaxMessageBytes > 0 && !l.cfg.AtMostOnce {
+		return bl.ReceiveLimited(ctx, want, l.cfg.VisibilityTimeout, l.cfg.MaxMessageBytes)
+	}
+	return l.q.Receive(ctx, want, l.cfg.VisibilityTimeout)
 }

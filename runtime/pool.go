@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,10 +20,13 @@ import (
 var (
 	ErrTimeout     = errors.New("handler exceeded its time limit")
 	ErrMemoryLimit = errors.New("handler exceeded its memory limit")
-	ErrTrap        = errors.New("handler trapped")
-	ErrBadStatus   = errors.New("handler returned an unknown status")
-	ErrPoolClosed  = errors.New("pool closed")
-	ErrSelfTest    = errors.New("self test failed")
+	// ErrStackOverflow: the guest's calls nested deeper than the runtime's call stack allows
+	// (endless recursion).
+	ErrStackOverflow = errors.New("handler overflowed its call stack")
+	ErrTrap          = errors.New("handler trapped")
+	ErrBadStatus     = errors.New("handler returned an unknown status")
+	ErrPoolClosed    = errors.New("pool closed")
+	ErrSelfTest      = errors.New("self test failed")
 )
 
 // Status is a handler's verdict on a message.
@@ -355,6 +359,11 @@ func (p *Pool) run(inst *instance, in *Input) (out *Output, discard bool, err er
 		case errors.As(err, &hce):
 			p.traps.Add(1)
 			err = fmt.Errorf("runtime: message %s: %w: %w", in.ID, ErrTrap, err)
+		case isStackOverflow(err):
+			// Before the memory check: a guest near its memory limit that recursed for ever
+			// overflowed its stack, it did not run out of memory.
+			p.traps.Add(1)
+			err = fmt.Errorf("runtime: message %s: %w: %w", in.ID, ErrStackOverflow, err)
 		case p.nearMemLimit(inst):
 			p.traps.Add(1)
 			err = fmt.Errorf("runtime: message %s: %w (%d bytes): %w", in.ID, ErrMemoryLimit, p.memLimit, err)
@@ -390,6 +399,19 @@ func (p *Pool) verdict(inst *instance, out *Output) (*Output, bool, error) {
 // nearMemLimit reports whether a failed call ran out of memory. wazero does not report a
 // refused memory.grow; the guest's allocator aborts instead, so a trap with memory within a
 // quarter of the limit (one large allocation away) is taken as the limit hit.
+// isStackOverflow reports wazero's stack-overflow trap. wazero's sentinel for it is internal,
+// so its text is matched: an error in the chain reading "stack overflow" (or "wasm error:
+// stack overflow" with a stack trace).
+func isStackOverflow(err error) bool {
+	for err != nil {
+		if s := err.Error(); s == "stack overflow" || strings.HasPrefix(s, "wasm error: stack overflow") {
+			return true
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
+}
+
 func (p *Pool) nearMemLimit(inst *instance) bool {
 	slack := max(p.memLimit/4, 8<<20)
 	m := inst.mod.Memory()

@@ -3,8 +3,10 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -58,6 +60,32 @@ func Validate(ctx context.Context, path string, abi ABI) error {
 	defer c.rt.Close(ctx)
 	_, err = c.validate(ctx, path, wasm, abi)
 	return err
+}
+
+// ValidateAndStart checks the module at path like Validate, then does what a load does
+// before a module serves: it instantiates the module once in a runtime of its own, its start
+// function under timeout (0: no limit) and memoryPages (0: the default), and runs its
+// wqhost_self_test export if it has one, under timeout too. A start function or self test
+// that never returns fails with ErrTimeout within the limit. It is what ` + "`wqhost validate`" + ` runs.
+func ValidateAndStart(ctx context.Context, path string, abi ABI, timeout time.Duration, memoryPages uint32) error {
+	wasm, err := safefile.Read(path, safefile.DefaultMaxBytes)
+	if err != nil {
+		return fmt.Errorf("runtime: validate %s: %w", path, err)
+	}
+	e, err := NewEngine(ctx, EngineConfig{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	defer e.Close(context.WithoutCancel(ctx))
+	m, err := e.Compile(ctx, path, wasm, abi)
+	if err != nil {
+		return err
+	}
+	t, err := e.Tenant("validate", TenantLimits{MemoryPages: memoryPages})
+	if err != nil {
+		return err
+	}
+	return t.Validate(ctx, m, PoolConfig{Binding: "validate", Timeout: timeout})
 }
 
 func sigString(params, results []api.ValueType) string {
@@ -139,7 +167,9 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 		if _, ok := exports["_start"]; ok {
 			problems = append(problems, "exports _start (a command module: use abi wasi-stdio)")
 		}
-		if _, ok := exports["wqhost_abi_v1"]; !ok {
+		if _, ok := exports["wqhost_abi_v1"]; ok {
+			want("wqhost_abi_v1") // () -> (): a marker with another signature is not this ABI's
+		} else {
 			var others []string
 			for n := range exports {
 				if strings.HasPrefix(n, "wqhost_abi_v") {

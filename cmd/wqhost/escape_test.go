@@ -46,9 +46,16 @@ func TestPoisonListEscapesGuestText(t *testing.T) {
 	for _, asJSON := range []bool{false, true} {
 		var out bytes.Buffer
 		c := &cli{stdout: &out, stderr: &out}
-		if err := c.listDead(ls, "jobs-poison", asJSON); err != nil {
+		p := c.deadPrinter(asJSON)
+		for _, d := range ls {
+			if err := p.add(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.tw.Flush(); err != nil {
 			t.Fatal(err)
 		}
+		p.finish("jobs-poison", false)
 		for _, bad := range []string{"\x1b", "\x00", "\x07", "\u009b"} {
 			if strings.Contains(out.String(), bad) {
 				t.Errorf("json=%v: output holds %q raw:\n%q", asJSON, bad, out.String())

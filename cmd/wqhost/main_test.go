@@ -255,6 +255,9 @@ func TestValidate(t *testing.T) {
 		{[]string{"runtime/testdata/badimport/badimport.wasm"}, 1, []string{"imports unknown host function wqhost.no_such_function"}},
 		{[]string{"--abi", "wasi-stdio", "examples/handlers/billing-go/billing-go.wasm"}, 1, []string{"missing export _start", "which only wqhost/v1 modules may use"}},
 		{[]string{"README.md"}, 1, []string{"not a valid wasm module"}},
+		// Its start function never returns: refused within --timeout, not accepted.
+		{[]string{"--timeout", "500ms", "runtime/testdata/hang/hang.wasm"}, 1, []string{"does not load", "start function", "time limit (500ms)"}},
+		{[]string{"--timeout", "0s", "runtime/testdata/hang/hang.wasm"}, 2, []string{"--timeout 0s"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			wq(t, repoRoot, append([]string{"validate"}, tc.args...)...).expect(t, tc.code, "validate", tc.wants...)

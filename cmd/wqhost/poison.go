@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -16,18 +15,23 @@ import (
 const poisonDoc = `
 Works on the dead letters of a queue, the messages in <queue>-poison:
   list     shows each one's id, dequeue count, when it was dead-lettered and the reason
+           (--json: one object per line, with body_bytes, and the body when at most 4 KiB)
   requeue  moves them back to <queue> (fresh dequeue count; dead-letter attributes dropped)
   purge    deletes them
+Each streams in bounded memory, whatever the queue holds: bodies are not loaded for list
+and purge, and move inside the store for requeue (local). --limit N stops after N; a list
+cut short by --limit ends with the --after cursor that continues it.
 The command reaches the queue through the config, as 'wqhost send' does; it may run while the
 host runs.`
 
 func (c *cli) poison(ctx context.Context, args []string) error {
-	fl := c.flags("poison", "list|requeue|purge [--config FILE] [--data-dir DIR] [--tenant T] --queue Q [--limit N]", poisonDoc)
+	fl := c.flags("poison", "list|requeue|purge [--config FILE] [--data-dir DIR] [--tenant T] --queue Q [--limit N] [--after CURSOR]", poisonDoc)
 	cfgFile := configFlags(fl)
 	tenant := fl.String("tenant", config.DefaultTenant, "tenant that owns the queue")
 	queue := fl.String("queue", "", "the queue whose dead letters (<queue>-poison) to work on (required)")
 	limit := fl.Int("limit", 0, "at most this many dead letters (0: all)")
 	asJSON := fl.Bool("json", false, "list: print one JSON object per line instead of a table")
+	after := fl.String("after", "", "list: continue a listing cut short by --limit (the cursor it printed)")
 	if err := c.parse(fl, args); err != nil {
 		return err
 	}
@@ -54,14 +58,13 @@ func (c *cli) poison(ctx context.Context, args []string) error {
 	if _, err := cfg.QueueBackend(*tenant, *queue); err != nil {
 		return &usageError{err: err}
 	}
+	if *after != "" && action != "list" {
+		return usagef("--after continues a list; %s works from the start of the queue", action)
+	}
 	dead := *queue + listener.PoisonSuffix
 	switch action {
 	case "list":
-		ls, err := host.ListDeadLetters(ctx, cfg, *tenant, *queue, *limit)
-		if err != nil {
-			return err
-		}
-		return c.listDead(ls, dead, *asJSON)
+		return c.listDead(ctx, cfg, *tenant, *queue, host.ListOptions{Limit: *limit, After: *after}, *asJSON)
 	case "requeue":
 		n, err := host.RequeueDeadLetters(ctx, cfg, *tenant, *queue, *limit)
 		if err != nil {
@@ -80,39 +83,89 @@ func (c *cli) poison(ctx context.Context, args []string) error {
 	}
 }
 
-func (c *cli) listDead(ls []host.DeadLetter, dead string, asJSON bool) error {
-	if asJSON {
-		var errs []error
-		for _, d := range ls {
-			line, err := json.Marshal(d)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			_, err = fmt.Fprintf(c.stdout, "%s\n", jsonTermSafe(line))
-			errs = append(errs, err)
-		}
-		return errors.Join(errs...)
+// listDead prints the dead letters as they are read, so that listing a large queue holds
+// one page at a time.
+func (c *cli) listDead(ctx context.Context, cfg *config.Config, tenant, queue string, opts host.ListOptions, asJSON bool) error {
+	p := c.deadPrinter(asJSON)
+	next, err := host.WalkDeadLetters(ctx, cfg, tenant, queue, opts, p.add)
+	if ferr := p.tw.Flush(); err == nil {
+		err = ferr
 	}
-	if len(ls) == 0 {
-		fmt.Fprintf(c.stdout, "no dead letters in %s\n", dead)
-		return nil
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tDEQUEUED\tDEAD-LETTERED AT\tORIGINAL ID\tREASON")
-	for _, d := range ls {
-		reason := oneLine(d.Reason, 100)
-		if d.Repeats > 0 {
-			reason += fmt.Sprintf(" (dead-lettered %d more times)", d.Repeats)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", termSafe(d.ID), d.DequeueCount, termSafe(orDash(d.DeadLetteredAt)), termSafe(orDash(d.OriginalID)), reason)
-	}
-	if err := tw.Flush(); err != nil {
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "%s in %s\n", plural(len(ls), "dead letter"), dead)
+	p.finish(queue+listener.PoisonSuffix, opts.After != "")
+	if next != "" {
+		w := c.stdout
+		if asJSON {
+			w = c.stderr // stdout stays JSON lines
+		}
+		fmt.Fprintf(w, "more dead letters follow: wqhost poison list --tenant %s --queue %s --limit %d --after %s\n", termSafe(tenant), termSafe(queue), opts.Limit, termSafe(next))
+	}
 	return nil
 }
+
+// deadPrinter prints dead letters one at a time: a table aligned listFlush rows at a time,
+// or JSON lines. Everything from a guest or a message is escaped for the terminal.
+type deadPrinter struct {
+	c                *cli
+	tw               *tabwriter.Writer
+	asJSON           bool
+	n, repeats, rows int
+}
+
+func (c *cli) deadPrinter(asJSON bool) *deadPrinter {
+	return &deadPrinter{c: c, asJSON: asJSON, tw: tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)}
+}
+
+func (p *deadPrinter) add(d host.DeadLetter) error {
+	if p.asJSON {
+		line, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		p.n++
+		_, err = fmt.Fprintf(p.c.stdout, "%s\n", jsonTermSafe(line))
+		return err
+	}
+	if d.Repeats < 0 {
+		p.repeats++ // an earlier row shows its original message
+		return nil
+	}
+	if p.n == 0 {
+		fmt.Fprintln(p.tw, "ID\tDEQUEUED\tDEAD-LETTERED AT\tORIGINAL ID\tREASON")
+	}
+	p.n++
+	fmt.Fprintf(p.tw, "%s\t%d\t%s\t%s\t%s\n", termSafe(d.ID), d.DequeueCount, termSafe(orDash(d.DeadLetteredAt)), termSafe(orDash(d.OriginalID)), oneLine(d.Reason, 100))
+	if p.rows++; p.rows == listFlush {
+		p.rows = 0
+		return p.tw.Flush()
+	}
+	return nil
+}
+
+// finish prints the table's summary line.
+func (p *deadPrinter) finish(dead string, continued bool) {
+	if p.asJSON {
+		return
+	}
+	w := p.c.stdout
+	switch {
+	case p.n == 0 && !continued:
+		fmt.Fprintf(w, "no dead letters in %s\n", dead)
+	case p.n == 0:
+		fmt.Fprintf(w, "no more dead letters in %s\n", dead)
+	default:
+		fmt.Fprintf(w, "%s in %s", plural(p.n, "dead letter"), dead)
+		if p.repeats > 0 {
+			fmt.Fprintf(w, ", and %s of messages listed above (requeue moves each message once)", plural(p.repeats, "repeated dead letter"))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// listFlush is how many table rows are aligned together: a bounded page, not the queue.
+const listFlush = 64
 
 func orDash(s string) string {
 	if s == "" {

@@ -7,20 +7,24 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/internal/safefile"
 	"github.com/wqhost/wqhost/runtime"
 )
 
 const validateDoc = `
-Checks a WebAssembly module against a guest ABI without running it: the exports the ABI needs
-(wqhost_abi_v1, wqhost_handle, memory for wqhost/v1; _start for wasi-stdio) and every import
-(only wasi_snapshot_preview1 and, for wqhost/v1, the wqhost host functions with the right
-signatures). Exit code 0: fits; 1: does not fit (each problem on its own line); 2: no such
-file or unknown ABI.`
+Checks a WebAssembly module against a guest ABI: the exports the ABI needs (wqhost_abi_v1,
+wqhost_handle, memory for wqhost/v1; _start for wasi-stdio) with their signatures, and every
+import (only wasi_snapshot_preview1 and, for wqhost/v1, the wqhost host functions with the
+right signatures). A wqhost/v1 module is then loaded as the host loads it: instantiated once,
+its start function and its wqhost_self_test export (if any) run under --timeout. Exit code 0:
+fits; 1: does not fit (each problem on its own line), or its start function or self test
+failed or did not return within --timeout; 2: no such file or unknown ABI.`
 
 func (c *cli) validate(ctx context.Context, args []string) error {
-	fl := c.flags("validate", "FILE.wasm [--abi wqhost/v1|wasi-stdio]", validateDoc)
+	fl := c.flags("validate", "FILE.wasm [--abi wqhost/v1|wasi-stdio] [--timeout D]", validateDoc)
 	abi := fl.String("abi", string(runtime.ABIWqhostV1), "guest ABI to check against: wqhost/v1 or wasi-stdio")
+	timeout := fl.Duration("timeout", config.DefaultTimeout, "time limit of the start function and of the self test (a binding's limits.timeout)")
 	if err := c.parse(fl, args); err != nil {
 		return err
 	}
@@ -32,18 +36,23 @@ func (c *cli) validate(ctx context.Context, args []string) error {
 	if a != runtime.ABIWqhostV1 && a != runtime.ABIWasiStdio {
 		return usagef("--abi %q: unknown ABI (want %s or %s)", *abi, runtime.ABIWqhostV1, runtime.ABIWasiStdio)
 	}
+	if *timeout <= 0 {
+		return usagef("--timeout %s: must be above 0", *timeout)
+	}
 	if err := safefile.Check(path, safefile.DefaultMaxBytes); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return usagef("%s: no such file", path)
 		}
 		return usagef("%v", err) // a directory, FIFO or device: exit 2 at once, never read
 	}
-	err := runtime.Validate(ctx, path, a)
+	// Loaded as a host loads it: a start function that never returns, or a failing self
+	// test, would pass the static checks but never serve.
+	err := runtime.ValidateAndStart(ctx, path, a, *timeout, 0)
 	if err == nil {
 		fmt.Fprintf(c.stdout, "%s: ok, fits abi %s\n", path, a)
 		return nil
 	}
-	// runtime.Validate joins the problems with "; " after "does not fit abi X: ".
+	// The static checks join the problems with "; " after "does not fit abi X: ".
 	msg := err.Error()
 	marker := fmt.Sprintf("does not fit abi %s: ", a)
 	if i := strings.Index(msg, marker); i >= 0 {
@@ -53,6 +62,10 @@ func (c *cli) validate(ctx context.Context, args []string) error {
 			fmt.Fprintf(c.stdout, "  - %s\n", p)
 		}
 		return fmt.Errorf("%s does not fit abi %s", path, a)
+	}
+	if errors.Is(err, runtime.ErrTimeout) || errors.Is(err, runtime.ErrSelfTest) {
+		fmt.Fprintf(c.stdout, "%s: fits abi %s but does not load: %s\n", path, a, termSafe(err.Error()))
+		return fmt.Errorf("%s does not load (--timeout %s)", path, *timeout)
 	}
 	return err
 }

@@ -72,7 +72,19 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxGroup caps how many operations one transaction merges; 0 means 512.
 	MaxGroup int
+	// MaxBodyBytes is the largest body Send, SendBatch and MoveTo accept and Receive loads;
+	// 0 means DefaultMaxBodyBytes. A larger body already in the store (an older store, or a
+	// lower limit) is received unloaded (listener.Message.Oversize).
+	MaxBodyBytes int64
 }
+
+// DefaultMaxBodyBytes is the default of Options.MaxBodyBytes: the largest
+// limits.max_message_bytes a config may set.
+const DefaultMaxBodyBytes = 64 << 20
+
+// ErrTooLarge is returned by Send, SendBatch and MoveTo for a body above the store's
+// MaxBodyBytes.
+var ErrTooLarge = errors.New("body above the store's limit")
 
 // walLimit bounds the WAL file: after each checkpoint SQLite truncates it to this size, so
 // the WAL does not stay at its peak after a burst.
@@ -95,8 +107,15 @@ CREATE INDEX IF NOT EXISTS messages_ready ON messages (queue, visible_at, id);
 
 // selectReadySQL must be served by messages_ready in index order: a scan in id order would
 // walk past every leased row (see TestReceiveUsesReadyIndex).
-const selectReadySQL = `SELECT id, body, attrs, inserted_at, dequeue_count, expires_at FROM messages
+// Its first parameter is the largest body it loads: a larger one is not read (SQLite reads a
+// blob's length without its content), see bodyColumns.
+const selectReadySQL = `SELECT id, ` + bodyColumns + `, attrs, inserted_at, dequeue_count, expires_at FROM messages
 	WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?`
+
+// bodyColumns selects a message's body only when it is at most the query's first parameter
+// in bytes (NULL otherwise), and its length: a receive or list never loads a body it will
+// not hand out.
+const bodyColumns = `CASE WHEN length(body) <= ?1 THEN body END, length(body)`
 
 // The batch statements lease or delete a whole batch in one statement, prepared once per
 // batch size: a statement per message was most of the store's CPU. NOT INDEXED makes SQLite
@@ -133,6 +152,7 @@ func placeholders(n int, p string) string {
 // Backend is an open queue store. It is safe for concurrent use.
 type Backend struct {
 	path     string
+	maxBody  int64
 	db       *sql.DB
 	wconn    *sql.Conn
 	now      func() time.Time
@@ -197,7 +217,7 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 	}
 	db.SetMaxOpenConns(4)
 	b := &Backend{
-		path: path, db: db, now: opts.Now, log: opts.Logger, maxGroup: opts.MaxGroup,
+		path: path, db: db, now: opts.Now, log: opts.Logger, maxGroup: opts.MaxGroup, maxBody: opts.MaxBodyBytes,
 		ops: make(chan *op, 1024), closed: make(chan struct{}), done: make(chan struct{}),
 		queues: map[string]*Queue{},
 		leaseN: map[int]*sql.Stmt{}, deleteN: map[int]*sql.Stmt{},
@@ -210,6 +230,9 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 	}
 	if b.maxGroup <= 0 {
 		b.maxGroup = 512
+	}
+	if b.maxBody <= 0 {
+		b.maxBody = DefaultMaxBodyBytes
 	}
 	b.lease.Store(time.Now().UnixNano())
 	if err := b.init(ctx); err != nil {
@@ -457,8 +480,20 @@ func (q *Queue) errf(what string, err error) error {
 	return fmt.Errorf("local: %s %s: %w", what, q.name, err)
 }
 
-// Receive leases up to max visible messages in (visible_at, id) order.
+// Receive leases up to max visible messages in (visible_at, id) order. A body above the
+// store's MaxBodyBytes is not loaded (see ReceiveLimited).
 func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*listener.Message, error) {
+	return q.ReceiveLimited(ctx, max, visibility, q.b.maxBody)
+}
+
+var _ listener.BodyLimiter = (*Queue)(nil)
+
+// ReceiveLimited implements listener.BodyLimiter: it is Receive, loading only bodies of at
+// most maxBody bytes (and at most the store's MaxBodyBytes); a larger one is leased with Body
+// nil and Oversize set to its size, read neither from disk nor into memory. MoveTo moves such
+// a message with its stored body.
+func (q *Queue) ReceiveLimited(ctx context.Context, max int, visibility time.Duration, maxBody int64) ([]*listener.Message, error) {
+	maxBody = min(maxBody, q.b.maxBody)
 	if max < 1 {
 		return nil, fmt.Errorf("local: receive from %s: max %d < 1", q.name, max)
 	}
@@ -467,7 +502,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 	s := &q.b.stmts
 	o := &op{apply: func(now int64) error {
 		out = out[:0]
-		rows, err := s.selectReady.Query(q.name, now, max)
+		rows, err := s.selectReady.Query(maxBody, q.name, now, max)
 		if err != nil {
 			return fmt.Errorf("select ready in %s: %w", q.name, err)
 		}
@@ -508,6 +543,31 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 		return nil, q.errf("receive from", err)
 	}
 	return out, nil
+}
+
+// idOf and tokenOf are m's id and lease token, or -1 (no row) when they do not parse.
+func idOf(m *listener.Message) int64 {
+	id, _, ok := parseLease(m)
+	if !ok {
+		return -1
+	}
+	return id
+}
+
+func tokenOf(m *listener.Message) int64 {
+	_, tok, ok := parseLease(m)
+	if !ok {
+		return -1
+	}
+	return tok
+}
+
+// checkSize refuses a body above the store's MaxBodyBytes.
+func (q *Queue) checkSize(what string, n int) error {
+	if int64(n) > q.b.maxBody {
+		return q.errf(what, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, n, q.b.maxBody))
+	}
+	return nil
 }
 
 func parseLease(m *listener.Message) (id, tok int64, ok bool) {
@@ -686,13 +746,38 @@ func (q *Queue) MoveTo(ctx context.Context, m *listener.Message, dl listener.Que
 		}
 		attrs = string(j)
 	}
+	if err := q.checkSize("move to "+dq.name+" from", len(body)); err != nil {
+		return err
+	}
+	// A message received unloaded (Oversize) moves with the body it has in the store.
+	stored := body == nil && m.Oversize > 0
 	if body == nil {
 		body = []byte{}
 	}
 	var lost bool
 	o := &op{wakes: dq, apply: func(now int64) (err error) {
+		if stored {
+			// Copy first, then delete: the copy needs the row. Both are in this one
+			// transaction, and the writer goroutine is the only writer.
+			res, err := q.b.wconn.ExecContext(context.Background(), `INSERT INTO messages (queue, body, attrs, inserted_at, visible_at, expires_at)
+				SELECT ?, body, ?, ?, ?, 0 FROM messages WHERE id = ? AND queue = ? AND lease = ? AND visible_at > ?`,
+				dq.name, attrs, now, now, idOf(m), q.name, tokenOf(m), now)
+			if err != nil {
+				return fmt.Errorf("copy message %s into %s: %w", m.ID, dq.name, err)
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				lost = true
+				return nil
+			}
+		}
 		if lost, err = q.deleteOne(m, now); err != nil || lost {
+			if lost && stored {
+				return fmt.Errorf("message %s: lease lost between copy and delete", m.ID) // cannot happen: one writer
+			}
 			return err
+		}
+		if stored {
+			return nil
 		}
 		if _, err := q.b.stmts.insert.Exec(dq.name, body, attrs, now, now, int64(0)); err != nil {
 			return fmt.Errorf("insert into %s: %w", dq.name, err)
@@ -708,8 +793,12 @@ func (q *Queue) MoveTo(ctx context.Context, m *listener.Message, dl listener.Que
 	return nil
 }
 
-// Send enqueues a message and returns its id once committed.
+// Send enqueues a message and returns its id once committed. A body above the store's
+// MaxBodyBytes is refused with ErrTooLarge.
 func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions) (string, error) {
+	if err := q.checkSize("send to", len(body)); err != nil {
+		return "", err
+	}
 	var attrs any
 	if len(opts.Attributes) > 0 {
 		j, err := json.Marshal(opts.Attributes)
@@ -746,6 +835,11 @@ func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions
 // SendBatch enqueues many messages in one transaction (bulk loads, the CLI's send) and
 // returns their ids in order.
 func (q *Queue) SendBatch(ctx context.Context, bodies [][]byte, opts listener.SendOptions) ([]string, error) {
+	for i, body := range bodies {
+		if err := q.checkSize(fmt.Sprintf("send (message %d of batch) to", i), len(body)); err != nil {
+			return nil, err
+		}
+	}
 	var attrs any
 	if len(opts.Attributes) > 0 {
 		j, err := json.Marshal(opts.Attributes)
@@ -845,8 +939,8 @@ func (q *Queue) Wait(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// scanReady reads the rows of a receive query (id, body, attributes, inserted_at,
-// dequeue_count, expires_at) into messages leased at now, appending them to out and their
+// scanReady reads the rows of a receive query (id, body or NULL, body length, attributes,
+// inserted_at, dequeue_count, expires_at) into messages leased at now, appending them to out and their
 // ids to ids, and sets aside the ids of expired ones. It closes rows.
 func (q *Queue) scanReady(rows *sql.Rows, now int64, out []*listener.Message, ids []int64) (_ []*listener.Message, _, expired []int64, err error) {
 	defer func() {
@@ -856,12 +950,12 @@ func (q *Queue) scanReady(rows *sql.Rows, now int64, out []*listener.Message, id
 	}()
 	for rows.Next() {
 		var (
-			id, ins, exp int64
-			dq           int
-			attrs        sql.NullString
-			m            listener.Message
+			id, ins, exp, size int64
+			dq                 int
+			attrs              sql.NullString
+			m                  listener.Message
 		)
-		if err := rows.Scan(&id, &m.Body, &attrs, &ins, &dq, &exp); err != nil {
+		if err := rows.Scan(&id, &m.Body, &size, &attrs, &ins, &dq, &exp); err != nil {
 			return out, ids, expired, fmt.Errorf("scan message: %w", err)
 		}
 		if exp != 0 && exp <= now {
@@ -869,7 +963,11 @@ func (q *Queue) scanReady(rows *sql.Rows, now int64, out []*listener.Message, id
 			continue
 		}
 		if m.Body == nil {
-			m.Body = []byte{}
+			if size > 0 {
+				m.Oversize = size // left in the store: above the receive's body limit
+			} else {
+				m.Body = []byte{}
+			}
 		}
 		if attrs.Valid {
 			if err := json.Unmarshal([]byte(attrs.String), &m.Attributes); err != nil {

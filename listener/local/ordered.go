@@ -19,9 +19,9 @@ const orderIndexSQL = `CREATE INDEX IF NOT EXISTS messages_order ON messages (qu
 
 const (
 	minGroupSQL    = `SELECT min(` + orderExpr + `) FROM messages WHERE queue = ?`
-	selectGroupSQL = `SELECT id, body, attrs, inserted_at, dequeue_count, expires_at FROM messages
-	WHERE queue = ? AND visible_at <= ? AND (` + orderExpr + ` IS NULL OR ` + orderExpr + ` = ?)
-	ORDER BY visible_at, id LIMIT ?`
+	selectGroupSQL = `SELECT id, ` + bodyColumns + `, attrs, inserted_at, dequeue_count, expires_at FROM messages
+	WHERE queue = ?2 AND visible_at <= ?3 AND (` + orderExpr + ` IS NULL OR ` + orderExpr + ` = ?4)
+	ORDER BY visible_at, id LIMIT ?5`
 	heldSQL = `SELECT EXISTS (SELECT 1 FROM messages WHERE queue = ? AND visible_at <= ? AND ` + orderExpr + ` > ?)`
 	// nextInGroupSQL is when the group's next message becomes visible.
 	nextInGroupSQL = `SELECT min(visible_at) FROM messages WHERE queue = ? AND visible_at > ? AND ` + orderExpr + ` = ?`
@@ -58,7 +58,7 @@ func (q *Queue) ReceiveOrdered(ctx context.Context, max int, visibility time.Dur
 		if err := c.QueryRowContext(bg, minGroupSQL, q.name).Scan(&group); err != nil {
 			return fmt.Errorf("lowest order group in %s: %w", q.name, err)
 		}
-		rows, err := c.QueryContext(bg, selectGroupSQL, q.name, now, group, max)
+		rows, err := c.QueryContext(bg, selectGroupSQL, q.b.maxBody, q.name, now, group, max)
 		if err != nil {
 			return fmt.Errorf("select group %v in %s: %w", group, q.name, err)
 		}

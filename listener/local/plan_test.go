@@ -8,13 +8,19 @@ import (
 )
 
 func TestReceiveUsesReadyIndex(t *testing.T) {
+	t.Run("receive", func(t *testing.T) { testUsesReadyIndex(t, selectReadySQL, int64(1024), "q", int64(1), 32) })
+	// A listing of dead letters walks the index from its cursor: no sort, no full scan.
+	t.Run("list", func(t *testing.T) { testUsesReadyIndex(t, listSQL, int64(1024), "q", int64(5), int64(7), 32) })
+}
+
+func testUsesReadyIndex(t *testing.T, query string, args ...any) {
 	ctx := context.Background()
 	b, err := Open(ctx, filepath.Join(t.TempDir(), "q.db"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	rows, err := b.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+selectReadySQL, "q", int64(1), 32)
+	rows, err := b.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
