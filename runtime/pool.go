@@ -74,7 +74,11 @@ type PoolConfig struct {
 	// MaxMemoryBytes replaces an instance whose memory grew past it after a call; 0 = never.
 	MaxMemoryBytes uint64
 	// Timeout limits each call's wall time; 0 means no limit (and no per-call watchdog cost).
-	Timeout        time.Duration
+	// An instance's start function runs under StartTimeout.
+	Timeout time.Duration
+	// StartTimeout limits an instance's start function; 0 means max(Timeout,
+	// StartTimeoutFloor), and no limit when Timeout is 0.
+	StartTimeout   time.Duration
 	Config         map[string]string
 	OutputQueue    string                   // target of emit with an empty queue name
 	AllowEmit      func(queue string) error // nil allows every named queue; an error gives ERR_DENIED (ERR_INVALID if it wraps ErrInvalidName)
@@ -87,6 +91,24 @@ type PoolConfig struct {
 	ReadOnlyDir         string            // host directory mounted read-only at / ; empty = none
 	StdioCapBytes       int               // guest stdout+stderr logged per call; default 16 KiB
 	HTTP                *HTTPPolicy       // outbound HTTP policy; nil denies every request
+}
+
+// StartTimeoutFloor is the least time an instance's start function (a Go guest's runtime
+// initialisation, a Rust guest's constructors) gets, whatever the call time limit: a
+// handler limit of 100 ms is about the handler, and a Go runtime that takes 10 ms to start
+// on a quiet machine takes hundreds on a loaded one. A start function that never returns is
+// still stopped, at this floor.
+const StartTimeoutFloor = 10 * time.Second
+
+// startTimeout is the limit on an instance's start function: 0 (none) without a call limit.
+func (c PoolConfig) startTimeout() time.Duration {
+	if c.StartTimeout > 0 {
+		return c.StartTimeout
+	}
+	if c.Timeout <= 0 {
+		return 0
+	}
+	return max(c.Timeout, StartTimeoutFloor)
 }
 
 // PoolStats are a pool's counters.
@@ -238,16 +260,17 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 	// (or its shutdown), so instantiation runs under the caller's context and the call time
 	// limit. Only the instance's calls use the long-lived base context.
 	sctx := context.WithValue(ctx, stateKey{}, st)
-	if p.cfg.Timeout > 0 {
+	startLimit := p.cfg.startTimeout()
+	if startLimit > 0 {
 		var stop context.CancelFunc
-		sctx, stop = context.WithTimeout(sctx, p.cfg.Timeout)
+		sctx, stop = context.WithTimeout(sctx, startLimit)
 		defer stop()
 	}
 	mod, err := p.rt.InstantiateModule(sctx, p.cm, mc)
 	if err != nil {
 		cancel()
 		if errors.Is(sctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			err = fmt.Errorf("start function: %w (%s): %w", ErrTimeout, p.cfg.Timeout, err)
+			err = fmt.Errorf("start function: %w (%s): %w", ErrTimeout, startLimit, err)
 		}
 		return nil, fmt.Errorf("runtime: tenant %s binding %s: instantiate %s: %w", p.t.name, p.cfg.Binding, p.m.name, err)
 	}

@@ -24,14 +24,14 @@ func TestStartFunctionNeverReturns(t *testing.T) {
 		run  func(ctx context.Context) error
 	}{
 		{"NewPool", func(ctx context.Context) error {
-			p, err := ten.NewPool(ctx, m, PoolConfig{Binding: "b", MinInstances: 1, Timeout: limit})
+			p, err := ten.NewPool(ctx, m, PoolConfig{Binding: "b", MinInstances: 1, Timeout: limit, StartTimeout: limit})
 			if err == nil {
 				_ = p.Close(ctx)
 			}
 			return err
 		}},
 		{"Call", func(ctx context.Context) error {
-			p, err := ten.NewPool(ctx, m, PoolConfig{Binding: "b", Timeout: limit})
+			p, err := ten.NewPool(ctx, m, PoolConfig{Binding: "b", Timeout: limit, StartTimeout: limit})
 			if err != nil {
 				return err
 			}
@@ -40,7 +40,7 @@ func TestStartFunctionNeverReturns(t *testing.T) {
 			return err
 		}},
 		{"Validate", func(ctx context.Context) error {
-			return ten.Validate(ctx, m, PoolConfig{Binding: "b", Timeout: limit})
+			return ten.Validate(ctx, m, PoolConfig{Binding: "b", Timeout: limit, StartTimeout: limit})
 		}},
 	}
 	for _, tc := range cases {
@@ -56,5 +56,32 @@ func TestStartFunctionNeverReturns(t *testing.T) {
 				t.Fatal("loading a module whose start function never returns hung")
 			}
 		})
+	}
+}
+
+// TestStartFunctionGetsTheFloor: a call time limit far below what a Go guest's runtime needs
+// to start does not stop the start function (it gets StartTimeoutFloor), so a tight handler
+// limit on a loaded machine does not turn into failed instantiations; the hanging start
+// function is still stopped, at the floor.
+func TestStartFunctionGetsTheFloor(t *testing.T) {
+	e := testEngine(t)
+	m := load(t, e, "testdata/guest/guest.wasm", ABIWqhostV1)
+	ten, err := e.Tenant("t-floor", TenantLimits{MemoryPages: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ten.NewPool(context.Background(), m, PoolConfig{Binding: "b", MinInstances: 1, Timeout: time.Microsecond})
+	if err != nil {
+		t.Fatalf("a 1µs call limit stopped the Go guest's start function: %v", err)
+	}
+	_ = p.Close(context.Background())
+	if got := (PoolConfig{Timeout: time.Microsecond}).startTimeout(); got != StartTimeoutFloor {
+		t.Errorf("start limit for a 1µs call limit = %s, want the floor %s", got, StartTimeoutFloor)
+	}
+	if got := (PoolConfig{Timeout: time.Minute}).startTimeout(); got != time.Minute {
+		t.Errorf("start limit for a 1m call limit = %s, want 1m", got)
+	}
+	if got := (PoolConfig{}).startTimeout(); got != 0 {
+		t.Errorf("start limit without a call limit = %s, want none", got)
 	}
 }

@@ -85,7 +85,8 @@ func ValidateAndStart(ctx context.Context, path string, abi ABI, timeout time.Du
 	if err != nil {
 		return err
 	}
-	return t.Validate(ctx, m, PoolConfig{Binding: "validate", Timeout: timeout})
+	// The user's --timeout is the start function's limit too: no floor.
+	return t.Validate(ctx, m, PoolConfig{Binding: "validate", Timeout: timeout, StartTimeout: timeout})
 }
 
 func sigString(params, results []api.ValueType) string {
