@@ -47,7 +47,6 @@ const (
 	secExport   = 7
 	secStart    = 8
 	secCode     = 10
-	secDataCnt  = 12
 	secTag      = 13
 	maxSectorID = 13
 )
