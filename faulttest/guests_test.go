@@ -62,7 +62,7 @@ func TestFaultHostileGuests(t *testing.T) {
 	// Baseline: the steady backlog alone.
 	send("good", "steady", "--count", strconv.Itoa(steadyN), "a-{n}")
 	t0 := time.Now()
-	p.waitDrained("good", "steady", 2*time.Minute)
+	p.waitSettled("good", "steady", steadyN, 2*time.Minute)
 	alone := time.Since(t0)
 
 	// The same backlog again while the hostile guests misbehave.
@@ -88,14 +88,15 @@ func TestFaultHostileGuests(t *testing.T) {
 	send("bad", "outputs", "--count", "20", "h-{n}")
 	t1 := time.Now()
 	send("good", "steady", "--count", strconv.Itoa(steadyN), "b-{n}")
-	p.waitDrained("good", "steady", 2*time.Minute)
+	p.waitSettled("good", "steady", 2*steadyN, 2*time.Minute)
 	during := time.Since(t1)
 	hostileLeft := p.mustStatus("bad", "guest").Depth
 	t.Logf("steady backlog of %d: %s alone, %s beside the hostile guests (%.2fx); %d hostile messages still unsettled when it drained",
 		steadyN, alone.Round(time.Millisecond), during.Round(time.Millisecond), during.Seconds()/alone.Seconds(), hostileLeft)
 
-	p.waitDrained("bad", "guest", 3*time.Minute)
-	p.waitDrained("bad", "outputs", 3*time.Minute)
+	// guest: 20 good messages and 4 dead-lettered; outputs: 20 good, flood:4, 2 rejected.
+	p.waitSettled("bad", "guest", 24, 3*time.Minute)
+	p.waitSettled("bad", "outputs", 23, 3*time.Minute)
 	if code, _, err := p.request("GET", "/healthz", "", nil); err != nil || code != http.StatusOK {
 		t.Fatalf("host unhealthy after the hostile guests: %d %v", code, err)
 	}

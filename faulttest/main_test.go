@@ -390,6 +390,24 @@ func (p *proc) waitDrained(tenant, binding string, limit time.Duration) host.Bin
 	return bs
 }
 
+// waitSettled waits until tenant/binding has settled (processed or dead-lettered) at least
+// n messages and shows nothing queued or running. The depth alone is not enough: status
+// shows the listener's cached depth, which right after a send from another process can
+// still be the 0 of the drained queue before it.
+func (p *proc) waitSettled(tenant, binding string, n uint64, limit time.Duration) host.BindingStatus {
+	p.t.Helper()
+	var bs host.BindingStatus
+	waitFor(p.t, limit, fmt.Sprintf("%s/%s to settle %d messages", tenant, binding, n), func() bool {
+		if !p.running() {
+			p.t.Fatalf("host exited: %v\n%s", p.err, tail(p.logs(), 8<<10))
+		}
+		var err error
+		bs, err = p.status(tenant, binding, "")
+		return err == nil && bs.Processed+bs.Poisoned >= n && bs.Depth == 0 && bs.InFlight == 0
+	})
+	return bs
+}
+
 // cpuTime returns the user+system CPU time a process has used, from /proc/<pid>/stat.
 func cpuTime(t *testing.T, pid int) time.Duration {
 	t.Helper()
