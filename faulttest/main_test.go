@@ -378,16 +378,7 @@ func (p *proc) mustStatus(tenant, binding string) host.BindingStatus {
 // waitDrained waits until the binding's input queue is empty and nothing is in flight.
 func (p *proc) waitDrained(tenant, binding string, limit time.Duration) host.BindingStatus {
 	p.t.Helper()
-	var bs host.BindingStatus
-	waitFor(p.t, limit, tenant+"/"+binding+" drained", func() bool {
-		if !p.running() {
-			p.t.Fatalf("host exited: %v\n%s", p.err, tail(p.logs(), 8<<10))
-		}
-		var err error
-		bs, err = p.status(tenant, binding, "")
-		return err == nil && bs.Depth == 0 && bs.InFlight == 0
-	})
-	return bs
+	return p.waitSettled(tenant, binding, 0, limit)
 }
 
 // waitSettled waits until tenant/binding has settled (processed or dead-lettered) at least

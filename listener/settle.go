@@ -107,6 +107,15 @@ func (b *batch) running() int {
 	return n
 }
 
+// takeRenewedLease copies message i's renewed lease (if the batch was renewed) into the
+// message, for its settlement: renewal works on copies while handlers read the messages.
+func (b *batch) takeRenewedLease(i int) {
+	if b.renewed {
+		b.msgs[i].LeaseToken = b.leases[i].LeaseToken
+		b.msgs[i].VisibleAt = b.leases[i].VisibleAt
+	}
+}
+
 // lose marks message i's lease lost; it reports whether it was not already.
 func (b *batch) lose(i int) bool { return b.st[i].Swap(stLost) != stLost }
 
@@ -247,11 +256,8 @@ func (l *Listener) awaitRenewing(ctx context.Context, b *batch, helpers int, lea
 		case <-b.done:
 			t.Stop()
 			l.renewBeforeSettling(b)
-			if b.renewed {
-				for i := range b.msgs {
-					b.msgs[i].LeaseToken = b.leases[i].LeaseToken
-					b.msgs[i].VisibleAt = b.leases[i].VisibleAt
-				}
+			for i := range b.msgs {
+				b.takeRenewedLease(i)
 			}
 			return
 		case <-t.C():
@@ -283,10 +289,7 @@ func (l *Listener) settleEarly(ctx context.Context, b *batch) {
 			continue
 		}
 		n++
-		if b.renewed {
-			b.msgs[i].LeaseToken = b.leases[i].LeaseToken
-			b.msgs[i].VisibleAt = b.leases[i].VisibleAt
-		}
+		b.takeRenewedLease(i)
 		if l.settleOne(sctx, b.msgs[i], b.vs[i]) {
 			dels = append(dels, b.msgs[i])
 		}
@@ -300,8 +303,9 @@ func (l *Listener) settleEarly(ctx context.Context, b *batch) {
 
 // help starts one more worker when b's slow messages keep its worker from receiving while
 // the worker has idle concurrency (every message of b started, some but fewer than
-// Concurrency still running) and lease budget is free that no other worker will take: none is waiting
-// for budget, none is the idle waiter (which a push or its back-off wakes for new work).
+// Concurrency still running) and lease budget is free that no other worker will take:
+// none is waiting for budget, none is the idle waiter (which a push or its back-off wakes
+// for new work).
 // It stands in for the worker's own next receive, the way Functions fetches a new batch when
 // in-flight work drops below newBatchThreshold. The new worker starts as if idle: it asks
 // the scaler when it finds work, and stops when it finds the queue empty.
