@@ -61,6 +61,9 @@ type compiled struct {
 	wasm     []byte
 	selfTest bool
 	usesHTTP bool // declares or imports outbound HTTP
+	// stop is the module instrumented with a stop flag (stopflag.go); nil when the
+	// instrumenter could not read it, and the time limit uses close-on-context-done.
+	stop *stopCode
 }
 
 // Module is a validated module, ready to be instantiated by any tenant.
@@ -131,6 +134,7 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte, abi ABI)
 		f.val, f.err = e.check.validate(ctx, name, wasm, abi)
 		if f.val != nil {
 			f.val.digest = digest
+			f.val.stop = e.instrument(name, f.val)
 		}
 		close(f.done)
 		if f.err != nil {
@@ -151,6 +155,22 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte, abi ABI)
 		return nil, f.err
 	}
 	return &Module{name: name, c: f.val}, nil
+}
+
+// instrument adds the stop flag to a wqhost/v1 module. A module it cannot read keeps the
+// slower close-on-context-done time limit, said once per module version.
+func (e *Engine) instrument(name string, c *compiled) *stopCode {
+	if c.abi != ABIWqhostV1 {
+		// wasi-stdio instantiates a module per message: the watchdog's share is small there.
+		return nil
+	}
+	sc, err := instrumentStop(c.wasm)
+	if err != nil {
+		e.logger.Warn("time limit falls back to wazero's close-on-context-done (slower loops and calls)",
+			"module", name, "digest", c.digest[:12], "err", err)
+		return nil
+	}
+	return sc
 }
 
 // TenantLimits are the limits shared by every instance of one tenant.
@@ -242,10 +262,25 @@ type Tenant struct {
 
 	mu sync.Mutex
 	// rts holds two runtimes: [0] without and [1] with close-on-context-done, because that
-	// option is per runtime and costs a goroutine per call, which pools without a time limit
-	// should not pay.
+	// option is per runtime and costs a goroutine per call and an exit to Go per loop
+	// iteration, which pools without a time limit or with a stop flag should not pay.
 	rts      [2]wazero.Runtime
 	compiled [2]map[string]*compiledRef
+}
+
+// variant is how a pool's module is compiled: terminate runs it in the close-on-context-done
+// runtime, stop compiles the stop-flag instrumented bytes.
+type variant struct{ terminate, stop bool }
+
+func (v variant) key(m *Module) (int, string) {
+	i, key := 0, m.c.digest
+	if v.terminate {
+		i = 1
+	}
+	if v.stop {
+		key += "+stop"
+	}
+	return i, key
 }
 
 // compiledRef is a module compiled in one of the tenant's runtimes, shared by every pool of
@@ -291,21 +326,26 @@ func (t *Tenant) runtime(ctx context.Context, terminate bool) (wazero.Runtime, i
 }
 
 // compile returns the module compiled in the tenant's runtime, once per digest.
-func (t *Tenant) compile(ctx context.Context, m *Module, terminate bool) (wazero.Runtime, wazero.CompiledModule, error) {
-	rt, i, err := t.runtime(ctx, terminate)
+func (t *Tenant) compile(ctx context.Context, m *Module, v variant) (wazero.Runtime, wazero.CompiledModule, error) {
+	rt, i, err := t.runtime(ctx, v.terminate)
 	if err != nil {
 		return nil, nil, err
 	}
+	_, key := v.key(m)
 	t.mu.Lock()
-	f, ok := t.compiled[i][m.c.digest]
+	f, ok := t.compiled[i][key]
 	if !ok {
 		f = &compiledRef{flight: flight[wazero.CompiledModule]{done: make(chan struct{})}}
-		t.compiled[i][m.c.digest] = f
+		t.compiled[i][key] = f
 	}
 	f.refs++
 	t.mu.Unlock()
 	if !ok {
-		f.val, f.err = rt.CompileModule(ctx, m.c.wasm)
+		wasm := m.c.wasm
+		if v.stop {
+			wasm = m.c.stop.wasm
+		}
+		f.val, f.err = rt.CompileModule(ctx, wasm)
 		if f.err != nil {
 			f.err = fmt.Errorf("runtime: tenant %s: compile %s: %w", t.name, m.name, f.err)
 		}
@@ -314,20 +354,17 @@ func (t *Tenant) compile(ctx context.Context, m *Module, terminate bool) (wazero
 		<-f.done
 	}
 	if f.err != nil {
-		t.release(ctx, m, terminate)
+		t.release(ctx, m, v)
 		return nil, nil, f.err
 	}
 	return rt, f.val, nil
 }
 
 // release drops one pool's hold on its compiled module, closing it after the last.
-func (t *Tenant) release(ctx context.Context, m *Module, terminate bool) {
-	i := 0
-	if terminate {
-		i = 1
-	}
+func (t *Tenant) release(ctx context.Context, m *Module, v variant) {
+	i, key := v.key(m)
 	t.mu.Lock()
-	f, ok := t.compiled[i][m.c.digest]
+	f, ok := t.compiled[i][key]
 	if !ok {
 		t.mu.Unlock()
 		return
@@ -337,7 +374,7 @@ func (t *Tenant) release(ctx context.Context, m *Module, terminate bool) {
 		t.mu.Unlock()
 		return
 	}
-	delete(t.compiled[i], m.c.digest)
+	delete(t.compiled[i], key)
 	t.mu.Unlock()
 	<-f.done
 	if f.val != nil {

@@ -129,6 +129,7 @@ type Pool struct {
 	logger   *slog.Logger
 	memLimit uint64
 	httpc    *outbound // nil: outbound HTTP denied
+	v        variant   // how the module was compiled: stop flag, close-on-context-done or neither
 
 	slots  *slots
 	wg     sync.WaitGroup // refills in flight
@@ -162,12 +163,24 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 	if cfg.StdioCapBytes <= 0 {
 		cfg.StdioCapBytes = 16 << 10
 	}
-	rt, cm, err := t.compile(ctx, m, cfg.Timeout > 0)
+	v := variant{terminate: cfg.Timeout > 0}
+	if m.c.stop != nil {
+		v = variant{stop: true}
+	}
+	rt, cm, err := t.compile(ctx, m, v)
+	if err != nil && v.stop {
+		// The instrumented bytes should always compile when the original did; if not, the
+		// module still runs, with the slower time limit.
+		t.logger.Warn("stop-flag module did not compile; time limit falls back to close-on-context-done",
+			"module", m.name, "err", err)
+		v = variant{terminate: cfg.Timeout > 0}
+		rt, cm, err = t.compile(ctx, m, v)
+	}
 	if err != nil {
 		return nil, err
 	}
 	p := &Pool{
-		t: t, m: m, cfg: cfg, rt: rt, cm: cm,
+		t: t, m: m, cfg: cfg, rt: rt, cm: cm, v: v,
 		logger:   t.logger.With("binding", cfg.Binding, "module", m.name, "digest", m.c.digest[:12]),
 		memLimit: uint64(t.limits.MemoryPages) * 65536,
 		slots:    newSlots(cfg.MaxInstances),
@@ -216,6 +229,8 @@ func (t *Tenant) Validate(ctx context.Context, m *Module, cfg PoolConfig) error 
 		ctx, stop = context.WithTimeout(ctx, cfg.Timeout)
 		defer stop()
 	}
+	// With a stop flag, ending ctx must set it: the instance's own context does.
+	defer context.AfterFunc(ctx, inst.cancel)()
 	if err := inst.selfTest.CallWithStack(ctx, stack); err != nil {
 		return fmt.Errorf("runtime: %s: wqhost_self_test: %w: %w", m.name, ErrSelfTest, err)
 	}
@@ -255,7 +270,13 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 	st := &callState{pool: p}
 	logw := &cappedLog{logger: p.logger, limit: p.cfg.StdioCapBytes}
 	base, cancel := context.WithCancel(context.Background())
-	mc := p.moduleConfig(logw).WithStartFunctions("_initialize")
+	mc := p.moduleConfig(logw)
+	if !p.v.stop {
+		mc = mc.WithStartFunctions("_initialize")
+	} else {
+		// Start functions run after instantiation (startStop), once the flag can be set.
+		mc = mc.WithStartFunctions()
+	}
 	// The start function is guest code too: one that never returns must not hang the host
 	// (or its shutdown), so instantiation runs under the caller's context and the call time
 	// limit. Only the instance's calls use the long-lived base context.
@@ -267,6 +288,11 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		defer stop()
 	}
 	mod, err := p.rt.InstantiateModule(sctx, p.cm, mc)
+	if err == nil && p.v.stop {
+		if err = p.startStop(sctx, mod, base); err != nil {
+			_ = mod.Close(context.Background())
+		}
+	}
 	if err != nil {
 		cancel()
 		if errors.Is(sctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
@@ -285,6 +311,39 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 	}
 	p.total.Add(1)
 	return inst, nil
+}
+
+// startStop wires a stop-flag instance's flag to its contexts and runs its start functions
+// (the module's start section, then _initialize) under sctx: ending sctx, by the time limit
+// or the caller, and ending base, the instance's context, both set the flag.
+func (p *Pool) startStop(sctx context.Context, mod api.Module, base context.Context) error {
+	g, ok := mod.ExportedGlobal(stopExport).(api.MutableGlobal)
+	if !ok {
+		return fmt.Errorf("stop flag %s missing", stopExport)
+	}
+	// The flag is only ever written, once, from the AfterFunc goroutines; compiled code
+	// reads it. Both writes store the same value.
+	var once sync.Once
+	set := func() { once.Do(func() { g.Set(1) }) }
+	context.AfterFunc(base, set)
+	stop := context.AfterFunc(sctx, set)
+	for _, name := range []string{startExport, "_initialize"} {
+		if name == startExport && !p.m.c.stop.start {
+			continue
+		}
+		fn := mod.ExportedFunction(name)
+		if fn == nil {
+			continue
+		}
+		if _, err := fn.Call(sctx); err != nil {
+			return fmt.Errorf("start function %s: %w", name, err)
+		}
+	}
+	if !stop() {
+		// The limit or the caller ended start just as it returned: the flag is set.
+		return fmt.Errorf("start function: %w", context.Cause(sctx))
+	}
+	return nil
 }
 
 func (inst *instance) close(ctx context.Context) {
@@ -505,7 +564,7 @@ func (p *Pool) Close(ctx context.Context) error {
 	if err == nil {
 		// With calls still in flight the compiled code stays: a trap unwinding through it
 		// needs it registered.
-		p.t.release(ctx, p.m, p.cfg.Timeout > 0)
+		p.t.release(ctx, p.m, p.v)
 	}
 	return err
 }
