@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -36,9 +38,11 @@ type EngineConfig struct {
 
 // Engine owns the compilation cache, the validated modules and the tenants' runtimes.
 type Engine struct {
-	cache  wazero.CompilationCache
-	logger *slog.Logger
-	check  *checker
+	cache    wazero.CompilationCache
+	cacheDir string    // also keeps instrumented modules; empty: instrumented on every load
+	epoch    time.Time // the origin of since, read with its monotonic clock
+	logger   *slog.Logger
+	check    *checker
 
 	mu      sync.Mutex
 	modules map[string]*flight[*compiled]
@@ -61,9 +65,9 @@ type compiled struct {
 	wasm     []byte
 	selfTest bool
 	usesHTTP bool // declares or imports outbound HTTP
-	// stop is the module instrumented with a stop flag (stopflag.go); nil when the
+	// fuel is the module instrumented with a fuel counter (yield.go); nil when the
 	// instrumenter could not read it, and the time limit uses close-on-context-done.
-	stop *stopCode
+	fuel *yieldCode
 }
 
 // Module is a validated module, ready to be instantiated by any tenant.
@@ -105,7 +109,7 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 		return nil, err
 	}
 	return &Engine{
-		cache: cache, logger: logger, check: chk,
+		cache: cache, cacheDir: cfg.CacheDir, epoch: time.Now(), logger: logger, check: chk,
 		modules: map[string]*flight[*compiled]{},
 		tenants: map[string]*Tenant{},
 		open:    map[*Tenant]bool{},
@@ -134,7 +138,7 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte, abi ABI)
 		f.val, f.err = e.check.validate(ctx, name, wasm, abi)
 		if f.val != nil {
 			f.val.digest = digest
-			f.val.stop = e.instrument(name, f.val)
+			f.val.fuel = e.instrument(name, f.val)
 		}
 		close(f.done)
 		if f.err != nil {
@@ -157,20 +161,59 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte, abi ABI)
 	return &Module{name: name, c: f.val}, nil
 }
 
-// instrument adds the stop flag to a wqhost/v1 module. A module it cannot read keeps the
-// slower close-on-context-done time limit, said once per module version.
-func (e *Engine) instrument(name string, c *compiled) *stopCode {
+// instrument adds the fuel counter to a wqhost/v1 module. A module it cannot read keeps the
+// slower close-on-context-done time limit, said once per module version. With a cache
+// directory the result is kept there, so a restart (or another engine on the same
+// directory) does not decode a large module again.
+func (e *Engine) instrument(name string, c *compiled) *yieldCode {
 	if c.abi != ABIWqhostV1 {
 		// wasi-stdio instantiates a module per message: the watchdog's share is small there.
 		return nil
 	}
-	sc, err := instrumentStop(c.wasm)
+	var cached string
+	if e.cacheDir != "" {
+		cached = filepath.Join(e.cacheDir, fmt.Sprintf("wqhost-fuel-v%d-%s.wasm", instrumentVersion, c.digest))
+		if b, err := os.ReadFile(cached); err == nil {
+			return &yieldCode{wasm: b}
+		}
+	}
+	yc, err := instrument(c.wasm)
 	if err != nil {
 		e.logger.Warn("time limit falls back to wazero's close-on-context-done (slower loops and calls)",
 			"module", name, "digest", c.digest[:12], "err", err)
 		return nil
 	}
-	return sc
+	if cached != "" {
+		if err := writeAtomic(cached, yc.wasm); err != nil {
+			e.logger.Warn("instrumented module not cached", "module", name, "err", err)
+		}
+	}
+	return yc
+}
+
+// since is the engine's clock: monotonic time since it started, as cheap as a clock read
+// gets (time.Since of a time with a monotonic reading reads only the monotonic clock).
+func (e *Engine) since() time.Duration { return time.Since(e.epoch) }
+
+// writeAtomic writes b to path through a temporary file renamed into place, so a reader
+// (another engine sharing the directory, or the next start after a crash) sees all of it or
+// nothing.
+func writeAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
 }
 
 // TenantLimits are the limits shared by every instance of one tenant.
@@ -263,22 +306,22 @@ type Tenant struct {
 	mu sync.Mutex
 	// rts holds two runtimes: [0] without and [1] with close-on-context-done, because that
 	// option is per runtime and costs a goroutine per call and an exit to Go per loop
-	// iteration, which pools without a time limit or with a stop flag should not pay.
+	// iteration, which pools without a time limit or with a fuel counter should not pay.
 	rts      [2]wazero.Runtime
 	compiled [2]map[string]*compiledRef
 }
 
 // variant is how a pool's module is compiled: terminate runs it in the close-on-context-done
-// runtime, stop compiles the stop-flag instrumented bytes.
-type variant struct{ terminate, stop bool }
+// runtime, fuel compiles the fuel-instrumented bytes.
+type variant struct{ terminate, fuel bool }
 
 func (v variant) key(m *Module) (int, string) {
 	i, key := 0, m.c.digest
 	if v.terminate {
 		i = 1
 	}
-	if v.stop {
-		key += "+stop"
+	if v.fuel {
+		key += "+fuel"
 	}
 	return i, key
 }
@@ -342,8 +385,8 @@ func (t *Tenant) compile(ctx context.Context, m *Module, v variant) (wazero.Runt
 	t.mu.Unlock()
 	if !ok {
 		wasm := m.c.wasm
-		if v.stop {
-			wasm = m.c.stop.wasm
+		if v.fuel {
+			wasm = m.c.fuel.wasm
 		}
 		f.val, f.err = rt.CompileModule(ctx, wasm)
 		if f.err != nil {

@@ -58,6 +58,13 @@ type callState struct {
 	logBytes int // bytes of them written to the host log
 	dropped  int // log lines past the caps, reported once after the call
 	http     httpState
+
+	// The limits of the call running now, for yield (yield.go); zero between calls.
+	caller   context.Context    // the caller's context; nil: not armed
+	deadline time.Duration      // the time limit, on the engine's clock (Engine.since); 0: none
+	turn     time.Duration      // when the call last yielded the processor (yield.go)
+	wctx     context.Context    // waitCtx's context, made on first use in a call
+	wcancel  context.CancelFunc // releases wctx
 }
 
 // callCtx is the context an instance's calls run in: the watchdog cancels it, and host
@@ -211,7 +218,7 @@ func hostFuncs() []hostFn {
 
 func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
 	b := rt.NewHostModuleBuilder(hostModuleName)
-	for _, f := range append(hostFuncs(), httpHostFuncs()...) {
+	for _, f := range append(append(hostFuncs(), httpHostFuncs()...), yieldFn()) {
 		b.NewFunctionBuilder().WithGoModuleFunction(f.fn, f.params, f.results).WithName(f.name).Export(f.name)
 	}
 	return b

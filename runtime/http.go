@@ -553,7 +553,7 @@ func httpHostFuncs() []hostFn {
 				s[0] = i32(errDenied)
 				return
 			}
-			s[0] = i32(st.request(ctx, string(method), string(u), hdr, body, string(cred)))
+			s[0] = i32(st.request(st.waitCtx(ctx), string(method), string(u), hdr, body, string(cred)))
 		}},
 		{"http_status", []api.ValueType{tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			st := stateOf(ctx)
@@ -599,7 +599,7 @@ func httpHostFuncs() []hostFn {
 				s[0] = i32(errInvalid)
 				return
 			}
-			s[0] = i32(st.readBody(ctx, hr, dst))
+			s[0] = i32(st.readBody(st.waitCtx(ctx), hr, dst))
 		}},
 		{"http_close", []api.ValueType{tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			st := stateOf(ctx)

@@ -164,14 +164,14 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 		cfg.StdioCapBytes = 16 << 10
 	}
 	v := variant{terminate: cfg.Timeout > 0}
-	if m.c.stop != nil {
-		v = variant{stop: true}
+	if m.c.fuel != nil {
+		v = variant{fuel: true}
 	}
 	rt, cm, err := t.compile(ctx, m, v)
-	if err != nil && v.stop {
+	if err != nil && v.fuel {
 		// The instrumented bytes should always compile when the original did; if not, the
 		// module still runs, with the slower time limit.
-		t.logger.Warn("stop-flag module did not compile; time limit falls back to close-on-context-done",
+		t.logger.Warn("fuel-instrumented module did not compile; time limit falls back to close-on-context-done",
 			"module", m.name, "err", err)
 		v = variant{terminate: cfg.Timeout > 0}
 		rt, cm, err = t.compile(ctx, m, v)
@@ -229,9 +229,11 @@ func (t *Tenant) Validate(ctx context.Context, m *Module, cfg PoolConfig) error 
 		ctx, stop = context.WithTimeout(ctx, cfg.Timeout)
 		defer stop()
 	}
-	// With a stop flag, ending ctx must set it: the instance's own context does.
+	// The self test runs like a call: in the instance's context, under the time limit and ctx.
+	inst.st.arm(ctx, cfg.Timeout)
+	defer inst.st.disarm()
 	defer context.AfterFunc(ctx, inst.cancel)()
-	if err := inst.selfTest.CallWithStack(ctx, stack); err != nil {
+	if err := inst.selfTest.CallWithStack(inst.ctx, stack); err != nil {
 		return fmt.Errorf("runtime: %s: wqhost_self_test: %w: %w", m.name, ErrSelfTest, err)
 	}
 	if rc := int32(stack[0]); rc != 0 {
@@ -270,13 +272,7 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 	st := &callState{pool: p}
 	logw := &cappedLog{logger: p.logger, limit: p.cfg.StdioCapBytes}
 	base, cancel := context.WithCancel(context.Background())
-	mc := p.moduleConfig(logw)
-	if !p.v.stop {
-		mc = mc.WithStartFunctions("_initialize")
-	} else {
-		// Start functions run after instantiation (startStop), once the flag can be set.
-		mc = mc.WithStartFunctions()
-	}
+	mc := p.moduleConfig(logw).WithStartFunctions("_initialize").WithNanosleep(st.sleep)
 	// The start function is guest code too: one that never returns must not hang the host
 	// (or its shutdown), so instantiation runs under the caller's context and the call time
 	// limit. Only the instance's calls use the long-lived base context.
@@ -287,15 +283,12 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		sctx, stop = context.WithTimeout(sctx, startLimit)
 		defer stop()
 	}
+	st.arm(ctx, startLimit)
 	mod, err := p.rt.InstantiateModule(sctx, p.cm, mc)
-	if err == nil && p.v.stop {
-		if err = p.startStop(sctx, mod, base); err != nil {
-			_ = mod.Close(context.Background())
-		}
-	}
+	st.disarm()
 	if err != nil {
 		cancel()
-		if errors.Is(sctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		if (errors.Is(err, errTimeLimit) || errors.Is(sctx.Err(), context.DeadlineExceeded)) && ctx.Err() == nil {
 			err = fmt.Errorf("start function: %w (%s): %w", ErrTimeout, startLimit, err)
 		}
 		return nil, fmt.Errorf("runtime: tenant %s binding %s: instantiate %s: %w", p.t.name, p.cfg.Binding, p.m.name, err)
@@ -304,46 +297,13 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		mod: mod, handle: mod.ExportedFunction("wqhost_handle"), selfTest: mod.ExportedFunction("wqhost_self_test"),
 		st: st, ctx: &callCtx{Context: base, st: st}, cancel: cancel, stdio: logw,
 	}
-	if p.cfg.Timeout > 0 {
+	if p.cfg.Timeout > 0 && !p.v.fuel {
 		// One timer per instance, re-armed per call, is cheaper than a deadline context per call.
 		inst.timer = time.AfterFunc(time.Hour, cancel)
 		inst.timer.Stop()
 	}
 	p.total.Add(1)
 	return inst, nil
-}
-
-// startStop wires a stop-flag instance's flag to its contexts and runs its start functions
-// (the module's start section, then _initialize) under sctx: ending sctx, by the time limit
-// or the caller, and ending base, the instance's context, both set the flag.
-func (p *Pool) startStop(sctx context.Context, mod api.Module, base context.Context) error {
-	g, ok := mod.ExportedGlobal(stopExport).(api.MutableGlobal)
-	if !ok {
-		return fmt.Errorf("stop flag %s missing", stopExport)
-	}
-	// The flag is only ever written, once, from the AfterFunc goroutines; compiled code
-	// reads it. Both writes store the same value.
-	var once sync.Once
-	set := func() { once.Do(func() { g.Set(1) }) }
-	context.AfterFunc(base, set)
-	stop := context.AfterFunc(sctx, set)
-	for _, name := range []string{startExport, "_initialize"} {
-		if name == startExport && !p.m.c.stop.start {
-			continue
-		}
-		fn := mod.ExportedFunction(name)
-		if fn == nil {
-			continue
-		}
-		if _, err := fn.Call(sctx); err != nil {
-			return fmt.Errorf("start function %s: %w", name, err)
-		}
-	}
-	if !stop() {
-		// The limit or the caller ended start just as it returned: the flag is set.
-		return fmt.Errorf("start function: %w", context.Cause(sctx))
-	}
-	return nil
 }
 
 func (inst *instance) close(ctx context.Context) {
@@ -380,14 +340,24 @@ func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
 		p.trace(inst, true)
 	}
 	// The caller's context bounds the call too (a shutdown grace, a caller's deadline):
-	// ending it interrupts the guest like the time limit does, and the instance, whose
-	// context is then spent, is replaced.
-	stop := context.AfterFunc(ctx, inst.cancel)
-	out, discard, err := p.run(inst, in)
-	if !stop() {
-		discard = true
-		if err != nil || ctx.Err() != nil {
-			out, err = nil, fmt.Errorf("runtime: message %s: call abandoned: %w", in.ID, context.Cause(ctx))
+	// ending it interrupts the guest like the time limit does. With fuel the guest's next
+	// yield sees it; otherwise the instance's context is cancelled, and the instance, its
+	// context spent, is replaced.
+	var out *Output
+	var discard bool
+	if p.v.fuel {
+		out, discard, err = p.run(ctx, inst, in)
+		if errors.Is(err, errCallerGone) {
+			out, discard, err = nil, true, fmt.Errorf("runtime: message %s: call abandoned: %w", in.ID, context.Cause(ctx))
+		}
+	} else {
+		stop := context.AfterFunc(ctx, inst.cancel)
+		out, discard, err = p.run(nil, inst, in)
+		if !stop() {
+			discard = true
+			if err != nil || ctx.Err() != nil {
+				out, err = nil, fmt.Errorf("runtime: message %s: call abandoned: %w", in.ID, context.Cause(ctx))
+			}
 		}
 	}
 	if p.trace != nil {
@@ -406,7 +376,9 @@ func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
 	return out, err
 }
 
-func (p *Pool) run(inst *instance, in *Input) (out *Output, discard bool, err error) {
+// run calls the guest. caller is the caller's context for a fuel-instrumented instance,
+// whose yields check it, and nil otherwise.
+func (p *Pool) run(caller context.Context, inst *instance, in *Input) (out *Output, discard bool, err error) {
 	p.calls.Add(1)
 	out = &Output{}
 	out.Outputs = out.first[:0]
@@ -416,13 +388,19 @@ func (p *Pool) run(inst *instance, in *Input) (out *Output, discard bool, err er
 	if inst.timer != nil {
 		inst.timer.Reset(p.cfg.Timeout)
 	}
+	if caller != nil {
+		st.arm(caller, p.cfg.Timeout)
+	}
 	err = inst.handle.CallWithStack(inst.ctx, inst.stack[:])
+	if caller != nil {
+		st.disarm()
+	}
 	if st.dropped > 0 {
 		// Never silently: one line saying how many were left out.
 		p.logger.Warn("guest log lines dropped", "message_id", in.ID, "dropped", st.dropped,
 			"limit_lines", maxLogsPerCall, "limit_bytes", maxLogBytesPerCall, "source", "guest")
 	}
-	timedOut := inst.timer != nil && !inst.timer.Stop()
+	timedOut := inst.timer != nil && !inst.timer.Stop() || errors.Is(err, errTimeLimit)
 	out.HTTP = st.closeHTTP()
 	p.http.add(out.HTTP)
 	st.in, st.out = nil, nil
@@ -435,6 +413,8 @@ func (p *Pool) run(inst *instance, in *Input) (out *Output, discard bool, err er
 		}
 		var hce *HostCallError
 		switch {
+		case errors.Is(err, errCallerGone):
+			// Not the guest's fault: Call reports the caller's reason.
 		case timedOut:
 			p.timeouts.Add(1)
 			err = fmt.Errorf("runtime: message %s: %w (%s): %w", in.ID, ErrTimeout, p.cfg.Timeout, err)

@@ -1,0 +1,119 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	goruntime "runtime"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+)
+
+// The host side of the fuel time limit (instrument.go adds the guest side): the yield
+// function the instrumented code calls when its fuel runs out, and the per-call limits it
+// checks.
+
+var (
+	// errTimeLimit ends a call whose time limit passed; the pool reports it as ErrTimeout.
+	errTimeLimit = errors.New("time limit reached")
+	// errCallerGone ends a call whose caller's context ended (shutdown grace, deadline).
+	errCallerGone = errors.New("caller's context ended")
+)
+
+// yieldFn is the wqhost_yield host function: it traps the call when its time is up and
+// otherwise returns the next fuel allowance. It is also where a guest that never blocks
+// gives other goroutines their turn: the Go scheduler's preemption signal almost always
+// lands in compiled guest code, where it cannot act, so a call that has run for
+// schedSlice since its last turn yields the processor itself.
+func yieldFn() hostFn {
+	return hostFn{yieldImport, nil, []api.ValueType{tI32}, func(ctx context.Context, _ api.Module, s []uint64) {
+		if st := stateOf(ctx); st != nil {
+			now := st.pool.t.e.since()
+			if err := st.overdue(now); err != nil {
+				panic(err)
+			}
+			if now-st.turn >= schedSlice {
+				goruntime.Gosched()
+				st.turn = st.pool.t.e.since()
+			}
+		} else {
+			goruntime.Gosched()
+		}
+		s[0] = fuelRefill
+	}}
+}
+
+// schedSlice is how long a guest runs before yielding the processor: far below the Go
+// scheduler's own 10 ms slice, so spinning guests cannot starve the host's goroutines (nor
+// hold up a garbage collection's stop-the-world) for long.
+const schedSlice = time.Millisecond
+
+// arm sets the limits the next guest call runs under: the caller's context and the time
+// limit d from now (0: none).
+func (st *callState) arm(caller context.Context, d time.Duration) {
+	st.caller, st.deadline = caller, 0
+	st.turn = st.pool.t.e.since()
+	if d > 0 {
+		st.deadline = st.turn + d
+	}
+}
+
+// disarm ends the call's limits and the wait context derived from them.
+func (st *callState) disarm() {
+	if st.wcancel != nil {
+		st.wcancel()
+	}
+	st.caller, st.deadline, st.wctx, st.wcancel = nil, 0, nil, nil
+}
+
+// overdue reports why the call must end at now (Engine.since), if it must.
+func (st *callState) overdue(now time.Duration) error {
+	if st.deadline != 0 && now >= st.deadline {
+		return errTimeLimit
+	}
+	if st.caller != nil && st.caller.Err() != nil {
+		return errCallerGone
+	}
+	return nil
+}
+
+// waitCtx is the context a host function that blocks (an outbound request) waits under: ctx
+// itself unless the call is armed, else one that ends with the caller's context or at the
+// call's time limit, made once per call. An armed instance's own context is not cancelled
+// by a watchdog, so waiting under it alone would outlast the limit.
+func (st *callState) waitCtx(ctx context.Context) context.Context {
+	if st.caller == nil {
+		return ctx
+	}
+	if st.wctx == nil {
+		if st.deadline != 0 {
+			st.wctx, st.wcancel = context.WithDeadline(st.caller, st.pool.t.e.epoch.Add(st.deadline))
+		} else {
+			st.wctx, st.wcancel = context.WithCancel(st.caller)
+		}
+	}
+	return st.wctx
+}
+
+// sleep is the instance's WASI nanosleep (poll_oneoff with a clock): it never sleeps past
+// the call's time limit nor after the caller's context ends, so a guest asleep for an hour
+// gives its slot back at the limit (its next yield then ends the call).
+func (st *callState) sleep(ns int64) {
+	d := time.Duration(ns)
+	if st.deadline != 0 {
+		d = min(d, st.deadline-st.pool.t.e.since())
+	}
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var done <-chan struct{}
+	if st.caller != nil {
+		done = st.caller.Done()
+	}
+	select {
+	case <-t.C:
+	case <-done:
+	}
+}

@@ -1,0 +1,432 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// TestTimeLimitStopsEveryLanguage: an endless loop and an endless recursion in a guest built
+// by each supported toolchain end at the pool's default-style time limit through the fuel
+// counter (not the close-on-context-done fallback), and the pool serves the next message.
+func TestTimeLimitStopsEveryLanguage(t *testing.T) {
+	e := testEngine(t)
+	for _, lang := range []struct{ name, path string }{
+		{"go", "testdata/spin/spin-go.wasm"},
+		{"tinygo", "testdata/spin/spin-tinygo.wasm"},
+		{"rust", "testdata/spinrust/spinrust.wasm"},
+	} {
+		t.Run(lang.name, func(t *testing.T) {
+			ten, err := e.Tenant("t-"+lang.name, TenantLimits{MemoryPages: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := load(t, e, lang.path, ABIWqhostV1)
+			if m.c.fuel == nil {
+				t.Fatalf("%s was not instrumented with a fuel counter", lang.path)
+			}
+			p, err := ten.NewPool(context.Background(), m, PoolConfig{Binding: "b", MinInstances: 1, MaxInstances: 1, Timeout: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close(context.Background()) })
+			if !p.v.fuel || p.v.terminate {
+				t.Fatalf("pool variant = %+v, want fuel without close-on-context-done", p.v)
+			}
+			for _, body := range []string{"loop", "recurse"} {
+				done := make(chan error, 1)
+				go func() {
+					_, err := p.Call(context.Background(), &Input{ID: body, Body: []byte(body)})
+					done <- err
+				}()
+				select {
+				case err := <-done:
+					if body == "loop" && !errors.Is(err, ErrTimeout) {
+						t.Fatalf("%s: err = %v, want the time limit", body, err)
+					}
+					if err == nil {
+						t.Fatalf("%s: call returned no error", body)
+					}
+				case <-time.After(time.Minute): // far above the limit: only a guest never stopped gets here
+					t.Fatalf("%s: the time limit did not stop the guest", body)
+				}
+				if _, err := p.Call(context.Background(), &Input{ID: "ok", Body: []byte("x")}); err != nil {
+					t.Fatalf("call after %s: %v", body, err)
+				}
+			}
+		})
+	}
+}
+
+// TestSpinningGuestsCannotStarveTheHost: more guests spinning at once than GOMAXPROCS. Compiled
+// guest code cannot be preempted, so if the time limit needed a goroutine to run (a timer
+// setting a flag), no P would be free to run it and the host would hang for good. The
+// guests' yields give the scheduler its turns: a ticking goroutine keeps ticking while they
+// spin, and every call ends at the time limit.
+func TestSpinningGuestsCannotStarveTheHost(t *testing.T) {
+	e := testEngine(t)
+	n := goruntime.GOMAXPROCS(0) + 2
+	ten, err := e.Tenant("t", TenantLimits{MemoryPages: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := load(t, e, "testdata/spin/spin-tinygo.wasm", ABIWqhostV1)
+	const limit = 2 * time.Second
+	p, err := ten.NewPool(context.Background(), m, PoolConfig{Binding: "b", MinInstances: n, MaxInstances: n, Timeout: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	var ticks atomic.Int64
+	stopTicking := make(chan struct{})
+	defer close(stopTicking)
+	go func() {
+		for {
+			select {
+			case <-stopTicking:
+				return
+			case <-time.After(time.Millisecond):
+				ticks.Add(1)
+			}
+		}
+	}()
+	done := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := p.Call(context.Background(), &Input{ID: fmt.Sprint("spin-", i), Body: []byte("loop")})
+			done <- err
+		}()
+	}
+	// Wait for the guests to be running before counting ticks.
+	deadline := time.After(time.Minute) // far above the limit: only a starved host gets here
+	for p.Stats().Calls < int64(n) {
+		select {
+		case <-deadline:
+			t.Fatalf("only %d of %d calls started", p.Stats().Calls, n)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	before := ticks.Load()
+	for range n {
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrTimeout) {
+				t.Fatalf("err = %v, want the time limit", err)
+			}
+		case <-deadline:
+			t.Fatal("spinning guests did not end: the host is starved")
+		}
+	}
+	if got := ticks.Load() - before; got < 10 {
+		t.Errorf("a ticking goroutine ticked %d times while %d guests spun for %s on %d Ps", got, n, limit, goruntime.GOMAXPROCS(0))
+	}
+}
+
+// TestFuelStartSection: a start section that never returns (hand-assembled: Go, TinyGo and
+// Rust use _initialize, which TestStartFunctionNeverReturns covers) calls yield like any
+// other code, so the host can end it.
+func TestFuelStartSection(t *testing.T) {
+	wasm := []byte("\x00asm\x01\x00\x00\x00" +
+		"\x01\x04\x01\x60\x00\x00" + // type () -> ()
+		"\x03\x02\x01\x00" + // func 0: type 0
+		"\x08\x01\x00" + // start 0
+		"\x0a\x09\x01\x07\x00\x03\x40\x0c\x00\x0b\x0b") // loop br 0 end
+	yc, err := instrument(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	var yields int
+	stop := errors.New("stopped by the test's yield")
+	_, err = rt.NewHostModuleBuilder(hostModuleName).NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) {
+			if yields++; yields == 3 {
+				panic(stop)
+			}
+			s[0] = fuelRefill
+		}), nil, []api.ValueType{api.ValueTypeI32}).Export(yieldImport).Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.Instantiate(ctx, yc.wasm)
+	if !errors.Is(err, stop) {
+		t.Fatalf("instantiate: %v, want the start function ended by yield", err)
+	}
+}
+
+// TestInstrumentRenumbers: a module with imports, a table of functions, ref.func, an
+// exported function and a start function still calls what it called before: the yield
+// import shifts every defined function's index by one.
+func TestInstrumentRenumbers(t *testing.T) {
+	// func 0: import env.f, returns 7; 1 $a: 1; 2 $b: f() + table[0]() = 8; 3 $c: $b(),
+	// exported as run; 4 $s: the start function, drops $a(). The table holds $a and $b, a
+	// global holds ref.func $a.
+	mod := []byte("\x00asm\x01\x00\x00\x00")
+	sec := func(id byte, body ...byte) {
+		mod = append(mod, id, byte(len(body)))
+		mod = append(mod, body...)
+	}
+	sec(1, 2, 0x60, 0, 1, 0x7f, 0x60, 0, 0)      // types: 0 () -> i32, 1 () -> ()
+	sec(2, 1, 3, 'e', 'n', 'v', 1, 'f', 0x00, 0) // import env.f: type 0
+	sec(3, 4, 0, 0, 0, 1)                        // funcs 1..4: a b c (type 0), s (type 1)
+	sec(4, 1, 0x70, 0x00, 2)                     // table 2 funcref
+	sec(6, 1, 0x70, 0x00, 0xd2, 1, 0x0b)         // global funcref = ref.func 1
+	sec(7, 1, 3, 'r', 'u', 'n', 0x00, 3)         // export "run" = func 3
+	sec(8, 4)                                    // start func 4
+	sec(9, 1, 0x00, 0x41, 0, 0x0b, 2, 1, 2)      // elem at 0: funcs 1, 2
+	sec(10, 4,
+		4, 0, 0x41, 1, 0x0b, // a: 1
+		10, 0, 0x10, 0, 0x41, 0, 0x11, 0, 0x00, 0x6a, 0x0b, // b: f() + table[0]()
+		4, 0, 0x10, 2, 0x0b, // c: b()
+		5, 0, 0x10, 1, 0x1a, 0x0b) // s: drop a()
+	ctx := context.Background()
+	for _, instrumented := range []bool{false, true} {
+		rt := wazero.NewRuntime(ctx)
+		var yields int
+		_, err := rt.NewHostModuleBuilder("env").NewFunctionBuilder().
+			WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) { s[0] = 7 }), nil, []api.ValueType{api.ValueTypeI32}).Export("f").
+			Instantiate(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = rt.NewHostModuleBuilder(hostModuleName).NewFunctionBuilder().
+			WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) { yields++; s[0] = fuelRefill }), nil, []api.ValueType{api.ValueTypeI32}).Export(yieldImport).
+			Instantiate(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wasm := mod
+		if instrumented {
+			yc, err := instrument(mod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wasm = yc.wasm
+		}
+		m, err := rt.Instantiate(ctx, wasm)
+		if err != nil {
+			t.Fatalf("instrumented=%v: %v", instrumented, err)
+		}
+		res, err := m.ExportedFunction("run").Call(ctx)
+		if err != nil || res[0] != 8 {
+			t.Errorf("instrumented=%v: run() = %v, %v; want 8", instrumented, res, err)
+		}
+		_ = rt.Close(ctx)
+	}
+}
+
+// committedModules are every .wasm the project commits.
+func committedModules(t testing.TB) []string {
+	var files []string
+	for _, pat := range []string{"../examples/handlers/*/*.wasm", "testdata/*/*.wasm", "../host/testdata/*/*.wasm"} {
+		m, err := filepath.Glob(pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) < 20 {
+		t.Fatalf("found only %d committed .wasm files", len(files))
+	}
+	return files
+}
+
+// TestInstrumentCommittedModules: every committed module instruments, the result validates in
+// wazero, and removing the inserted checks and numbering the calls back gives the original
+// code section (with function indices minimally encoded), so the only change in behaviour
+// is the checks themselves; the modules' own tests then run them instrumented.
+func TestInstrumentCommittedModules(t *testing.T) {
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter()) // validation is what counts here, and it is cheaper
+	defer rt.Close(ctx)
+	for _, path := range committedModules(t) {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			wasm, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			yc, err := instrument(wasm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm, err := rt.CompileModule(ctx, yc.wasm)
+			if err != nil {
+				t.Fatalf("instrumented module does not compile: %v", err)
+			}
+			_ = cm.Close(ctx)
+			x := fuelIndexOf(t, wasm)
+			orig, got := sectionOf(t, wasm, secCode), sectionOf(t, yc.wasm, secCode)
+			stripped, checks := stripChecks(t, got, x)
+			// Toolchains may write call indices as padded LEB128 (relocatable encodings);
+			// the instrumenter writes them minimal.
+			orig, _ = stripChecks(t, orig, nil)
+			if !bytes.Equal(stripped, orig) {
+				t.Fatal("instrumented code section minus the checks differs from the original")
+			}
+			if checks == 0 {
+				t.Fatal("no checks inserted")
+			}
+		})
+	}
+}
+
+func sectionOf(t testing.TB, wasm []byte, id byte) []byte {
+	r := &reader{b: wasm, i: 8}
+	for r.i < len(r.b) {
+		sid := r.byte()
+		p := r.bytes(int(r.u32()))
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if sid == id {
+			return p
+		}
+	}
+	t.Fatalf("no section %d", id)
+	return nil
+}
+
+// fuelIndexOf is the fuelIndex instrument uses for wasm.
+func fuelIndexOf(t testing.TB, wasm []byte) *fuelIndex {
+	x := &fuelIndex{}
+	r := &reader{b: wasm, i: 8}
+	for r.i < len(r.b) {
+		id := r.byte()
+		p := r.bytes(int(r.u32()))
+		switch id {
+		case secImport:
+			f, g, err := countImports(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x.yield = f
+			x.fuel += g
+		case secGlobal:
+			x.fuel += (&reader{b: p}).u32()
+		}
+	}
+	return x
+}
+
+// stripChecks removes the check after each function's locals and each loop's block type and
+// numbers the calls back, failing if a check is missing or malformed. Function indices come
+// out minimally encoded. With a nil x it expects no checks and only re-encodes the indices.
+func stripChecks(t testing.TB, code []byte, x *fuelIndex) ([]byte, int) {
+	var want []byte
+	var at int
+	if x != nil {
+		want = x.appendCheck(nil, 0)
+		at = len(want) - x.chargeOffset()
+	}
+	r := &reader{b: code}
+	n := r.u32()
+	out := appendU32(nil, n)
+	checks := 0
+	for f := range n {
+		src := r.bytes(int(r.u32()))
+		br := &reader{b: src}
+		for range br.u32() {
+			br.u32()
+			br.byte()
+		}
+		var body []byte
+		body = append(body, src[:br.i]...)
+		skipCheck := func() {
+			if x == nil {
+				return
+			}
+			got := br.bytes(len(want))
+			if br.err != nil || !bytes.Equal(got[:at], want[:at]) || !bytes.Equal(got[at+5:], want[at+5:]) {
+				t.Fatalf("function %d: no check or a malformed one at offset %d", f, br.i)
+			}
+			if c := (&reader{b: got[at:]}).leb(5); c == 0 || c > 1<<20 {
+				t.Fatalf("function %d: charge %d", f, c)
+			}
+			checks++
+		}
+		skipCheck()
+		for depth := 1; depth > 0; {
+			at := br.i
+			op := br.byte()
+			im, err := skipImmediates(br, op)
+			if err != nil {
+				t.Fatalf("function %d: %v", f, err)
+			}
+			if im.funcIdx {
+				switch {
+				case x == nil:
+				case im.idx == x.yield:
+					t.Fatalf("function %d: calls yield outside a check", f)
+				case im.idx > x.yield:
+					im.idx--
+				}
+				body = appendU32(append(body, op), im.idx)
+			} else {
+				body = append(body, src[at:br.i]...)
+			}
+			switch op {
+			case 0x02, 0x03, 0x04:
+				depth++
+			case 0x0b:
+				depth--
+			}
+			if op == 0x03 {
+				skipCheck()
+			}
+		}
+		out = appendU32(out, uint32(len(body)))
+		out = append(out, body...)
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return out, checks
+}
+
+// FuzzInstrument: on any input the instrumenter does not panic, and whenever wazero
+// accepts a module the instrumenter either refuses it (the fallback) or returns a module
+// wazero accepts too.
+func FuzzInstrument(f *testing.F) {
+	for _, p := range []string{"testdata/spin/spin-tinygo.wasm", "testdata/spinrust/spinrust.wasm", "../examples/handlers/echo-rust/echo-rust.wasm"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer rt.Close(ctx)
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		yc, err := instrument(wasm)
+		if err != nil {
+			if !errors.Is(err, errUndecodable) {
+				t.Fatalf("error not marked undecodable: %v", err)
+			}
+			return
+		}
+		cm, err := rt.CompileModule(ctx, wasm)
+		if err != nil {
+			return
+		}
+		_ = cm.Close(ctx)
+		cm, err = rt.CompileModule(ctx, yc.wasm)
+		if err != nil {
+			t.Fatalf("original compiles, instrumented does not: %v", err)
+		}
+		_ = cm.Close(ctx)
+	})
+}
