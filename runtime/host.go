@@ -61,8 +61,9 @@ type callState struct {
 
 	// The limits of the call running now, for yield (yield.go); zero between calls.
 	caller   context.Context    // the caller's context; nil: not armed
-	deadline time.Duration      // the time limit, on the engine's clock (Engine.since); 0: none
-	turn     time.Duration      // when the call last yielded the processor (yield.go)
+	limit    time.Duration      // the call's time limit; 0: none
+	deadline time.Duration      // when it ends, on the engine's clock (Engine.since); 0: none
+	turn     time.Duration      // when the call last yielded the processor; 0: clock not started
 	wctx     context.Context    // waitCtx's context, made on first use in a call
 	wcancel  context.CancelFunc // releases wctx
 }

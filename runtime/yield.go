@@ -49,13 +49,11 @@ func yieldFn() hostFn {
 const schedSlice = time.Millisecond
 
 // arm sets the limits the next guest call runs under: the caller's context and the time
-// limit d from now (0: none).
+// limit d (0: none). It reads no clock: a call that ends before its first yield or wait,
+// as most do, never needs one. The limit counts from the first yield or wait instead of
+// the call's start, which is later by at most one fuel allowance of guest work.
 func (st *callState) arm(caller context.Context, d time.Duration) {
-	st.caller, st.deadline = caller, 0
-	st.turn = st.pool.t.e.since()
-	if d > 0 {
-		st.deadline = st.turn + d
-	}
+	st.caller, st.limit, st.deadline, st.turn = caller, d, 0, 0
 }
 
 // disarm ends the call's limits and the wait context derived from them.
@@ -63,11 +61,26 @@ func (st *callState) disarm() {
 	if st.wcancel != nil {
 		st.wcancel()
 	}
-	st.caller, st.deadline, st.wctx, st.wcancel = nil, 0, nil, nil
+	st.caller, st.limit, st.deadline, st.wctx, st.wcancel = nil, 0, 0, nil, nil
+}
+
+// clock starts the call's clock on first use and returns the time now (Engine.since).
+func (st *callState) clock() time.Duration {
+	now := st.pool.t.e.since()
+	if st.turn == 0 {
+		st.turn = now
+		if st.limit > 0 {
+			st.deadline = now + st.limit
+		}
+	}
+	return now
 }
 
 // overdue reports why the call must end at now (Engine.since), if it must.
 func (st *callState) overdue(now time.Duration) error {
+	if st.turn == 0 {
+		now = st.clock()
+	}
 	if st.deadline != 0 && now >= st.deadline {
 		return errTimeLimit
 	}
@@ -86,6 +99,7 @@ func (st *callState) waitCtx(ctx context.Context) context.Context {
 		return ctx
 	}
 	if st.wctx == nil {
+		st.clock()
 		if st.deadline != 0 {
 			st.wctx, st.wcancel = context.WithDeadline(st.caller, st.pool.t.e.epoch.Add(st.deadline))
 		} else {
@@ -100,8 +114,8 @@ func (st *callState) waitCtx(ctx context.Context) context.Context {
 // gives its slot back at the limit (its next yield then ends the call).
 func (st *callState) sleep(ns int64) {
 	d := time.Duration(ns)
-	if st.deadline != 0 {
-		d = min(d, st.deadline-st.pool.t.e.since())
+	if now := st.clock(); st.deadline != 0 {
+		d = min(d, st.deadline-now)
 	}
 	if d <= 0 {
 		return
