@@ -110,24 +110,26 @@ func (st *callState) waitCtx(ctx context.Context) context.Context {
 }
 
 // sleep is the instance's WASI nanosleep (poll_oneoff with a clock): it never sleeps past
-// the call's time limit nor after the caller's context ends, so a guest asleep for an hour
-// gives its slot back at the limit (its next yield then ends the call).
+// the call's time limit nor after the caller's context ends, and then ends the call there, so
+// a guest asleep for an hour gives its slot back at its limit.
 func (st *callState) sleep(ns int64) {
 	d := time.Duration(ns)
 	if now := st.clock(); st.deadline != 0 {
 		d = min(d, st.deadline-now)
 	}
-	if d <= 0 {
-		return
+	if d > 0 {
+		t := time.NewTimer(d)
+		var done <-chan struct{}
+		if st.caller != nil {
+			done = st.caller.Done()
+		}
+		select {
+		case <-t.C:
+		case <-done:
+		}
+		t.Stop()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	var done <-chan struct{}
-	if st.caller != nil {
-		done = st.caller.Done()
-	}
-	select {
-	case <-t.C:
-	case <-done:
+	if err := st.overdue(st.pool.t.e.since()); err != nil {
+		panic(err)
 	}
 }

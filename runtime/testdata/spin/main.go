@@ -1,7 +1,9 @@
 // Command spin is the time-limit fixture, built by both Go (spin-go.wasm) and TinyGo
-// (spin-tinygo.wasm): a body of "loop" never returns, "recurse" recurses without end, any
-// other body returns OK.
+// (spin-tinygo.wasm): a body of "loop" never returns, "recurse" recurses without end, "sleep"
+// sleeps for an hour, any other body returns OK.
 package main
+
+import "time"
 
 //go:wasmimport wqhost msg_body_len
 func msgBodyLen() int32
@@ -27,6 +29,8 @@ func handle() int32 {
 		for {
 			sink++
 		}
+	case 5: // "sleep"
+		time.Sleep(time.Hour)
 	case 7: // "recurse"
 		sink = recurse(0)
 	}
