@@ -50,7 +50,7 @@ const (
 	bulkCharge  = 1024
 	// instrumentVersion names the cached instrumented modules: raise it with any change
 	// to what instrument writes.
-	instrumentVersion = 1
+	instrumentVersion = 2
 	// yieldImport is the host function the instrumented code calls (module hostModuleName).
 	yieldImport = "wqhost_yield"
 )
@@ -282,8 +282,10 @@ func (x *fuelIndex) chargeOffset() int {
 	return len(x.appendCheck(nil, 0)) - (2 + uleb32Len(x.fuel))
 }
 
+// charge is what a check covering bytes of code with bulk bulk memory operations costs; at
+// most fuelRefill (which yields every time), so no count of bulk operations can overflow it.
 func charge(bytes, bulk int) uint32 {
-	return uint32(1 + min(bytes/chargeBytes, maxCharge) + bulk*bulkCharge)
+	return uint32(min(1+min(bytes/chargeBytes, maxCharge)+min(bulk, fuelRefill/bulkCharge)*bulkCharge, fuelRefill))
 }
 
 func instrumentCode(payload []byte, x *fuelIndex) ([]byte, error) {

@@ -434,3 +434,21 @@ func FuzzInstrument(f *testing.F) {
 		_ = cm.Close(ctx)
 	})
 }
+
+func TestCharge(t *testing.T) {
+	for _, tt := range []struct {
+		bytes, bulk int
+		want        uint32
+	}{
+		{0, 0, 1},
+		{31, 0, 1},
+		{64, 0, 3},
+		{1 << 20, 0, 1 + maxCharge},
+		{10, 1, 1 + bulkCharge},
+		{10, 1 << 30, fuelRefill}, // a hostile count cannot overflow the i32 charge
+	} {
+		if got := charge(tt.bytes, tt.bulk); got != tt.want {
+			t.Errorf("charge(%d, %d) = %d, want %d", tt.bytes, tt.bulk, got, tt.want)
+		}
+	}
+}
