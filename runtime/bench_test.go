@@ -132,7 +132,7 @@ func BenchmarkDispatch(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, _, err := p.run(nil, inst, in); err != nil {
+				if _, _, err := p.run(context.Background(), inst, in); err != nil {
 					b.Fatal(err)
 				}
 				p.discard(inst)

@@ -352,7 +352,7 @@ func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
 		}
 	} else {
 		stop := context.AfterFunc(ctx, inst.cancel)
-		out, discard, err = p.run(nil, inst, in)
+		out, discard, err = p.run(ctx, inst, in)
 		if !stop() {
 			discard = true
 			if err != nil || ctx.Err() != nil {
@@ -376,9 +376,9 @@ func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
 	return out, err
 }
 
-// run calls the guest. caller is the caller's context for a fuel-instrumented instance,
-// whose yields check it, and nil otherwise.
-func (p *Pool) run(caller context.Context, inst *instance, in *Input) (out *Output, discard bool, err error) {
+// run calls the guest. A fuel-instrumented instance's yields check ctx, the caller's
+// context; otherwise Call has the instance's context cancelled when ctx ends.
+func (p *Pool) run(ctx context.Context, inst *instance, in *Input) (out *Output, discard bool, err error) {
 	p.calls.Add(1)
 	out = &Output{}
 	out.Outputs = out.first[:0]
@@ -388,11 +388,11 @@ func (p *Pool) run(caller context.Context, inst *instance, in *Input) (out *Outp
 	if inst.timer != nil {
 		inst.timer.Reset(p.cfg.Timeout)
 	}
-	if caller != nil {
-		st.arm(caller, p.cfg.Timeout)
+	if p.v.fuel {
+		st.arm(ctx, p.cfg.Timeout)
 	}
 	err = inst.handle.CallWithStack(inst.ctx, inst.stack[:])
-	if caller != nil {
+	if p.v.fuel {
 		st.disarm()
 	}
 	if st.dropped > 0 {
