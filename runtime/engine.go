@@ -104,7 +104,7 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	chk, err := newChecker(ctx, cache)
+	chk, err := newChecker(ctx)
 	if err != nil {
 		return nil, err
 	}
