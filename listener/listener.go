@@ -39,7 +39,8 @@ type Config struct {
 	MinWorkers int
 	// MaxWorkers caps the dequeue workers; default 16.
 	MaxWorkers int
-	// BatchSize is the number of messages one receive asks for, 1..MaxBatch; default 32.
+	// BatchSize is the number of messages one receive asks for, 1..MaxBatch; default
+	// DefaultBatchSize (MaxBatch, 32).
 	BatchSize int
 	// Concurrency bounds the handler calls one worker runs at once; default BatchSize.
 	Concurrency int
@@ -94,9 +95,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Defaults of Config.
+// Defaults of Config: the one definition of each, which the host's config (host/config)
+// and the built-in policies (plugins/builtin) refer to.
 const (
+	DefaultMinWorkers        = 1
 	DefaultMaxWorkers        = 16
+	DefaultBatchSize         = MaxBatch
 	DefaultVisibilityTimeout = 30 * time.Second
 	DefaultMaxDequeueCount   = 5
 	DefaultMinIdle           = 100 * time.Millisecond
@@ -107,8 +111,9 @@ const (
 	DefaultPushFallbackPoll  = 5 * time.Minute
 )
 
-// maxRetryDelay caps a poison policy's retry delay: Azure's longest visibility timeout.
-const maxRetryDelay = 7 * 24 * time.Hour
+// MaxVisibility is the longest lease or retry delay a message can be given: Azure Queue
+// Storage's longest visibility timeout. A poison policy's retry delay is capped at it.
+const MaxVisibility = 7 * 24 * time.Hour
 
 // depthEvery bounds how often the listener asks the queue for its depth: Depth is a billed
 // call, so it is asked only when scaling needs it and at most this often.
@@ -140,7 +145,7 @@ func (c *Config) withDefaults() (Config, error) {
 	case cfg.MinWorkers < 0:
 		return bad("MinWorkers", "%d is negative", cfg.MinWorkers)
 	case cfg.MinWorkers == 0 && !cfg.Push:
-		cfg.MinWorkers = 1
+		cfg.MinWorkers = DefaultMinWorkers
 	}
 	switch {
 	case cfg.MaxWorkers < 0:
@@ -156,7 +161,7 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case cfg.BatchSize == 0:
-		cfg.BatchSize = MaxBatch
+		cfg.BatchSize = DefaultBatchSize
 	case cfg.BatchSize < 1 || cfg.BatchSize > MaxBatch:
 		return bad("BatchSize", "%d is outside 1..%d", cfg.BatchSize, MaxBatch)
 	}

@@ -597,7 +597,7 @@ func (l *Listener) fail(ctx context.Context, m *Message, v Verdict) {
 			l.deleteOne(ctx, m)
 		}
 	default: // ActionRetry, and any unknown answer: retrying never loses the message
-		delay := min(max(d.Delay, 0), maxRetryDelay)
+		delay := min(max(d.Delay, 0), MaxVisibility)
 		l.c.updates.Add(1)
 		if err := l.retryAfter(ctx, m, delay); err != nil {
 			if errors.Is(err, ErrLeaseLost) {

@@ -36,7 +36,6 @@ const (
 	DefaultHealthInterval = time.Second
 	DefaultRestartMin     = 100 * time.Millisecond
 	DefaultRestartMax     = 30 * time.Second
-	DefaultMaxRetryDelay  = 7 * 24 * time.Hour // Azure Queue Storage's longest visibility timeout
 	DefaultMaxReasonLen   = 1024
 	DefaultMaxTimeouts    = 5
 )
@@ -50,7 +49,8 @@ type Limits struct {
 	// MinDelay and MaxDelay bound Backoff delays.
 	MinDelay time.Duration
 	MaxDelay time.Duration
-	// MaxRetryDelay bounds PoisonPolicy retry delays (default DefaultMaxRetryDelay).
+	// MaxRetryDelay bounds PoisonPolicy retry delays (default listener.MaxVisibility, the
+	// listener's own cap).
 	MaxRetryDelay time.Duration
 	// MaxReasonLen truncates dead-letter reasons (default DefaultMaxReasonLen bytes).
 	MaxReasonLen int
@@ -107,7 +107,7 @@ func (c Config) withDefaults() Config {
 		c.MaxTimeouts = DefaultMaxTimeouts
 	}
 	if c.Limits.MaxRetryDelay <= 0 {
-		c.Limits.MaxRetryDelay = DefaultMaxRetryDelay
+		c.Limits.MaxRetryDelay = listener.MaxVisibility
 	}
 	if c.Limits.MaxReasonLen <= 0 {
 		c.Limits.MaxReasonLen = DefaultMaxReasonLen
