@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wqhost/wqhost/internal/wait"
 )
 
 // Limiter gates handler calls: tenant caps and the host-wide fair share are built on it.
@@ -89,8 +91,6 @@ type Config struct {
 	HandlerVersion func() string
 	// Limiter gates handler calls. Optional.
 	Limiter Limiter
-	// Clock is the time source; default SystemClock().
-	Clock Clock
 	// Logger receives the listener's logs; default slog.Default().
 	Logger *slog.Logger
 }
@@ -221,9 +221,6 @@ func (c *Config) withDefaults() (Config, error) {
 	if cfg.VisibilityTimeout < time.Second {
 		return bad("VisibilityTimeout", "%s is below 1s", cfg.VisibilityTimeout)
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = SystemClock()
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -242,7 +239,6 @@ type Listener struct {
 	vh      VerdictHandler // the handler, when it returns verdicts
 	budget  *leaseBudget
 	gate    LeaseGate // the Limiter, when it gates leasing too
-	clk     Clock
 	log     *slog.Logger
 
 	notifyCh  chan struct{} // Notify: buffered 1
@@ -295,7 +291,6 @@ func New(cfg Config) (*Listener, error) {
 	l := &Listener{
 		cfg:       c,
 		q:         c.Queue,
-		clk:       c.Clock,
 		log:       c.Logger,
 		notifyCh:  make(chan struct{}, 1),
 		rescaleCh: make(chan struct{}, 1),
@@ -397,12 +392,12 @@ func (l *Listener) shutdown() error {
 		l.wg.Wait()
 		close(done)
 	}()
-	t := l.clk.NewTimer(l.cfg.ShutdownGrace)
+	t := time.NewTimer(l.cfg.ShutdownGrace)
 	defer t.Stop()
 	select {
 	case <-done:
 		return nil
-	case <-t.C():
+	case <-t.C:
 	}
 	inFlight := l.c.inFlight.Load()
 	l.hcancel()
@@ -544,7 +539,7 @@ func (l *Listener) refreshIdleDepths(ctx context.Context, afterWork bool) {
 	if !l.c.deadDirty.Load() {
 		return
 	}
-	now := l.clk.Now().UnixNano()
+	now := time.Now().UnixNano()
 	last := l.deadAt.Load()
 	if !afterWork && last != 0 && now-last < int64(depthEvery) || !l.deadAt.CompareAndSwap(last, now) {
 		return
@@ -564,7 +559,7 @@ func (l *Listener) refreshIdleDepths(ctx context.Context, afterWork bool) {
 }
 
 func (l *Listener) refreshDepth(ctx context.Context) {
-	now := l.clk.Now().UnixNano()
+	now := time.Now().UnixNano()
 	last := l.depthAt.Load()
 	if last != 0 && now-last < int64(depthEvery) {
 		return
@@ -605,7 +600,7 @@ func (l *Listener) idleWait(ctx context.Context, d time.Duration) (woke bool, ti
 		}
 	}
 	if due := l.nextDue.Load(); due != 0 && l.cfg.Push {
-		in := time.Duration(due - l.clk.Now().UnixNano())
+		in := time.Duration(due - time.Now().UnixNano())
 		if in <= 0 {
 			l.nextDue.CompareAndSwap(due, 0)
 			return true, false
@@ -619,12 +614,6 @@ func (l *Listener) idleWait(ctx context.Context, d time.Duration) (woke bool, ti
 			}()
 			d = in
 		}
-	}
-	var timeout <-chan time.Time
-	if d > 0 {
-		t := l.clk.NewTimer(d)
-		defer t.Stop()
-		timeout = t.C()
 	}
 	var waited chan struct{}
 	if l.waiter != nil {
@@ -649,7 +638,7 @@ func (l *Listener) idleWait(ctx context.Context, d time.Duration) (woke bool, ti
 		return true, false
 	case <-waited:
 		return true, false
-	case <-timeout:
+	case <-wait.Timeout(d):
 		return false, true
 	}
 }
@@ -664,14 +653,14 @@ func (l *Listener) errDelay(n int64) time.Duration {
 	return min(d, l.cfg.ErrorBackoffMax)
 }
 
-// sleep waits d on the listener's clock; it reports false when ctx ended first.
+// sleep waits d; it reports false when ctx ended first.
 func (l *Listener) sleep(ctx context.Context, d time.Duration) bool {
-	t := l.clk.NewTimer(d)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C():
+	case <-t.C:
 		return true
 	}
 }

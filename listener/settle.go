@@ -207,13 +207,13 @@ func (l *Listener) handle(m *Message, start time.Time) (end time.Time, v Verdict
 	}
 	l.c.inFlight.Add(1)
 	if start.IsZero() {
-		start = l.clk.Now()
+		start = time.Now()
 	}
 	defer func() {
 		if r := recover(); r != nil {
 			v = Failed(fmt.Errorf("handler panicked on message %s: %v", m.ID, r))
 		}
-		end = l.clk.Now()
+		end = time.Now()
 		l.hist.record(end.Sub(start))
 		l.c.inFlight.Add(-1)
 	}()
@@ -238,20 +238,20 @@ const tailAfter = 10 * time.Millisecond
 // use the lease budget they free (see help).
 func (l *Listener) awaitRenewing(ctx context.Context, b *batch, helpers int, leasedAt time.Time) {
 	if helpers > 0 {
-		t := l.clk.NewTimer(spawnAfter)
+		t := time.NewTimer(spawnAfter)
 		select {
 		case <-b.done:
 			t.Stop()
 			return // fast path: nothing was renewed
-		case <-t.C():
+		case <-t.C:
 			b.spawn(helpers)
 		}
 	}
-	tail := l.clk.NewTimer(max(tailAfter-l.clk.Now().Sub(leasedAt), 0))
+	tail := time.NewTimer(max(tailAfter-time.Now().Sub(leasedAt), 0))
 	defer tail.Stop()
-	tailC := tail.C()
+	tailC := tail.C
 	for {
-		t := l.clk.NewTimer(max(b.expires.Sub(l.clk.Now())-l.renewMargin(), b.renewPause))
+		t := time.NewTimer(max(b.expires.Sub(time.Now())-l.renewMargin(), b.renewPause))
 		select {
 		case <-b.done:
 			t.Stop()
@@ -260,7 +260,7 @@ func (l *Listener) awaitRenewing(ctx context.Context, b *batch, helpers int, lea
 				b.takeRenewedLease(i)
 			}
 			return
-		case <-t.C():
+		case <-t.C:
 			l.renew(b)
 		case <-tailC:
 			t.Stop()
@@ -336,7 +336,7 @@ func (l *Listener) help(ctx context.Context, b *batch) {
 // renewal margin: the deletes and dead letters still need the leases, and on a starved host
 // the renewal timer may have fired late, so renewing beats racing the expiry.
 func (l *Listener) renewBeforeSettling(b *batch) {
-	if !l.cfg.AtMostOnce && b.expires.Sub(l.clk.Now()) < l.renewMargin() {
+	if !l.cfg.AtMostOnce && b.expires.Sub(time.Now()) < l.renewMargin() {
 		l.renew(b)
 	}
 }
@@ -358,7 +358,7 @@ func (l *Listener) renew(b *batch) {
 		b.renewed = true
 	}
 	ctx := context.WithoutCancel(l.hctx)
-	sent := l.clk.Now()
+	sent := time.Now()
 	var wg sync.WaitGroup
 	var failed atomic.Bool
 	sem := make(chan struct{}, renewFanout)
@@ -371,9 +371,9 @@ func (l *Listener) renew(b *batch) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			l.c.updates.Add(1)
-			start := l.clk.Now()
+			start := time.Now()
 			err := l.renewLease(ctx, &b.leases[i])
-			l.noteLatency(l.clk.Now().Sub(start))
+			l.noteLatency(time.Now().Sub(start))
 			switch {
 			case err == nil:
 			case errors.Is(err, ErrLeaseLost):
@@ -609,7 +609,7 @@ func (l *Listener) fail(ctx context.Context, m *Message, v Verdict) {
 			return
 		}
 		l.c.retried.Add(1)
-		l.noteDue(l.clk.Now().Add(delay))
+		l.noteDue(time.Now().Add(delay))
 		l.log.Debug("message failed; retrying", "id", m.ID, "dequeue_count", m.DequeueCount, "delay", delay, "err", err)
 	}
 }
@@ -642,7 +642,7 @@ func (l *Listener) deadLetter(ctx context.Context, m *Message, reason string) {
 	attrs[AttrOriginalID] = m.ID
 	attrs[AttrOriginalQueue] = l.q.Name()
 	attrs[AttrDequeueCount] = strconv.Itoa(m.DequeueCount)
-	attrs[AttrDeadLetteredAt] = l.clk.Now().UTC().Format(time.RFC3339Nano)
+	attrs[AttrDeadLetteredAt] = time.Now().UTC().Format(time.RFC3339Nano)
 	if l.cfg.HandlerVersion != nil {
 		attrs[AttrHandlerVersion] = l.cfg.HandlerVersion()
 	}

@@ -19,26 +19,26 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 	// first empty receive is 1, a started worker has seen none); rescale is set when the
 	// next work found should be met with the scaler's answer.
 	idle, rescale := 0, asIfIdle
-	sliceEnd := l.clk.Now().Add(l.cfg.TimeSlice)
+	sliceEnd := time.Now().Add(l.cfg.TimeSlice)
 	for {
 		if ctx.Err() != nil {
 			return
 		}
 		// Lease only what can start: wait for room in the lease budget, ask for no more.
 		l.taking.Add(1)
-		want := l.budget.take(ctx, l.cfg.BatchSize, l.gate, l.clk)
+		want := l.budget.take(ctx, l.cfg.BatchSize, l.gate)
 		l.taking.Add(-1)
 		if want == 0 {
 			b.awaitSettled() // before the slot is given back
 			return
 		}
-		sent := l.clk.Now()
+		sent := time.Now()
 		l.lastReceive.Store(sent.UnixNano())
 		msgs, err := l.receive(ctx, want)
 		l.c.receives.Add(1)
 		l.budget.put(want - len(msgs))
 		if err == nil {
-			l.noteLatency(l.clk.Now().Sub(sent))
+			l.noteLatency(time.Now().Sub(sent))
 			if n := l.c.leasedIdle.Add(int64(len(msgs))); n > l.c.peakLeasedIdle.Load() {
 				l.c.peakLeasedIdle.Store(n) // racy maximum: a display figure
 			}
@@ -82,7 +82,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		if l.spurious.Load() != 0 {
 			l.spurious.Store(0)
 		}
-		now := l.clk.Now()
+		now := time.Now()
 		switch {
 		case rescale:
 			idle, rescale = 0, false
@@ -92,7 +92,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			l.scaleUp(ctx, 0)
 		}
 		l.process(ctx, b, msgs, sent)
-		if !l.clk.Now().Before(sliceEnd) && ctx.Err() == nil {
+		if !time.Now().Before(sliceEnd) && ctx.Err() == nil {
 			// Hand the slot back even under a backlog: the supervisor re-acquires slots
 			// through the scaler, so the worker count follows the load and other bindings
 			// get their turn.
@@ -248,7 +248,7 @@ func (l *Listener) fallbackIn() (time.Duration, bool) {
 	if !l.cfg.Push || fb <= 0 {
 		return 0, false
 	}
-	return time.Duration(l.lastReceive.Load() + int64(fb) - l.clk.Now().UnixNano()), true
+	return time.Duration(l.lastReceive.Load() + int64(fb) - time.Now().UnixNano()), true
 }
 
 // receive leases up to want messages, leaving bodies above MaxMessageBytes in the store

@@ -36,6 +36,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/wait"
 	"github.com/wqhost/wqhost/listener"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -923,17 +924,11 @@ func (q *Queue) Wait(ctx context.Context, d time.Duration) error {
 			d = until
 		}
 	}
-	var timeout <-chan time.Time
-	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		timeout = t.C
-	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-wake:
-	case <-timeout:
+	case <-wait.Timeout(d):
 	case <-q.b.closed:
 	}
 	return nil
