@@ -25,8 +25,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/plugins/internal/handshake"
 	policyv1 "github.com/wqhost/wqhost/plugins/proto"
-	"github.com/wqhost/wqhost/plugins/sdk"
 )
 
 // Defaults of Config's zero fields.
@@ -159,7 +159,7 @@ var ErrClosed = errors.New("external plugin closed")
 
 type instance struct {
 	client *plugin.Client
-	raw    *sdk.Client
+	raw    *handshake.Client
 	caps   *policyv1.DescribeResponse
 	pid    int
 	done   chan struct{} // closed when the instance is retired
@@ -290,8 +290,8 @@ func (p *Plugin) launch(ctx context.Context) (*instance, error) {
 	cmd.Env = append([]string(nil), p.cfg.Env...)
 	setProcAttr(cmd)
 	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  sdk.Handshake,
-		Plugins:          plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{}},
+		HandshakeConfig:  handshake.Config(),
+		Plugins:          plugin.PluginSet{handshake.PluginName: handshake.HostPlugin{}},
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           newSlogHCLog(p.log),
@@ -305,11 +305,11 @@ func (p *Plugin) launch(ctx context.Context) (*instance, error) {
 	if err != nil {
 		return fail("not a wqhost policy plugin or failed to start", err)
 	}
-	raw, err := rpc.Dispense(sdk.PluginName)
+	raw, err := rpc.Dispense(handshake.PluginName)
 	if err != nil {
-		return fail("dispense "+sdk.PluginName, err)
+		return fail("dispense "+handshake.PluginName, err)
 	}
-	rc, ok := raw.(*sdk.Client)
+	rc, ok := raw.(*handshake.Client)
 	if !ok {
 		return fail("dispense", fmt.Errorf("unexpected client type %T", raw))
 	}
