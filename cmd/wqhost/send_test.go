@@ -38,7 +38,7 @@ func TestSendOrderKey(t *testing.T) {
 	if code, stderr := run("--order", "7", "x"); code != exitOK {
 		t.Fatalf("--order 7: exit %d, stderr %q", code, stderr)
 	}
-	cfg, err := config.Default(dir)
+	cfg, err := config.Load(config.LoadOptions{Environ: []string{"WQHOST_DATA_DIR=" + dir}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 // # Sources and precedence
 //
 // Lowest to highest: the built-in defaults of every key, the YAML file (or, with no file, the
-// embedded default config: see Default), environment variables, flags.
+// embedded default config, default.yaml), environment variables, flags.
 //
 // Environment variables start with WQHOST_; the rest of the name is lower-cased and "__"
 // separates nesting levels, so a single "_" stays part of a key:
@@ -120,7 +120,7 @@ const PoisonSuffix = listener.PoisonSuffix
 // BuiltinPrefix marks a module reference to an embedded example handler.
 const BuiltinPrefix = "builtin:"
 
-// Config is a whole host configuration. Load and Default return it validated.
+// Config is a whole host configuration. Load and Parse return it validated.
 type Config struct {
 	// DataDir holds the local queue store and the compilation cache.
 	DataDir string `koanf:"data_dir"`
