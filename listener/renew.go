@@ -12,7 +12,7 @@ import (
 // renewal margin: the deletes and dead letters still need the leases, and on a starved host
 // the renewal timer may have fired late, so renewing beats racing the expiry.
 func (l *Listener) renewBeforeSettling(b *batch) {
-	if !l.cfg.AtMostOnce && b.expires.Sub(time.Now()) < l.renewMargin() {
+	if !l.cfg.AtMostOnce && time.Until(b.expires) < l.renewMargin() {
 		l.renew(b)
 	}
 }
@@ -49,7 +49,7 @@ func (l *Listener) renew(b *batch) {
 			l.c.updates.Add(1)
 			start := time.Now()
 			err := l.renewLease(ctx, &b.leases[i])
-			l.noteLatency(time.Now().Sub(start))
+			l.noteLatency(time.Since(start))
 			switch {
 			case err == nil:
 			case errors.Is(err, ErrLeaseLost):

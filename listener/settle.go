@@ -244,11 +244,11 @@ func (l *Listener) awaitRenewing(ctx context.Context, b *batch, helpers int, lea
 			b.spawn(helpers)
 		}
 	}
-	tail := time.NewTimer(max(tailAfter-time.Now().Sub(leasedAt), 0))
+	tail := time.NewTimer(max(tailAfter-time.Since(leasedAt), 0))
 	defer tail.Stop()
 	tailC := tail.C
 	for {
-		t := time.NewTimer(max(b.expires.Sub(time.Now())-l.renewMargin(), b.renewPause))
+		t := time.NewTimer(max(time.Until(b.expires)-l.renewMargin(), b.renewPause))
 		select {
 		case <-b.done:
 			t.Stop()

@@ -38,7 +38,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		l.c.receives.Add(1)
 		l.budget.put(want - len(msgs))
 		if err == nil {
-			l.noteLatency(time.Now().Sub(sent))
+			l.noteLatency(time.Since(sent))
 			if n := l.c.leasedIdle.Add(int64(len(msgs))); n > l.c.peakLeasedIdle.Load() {
 				l.c.peakLeasedIdle.Store(n) // racy maximum: a display figure
 			}
