@@ -9,6 +9,7 @@ import (
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/internal/safefile"
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/plugins/builtin"
 	"github.com/wqhost/wqhost/plugins/external"
 	"github.com/wqhost/wqhost/runtime"
@@ -58,6 +59,9 @@ func TestEffectiveDefaultsAreTheLibraryDefaults(t *testing.T) {
 		{"max_module_bytes", int64(c.MaxModuleBytes), int64(safefile.DefaultMaxBytes), int64(256 << 20)},
 		{"batch_size maximum", MaxBatchSize, listener.MaxBatch, 32},
 		{"visibility_timeout and poison.max_delay maximum", MaxVisibility, listener.MaxVisibility, 7 * 24 * time.Hour},
+		// The local store loads bodies up to its default limit: every message a config may
+		// allow (not imported by the config itself, which would pull SQLite into it).
+		{"limits.max_message_bytes maximum", int64(MaxMessageBytesCap), int64(local.DefaultMaxBodyBytes), int64(64 << 20)},
 	}
 	for _, tt := range tests {
 		if tt.effective != tt.library {
