@@ -249,12 +249,8 @@ func (b *binding) HandleMessage(ctx context.Context, m *listener.Message) listen
 		ID: m.ID, Queue: b.cfg.Queue, Body: m.Body, DequeueCount: int64(m.DequeueCount),
 		InsertedAt: m.InsertedAt, OrderKey: m.Attributes[listener.AttrOrderKey],
 	}
-	v := b.acquire()
-	start := time.Now()
-	out, err := v.pool.Call(ctx, &in)
-	took := time.Since(start)
+	out, took, err := b.call(ctx, &in)
 	b.latency.Observe(took.Seconds())
-	v.release()
 	b.gate.record(err, took)
 	if err != nil {
 		vd := listener.Failed(fmt.Errorf("handler call: %w", err))
@@ -286,6 +282,17 @@ func (b *binding) HandleMessage(ctx context.Context, m *listener.Message) listen
 		b.logFailure(m, vd)
 		return vd
 	}
+}
+
+// call runs in on the serving version, counted on that version until Pool.Call returns or
+// panics: retire waits for the count to reach zero before closing the version's pool, so a
+// count a panic left behind would hold the old version for ever and stall every later reload.
+func (b *binding) call(ctx context.Context, in *runtime.Input) (*runtime.Output, time.Duration, error) {
+	v := b.acquire()
+	defer v.release()
+	start := time.Now()
+	out, err := v.pool.Call(ctx, in)
+	return out, time.Since(start), err
 }
 
 func (b *binding) logFailure(m *listener.Message, v listener.Verdict) {

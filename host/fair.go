@@ -74,13 +74,6 @@ type fairWaiter struct {
 
 func newFairScheduler(total int) *fairScheduler { return &fairScheduler{total: total} }
 
-// tenant registers a tenant; weight < 1 counts as 1, maxConcurrency 0 means no cap.
-func (s *fairScheduler) tenant(name string, weight, maxConcurrency int) *fairShare {
-	t := s.newShare(name, weight, maxConcurrency)
-	s.add(t)
-	return t
-}
-
 // newShare returns a share that is not registered yet: a config reload builds a tenant's
 // share with its bindings and registers it only once nothing can fail any more. Its calls
 // must not Acquire before add (they would never be dispatched a slot).
@@ -149,13 +142,6 @@ func (t *fairShare) set(weight, maxConcurrency int) {
 	defer s.mu.Unlock()
 	t.weight, t.cap = max(weight, 1), maxConcurrency
 	s.dispatchLocked()
-}
-
-// settings returns t's weight and cap in force.
-func (t *fairShare) settings() (weight, maxConcurrency int) {
-	t.s.mu.Lock()
-	defer t.s.mu.Unlock()
-	return t.weight, t.cap
 }
 
 // canRunLocked reports whether t may take one more slot now.
@@ -234,9 +220,6 @@ func (t *fairShare) Acquire(ctx context.Context) error { return t.def.Acquire(ct
 
 // Release implements listener.Limiter.
 func (t *fairShare) Release() { t.def.Release() }
-
-// request is the default binding's request.
-func (t *fairShare) request() *fairWaiter { return t.def.request() }
 
 // Acquire implements listener.Limiter.
 func (b *fairBinding) Acquire(ctx context.Context) error {

@@ -444,15 +444,6 @@ func (h *Host) bindings() []*binding {
 	return slices.Clone(h.binds)
 }
 
-func (h *Host) bindingNamed(tenant, name string) *binding {
-	for _, b := range h.bindings() {
-		if b.tenant.name == tenant && b.name == name {
-			return b
-		}
-	}
-	return nil
-}
-
 // startLocked runs b's listener under Run's context; h.runMu must be held. A listener that
 // fails stops the host (as at startup); one stopped by a config reload does not.
 func (h *Host) startLocked(b *binding) {

@@ -9,12 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -520,115 +518,6 @@ tenants:
 	}
 }
 
-func get(t *testing.T, url, token string, want int) string {
-	t.Helper()
-	return do(t, http.MethodGet, url, token, "", want)
-}
-
-func do(t *testing.T, method, url, token, body string, want int) string {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Errorf("%s %s = %d, want %d: %s", method, url, resp.StatusCode, want, b)
-	}
-	return string(b)
-}
-
-func TestAdminAuth(t *testing.T) {
-	t.Setenv("TEST_WQ_HOST_TOKEN", "host-secret")
-	t.Setenv("TEST_WQ_ACME_TOKEN", "acme-secret")
-	t.Setenv("TEST_WQ_BETA_TOKEN", "beta-secret")
-	dir := t.TempDir()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-data_dir: %s
-cache_dir: %s
-admin: {token_env: TEST_WQ_HOST_TOKEN, max_body_bytes: 1KiB}
-tenants:
-  acme:
-    token_env: TEST_WQ_ACME_TOKEN
-    bindings:
-      a: {queue: in, module: %q}
-  beta:
-    token_env: TEST_WQ_BETA_TOKEN
-    bindings:
-      b: {queue: in, module: %q}
-`, filepath.Join(dir, "data"), cacheDir, abs(t, flakyWasm), abs(t, flakyWasm))), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(context.Background(), cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
-	srv := httptest.NewServer(h.AdminHandler())
-	defer srv.Close()
-	u := srv.URL
-	cases := []struct {
-		name, method, path, token string
-		want                      int
-	}{
-		{"healthz needs no token", "GET", "/healthz", "", 200},
-		{"readyz needs no token", "GET", "/readyz", "", 200},
-		{"status without token", "GET", "/v1/status", "", 401},
-		{"status with a bad token", "GET", "/v1/status", "nope", 401},
-		{"metrics without token", "GET", "/metrics", "", 401},
-		{"status with host token", "GET", "/v1/status", "host-secret", 200},
-		{"status with tenant token", "GET", "/v1/status", "acme-secret", 200},
-		{"notify own queue", "POST", "/v1/tenants/acme/queues/in/notify", "acme-secret", 200},
-		{"notify another tenant's queue", "POST", "/v1/tenants/beta/queues/in/notify", "acme-secret", 403},
-		{"host notifies any tenant", "POST", "/v1/tenants/beta/queues/in/notify", "host-secret", 200},
-		{"notify unknown queue", "POST", "/v1/tenants/acme/queues/nope/notify", "acme-secret", 404},
-		{"notify unknown tenant", "POST", "/v1/tenants/ghost/queues/in/notify", "host-secret", 404},
-		{"notify without token", "POST", "/v1/tenants/acme/queues/in/notify", "", 401},
-		{"reload by a tenant", "POST", "/v1/reload", "acme-secret", 403},
-		{"reload by the host", "POST", "/v1/reload", "host-secret", 200},
-		{"wrong method", "GET", "/v1/reload", "host-secret", 405},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { do(t, c.method, u+c.path, c.token, "", c.want) })
-	}
-
-	// A tenant token sees only its own tenant, in status and metrics.
-	st := get(t, u+"/v1/status", "acme-secret", 200)
-	if !strings.Contains(st, `"name": "acme"`) || strings.Contains(st, `"name": "beta"`) {
-		t.Errorf("acme's status shows other tenants:\n%s", st)
-	}
-	m := get(t, u+"/metrics", "beta-secret", 200)
-	if !strings.Contains(m, `tenant="beta"`) || strings.Contains(m, `tenant="acme"`) {
-		t.Errorf("beta's metrics show other tenants")
-	}
-	all := get(t, u+"/v1/status", "host-secret", 200)
-	if !strings.Contains(all, `"name": "acme"`) || !strings.Contains(all, `"name": "beta"`) {
-		t.Errorf("host status lacks a tenant")
-	}
-	// Bodies are size-limited.
-	do(t, "POST", u+"/v1/tenants/acme/queues/in/notify", "acme-secret", strings.Repeat("x", 2048), http.StatusRequestEntityTooLarge)
-}
-
-func TestReadyzFollowsLifecycle(t *testing.T) {
-	h, _ := newHost(t, fmt.Sprintf("  default:\n    bindings:\n      b: {queue: in, module: %q}\n", abs(t, flakyWasm)))
-	srv := httptest.NewServer(h.AdminHandler())
-	defer srv.Close()
-	get(t, srv.URL+"/readyz", "", 200)
-	if err := h.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	get(t, srv.URL+"/readyz", "", 503)
-}
-
 func TestRunServesAdminAndRejectsOversizedMessages(t *testing.T) {
 	dir := t.TempDir()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
@@ -666,100 +555,5 @@ tenants:
 	}
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Errorf("admin server still serving after Run returned")
-	}
-}
-
-func TestPluginPolicyRunsAndDiesWithTheHost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a plugin binary")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "latency-scaler")
-	if out, err := exec.Command("go", "build", "-o", bin, "../examples/policies/latency-scaler").CombinedOutput(); err != nil {
-		t.Fatalf("build plugin: %v\n%s", err, out)
-	}
-	h, _ := newHost(t, fmt.Sprintf(`
-  default:
-    bindings:
-      echo:
-        queue: in
-        output: out
-        module: %q
-        scaler: {plugin: %q, args: ["-target", "50ms"], timeout: 200ms}
-%s`, abs(t, flakyWasm), bin, fast))
-	stop := run(t, h)
-	send(t, h, "default", "in", "a", "b", "c")
-	eventually(t, "outputs", func() bool { return depth(t, h, "default", "out") == 3 })
-	s := bindingStatus(t, h, "default", "echo")
-	if len(s.Plugins) != 1 || s.Plugins[0].Policy != "scaler" || s.Plugins[0].Phase != "running" || s.Plugins[0].Pid == 0 {
-		t.Fatalf("plugins = %+v", s.Plugins)
-	}
-	pid := s.Plugins[0].Pid
-	srv := httptest.NewServer(h.AdminHandler())
-	m := get(t, srv.URL+"/metrics", "", 200)
-	srv.Close()
-	if !strings.Contains(m, `wqhost_plugin_up{binding="echo",policy="scaler",queue="in",tenant="default"} 1`) {
-		t.Errorf("/metrics lacks the plugin's up gauge")
-	}
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the plugin process to exit", func() bool {
-		return syscall.Kill(pid, 0) != nil
-	})
-}
-
-func TestTenantAndHostConcurrencyCaps(t *testing.T) {
-	mod := abs(t, flakyWasm)
-	binding := func(name string) string {
-		return fmt.Sprintf("      %s: {queue: in, output: out, module: %q, pool: {max_instances: 4}}\n", name, mod)
-	}
-	h, _ := newHost(t, "  capped:\n    max_concurrency: 1\n    bindings:\n"+binding("a")+
-		"  free:\n    bindings:\n"+binding("b"))
-	stop := run(t, h)
-	bodies := []string{"sleep:150", "sleep:150", "sleep:150", "sleep:150", "sleep:150", "sleep:150"}
-	send(t, h, "capped", "in", bodies...)
-	send(t, h, "free", "in", bodies...)
-	peak := map[string]int{}
-	eventually(t, "both tenants' outputs", func() bool {
-		for _, ts := range h.Status(context.Background()).Tenants {
-			for _, b := range ts.Bindings {
-				peak[ts.Name] = max(peak[ts.Name], b.InFlight)
-			}
-			if ts.Name == "capped" && ts.Running > 1 {
-				t.Errorf("capped tenant holds %d slots", ts.Running)
-			}
-		}
-		return depth(t, h, "capped", "out") == 6 && depth(t, h, "free", "out") == 6
-	})
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if peak["capped"] != 1 {
-		t.Errorf("capped tenant peak in-flight %d, want 1", peak["capped"])
-	}
-	if peak["free"] < 2 {
-		t.Errorf("uncapped tenant peak in-flight %d, want > 1 (the contrast)", peak["free"])
-	}
-	t.Logf("peak in flight: capped %d, free %d", peak["capped"], peak["free"])
-
-	// A host-wide budget of 1 holds all tenants together to one call at a time.
-	h2, _ := newHostWith(t, "max_concurrency: 1\n", "  x:\n    bindings:\n"+binding("a")+"  y:\n    bindings:\n"+binding("b"))
-	stop2 := run(t, h2)
-	send(t, h2, "x", "in", bodies[:3]...)
-	send(t, h2, "y", "in", bodies[:3]...)
-	total := int64(0)
-	eventually(t, "outputs under the host budget", func() bool {
-		// The budget's own count of calls holding a slot, read in one load: summing the
-		// bindings' in-flight counts one after another could count a call that ended in one
-		// binding and the next that started in another as running together.
-		total = max(total, h2.Status(context.Background()).Running)
-		return depth(t, h2, "x", "out") == 3 && depth(t, h2, "y", "out") == 3
-	})
-	if err := stop2(); err != nil {
-		t.Fatal(err)
-	}
-	if total > 1 {
-		t.Errorf("peak calls holding the host budget %d under max_concurrency 1", total)
 	}
 }

@@ -380,27 +380,6 @@ func walkLeasing(ctx context.Context, dead listener.Queue, opts ListOptions, emi
 	return nil
 }
 
-// ListDeadLetters returns up to limit (0 = all) dead letters of tenant's queue (its
-// <queue>-poison), repeats of one original message as one entry (DeadLetter.Repeats),
-// bodies above ListBodyBytes left out. It holds what it returns: use WalkDeadLetters to
-// stream a large queue.
-func ListDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) ([]DeadLetter, error) {
-	var out []DeadLetter
-	byOriginal := map[string]int{} // original id -> index in out
-	_, err := WalkDeadLetters(ctx, cfg, tenant, queue, ListOptions{Limit: limit}, func(d DeadLetter) error {
-		if d.Repeats < 0 {
-			out[byOriginal[d.OriginalID]].Repeats++
-			return nil
-		}
-		if d.OriginalID != "" {
-			byOriginal[d.OriginalID] = len(out)
-		}
-		out = append(out, d)
-		return nil
-	})
-	return out, err
-}
-
 // RequeueDeadLetters moves up to limit (0 = all) dead letters of tenant's queue back to the
 // queue: each is sent again with its original attributes (the dead-letter bookkeeping
 // dropped), then deleted from <queue>-poison. It returns how many moved. On the local store

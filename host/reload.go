@@ -226,8 +226,8 @@ func (b *binding) swap(v *version) {
 	}()
 }
 
-// retire stops new calls on v, waits for its running ones and closes its pool.
-func (b *binding) retire(ctx context.Context, v *version) error {
+// drain stops new calls on v and waits, until ctx ends, for its running ones to return.
+func (v *version) drain(ctx context.Context) {
 	v.retired.Store(true)
 	if v.refs.Load() == 0 {
 		v.once.Do(func() { close(v.drained) })
@@ -236,6 +236,11 @@ func (b *binding) retire(ctx context.Context, v *version) error {
 	case <-v.drained:
 	case <-ctx.Done():
 	}
+}
+
+// retire stops new calls on v, waits for its running ones and closes its pool.
+func (b *binding) retire(ctx context.Context, v *version) error {
+	v.drain(ctx)
 	st := v.pool.Stats()
 	err := v.pool.Close(ctx)
 	b.mu.Lock()

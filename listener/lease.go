@@ -3,6 +3,8 @@ package listener
 import (
 	"context"
 	"time"
+
+	"github.com/wqhost/wqhost/internal/wait"
 )
 
 // Lease budget. A listener holds at most HandlerSlots+Prefetch leased messages that are not
@@ -40,7 +42,7 @@ type LeaseGate interface {
 // take blocks until at least the budget's minimum (capped at want) of lease slots is free,
 // takes up to want, and returns how many it took; 0 when ctx ended first. With a gate,
 // it first waits until the gate leaves room, and takes no more than that room.
-func (lb *leaseBudget) take(ctx context.Context, want int, gate LeaseGate, clk Clock) int {
+func (lb *leaseBudget) take(ctx context.Context, want int, gate LeaseGate) int {
 	select {
 	case lb.gather <- struct{}{}:
 	case <-ctx.Done():
@@ -57,15 +59,9 @@ func (lb *leaseBudget) take(ctx context.Context, want int, gate LeaseGate, clk C
 			}
 			break
 		}
-		var tc <-chan time.Time
-		if recheck > 0 {
-			t := clk.NewTimer(recheck)
-			defer t.Stop()
-			tc = t.C()
-		}
 		select {
 		case <-wake:
-		case <-tc:
+		case <-wait.Timeout(recheck):
 		case <-ctx.Done():
 			return 0
 		}

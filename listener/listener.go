@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wqhost/wqhost/internal/wait"
 )
 
 // Limiter gates handler calls: tenant caps and the host-wide fair share are built on it.
@@ -19,212 +21,9 @@ type Limiter interface {
 	Release()
 }
 
-// Config configures a Listener. Zero values mean the documented defaults.
-type Config struct {
-	// Queue is the queue the listener drains. Required.
-	Queue Queue
-	// DeadLetter receives poison messages (the <queue>-poison queue). Required.
-	DeadLetter Queue
-	// Handler processes each message. Required.
-	Handler Handler
-	// Backoff paces an idle listener and decides when surplus workers stop. Required.
-	Backoff Backoff
-	// Scaler decides how many workers to run when work appears. Required.
-	Scaler Scaler
-	// Poison settles failed messages. Required.
-	Poison PoisonPolicy
-
-	// MinWorkers is the number of dequeue workers kept alive; default 1. Zero is allowed
-	// (and is the default) only with Push.
-	MinWorkers int
-	// MaxWorkers caps the dequeue workers; default 16.
-	MaxWorkers int
-	// BatchSize is the number of messages one receive asks for, 1..MaxBatch; default 32.
-	BatchSize int
-	// Concurrency bounds the handler calls one worker runs at once; default BatchSize.
-	Concurrency int
-	// HandlerSlots is how many handler calls of this listener can run at once across all
-	// its workers (for a WebAssembly binding: the instance pool's size); default
-	// MaxWorkers×Concurrency. With Prefetch it bounds the messages leased and not yet
-	// settled (unstarted, running, or waiting for their delete): receives ask for no more
-	// than HandlerSlots+Prefetch minus those, so a crash repeats at most that many.
-	HandlerSlots int
-	// Prefetch is how many messages may be leased beyond HandlerSlots, ready to start the
-	// moment a slot frees; default min(HandlerSlots, BatchSize). It bounds the leased-idle
-	// messages (State.LeasedIdle) while every slot is busy. A worker receives once at least
-	// min(BatchSize, Prefetch) slots of the budget are free.
-	Prefetch int
-	// VisibilityTimeout is the lease taken on receive; default 30s. Leases are renewed
-	// while a handler runs.
-	VisibilityTimeout time.Duration
-	// MaxDequeueCount is the dequeue count at which the poison policy gives up; default 5.
-	MaxDequeueCount int
-	// MinIdle and MaxIdle clamp the Backoff's delays; defaults 100ms and 60s.
-	MinIdle, MaxIdle time.Duration
-	// ErrorBackoffMax caps the exponential back-off after backend errors; default 60s.
-	ErrorBackoffMax time.Duration
-	// TimeSlice is how long a worker keeps its slot under a backlog before handing it back
-	// to the scaling logic, so that many bindings share a host fairly; default 10s.
-	TimeSlice time.Duration
-	// Push says wake-ups (Notify, or a Waiter backend) reach the listener: an idle
-	// listener then makes no queue calls beyond PushFallbackPoll and its last worker may stop.
-	Push bool
-	// PushFallbackPoll is, with Push, how long an idle listener goes without a receive: a
-	// producer that never notifies cannot strand a message for longer. Default
-	// DefaultPushFallbackPoll (5 minutes: 12 receives an hour); negative turns it off.
-	PushFallbackPoll time.Duration
-	// AtMostOnce deletes messages on receive, before they are handled.
-	AtMostOnce bool
-	// ShutdownGrace bounds how long in-flight handlers may run after Run's context ends;
-	// default 30s.
-	ShutdownGrace time.Duration
-	// MaxMessageBytes, when above 0, is the largest body handed to the handler: a larger
-	// one is dead-lettered with its size and this limit as the reason, and on a queue that is
-	// a BodyLimiter (local) it is never loaded, so the bytes a listener holds are bounded by
-	// (HandlerSlots+Prefetch) × MaxMessageBytes. Not applied with AtMostOnce (the message is
-	// deleted before it could be dead-lettered). 0: no limit.
-	MaxMessageBytes int64
-	// HandlerVersion is recorded on dead letters (AttrHandlerVersion). Optional.
-	HandlerVersion func() string
-	// Limiter gates handler calls. Optional.
-	Limiter Limiter
-	// Clock is the time source; default SystemClock().
-	Clock Clock
-	// Logger receives the listener's logs; default slog.Default().
-	Logger *slog.Logger
-}
-
-// Defaults of Config.
-const (
-	DefaultMaxWorkers        = 16
-	DefaultVisibilityTimeout = 30 * time.Second
-	DefaultMaxDequeueCount   = 5
-	DefaultMinIdle           = 100 * time.Millisecond
-	DefaultMaxIdle           = 60 * time.Second
-	DefaultErrorBackoffMax   = 60 * time.Second
-	DefaultTimeSlice         = 10 * time.Second
-	DefaultShutdownGrace     = 30 * time.Second
-	DefaultPushFallbackPoll  = 5 * time.Minute
-)
-
-// maxRetryDelay caps a poison policy's retry delay: Azure's longest visibility timeout.
-const maxRetryDelay = 7 * 24 * time.Hour
-
 // depthEvery bounds how often the listener asks the queue for its depth: Depth is a billed
 // call, so it is asked only when scaling needs it and at most this often.
 const depthEvery = time.Second
-
-func (c *Config) withDefaults() (Config, error) {
-	cfg := *c
-	required := []struct {
-		name  string
-		isNil bool
-	}{
-		{"Queue", cfg.Queue == nil},
-		{"DeadLetter", cfg.DeadLetter == nil},
-		{"Handler", cfg.Handler == nil},
-		{"Backoff", cfg.Backoff == nil},
-		{"Scaler", cfg.Scaler == nil},
-		{"Poison", cfg.Poison == nil},
-	}
-	for _, r := range required {
-		if r.isNil {
-			return cfg, fmt.Errorf("listener config: %s is required", r.name)
-		}
-	}
-	name := cfg.Queue.Name()
-	bad := func(field string, format string, args ...any) (Config, error) {
-		return cfg, fmt.Errorf("listener config for queue %q: %s: %s", name, field, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case cfg.MinWorkers < 0:
-		return bad("MinWorkers", "%d is negative", cfg.MinWorkers)
-	case cfg.MinWorkers == 0 && !cfg.Push:
-		cfg.MinWorkers = 1
-	}
-	switch {
-	case cfg.MaxWorkers < 0:
-		return bad("MaxWorkers", "%d is negative", cfg.MaxWorkers)
-	case cfg.MaxWorkers == 0:
-		cfg.MaxWorkers = max(DefaultMaxWorkers, cfg.MinWorkers)
-	}
-	if cfg.MaxWorkers < cfg.MinWorkers {
-		return bad("MaxWorkers", "%d is below MinWorkers %d", cfg.MaxWorkers, cfg.MinWorkers)
-	}
-	if cfg.MaxWorkers < 1 {
-		return bad("MaxWorkers", "must be at least 1")
-	}
-	switch {
-	case cfg.BatchSize == 0:
-		cfg.BatchSize = MaxBatch
-	case cfg.BatchSize < 1 || cfg.BatchSize > MaxBatch:
-		return bad("BatchSize", "%d is outside 1..%d", cfg.BatchSize, MaxBatch)
-	}
-	switch {
-	case cfg.Concurrency == 0:
-		cfg.Concurrency = cfg.BatchSize
-	case cfg.Concurrency < 0:
-		return bad("Concurrency", "%d is negative", cfg.Concurrency)
-	}
-	switch {
-	case cfg.HandlerSlots == 0:
-		cfg.HandlerSlots = cfg.MaxWorkers * max(cfg.Concurrency, 1)
-	case cfg.HandlerSlots < 0:
-		return bad("HandlerSlots", "%d is negative", cfg.HandlerSlots)
-	}
-	switch {
-	case cfg.Prefetch == 0:
-		cfg.Prefetch = min(cfg.HandlerSlots, cfg.BatchSize)
-	case cfg.Prefetch < 0:
-		return bad("Prefetch", "%d is negative", cfg.Prefetch)
-	}
-	switch {
-	case cfg.MaxDequeueCount == 0:
-		cfg.MaxDequeueCount = DefaultMaxDequeueCount
-	case cfg.MaxDequeueCount < 0:
-		return bad("MaxDequeueCount", "%d is negative", cfg.MaxDequeueCount)
-	}
-	durations := []struct {
-		field string
-		d     *time.Duration
-		def   time.Duration
-	}{
-		{"VisibilityTimeout", &cfg.VisibilityTimeout, DefaultVisibilityTimeout},
-		{"MinIdle", &cfg.MinIdle, DefaultMinIdle},
-		{"MaxIdle", &cfg.MaxIdle, DefaultMaxIdle},
-		{"ErrorBackoffMax", &cfg.ErrorBackoffMax, DefaultErrorBackoffMax},
-		{"TimeSlice", &cfg.TimeSlice, DefaultTimeSlice},
-		{"ShutdownGrace", &cfg.ShutdownGrace, DefaultShutdownGrace},
-	}
-	for _, d := range durations {
-		switch {
-		case *d.d < 0:
-			return bad(d.field, "%s is negative", *d.d)
-		case *d.d == 0:
-			*d.d = d.def
-		}
-	}
-	switch {
-	case cfg.PushFallbackPoll == 0:
-		cfg.PushFallbackPoll = DefaultPushFallbackPoll
-	case cfg.PushFallbackPoll < 0:
-		cfg.PushFallbackPoll = 0 // off
-	}
-	if cfg.MinIdle > cfg.MaxIdle {
-		return bad("MinIdle", "%s exceeds MaxIdle %s", cfg.MinIdle, cfg.MaxIdle)
-	}
-	if cfg.VisibilityTimeout < time.Second {
-		return bad("VisibilityTimeout", "%s is below 1s", cfg.VisibilityTimeout)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = SystemClock()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	cfg.Logger = cfg.Logger.With("queue", name)
-	return cfg, nil
-}
 
 // Listener drains one queue with an auto-scaling set of dequeue workers. Create it with New
 // and start it with Run.
@@ -237,7 +36,6 @@ type Listener struct {
 	vh      VerdictHandler // the handler, when it returns verdicts
 	budget  *leaseBudget
 	gate    LeaseGate // the Limiter, when it gates leasing too
-	clk     Clock
 	log     *slog.Logger
 
 	notifyCh  chan struct{} // Notify: buffered 1
@@ -290,7 +88,6 @@ func New(cfg Config) (*Listener, error) {
 	l := &Listener{
 		cfg:       c,
 		q:         c.Queue,
-		clk:       c.Clock,
 		log:       c.Logger,
 		notifyCh:  make(chan struct{}, 1),
 		rescaleCh: make(chan struct{}, 1),
@@ -392,12 +189,12 @@ func (l *Listener) shutdown() error {
 		l.wg.Wait()
 		close(done)
 	}()
-	t := l.clk.NewTimer(l.cfg.ShutdownGrace)
+	t := time.NewTimer(l.cfg.ShutdownGrace)
 	defer t.Stop()
 	select {
 	case <-done:
 		return nil
-	case <-t.C():
+	case <-t.C:
 	}
 	inFlight := l.c.inFlight.Load()
 	l.hcancel()
@@ -539,7 +336,7 @@ func (l *Listener) refreshIdleDepths(ctx context.Context, afterWork bool) {
 	if !l.c.deadDirty.Load() {
 		return
 	}
-	now := l.clk.Now().UnixNano()
+	now := time.Now().UnixNano()
 	last := l.deadAt.Load()
 	if !afterWork && last != 0 && now-last < int64(depthEvery) || !l.deadAt.CompareAndSwap(last, now) {
 		return
@@ -559,7 +356,7 @@ func (l *Listener) refreshIdleDepths(ctx context.Context, afterWork bool) {
 }
 
 func (l *Listener) refreshDepth(ctx context.Context) {
-	now := l.clk.Now().UnixNano()
+	now := time.Now().UnixNano()
 	last := l.depthAt.Load()
 	if last != 0 && now-last < int64(depthEvery) {
 		return
@@ -600,7 +397,7 @@ func (l *Listener) idleWait(ctx context.Context, d time.Duration) (woke bool, ti
 		}
 	}
 	if due := l.nextDue.Load(); due != 0 && l.cfg.Push {
-		in := time.Duration(due - l.clk.Now().UnixNano())
+		in := time.Duration(due - time.Now().UnixNano())
 		if in <= 0 {
 			l.nextDue.CompareAndSwap(due, 0)
 			return true, false
@@ -614,12 +411,6 @@ func (l *Listener) idleWait(ctx context.Context, d time.Duration) (woke bool, ti
 			}()
 			d = in
 		}
-	}
-	var timeout <-chan time.Time
-	if d > 0 {
-		t := l.clk.NewTimer(d)
-		defer t.Stop()
-		timeout = t.C()
 	}
 	var waited chan struct{}
 	if l.waiter != nil {
@@ -644,7 +435,7 @@ func (l *Listener) idleWait(ctx context.Context, d time.Duration) (woke bool, ti
 		return true, false
 	case <-waited:
 		return true, false
-	case <-timeout:
+	case <-wait.Timeout(d):
 		return false, true
 	}
 }
@@ -659,14 +450,14 @@ func (l *Listener) errDelay(n int64) time.Duration {
 	return min(d, l.cfg.ErrorBackoffMax)
 }
 
-// sleep waits d on the listener's clock; it reports false when ctx ended first.
+// sleep waits d; it reports false when ctx ended first.
 func (l *Listener) sleep(ctx context.Context, d time.Duration) bool {
-	t := l.clk.NewTimer(d)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C():
+	case <-t.C:
 		return true
 	}
 }

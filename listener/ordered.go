@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/wqhost/wqhost/internal/wait"
 )
 
 // OrderedReceiver is implemented by queues with FIFO delivery that can serve ordered
@@ -191,18 +193,12 @@ func (o *orderedQueue) Wait(ctx context.Context, d time.Duration) error {
 			_ = o.waiter.Wait(wctx, d)
 		}()
 	}
-	var timeout <-chan time.Time
-	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		timeout = t.C
-	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-wake:
 	case <-inner:
-	case <-timeout:
+	case <-wait.Timeout(d):
 	}
 	return nil
 }

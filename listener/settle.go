@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -207,13 +204,13 @@ func (l *Listener) handle(m *Message, start time.Time) (end time.Time, v Verdict
 	}
 	l.c.inFlight.Add(1)
 	if start.IsZero() {
-		start = l.clk.Now()
+		start = time.Now()
 	}
 	defer func() {
 		if r := recover(); r != nil {
 			v = Failed(fmt.Errorf("handler panicked on message %s: %v", m.ID, r))
 		}
-		end = l.clk.Now()
+		end = time.Now()
 		l.hist.record(end.Sub(start))
 		l.c.inFlight.Add(-1)
 	}()
@@ -238,20 +235,20 @@ const tailAfter = 10 * time.Millisecond
 // use the lease budget they free (see help).
 func (l *Listener) awaitRenewing(ctx context.Context, b *batch, helpers int, leasedAt time.Time) {
 	if helpers > 0 {
-		t := l.clk.NewTimer(spawnAfter)
+		t := time.NewTimer(spawnAfter)
 		select {
 		case <-b.done:
 			t.Stop()
 			return // fast path: nothing was renewed
-		case <-t.C():
+		case <-t.C:
 			b.spawn(helpers)
 		}
 	}
-	tail := l.clk.NewTimer(max(tailAfter-l.clk.Now().Sub(leasedAt), 0))
+	tail := time.NewTimer(max(tailAfter-time.Since(leasedAt), 0))
 	defer tail.Stop()
-	tailC := tail.C()
+	tailC := tail.C
 	for {
-		t := l.clk.NewTimer(max(b.expires.Sub(l.clk.Now())-l.renewMargin(), b.renewPause))
+		t := time.NewTimer(max(time.Until(b.expires)-l.renewMargin(), b.renewPause))
 		select {
 		case <-b.done:
 			t.Stop()
@@ -260,7 +257,7 @@ func (l *Listener) awaitRenewing(ctx context.Context, b *batch, helpers int, lea
 				b.takeRenewedLease(i)
 			}
 			return
-		case <-t.C():
+		case <-t.C:
 			l.renew(b)
 		case <-tailC:
 			t.Stop()
@@ -330,80 +327,6 @@ func (l *Listener) help(ctx context.Context, b *batch) {
 	}
 	l.c.helpers.Add(1)
 	l.startLocked(ctx, true, false)
-}
-
-// renewBeforeSettling renews b's leases once more if settlement would start inside the
-// renewal margin: the deletes and dead letters still need the leases, and on a starved host
-// the renewal timer may have fired late, so renewing beats racing the expiry.
-func (l *Listener) renewBeforeSettling(b *batch) {
-	if !l.cfg.AtMostOnce && b.expires.Sub(l.clk.Now()) < l.renewMargin() {
-		l.renew(b)
-	}
-}
-
-// renewFanout bounds the renewals of one batch in flight at once: one after another, the
-// last of a large batch could land after its lease ran out on a slow store.
-const renewFanout = 8
-
-func (l *Listener) renew(b *batch) {
-	if l.cfg.AtMostOnce {
-		b.expires = b.expires.Add(l.cfg.VisibilityTimeout) // already deleted: nothing to keep
-		return
-	}
-	if !b.renewed {
-		b.leases = b.leases[:0]
-		for _, m := range b.msgs {
-			b.leases = append(b.leases, *m)
-		}
-		b.renewed = true
-	}
-	ctx := context.WithoutCancel(l.hctx)
-	sent := l.clk.Now()
-	var wg sync.WaitGroup
-	var failed atomic.Bool
-	sem := make(chan struct{}, renewFanout)
-	for i := range b.leases {
-		if st := b.st[i].Load(); st == stLost || st == stSettled {
-			continue
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			l.c.updates.Add(1)
-			start := l.clk.Now()
-			err := l.renewLease(ctx, &b.leases[i])
-			l.noteLatency(l.clk.Now().Sub(start))
-			switch {
-			case err == nil:
-			case errors.Is(err, ErrLeaseLost):
-				if b.lose(i) {
-					l.leaseLost(b.msgs[i], "the renewal was refused: the lease had expired or been taken over", err)
-				}
-			default:
-				failed.Store(true)
-				l.c.errorCalls.Add(1)
-				l.log.Warn("renew lease failed; retrying in a second while the lease lasts", "id", b.msgs[i].ID, "err", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if failed.Load() {
-		// Some leases were not extended: keep their expiry and try again shortly (renewing
-		// the others once more costs a call each, and never shortens a lease).
-		b.renewPause = time.Second
-		return
-	}
-	b.renewPause = 0
-	b.expires = sent.Add(l.cfg.VisibilityTimeout)
-}
-
-// renewMargin is how long before a lease runs out the listener renews it: half the
-// visibility timeout, or more when the queue is slow — ten times the slowest recent queue
-// call — up to seven eighths of it.
-func (l *Listener) renewMargin() time.Duration {
-	vis := l.cfg.VisibilityTimeout
-	return min(max(vis/2, 10*time.Duration(l.callLat.Load())), vis-vis/8)
 }
 
 // noteLatency feeds one queue call's duration to the renewal margin: the estimate jumps to
@@ -569,133 +492,5 @@ func (l *Listener) putBack(ctx context.Context, m *Message) {
 		}
 		l.c.errorCalls.Add(1)
 		l.log.Warn("release unstarted message; it returns when its lease expires", "id", m.ID, "err", err)
-	}
-}
-
-// fail settles a failed message as the poison policy decides.
-func (l *Listener) fail(ctx context.Context, m *Message, v Verdict) {
-	l.c.failed.Add(1)
-	err := v.Error()
-	f := Failure{Message: m, Err: err, Reject: v.Outcome == OutcomeReject, MaxDequeueCount: l.cfg.MaxDequeueCount}
-	if v.Outcome == OutcomeRetry {
-		f.RetryAfter = max(v.After, 0)
-	}
-	d := l.cfg.Poison.Decide(ctx, f)
-	reason := d.Reason
-	if reason == "" {
-		reason = err.Error()
-	}
-	if l.cfg.AtMostOnce && d.Action == ActionRetry {
-		d.Action = ActionDeadLetter // deleted on receive: keeping it is all that is left
-	}
-	switch d.Action {
-	case ActionDeadLetter:
-		l.deadLetter(ctx, m, reason)
-	case ActionDrop:
-		l.log.Warn("failed message dropped by the poison policy", "id", m.ID, "dequeue_count", m.DequeueCount, "err", err)
-		if !l.cfg.AtMostOnce {
-			l.deleteOne(ctx, m)
-		}
-	default: // ActionRetry, and any unknown answer: retrying never loses the message
-		delay := min(max(d.Delay, 0), maxRetryDelay)
-		l.c.updates.Add(1)
-		if err := l.retryAfter(ctx, m, delay); err != nil {
-			if errors.Is(err, ErrLeaseLost) {
-				l.leaseLost(m, "the retry's visibility update was refused", err)
-				return
-			}
-			l.c.errorCalls.Add(1)
-			l.log.Warn("retry: update visibility; the message returns when its lease expires", "id", m.ID, "err", err)
-			return
-		}
-		l.c.retried.Add(1)
-		l.noteDue(l.clk.Now().Add(delay))
-		l.log.Debug("message failed; retrying", "id", m.ID, "dequeue_count", m.DequeueCount, "delay", delay, "err", err)
-	}
-}
-
-// noteDue remembers the earliest retry this listener scheduled, so that a push listener
-// with no wake-up coming wakes for it.
-func (l *Listener) noteDue(t time.Time) {
-	if !l.cfg.Push {
-		return
-	}
-	n := t.UnixNano()
-	for {
-		cur := l.nextDue.Load()
-		if cur != 0 && cur <= n {
-			return
-		}
-		if l.nextDue.CompareAndSwap(cur, n) {
-			return
-		}
-	}
-}
-
-// deadLetter sends the message to the dead-letter queue with its reason and metadata, then
-// deletes the original. If the send fails the original stays (its lease expires and it
-// comes back), so a poison message is never lost.
-func (l *Listener) deadLetter(ctx context.Context, m *Message, reason string) {
-	attrs := make(map[string]string, len(m.Attributes)+6)
-	maps.Copy(attrs, m.Attributes)
-	attrs[AttrReason] = reason
-	attrs[AttrOriginalID] = m.ID
-	attrs[AttrOriginalQueue] = l.q.Name()
-	attrs[AttrDequeueCount] = strconv.Itoa(m.DequeueCount)
-	attrs[AttrDeadLetteredAt] = l.clk.Now().UTC().Format(time.RFC3339Nano)
-	if l.cfg.HandlerVersion != nil {
-		attrs[AttrHandlerVersion] = l.cfg.HandlerVersion()
-	}
-	if mv, ok := l.q.(Mover); ok && !l.cfg.AtMostOnce {
-		err := mv.MoveTo(ctx, m, l.cfg.DeadLetter, m.Body, SendOptions{Attributes: attrs})
-		if !errors.Is(err, errors.ErrUnsupported) {
-			l.c.sends.Add(1) // one billed write: the send and the delete are one transaction
-		}
-		switch {
-		case err == nil:
-			l.c.poisoned.Add(1)
-			l.c.deadDirty.Store(true)
-			l.log.Warn("message dead-lettered", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "dequeue_count", m.DequeueCount, "reason", reason)
-			return
-		case errors.Is(err, ErrLeaseLost):
-			l.leaseLost(m, "the dead-letter move was refused (nothing was dead-lettered)", err)
-			return
-		case !errors.Is(err, errors.ErrUnsupported):
-			l.c.errorCalls.Add(1)
-			l.log.Error("dead-letter move failed; the message stays and comes back", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "err", err)
-			return
-		}
-		// Another store: send, then delete.
-	}
-	if m.Oversize > 0 {
-		// Its body was left in a store that cannot move it to the dead-letter queue: sending
-		// an empty body would lose it, so it stays (and comes back) instead.
-		l.c.errorCalls.Add(1)
-		l.log.Error("cannot dead-letter a message whose body was not loaded; it stays and comes back", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "bytes", m.Oversize)
-		return
-	}
-	l.c.sends.Add(1)
-	if _, err := l.cfg.DeadLetter.Send(ctx, m.Body, SendOptions{Attributes: attrs}); err != nil {
-		l.c.errorCalls.Add(1)
-		l.log.Error("dead-letter send failed; the message stays and comes back", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "err", err)
-		return
-	}
-	l.c.poisoned.Add(1)
-	l.c.deadDirty.Store(true)
-	l.log.Warn("message dead-lettered", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "dequeue_count", m.DequeueCount, "reason", reason)
-	if !l.cfg.AtMostOnce {
-		l.deleteOne(ctx, m)
-	}
-}
-
-func (l *Listener) deleteOne(ctx context.Context, m *Message) {
-	l.c.deletes.Add(1)
-	if err := l.q.Delete(ctx, m); err != nil {
-		if errors.Is(err, ErrLeaseLost) {
-			l.leaseLost(m, "the delete of a dead-lettered or dropped message was refused", err)
-			return
-		}
-		l.c.errorCalls.Add(1)
-		l.log.Error("delete", "id", m.ID, "err", err)
 	}
 }

@@ -13,32 +13,32 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 	defer l.wg.Done()
 	b := &batch{l: l}
 	defer b.awaitSettled() // before wg.Done: Run returns only once every delete is done
+	s := &workerSlot{l: l}
+	defer s.release() // the one way a worker's slot is given back, unless stopping gave it
 	// idle counts this worker's consecutive empty receives (the whitepaper's idleCount: the
 	// first empty receive is 1, a started worker has seen none); rescale is set when the
 	// next work found should be met with the scaler's answer.
 	idle, rescale := 0, asIfIdle
-	sliceEnd := l.clk.Now().Add(l.cfg.TimeSlice)
+	sliceEnd := time.Now().Add(l.cfg.TimeSlice)
 	for {
 		if ctx.Err() != nil {
-			l.exit()
 			return
 		}
 		// Lease only what can start: wait for room in the lease budget, ask for no more.
 		l.taking.Add(1)
-		want := l.budget.take(ctx, l.cfg.BatchSize, l.gate, l.clk)
+		want := l.budget.take(ctx, l.cfg.BatchSize, l.gate)
 		l.taking.Add(-1)
 		if want == 0 {
-			b.awaitSettled()
-			l.exit()
+			b.awaitSettled() // before the slot is given back
 			return
 		}
-		sent := l.clk.Now()
+		sent := time.Now()
 		l.lastReceive.Store(sent.UnixNano())
 		msgs, err := l.receive(ctx, want)
 		l.c.receives.Add(1)
 		l.budget.put(want - len(msgs))
 		if err == nil {
-			l.noteLatency(l.clk.Now().Sub(sent))
+			l.noteLatency(time.Since(sent))
 			if n := l.c.leasedIdle.Add(int64(len(msgs))); n > l.c.peakLeasedIdle.Load() {
 				l.c.peakLeasedIdle.Store(n) // racy maximum: a display figure
 			}
@@ -46,7 +46,6 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		b.awaitSettled() // the last batch's deletes ran alongside this receive
 		if err != nil {
 			if ctx.Err() != nil {
-				l.exit()
 				return
 			}
 			l.c.errorCalls.Add(1)
@@ -55,7 +54,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			if n&(n-1) == 0 { // log the 1st, 2nd, 4th, 8th... error of a streak
 				l.log.Error("receive failed; backing off", "err", err, "consecutive", n, "delay", delay)
 			}
-			if !l.onError(ctx, delay) {
+			if !l.onError(ctx, s, delay) {
 				return
 			}
 			rescale = true // work found after the outage is met with the scaler's answer
@@ -71,7 +70,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 				l.spurious.Add(1) // a wake-up that found nothing
 			}
 			var ok bool
-			if idle, woken, ok = l.onEmpty(ctx, idle); !ok {
+			if idle, woken, ok = l.onEmpty(ctx, s, idle); !ok {
 				return
 			}
 			// Work found after an empty receive asks the scaler; not after a park, which a
@@ -83,7 +82,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		if l.spurious.Load() != 0 {
 			l.spurious.Store(0)
 		}
-		now := l.clk.Now()
+		now := time.Now()
 		switch {
 		case rescale:
 			idle, rescale = 0, false
@@ -93,27 +92,49 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			l.scaleUp(ctx, 0)
 		}
 		l.process(ctx, b, msgs, sent)
-		if !l.clk.Now().Before(sliceEnd) && ctx.Err() == nil {
+		if !time.Now().Before(sliceEnd) && ctx.Err() == nil {
 			// Hand the slot back even under a backlog: the supervisor re-acquires slots
 			// through the scaler, so the worker count follows the load and other bindings
 			// get their turn.
-			l.mu.Lock()
-			l.active--
-			l.c.activeW.Store(int64(l.active))
-			l.mu.Unlock()
-			select {
-			case l.rescaleCh <- struct{}{}:
-			default:
-			}
+			s.handBack = true
 			return
 		}
 	}
 }
 
-func (l *Listener) exit() {
-	l.mu.Lock()
-	l.exitLocked()
-	l.mu.Unlock()
+// workerSlot is one worker's place in l.active, given back exactly once: under l.mu by the
+// decision to stop that needs the count it changes (releaseLocked), otherwise by the
+// worker's deferred release, whichever way it returns.
+type workerSlot struct {
+	l        *Listener
+	released bool
+	// handBack: the time slice ended under a backlog; the supervisor is asked to rescale
+	// instead of being told the listener may be idle.
+	handBack bool
+}
+
+// releaseLocked gives the slot back if it has not been. l.mu must be held.
+func (s *workerSlot) releaseLocked() {
+	if s.released {
+		return
+	}
+	s.released = true
+	if !s.handBack {
+		s.l.exitLocked()
+		return
+	}
+	s.l.active--
+	s.l.c.activeW.Store(int64(s.l.active))
+	select {
+	case s.l.rescaleCh <- struct{}{}:
+	default:
+	}
+}
+
+func (s *workerSlot) release() {
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	s.releaseLocked()
 }
 
 // canStopLocked reports whether a worker may stop: never below MinWorkers, and never the
@@ -126,9 +147,9 @@ func (l *Listener) canStopLocked() bool {
 // peek mode): the others stop, or park without calling the queue when MinWorkers keeps
 // them. The waiter sleeps as the back-off policy says, waking early on Notify or a Waiter
 // backend; with Push it does not poll at all, since a wake-up announces any work. It
-// returns the idle count, whether a wake-up ended the wait, and false when the worker has
-// exited.
-func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
+// returns the idle count, whether a wake-up ended the wait, and false when the worker is to
+// stop.
+func (l *Listener) onEmpty(ctx context.Context, s *workerSlot, idle int) (int, bool, bool) {
 	for {
 		idle++
 		// The single-waiter rule first: a worker that finds another one waiting stops or
@@ -137,8 +158,7 @@ func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
 		// would be wasted.
 		l.mu.Lock()
 		if l.waiting {
-			_, ok := l.yieldLocked(ctx)
-			return 0, false, ok
+			return 0, false, l.yieldLocked(ctx, s)
 		}
 		// Claim the waiter's role before asking: workers that find the queue empty while
 		// the policy answers yield to this one instead of asking too.
@@ -151,7 +171,7 @@ func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
 		l.mu.Lock()
 		if stop && l.canStopLocked() {
 			l.waiting = false
-			l.exitLocked()
+			s.releaseLocked()
 			l.mu.Unlock()
 			return idle, false, false
 		}
@@ -166,7 +186,6 @@ func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
 		l.waiting = false
 		l.mu.Unlock()
 		if ctx.Err() != nil {
-			l.exit()
 			return idle, false, false
 		}
 		if woke || !l.cfg.Push {
@@ -180,18 +199,19 @@ func (l *Listener) onEmpty(ctx context.Context, idle int) (int, bool, bool) {
 
 // yieldLocked is called, with l.mu held, by a worker that found no work (or an error)
 // while another worker already waits on the queue: it stops if MinWorkers allows,
-// otherwise parks until a fan-out. It returns false when the worker has exited.
-func (l *Listener) yieldLocked(ctx context.Context) (int, bool) {
+// otherwise parks until a fan-out. It unlocks l.mu and returns false when the worker is to
+// stop.
+func (l *Listener) yieldLocked(ctx context.Context, s *workerSlot) bool {
 	if l.active > l.cfg.MinWorkers {
-		l.exitLocked()
+		s.releaseLocked() // with the count it was decided on
 		l.mu.Unlock()
-		return 0, false
+		return false
 	}
 	l.parked++
 	l.mu.Unlock()
 	select {
 	case <-l.unparkCh:
-		return 0, true // scaleUp already counted it as running
+		return true // scaleUp already counted it as running
 	case <-ctx.Done():
 		l.mu.Lock()
 		select {
@@ -199,19 +219,18 @@ func (l *Listener) yieldLocked(ctx context.Context) (int, bool) {
 		default:
 			l.parked--
 		}
-		l.exitLocked()
+		s.releaseLocked()
 		l.mu.Unlock()
-		return 0, false
+		return false
 	}
 }
 
 // onError pauses after a failed receive. A single worker probes the queue, once per
 // back-off interval; the others stop or park, so an outage costs one call per interval.
-func (l *Listener) onError(ctx context.Context, delay time.Duration) bool {
+func (l *Listener) onError(ctx context.Context, s *workerSlot, delay time.Duration) bool {
 	l.mu.Lock()
 	if l.waiting {
-		_, ok := l.yieldLocked(ctx)
-		return ok
+		return l.yieldLocked(ctx, s)
 	}
 	l.waiting = true
 	l.mu.Unlock()
@@ -219,9 +238,6 @@ func (l *Listener) onError(ctx context.Context, delay time.Duration) bool {
 	l.mu.Lock()
 	l.waiting = false
 	l.mu.Unlock()
-	if !ok {
-		l.exit()
-	}
 	return ok
 }
 
@@ -232,7 +248,7 @@ func (l *Listener) fallbackIn() (time.Duration, bool) {
 	if !l.cfg.Push || fb <= 0 {
 		return 0, false
 	}
-	return time.Duration(l.lastReceive.Load() + int64(fb) - l.clk.Now().UnixNano()), true
+	return time.Duration(l.lastReceive.Load() + int64(fb) - time.Now().UnixNano()), true
 }
 
 // receive leases up to want messages, leaving bodies above MaxMessageBytes in the store

@@ -10,6 +10,10 @@ cd "$(dirname "$0")/.."
 
 # staticcheck release that supports the go directive of go.mod (1.26).
 STATICCHECK_VERSION=v0.8.2
+# golang.org/x/tools release whose cmd/deadcode reports unreachable functions.
+DEADCODE_VERSION=v0.39.0
+# No hand-written Go file may be longer: a longer one holds more than one job.
+MAX_GO_LINES=600
 FUZZTIME=${FUZZTIME:-10s}
 
 # One wazero compilation cache for every test package and the fault suite of this run
@@ -56,6 +60,10 @@ if ! "$gobin/staticcheck" -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#
 	step "staticcheck $STATICCHECK_VERSION (go install)"
 	GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 fi
+if ! go version -m "$gobin/deadcode" 2>/dev/null | grep -qE "mod[[:space:]]+golang.org/x/tools[[:space:]]+${DEADCODE_VERSION}[[:space:]]"; then
+	step "deadcode $DEADCODE_VERSION (go install)"
+	GOFLAGS= go install "golang.org/x/tools/cmd/deadcode@$DEADCODE_VERSION"
+fi
 
 gofmt_check() {
 	local unformatted
@@ -78,6 +86,36 @@ sdk_check() {
 check "sdk/go module (go vet, wasip1 vet, test)" sdk_check
 check "staticcheck" "$gobin/staticcheck" ./...
 check "staticcheck sdk/go" bash -c "cd sdk/go && '$gobin/staticcheck' ./..."
+# Functions no program (cmd/wqhost, the examples, the policy plugins) reaches, tests not
+# counted as callers: code only a test calls is dead too. Not reported: the packages only
+# tests import, and the guest SDK (sdk/go, a library for handler authors). Library API kept
+# on purpose is listed, with why, in scripts/deadcode-allow.txt.
+deadcode_check() {
+	local all found
+	all=$("$gobin/deadcode" ./...) || return 1
+	found=$(echo "$all" |
+		grep -vE '^(internal/(testcache|wasmtest)|listener/(azure/azuritetest|queuetest)|sdk/go)/' |
+		sed -E 's/:[0-9]+:[0-9]+: /: /' |
+		grep -vxF -f <(grep -vE '^[[:space:]]*(#|$)' scripts/deadcode-allow.txt) || true)
+	if [ -n "$found" ]; then
+		echo "dead code (remove it, move it to test code, or list it in scripts/deadcode-allow.txt with why):" >&2
+		echo "$found" >&2
+		return 1
+	fi
+}
+check "deadcode (unreachable functions)" deadcode_check
+# Generated files (protoc output) are exempt.
+file_length_check() {
+	local long
+	long=$(git ls-files '*.go' | xargs grep -L '^// Code generated .* DO NOT EDIT\.$' |
+		xargs wc -l | awk -v max="$MAX_GO_LINES" '$2 != "total" && $1 > max { print $2 ": " $1 " lines" }')
+	if [ -n "$long" ]; then
+		echo "Go files over $MAX_GO_LINES lines (split them by job):" >&2
+		echo "$long" >&2
+		return 1
+	fi
+}
+check "Go files at most $MAX_GO_LINES lines" file_length_check
 if [ -f scripts/build-wasm.sh ]; then
 	check "committed .wasm rebuild from source" bash scripts/build-wasm.sh --check
 fi

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +43,7 @@ func TestSendOrderKey(t *testing.T) {
 	if code, stderr := run("--order", "7", "x"); code != exitOK {
 		t.Fatalf("--order 7: exit %d, stderr %q", code, stderr)
 	}
-	cfg, err := config.Default(dir)
+	cfg, err := config.Load(config.LoadOptions{Environ: []string{"WQHOST_DATA_DIR=" + dir}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,5 +58,100 @@ func TestSendOrderKey(t *testing.T) {
 	}
 	if got := ms[0].Attributes[listener.AttrOrderKey]; got != "7" {
 		t.Fatalf("order key = %q, want 7", got)
+	}
+}
+
+// TestSendBodies checks what lands on the queue for each way of giving bodies, read back
+// from the local store in order.
+func TestSendBodies(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		stdin string
+		file  string
+		want  []string
+	}{
+		{"body", []string{"hello"}, "", "", []string{"hello"}},
+		{"count numbers", []string{"--count", "3", "m-{n}"}, "", "", []string{"m-1", "m-2", "m-3"}},
+		{"count repeats", []string{"--count", "2", "same"}, "", "", []string{"same", "same"}},
+		{"file whole", []string{"--file", "F"}, "", "a\nb\n", []string{"a\nb\n"}},
+		{"file lines", []string{"--file", "F", "--lines"}, "", "a\n\n  b  \nc", []string{"a", "b", "c"}},
+		{"stdin", []string{"--file", "-"}, "from stdin", "", []string{"from stdin"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := []string{"send", "--data-dir", filepath.Join(dir, "data"), "--queue", "q"}
+			for _, a := range tc.args {
+				if a == "F" {
+					a = filepath.Join(dir, "body.txt")
+					if err := os.WriteFile(a, []byte(tc.file), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				args = append(args, a)
+			}
+			cmd := exec.Command(wqhostBin, args...)
+			cmd.Dir, cmd.Env, cmd.Stdin = dir, testEnv(), strings.NewReader(tc.stdin)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("send: %v\n%s", err, out)
+			}
+			var got []string
+			for _, m := range drainQueue(t, filepath.Join(dir, "data", "wqhost.db"), "q") {
+				got = append(got, string(m.Body))
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("queue holds %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSendRefusesOversizeBody: a body above the tenant's limits.max_message_bytes is refused
+// by send with exit 2 naming the limit, before anything is sent (the host would reject it).
+func TestSendRefusesOversizeBody(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "wqhost.yaml")
+	yaml := fmt.Sprintf("data_dir: %s\nadmin: {addr: \"off\"}\ntenants:\n  default:\n    limits: {max_message_bytes: 1KiB}\n    bindings:\n      b: {queue: jobs, module: 'builtin:echo-go'}\n", filepath.Join(dir, "data"))
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "above tenants.default.limits.max_message_bytes 1KiB"
+	wq(t, dir, "send", "--config", cfg, "--queue", "jobs", "--file", big).expect(t, 2, "send of 4 KiB", want)
+	wq(t, dir, "send", "--config", cfg, "--queue", "jobs", strings.Repeat("y", 1025)).expect(t, 2, "send of 1025 bytes", want)
+	wq(t, dir, "send", "--config", cfg, "--queue", "jobs", "--count", "3", strings.Repeat("y", 1020)+"{n}").expect(t, 0, "send of 1021 bytes", "sent 3 messages")
+	wq(t, dir, "send", "--config", cfg, "--queue", "jobs", "--count", "10", strings.Repeat("y", 1023)+"{n}").expect(t, 2, "send whose 10th body is 1025 bytes", want)
+}
+
+// TestSendCountStreams: `send --count 2000000000` used to preallocate every body and die
+// out of memory; it now streams. The child's RSS is sampled while it sends, then it is
+// stopped early.
+func TestSendCountStreams(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(wqhostBin, "send", "--data-dir", filepath.Join(dir, "data"), "--queue", "jobs", "--count", "2000000000", "m{n}")
+	cmd.Dir, cmd.Env = dir, testEnv()
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var peak int64
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if rss := rssOf(cmd.Process.Pid); rss > peak {
+			peak = rss
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if peak == 0 {
+		t.Fatalf("no RSS sampled (process exited? %s)", errb.String())
+	}
+	t.Logf("send --count 2000000000: peak RSS %d MiB over 3s", peak>>20)
+	if peak > 200<<20 {
+		t.Errorf("send --count 2000000000: RSS %d MiB, want bounded (< 200 MiB)", peak>>20)
 	}
 }

@@ -71,7 +71,7 @@ type Options struct {
 	// a host whose config reload adds, changes or revokes tokens passes one, so a new token
 	// works and a revoked one is refused from the moment the reload applies it.
 	TokenSource func() Tokens
-	// MaxBodyBytes limits request bodies; default 64 KiB.
+	// MaxBodyBytes limits request bodies; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// Gatherer serves /metrics; nil serves no metrics (404).
 	Gatherer prometheus.Gatherer
@@ -90,10 +90,14 @@ type principal struct {
 	tenant string
 }
 
+// DefaultMaxBodyBytes is Options.MaxBodyBytes' default (64 KiB): admin requests are small
+// JSON documents.
+const DefaultMaxBodyBytes = 64 << 10
+
 // New returns the admin API handler.
 func New(h Host, opts Options) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 64 << 10
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

@@ -6,7 +6,7 @@
 // # Sources and precedence
 //
 // Lowest to highest: the built-in defaults of every key, the YAML file (or, with no file, the
-// embedded default config: see Default), environment variables, flags.
+// embedded default config, default.yaml), environment variables, flags.
 //
 // Environment variables start with WQHOST_; the rest of the name is lower-cased and "__"
 // separates nesting levels, so a single "_" stays part of a key:
@@ -42,38 +42,55 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/internal/safefile"
+	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/plugins/builtin"
+	"github.com/wqhost/wqhost/plugins/external"
+	"github.com/wqhost/wqhost/runtime"
 )
 
 // DefaultTenant is the tenant whose queues are not prefixed.
 const DefaultTenant = "default"
 
-// Documented defaults.
+// Documented defaults. Where a library package (listener, plugins/builtin, plugins/external,
+// runtime, host/admin) has the same setting, its default is the one definition and these
+// refer to it: a config that sets nothing behaves as a library user who sets nothing
+// (TestEffectiveDefaultsAreTheLibraryDefaults). The rest are the host's own choices.
 const (
 	DefaultDataDir           = "./data"
 	DefaultAdminAddr         = "127.0.0.1:8480"
+	DefaultAdminMaxBodyBytes = ByteSize(admin.DefaultMaxBodyBytes)
 	DefaultBackend           = "local"
 	DefaultLocalPath         = "wqhost.db"
-	DefaultBatchSize         = 32
-	DefaultVisibilityTimeout = 30 * time.Second
-	DefaultMaxDequeueCount   = 5
-	DefaultMinWorkers        = 1
-	DefaultMaxWorkers        = 16
-	DefaultBackoffMin        = 100 * time.Millisecond
-	DefaultBackoffMax        = 60 * time.Second
-	DefaultPoisonBaseDelay   = time.Second
-	DefaultPoisonMaxDelay    = 60 * time.Second
-	DefaultPluginTimeout     = 50 * time.Millisecond
-	DefaultMemory            = ByteSize(128 << 20)
-	DefaultTimeout           = 30 * time.Second
-	DefaultPushFallbackPoll  = 5 * time.Minute
-	DefaultInstances         = 64
-	DefaultMaxMessageBytes   = ByteSize(1 << 20)
-	DefaultMaxOutputBytes    = ByteSize(1 << 20)
-	DefaultPoolMinInstances  = 1
-	DefaultPoolMaxInstances  = 4
-	DefaultWeight            = 1
+	DefaultBatchSize         = listener.DefaultBatchSize
+	DefaultVisibilityTimeout = listener.DefaultVisibilityTimeout
+	DefaultMaxDequeueCount   = listener.DefaultMaxDequeueCount
+	DefaultMinWorkers        = listener.DefaultMinWorkers
+	DefaultMaxWorkers        = listener.DefaultMaxWorkers
+	DefaultBackoffMin        = listener.DefaultMinIdle
+	DefaultBackoffMax        = listener.DefaultMaxIdle
+	DefaultPoisonBaseDelay   = builtin.DefaultBaseDelay
+	DefaultPoisonMaxDelay    = builtin.DefaultPoisonMaxDelay
+	DefaultPluginTimeout     = external.DefaultCallTimeout
+	DefaultMemory            = ByteSize(runtime.DefaultMemoryBytes)
+	DefaultPushFallbackPoll  = listener.DefaultPushFallbackPoll
+	DefaultMaxOutputBytes    = ByteSize(runtime.DefaultMaxOutputBytes)
+	DefaultPoolMaxInstances  = runtime.DefaultMaxInstances
+
+	// DefaultTimeout is the host's time limit per message; a runtime pool has none unless
+	// given one (PoolConfig.Timeout 0), which a host must never run.
+	DefaultTimeout = 30 * time.Second
+	// DefaultInstances caps each binding's pool size in a tenant (limits.instances), a host
+	// notion.
+	DefaultInstances = 64
+	// DefaultMaxMessageBytes is the largest message body a binding hands to its handler; a
+	// listener has no limit unless given one (listener.Config.MaxMessageBytes 0).
+	DefaultMaxMessageBytes = ByteSize(1 << 20)
+	// DefaultPoolMinInstances keeps one instance warm: a runtime pool keeps none unless asked
+	// (PoolConfig.MinInstances 0), and a host's first message should not pay for a start.
+	DefaultPoolMinInstances = 1
+	DefaultWeight           = 1
 )
 
 // Policy names of the built-in policies (plugins/builtin).
@@ -97,13 +114,13 @@ const (
 	BackendMemory = "memory"
 )
 
-// PoisonSuffix names a queue's dead-letter queue (listener.PoisonSuffix).
-const PoisonSuffix = "-poison"
+// PoisonSuffix names a queue's dead-letter queue.
+const PoisonSuffix = listener.PoisonSuffix
 
 // BuiltinPrefix marks a module reference to an embedded example handler.
 const BuiltinPrefix = "builtin:"
 
-// Config is a whole host configuration. Load and Default return it validated.
+// Config is a whole host configuration. Load and Parse return it validated.
 type Config struct {
 	// DataDir holds the local queue store and the compilation cache.
 	DataDir string `koanf:"data_dir"`
@@ -135,7 +152,7 @@ type Admin struct {
 	// TokenEnv names the environment variable holding the host-wide bearer token; empty
 	// means no authentication (acceptable on loopback only).
 	TokenEnv string `koanf:"token_env"`
-	// MaxBodyBytes limits request bodies (default 64 KiB).
+	// MaxBodyBytes limits request bodies (default admin.DefaultMaxBodyBytes, 64 KiB).
 	MaxBodyBytes ByteSize `koanf:"max_body_bytes"`
 	// AllowUnauthenticated accepts an Addr beyond loopback without TokenEnv. Without it such
 	// a config is refused at load: reload, notify and status would be open to the network.
@@ -302,7 +319,7 @@ func defaultConfig() Config {
 	return Config{
 		DataDir:        DefaultDataDir,
 		MaxModuleBytes: safefile.DefaultMaxBytes,
-		Admin:          Admin{Addr: DefaultAdminAddr, MaxBodyBytes: 64 << 10},
+		Admin:          Admin{Addr: DefaultAdminAddr, MaxBodyBytes: DefaultAdminMaxBodyBytes},
 		Log:            Log{Format: "text", Level: "info"},
 	}
 }
@@ -331,9 +348,9 @@ func defaultBinding() Binding {
 		MinWorkers:        DefaultMinWorkers,
 		MaxWorkers:        DefaultMaxWorkers,
 		PushFallbackPoll:  DefaultPushFallbackPoll,
-		Backoff:           Backoff{Policy: BackoffRandomExponential, Min: DefaultBackoffMin, Max: DefaultBackoffMax},
-		Scaler:            Scaler{Policy: ScalerTarget},
-		Poison:            Poison{Policy: PoisonRetryThenDeadLetter, BaseDelay: DefaultPoisonBaseDelay, MaxDelay: DefaultPoisonMaxDelay},
+		Backoff:           Backoff{Policy: builtin.DefaultBackoffName, Min: DefaultBackoffMin, Max: DefaultBackoffMax},
+		Scaler:            Scaler{Policy: builtin.DefaultScalerName},
+		Poison:            Poison{Policy: builtin.DefaultPoisonName, BaseDelay: DefaultPoisonBaseDelay, MaxDelay: DefaultPoisonMaxDelay},
 		Pool:              Pool{MinInstances: DefaultPoolMinInstances, MaxInstances: DefaultPoolMaxInstances},
 	}
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func TestDefaultIsTheDocumentedEmbeddedConfig(t *testing.T) {
-	c, err := Default("/tmp/wq")
+	c, err := Load(LoadOptions{Environ: []string{"WQHOST_DATA_DIR=/tmp/wq"}})
 	if err != nil {
 		t.Fatal(err)
 	}

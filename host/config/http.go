@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/wqhost/wqhost/netpolicy"
+	"github.com/wqhost/wqhost/runtime"
 )
 
 // Bounds of the http: block, checked at load.
@@ -20,7 +21,7 @@ const (
 	MaxHTTPRequestsCap     = 1000
 	MaxHTTPRedirectsCap    = 20
 	MaxHTTPConcurrencyCap  = 10000
-	DefaultHTTPConcurrency = 64
+	DefaultHTTPConcurrency = runtime.DefaultTenantHTTPRequests
 )
 
 // HTTP is a binding's outbound HTTP policy. With no allow rules (the default) every request

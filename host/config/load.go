@@ -23,9 +23,6 @@ import (
 //go:embed default.yaml
 var defaultYAML []byte
 
-// DefaultYAML returns the embedded default configuration file (documentation, `config show`).
-func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
-
 // EnvPrefix starts every environment override.
 const EnvPrefix = "WQHOST_"
 
@@ -40,7 +37,7 @@ var FlagKeys = map[string]string{
 
 // LoadOptions say where a configuration comes from.
 type LoadOptions struct {
-	// File is the YAML config file; empty uses the embedded default (see Default).
+	// File is the YAML config file; empty uses the embedded default (default.yaml).
 	File string
 	// Environ lists "KEY=value" pairs to read WQHOST_… overrides from; nil means os.Environ().
 	// Use an empty non-nil slice to ignore the environment.
@@ -107,26 +104,6 @@ func Load(opts LoadOptions) (*Config, error) {
 	}
 	cfg.File = file
 	return cfg, nil
-}
-
-// Default returns the embedded default configuration with data_dir set to dataDir (empty:
-// DefaultDataDir), without reading the environment: the config `wqhost run` uses when given
-// no file.
-func Default(dataDir string) (*Config, error) {
-	k := koanf.New(".")
-	if err := loadYAML(k, defaultYAML); err != nil {
-		return nil, fmt.Errorf("config: embedded default: %w", err)
-	}
-	if dataDir != "" {
-		if err := k.Set("data_dir", dataDir); err != nil {
-			return nil, fmt.Errorf("config: data_dir: %w", err)
-		}
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return nil, fmt.Errorf("config: working directory: %w", err)
-	}
-	return build(k.Raw(), wd)
 }
 
 // Parse decodes and validates one YAML document with no environment or flags; relative

@@ -24,7 +24,8 @@ import (
 //     back whatever hyphens the tenant and queue names hold. Azure's own rule (3-63
 //     characters, single hyphens) is checked on the result.
 //
-// DecodePhysicalQueue inverts the mapping, which is what makes it injective (fuzz_test.go).
+// The mapping can be inverted (decodePhysicalQueue in names_test.go), which is what makes it
+// injective (fuzz_test.go).
 
 var (
 	queueNameRE  = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
@@ -92,31 +93,4 @@ func checkPhysical(typ, name string) error {
 		return fmt.Errorf("the Azure queue name %q is not lower-case letters, digits and single inner '-'", name)
 	}
 	return nil
-}
-
-// DecodePhysicalQueue returns the (tenant, queue) pair whose queue on a backend of type typ
-// is named name, and false when no valid pair has that name. It inverts PhysicalQueue.
-func DecodePhysicalQueue(typ, name string) (tenant, queue string, ok bool) {
-	valid := func(t, q string) (string, string, bool) {
-		if !ValidQueueName(q) || checkTenantName(typ, t) != nil || physicalQueue(typ, t, q) != name {
-			return "", "", false
-		}
-		return t, q, true
-	}
-	if typ == BackendAzure {
-		n, rest, found := strings.Cut(name, "-")
-		l, err := strconv.Atoi(n)
-		if !found || err != nil || l < 1 || l >= len(rest) {
-			return valid(DefaultTenant, name)
-		}
-		if rest[l] != '-' {
-			return "", "", false
-		}
-		return valid(rest[:l], rest[l+1:])
-	}
-	t, q, found := strings.Cut(name, ".")
-	if !found {
-		return valid(DefaultTenant, name)
-	}
-	return valid(t, q)
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -30,7 +31,7 @@ func checkPair(t *testing.T, typ, tenant, queue string) {
 	if wantT == "" {
 		wantT = DefaultTenant
 	}
-	gt, gq, ok := DecodePhysicalQueue(typ, p)
+	gt, gq, ok := decodePhysicalQueue(typ, p)
 	if !ok || gt != wantT || gq != queue {
 		t.Fatalf("%s: (%q, %q) -> %q reads back as (%q, %q, %v)", typ, tenant, queue, p, gt, gq, ok)
 	}
@@ -159,4 +160,31 @@ func TestAdminBeyondLoopbackNeedsToken(t *testing.T) {
 			t.Errorf("admin %s: want refused naming admin.addr and admin.allow_unauthenticated, got %v", tc.admin, err)
 		}
 	}
+}
+
+// decodePhysicalQueue returns the (tenant, queue) pair whose queue on a backend of type typ
+// is named name, and false when no valid pair has that name. It inverts PhysicalQueue.
+func decodePhysicalQueue(typ, name string) (tenant, queue string, ok bool) {
+	valid := func(t, q string) (string, string, bool) {
+		if !ValidQueueName(q) || checkTenantName(typ, t) != nil || physicalQueue(typ, t, q) != name {
+			return "", "", false
+		}
+		return t, q, true
+	}
+	if typ == BackendAzure {
+		n, rest, found := strings.Cut(name, "-")
+		l, err := strconv.Atoi(n)
+		if !found || err != nil || l < 1 || l >= len(rest) {
+			return valid(DefaultTenant, name)
+		}
+		if rest[l] != '-' {
+			return "", "", false
+		}
+		return valid(rest[:l], rest[l+1:])
+	}
+	t, q, found := strings.Cut(name, ".")
+	if !found {
+		return valid(DefaultTenant, name)
+	}
+	return valid(t, q)
 }

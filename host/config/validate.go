@@ -14,13 +14,14 @@ import (
 
 	"github.com/wqhost/wqhost/examples/handlers"
 	"github.com/wqhost/wqhost/internal/safefile"
+	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
 // Ranges checked at load.
 const (
-	MaxBatchSize       = 32 // Azure Queue Storage's receive limit, honoured by every backend
-	MaxVisibility      = 7 * 24 * time.Hour
+	MaxBatchSize       = listener.MaxBatch      // Azure Queue Storage's receive limit, honoured by every backend
+	MaxVisibility      = listener.MaxVisibility // Azure's longest visibility timeout
 	MaxDequeueCountCap = 1000
 	MaxWorkersCap      = 1024
 	MaxInstancesCap    = 1024

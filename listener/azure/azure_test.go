@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -19,7 +18,6 @@ import (
 	"github.com/wqhost/wqhost/listener/azure"
 	"github.com/wqhost/wqhost/listener/azure/azuritetest"
 	"github.com/wqhost/wqhost/listener/queuetest"
-	"github.com/wqhost/wqhost/listener/sharded"
 )
 
 func TestConformance(t *testing.T) {
@@ -513,58 +511,6 @@ func TestOutageAndRestart(t *testing.T) {
 	ms := receiveN(t, q, 1, time.Minute)
 	if ms[0].ID != id || string(ms[0].Body) != "survives" {
 		t.Fatalf("after restart got %s %q, want %s", ms[0].ID, ms[0].Body, id)
-	}
-}
-
-func TestSharded(t *testing.T) {
-	s := server(t)
-	ctx := context.Background()
-	b := open(t, s, azure.EncodingBase64)
-	names, err := azure.ExpandShards("shard-0..shard-3")
-	if err != nil || strings.Join(names, ",") != "shard-0,shard-1,shard-2,shard-3" {
-		t.Fatalf("ExpandShards = %v, %v", names, err)
-	}
-	sq, err := b.OpenSharded(ctx, "shard", names, sharded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// shard-2 is the deepest: it must be drained first.
-	for i, n := range []int{1, 0, 5, 2} {
-		q := sq.Shards()[i]
-		for j := 0; j < n; j++ {
-			if _, err := q.Send(ctx, []byte(q.Name()), listener.SendOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if d, err := sq.Depth(ctx); err != nil || d != 8 {
-		t.Fatalf("total Depth = %d, %v; want 8", d, err)
-	}
-	ms, err := sq.Receive(ctx, 32, time.Minute)
-	if err != nil || len(ms) != 5 || ms[0].Queue != "shard-2" {
-		t.Fatalf("first Receive: %d messages from %v, %v; want the 5 of shard-2", len(ms), ms, err)
-	}
-	for _, m := range ms {
-		if err := sq.Delete(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st := sq.ShardStats()
-	if st["shard-2"].Receive != 1 || st["shard-2"].Delete != 5 || st["shard-0"].Receive != 0 {
-		t.Fatalf("shard stats %+v", st)
-	}
-	total := sq.Stats()
-	var sum uint64
-	for _, v := range st {
-		sum += v.Transactions()
-	}
-	if total.Transactions() != sum {
-		t.Fatalf("total %d transactions, per-shard sum %d", total.Transactions(), sum)
-	}
-	for _, bad := range []string{"a-1..b-3", "q-5..q-2", "x"} {
-		if _, err := azure.ExpandShards(bad); err == nil || !strings.Contains(err.Error(), strconv.Quote(bad)) {
-			t.Errorf("ExpandShards(%q) = %v, want an error quoting it", bad, err)
-		}
 	}
 }
 

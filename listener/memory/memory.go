@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/wait"
 	"github.com/wqhost/wqhost/listener"
 )
 
@@ -349,17 +350,11 @@ func (q *Queue) Wait(ctx context.Context, d time.Duration) error {
 	if next >= 0 && (d <= 0 || next < d) {
 		d = next + time.Millisecond
 	}
-	var timeout <-chan time.Time
-	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		timeout = t.C
-	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-wake:
-	case <-timeout:
+	case <-wait.Timeout(d):
 	}
 	return nil
 }

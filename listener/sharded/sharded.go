@@ -17,7 +17,6 @@ type Queue struct {
 	name     string
 	shards   []listener.Queue
 	byName   map[string]listener.Queue
-	now      func() time.Time
 	refresh  time.Duration
 	mu       sync.Mutex
 	depths   []int64
@@ -30,8 +29,6 @@ type Queue struct {
 type Options struct {
 	// DepthRefresh bounds how often shard depths are re-read; zero means 5s.
 	DepthRefresh time.Duration
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
 }
 
 // New returns a Queue named name over shards, which must have distinct names.
@@ -40,10 +37,7 @@ func New(name string, shards []listener.Queue, opts Options) (*Queue, error) {
 		return nil, fmt.Errorf("sharded queue %q: no shards", name)
 	}
 	q := &Queue{name: name, shards: shards, byName: map[string]listener.Queue{},
-		now: opts.Now, refresh: opts.DepthRefresh, depths: make([]int64, len(shards))}
-	if q.now == nil {
-		q.now = time.Now
-	}
+		refresh: opts.DepthRefresh, depths: make([]int64, len(shards))}
 	if q.refresh <= 0 {
 		q.refresh = 5 * time.Second
 	}
@@ -63,7 +57,7 @@ func (q *Queue) Name() string { return q.name }
 // round-robin from a rotating start so no shard starves when depths are stale or equal.
 func (q *Queue) order(ctx context.Context) []int {
 	q.mu.Lock()
-	stale := q.now().Sub(q.depthsAt) >= q.refresh
+	stale := time.Since(q.depthsAt) >= q.refresh
 	q.mu.Unlock()
 	if stale {
 		_, _ = q.ShardDepths(ctx) // a failed refresh keeps old depths; receive still round-robins
@@ -171,7 +165,7 @@ func (q *Queue) ShardDepths(ctx context.Context) ([]int64, error) {
 	}
 	q.mu.Lock()
 	copy(q.depths, ds)
-	q.depthsAt = q.now()
+	q.depthsAt = time.Now()
 	q.mu.Unlock()
 	return ds, errors.Join(errs...)
 }

@@ -11,21 +11,20 @@ import (
 	"github.com/wqhost/wqhost/listener"
 )
 
-// Back-off defaults. MinIdle and MaxIdle are Azure Functions' queue polling bounds (the
-// whitepaper's 1 s maximum stays a config choice). DefaultDelta is the whitepaper's
-// deltaBackoffMs: the step that the doubling factor multiplies, jittered by ±20 %.
-const (
-	DefaultMinIdle = 100 * time.Millisecond
-	DefaultMaxIdle = 60 * time.Second
-	DefaultDelta   = 100 * time.Millisecond
-)
+// DefaultDelta is the whitepaper's deltaBackoffMs: the step that the doubling factor
+// multiplies, jittered by ±20 %. The default bounds are the listener's own
+// (listener.DefaultMinIdle and DefaultMaxIdle, Azure Functions' queue polling bounds; the
+// whitepaper's 1 s maximum stays a config choice), so that a policy built with zero options
+// and the listener clamping it agree.
+const DefaultDelta = 100 * time.Millisecond
 
 // BackoffOptions configure RandomExponential. Zero or negative durations mean the defaults.
 type BackoffOptions struct {
-	// MinIdle is the shortest delay (the whitepaper's minimumIdleInterval).
+	// MinIdle is the shortest delay (the whitepaper's minimumIdleInterval); default
+	// listener.DefaultMinIdle.
 	MinIdle time.Duration
-	// MaxIdle is the longest delay (maximumIdleInterval); a value below MinIdle is raised
-	// to MinIdle.
+	// MaxIdle is the longest delay (maximumIdleInterval); default listener.DefaultMaxIdle. A
+	// value below MinIdle is raised to MinIdle.
 	MaxIdle time.Duration
 	// Delta is the growth step δ (the whitepaper's deltaBackoffMs): the n-th consecutive
 	// empty receive waits MinIdle + (2^n − 1)·rand(0.8δ..1.2δ). Default DefaultDelta.
@@ -56,10 +55,10 @@ var _ listener.Backoff = (*RandomExponential)(nil)
 // NewBackoff returns the random exponential back-off with o's bounds, defaults filled in.
 func NewBackoff(o BackoffOptions) *RandomExponential {
 	if o.MinIdle <= 0 {
-		o.MinIdle = DefaultMinIdle
+		o.MinIdle = listener.DefaultMinIdle
 	}
 	if o.MaxIdle <= 0 {
-		o.MaxIdle = DefaultMaxIdle
+		o.MaxIdle = listener.DefaultMaxIdle
 	}
 	if o.MaxIdle < o.MinIdle {
 		o.MaxIdle = o.MinIdle
@@ -119,7 +118,7 @@ func (b *RandomExponential) uniform() float64 {
 func (o BackoffOptions) Validate() error {
 	minIdle := o.MinIdle
 	if minIdle == 0 {
-		minIdle = DefaultMinIdle
+		minIdle = listener.DefaultMinIdle
 	}
 	switch {
 	case o.MinIdle < 0:

@@ -147,13 +147,13 @@ func TestBackoffDefaultsAndValidate(t *testing.T) {
 		wantMin, wantM time.Duration
 		err            string
 	}{
-		{BackoffOptions{}, DefaultMinIdle, DefaultMaxIdle, ""},
-		{BackoffOptions{MaxIdle: time.Second}, DefaultMinIdle, time.Second, ""},
-		{BackoffOptions{MinIdle: -time.Second}, DefaultMinIdle, DefaultMaxIdle, "min_idle -1s is negative"},
-		{BackoffOptions{MaxIdle: -time.Second}, DefaultMinIdle, DefaultMaxIdle, "max_idle -1s is negative"},
-		{BackoffOptions{Delta: -time.Second}, DefaultMinIdle, DefaultMaxIdle, "delta -1s is negative"},
+		{BackoffOptions{}, listener.DefaultMinIdle, listener.DefaultMaxIdle, ""},
+		{BackoffOptions{MaxIdle: time.Second}, listener.DefaultMinIdle, time.Second, ""},
+		{BackoffOptions{MinIdle: -time.Second}, listener.DefaultMinIdle, listener.DefaultMaxIdle, "min_idle -1s is negative"},
+		{BackoffOptions{MaxIdle: -time.Second}, listener.DefaultMinIdle, listener.DefaultMaxIdle, "max_idle -1s is negative"},
+		{BackoffOptions{Delta: -time.Second}, listener.DefaultMinIdle, listener.DefaultMaxIdle, "delta -1s is negative"},
 		{BackoffOptions{MinIdle: 2 * time.Second, MaxIdle: time.Second}, 2 * time.Second, 2 * time.Second, "max_idle 1s is below min_idle 2s"},
-		{BackoffOptions{MaxIdle: time.Millisecond}, DefaultMinIdle, DefaultMinIdle, "max_idle 1ms is below min_idle 100ms"},
+		{BackoffOptions{MaxIdle: time.Millisecond}, listener.DefaultMinIdle, listener.DefaultMinIdle, "max_idle 1ms is below min_idle 100ms"},
 	}
 	for _, tt := range tests {
 		lo, hi := NewBackoff(tt.o).Bounds()
@@ -176,7 +176,7 @@ func TestBackoffConcurrentInjectedRand(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := range 200 {
-				if d, _ := b.Next(context.Background(), listener.IdleState{Idle: i%20 + w, ActiveWorkers: 2}); d < DefaultMinIdle || d > DefaultMaxIdle {
+				if d, _ := b.Next(context.Background(), listener.IdleState{Idle: i%20 + w, ActiveWorkers: 2}); d < listener.DefaultMinIdle || d > listener.DefaultMaxIdle {
 					t.Errorf("delay %v out of bounds", d)
 				}
 			}

@@ -9,14 +9,15 @@ import (
 	"github.com/wqhost/wqhost/listener"
 )
 
-// Poison policy defaults: with the default max_dequeue_count of 5 a failing message is
-// retried after 5 s, 10 s, 20 s and 40 s and dead-lettered on its 5th failure, about 75 s
-// after the first. DefaultPoisonMaxDelay also caps a handler's own retry-after.
+// Poison policy defaults, also the host's (poison.base_delay and max_delay): with the
+// listener's default MaxDequeueCount of 5 a failing message is retried after 1 s, 2 s, 4 s
+// and 8 s and dead-lettered on its 5th failure, about 15 s after the first. Azure Functions
+// retries at once (visibilityTimeout 0); a short first delay keeps that promptness without
+// a hot loop. DefaultPoisonMaxDelay also caps a handler's own retry-after.
 const (
-	DefaultBaseDelay       = 5 * time.Second
-	DefaultFactor          = 2.0
-	DefaultPoisonMaxDelay  = time.Hour
-	DefaultMaxDequeueCount = 5
+	DefaultBaseDelay      = time.Second
+	DefaultFactor         = 2.0
+	DefaultPoisonMaxDelay = 60 * time.Second
 )
 
 // PoisonOptions configure RetryThenDeadLetter. Zero or negative values mean the defaults.
@@ -75,7 +76,7 @@ func (p *RetryThenDeadLetter) Decide(_ context.Context, f listener.Failure) list
 	}
 	limit := f.MaxDequeueCount
 	if limit <= 0 {
-		limit = DefaultMaxDequeueCount
+		limit = listener.DefaultMaxDequeueCount
 	}
 	if count >= limit {
 		return listener.Decision{

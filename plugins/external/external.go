@@ -25,101 +25,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/plugins/internal/handshake"
 	policyv1 "github.com/wqhost/wqhost/plugins/proto"
-	"github.com/wqhost/wqhost/plugins/sdk"
 )
-
-// Defaults of Config's zero fields.
-const (
-	DefaultCallTimeout    = 50 * time.Millisecond
-	DefaultStartTimeout   = 10 * time.Second
-	DefaultHealthInterval = time.Second
-	DefaultRestartMin     = 100 * time.Millisecond
-	DefaultRestartMax     = 30 * time.Second
-	DefaultMaxRetryDelay  = 7 * 24 * time.Hour // Azure Queue Storage's longest visibility timeout
-	DefaultMaxReasonLen   = 1024
-	DefaultMaxTimeouts    = 5
-)
-
-// Limits bound a plugin's answers to what the binding allows. Zero fields mean "no bound
-// beyond the listener's own", except where a default is given.
-type Limits struct {
-	// MinWorkers and MaxWorkers bound Scaler answers; zero uses State.MinWorkers/MaxWorkers.
-	MinWorkers int
-	MaxWorkers int
-	// MinDelay and MaxDelay bound Backoff delays.
-	MinDelay time.Duration
-	MaxDelay time.Duration
-	// MaxRetryDelay bounds PoisonPolicy retry delays (default DefaultMaxRetryDelay).
-	MaxRetryDelay time.Duration
-	// MaxReasonLen truncates dead-letter reasons (default DefaultMaxReasonLen bytes).
-	MaxReasonLen int
-}
-
-// Config describes one plugin process.
-type Config struct {
-	// Path is the plugin binary.
-	Path string
-	// Args are passed to the binary.
-	Args []string
-	// Env ("KEY=value") is added to the host's environment for the plugin.
-	Env []string
-	// CallTimeout bounds every policy call (default DefaultCallTimeout).
-	CallTimeout time.Duration
-	// StartTimeout bounds the handshake and capability discovery (default DefaultStartTimeout).
-	StartTimeout time.Duration
-	// HealthInterval is how often a running plugin is pinged (default DefaultHealthInterval).
-	HealthInterval time.Duration
-	// RestartMin and RestartMax bound the doubling wait before each restart attempt.
-	RestartMin time.Duration
-	RestartMax time.Duration
-	// MaxRestarts is how many consecutive failed restart attempts turn the plugin "failed"
-	// (fallback only, until Reload). Zero retries for ever.
-	MaxRestarts int
-	// MaxTimeouts is how many consecutive calls may pass CallTimeout before the plugin is
-	// presumed hung and restarted (default DefaultMaxTimeouts; negative never restarts).
-	MaxTimeouts int
-	// Limits clamp the plugin's answers.
-	Limits Limits
-	// Logger receives the supervisor's events and the plugin's stderr (default slog.Default()).
-	Logger *slog.Logger
-	// Clock drives restart back-off and health checks (default the real clock).
-	Clock Clock
-}
-
-func (c Config) withDefaults() Config {
-	if c.CallTimeout <= 0 {
-		c.CallTimeout = DefaultCallTimeout
-	}
-	if c.StartTimeout <= 0 {
-		c.StartTimeout = DefaultStartTimeout
-	}
-	if c.HealthInterval <= 0 {
-		c.HealthInterval = DefaultHealthInterval
-	}
-	if c.RestartMin <= 0 {
-		c.RestartMin = DefaultRestartMin
-	}
-	if c.RestartMax < c.RestartMin {
-		c.RestartMax = max(DefaultRestartMax, c.RestartMin)
-	}
-	if c.MaxTimeouts == 0 {
-		c.MaxTimeouts = DefaultMaxTimeouts
-	}
-	if c.Limits.MaxRetryDelay <= 0 {
-		c.Limits.MaxRetryDelay = DefaultMaxRetryDelay
-	}
-	if c.Limits.MaxReasonLen <= 0 {
-		c.Limits.MaxReasonLen = DefaultMaxReasonLen
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Clock == nil {
-		c.Clock = realClock{}
-	}
-	return c
-}
 
 // Phase is the supervisor's view of the plugin process.
 type Phase string
@@ -159,7 +67,7 @@ var ErrClosed = errors.New("external plugin closed")
 
 type instance struct {
 	client *plugin.Client
-	raw    *sdk.Client
+	raw    *handshake.Client
 	caps   *policyv1.DescribeResponse
 	pid    int
 	done   chan struct{} // closed when the instance is retired
@@ -290,8 +198,8 @@ func (p *Plugin) launch(ctx context.Context) (*instance, error) {
 	cmd.Env = append([]string(nil), p.cfg.Env...)
 	setProcAttr(cmd)
 	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  sdk.Handshake,
-		Plugins:          plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{}},
+		HandshakeConfig:  handshake.Config(),
+		Plugins:          plugin.PluginSet{handshake.PluginName: handshake.HostPlugin{}},
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           newSlogHCLog(p.log),
@@ -305,11 +213,11 @@ func (p *Plugin) launch(ctx context.Context) (*instance, error) {
 	if err != nil {
 		return fail("not a wqhost policy plugin or failed to start", err)
 	}
-	raw, err := rpc.Dispense(sdk.PluginName)
+	raw, err := rpc.Dispense(handshake.PluginName)
 	if err != nil {
-		return fail("dispense "+sdk.PluginName, err)
+		return fail("dispense "+handshake.PluginName, err)
 	}
-	rc, ok := raw.(*sdk.Client)
+	rc, ok := raw.(*handshake.Client)
 	if !ok {
 		return fail("dispense", fmt.Errorf("unexpected client type %T", raw))
 	}

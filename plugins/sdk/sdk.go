@@ -19,30 +19,27 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/plugins/internal/handshake"
 	policyv1 "github.com/wqhost/wqhost/plugins/proto"
 )
 
 // ProtocolVersion is the go-plugin application protocol version of wqhost.policy.v1. It
 // changes only with an incompatible change of the proto.
-const ProtocolVersion = 1
+const ProtocolVersion = handshake.ProtocolVersion
 
 // MagicCookieKey and MagicCookieValue are the environment variable the host sets when it
 // starts a plugin; a plugin run without it refuses to serve. They guard against running a
 // random binary as a plugin, not against malice.
 const (
-	MagicCookieKey   = "WQHOST_POLICY_PLUGIN"
-	MagicCookieValue = "6f1b0d5e-policy-v1"
+	MagicCookieKey   = handshake.MagicCookieKey
+	MagicCookieValue = handshake.MagicCookieValue
 )
 
 // PluginName is the name of the one go-plugin plugin a policy binary serves.
-const PluginName = "policy"
+const PluginName = handshake.PluginName
 
 // Handshake is the go-plugin handshake shared by the host and every policy plugin.
-var Handshake = plugin.HandshakeConfig{
-	ProtocolVersion:  ProtocolVersion,
-	MagicCookieKey:   MagicCookieKey,
-	MagicCookieValue: MagicCookieValue,
-}
+var Handshake = handshake.Config()
 
 // Policies are the policies one plugin binary serves. Any field may be nil; at least one
 // must be set.
@@ -106,23 +103,13 @@ func (g *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 }
 
 // GRPCClient returns the host side's *Client over the plugin's connection.
-func (g *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return &Client{
-		Capabilities: policyv1.NewCapabilitiesClient(c),
-		Backoff:      policyv1.NewBackoffClient(c),
-		Scaler:       policyv1.NewScalerClient(c),
-		Poison:       policyv1.NewPoisonPolicyClient(c),
-	}, nil
+func (g *GRPCPlugin) GRPCClient(ctx context.Context, b *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return handshake.HostPlugin{}.GRPCClient(ctx, b, c)
 }
 
 // Client holds the raw gRPC clients of one plugin connection (host side). Call only the
 // services Capabilities declared.
-type Client struct {
-	Capabilities policyv1.CapabilitiesClient
-	Backoff      policyv1.BackoffClient
-	Scaler       policyv1.ScalerClient
-	Poison       policyv1.PoisonPolicyClient
-}
+type Client = handshake.Client
 
 type capabilitiesServer struct {
 	policyv1.UnimplementedCapabilitiesServer

@@ -1,0 +1,123 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wqhost/wqhost/host/config"
+)
+
+func get(t *testing.T, url, token string, want int) string {
+	t.Helper()
+	return do(t, http.MethodGet, url, token, "", want)
+}
+
+func do(t *testing.T, method, url, token, body string, want int) string {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Errorf("%s %s = %d, want %d: %s", method, url, resp.StatusCode, want, b)
+	}
+	return string(b)
+}
+
+func TestAdminAuth(t *testing.T) {
+	t.Setenv("TEST_WQ_HOST_TOKEN", "host-secret")
+	t.Setenv("TEST_WQ_ACME_TOKEN", "acme-secret")
+	t.Setenv("TEST_WQ_BETA_TOKEN", "beta-secret")
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+data_dir: %s
+cache_dir: %s
+admin: {token_env: TEST_WQ_HOST_TOKEN, max_body_bytes: 1KiB}
+tenants:
+  acme:
+    token_env: TEST_WQ_ACME_TOKEN
+    bindings:
+      a: {queue: in, module: %q}
+  beta:
+    token_env: TEST_WQ_BETA_TOKEN
+    bindings:
+      b: {queue: in, module: %q}
+`, filepath.Join(dir, "data"), cacheDir, abs(t, flakyWasm), abs(t, flakyWasm))), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	srv := httptest.NewServer(h.AdminHandler())
+	defer srv.Close()
+	u := srv.URL
+	cases := []struct {
+		name, method, path, token string
+		want                      int
+	}{
+		{"healthz needs no token", "GET", "/healthz", "", 200},
+		{"readyz needs no token", "GET", "/readyz", "", 200},
+		{"status without token", "GET", "/v1/status", "", 401},
+		{"status with a bad token", "GET", "/v1/status", "nope", 401},
+		{"metrics without token", "GET", "/metrics", "", 401},
+		{"status with host token", "GET", "/v1/status", "host-secret", 200},
+		{"status with tenant token", "GET", "/v1/status", "acme-secret", 200},
+		{"notify own queue", "POST", "/v1/tenants/acme/queues/in/notify", "acme-secret", 200},
+		{"notify another tenant's queue", "POST", "/v1/tenants/beta/queues/in/notify", "acme-secret", 403},
+		{"host notifies any tenant", "POST", "/v1/tenants/beta/queues/in/notify", "host-secret", 200},
+		{"notify unknown queue", "POST", "/v1/tenants/acme/queues/nope/notify", "acme-secret", 404},
+		{"notify unknown tenant", "POST", "/v1/tenants/ghost/queues/in/notify", "host-secret", 404},
+		{"notify without token", "POST", "/v1/tenants/acme/queues/in/notify", "", 401},
+		{"reload by a tenant", "POST", "/v1/reload", "acme-secret", 403},
+		{"reload by the host", "POST", "/v1/reload", "host-secret", 200},
+		{"wrong method", "GET", "/v1/reload", "host-secret", 405},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { do(t, c.method, u+c.path, c.token, "", c.want) })
+	}
+
+	// A tenant token sees only its own tenant, in status and metrics.
+	st := get(t, u+"/v1/status", "acme-secret", 200)
+	if !strings.Contains(st, `"name": "acme"`) || strings.Contains(st, `"name": "beta"`) {
+		t.Errorf("acme's status shows other tenants:\n%s", st)
+	}
+	m := get(t, u+"/metrics", "beta-secret", 200)
+	if !strings.Contains(m, `tenant="beta"`) || strings.Contains(m, `tenant="acme"`) {
+		t.Errorf("beta's metrics show other tenants")
+	}
+	all := get(t, u+"/v1/status", "host-secret", 200)
+	if !strings.Contains(all, `"name": "acme"`) || !strings.Contains(all, `"name": "beta"`) {
+		t.Errorf("host status lacks a tenant")
+	}
+	// Bodies are size-limited.
+	do(t, "POST", u+"/v1/tenants/acme/queues/in/notify", "acme-secret", strings.Repeat("x", 2048), http.StatusRequestEntityTooLarge)
+}
+
+func TestReadyzFollowsLifecycle(t *testing.T) {
+	h, _ := newHost(t, fmt.Sprintf("  default:\n    bindings:\n      b: {queue: in, module: %q}\n", abs(t, flakyWasm)))
+	srv := httptest.NewServer(h.AdminHandler())
+	defer srv.Close()
+	get(t, srv.URL+"/readyz", "", 200)
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	get(t, srv.URL+"/readyz", "", 503)
+}

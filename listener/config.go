@@ -1,0 +1,210 @@
+package listener
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Config configures a Listener. Zero values mean the documented defaults.
+type Config struct {
+	// Queue is the queue the listener drains. Required.
+	Queue Queue
+	// DeadLetter receives poison messages (the <queue>-poison queue). Required.
+	DeadLetter Queue
+	// Handler processes each message. Required.
+	Handler Handler
+	// Backoff paces an idle listener and decides when surplus workers stop. Required.
+	Backoff Backoff
+	// Scaler decides how many workers to run when work appears. Required.
+	Scaler Scaler
+	// Poison settles failed messages. Required.
+	Poison PoisonPolicy
+
+	// MinWorkers is the number of dequeue workers kept alive; default 1. Zero is allowed
+	// (and is the default) only with Push.
+	MinWorkers int
+	// MaxWorkers caps the dequeue workers; default 16.
+	MaxWorkers int
+	// BatchSize is the number of messages one receive asks for, 1..MaxBatch; default
+	// DefaultBatchSize (MaxBatch, 32).
+	BatchSize int
+	// Concurrency bounds the handler calls one worker runs at once; default BatchSize.
+	Concurrency int
+	// HandlerSlots is how many handler calls of this listener can run at once across all
+	// its workers (for a WebAssembly binding: the instance pool's size); default
+	// MaxWorkers×Concurrency. With Prefetch it bounds the messages leased and not yet
+	// settled (unstarted, running, or waiting for their delete): receives ask for no more
+	// than HandlerSlots+Prefetch minus those, so a crash repeats at most that many.
+	HandlerSlots int
+	// Prefetch is how many messages may be leased beyond HandlerSlots, ready to start the
+	// moment a slot frees; default min(HandlerSlots, BatchSize). It bounds the leased-idle
+	// messages (State.LeasedIdle) while every slot is busy. A worker receives once at least
+	// min(BatchSize, Prefetch) slots of the budget are free.
+	Prefetch int
+	// VisibilityTimeout is the lease taken on receive; default 30s. Leases are renewed
+	// while a handler runs.
+	VisibilityTimeout time.Duration
+	// MaxDequeueCount is the dequeue count at which the poison policy gives up; default 5.
+	MaxDequeueCount int
+	// MinIdle and MaxIdle clamp the Backoff's delays; defaults 100ms and 60s.
+	MinIdle, MaxIdle time.Duration
+	// ErrorBackoffMax caps the exponential back-off after backend errors; default 60s.
+	ErrorBackoffMax time.Duration
+	// TimeSlice is how long a worker keeps its slot under a backlog before handing it back
+	// to the scaling logic, so that many bindings share a host fairly; default 10s.
+	TimeSlice time.Duration
+	// Push says wake-ups (Notify, or a Waiter backend) reach the listener: an idle
+	// listener then makes no queue calls beyond PushFallbackPoll and its last worker may stop.
+	Push bool
+	// PushFallbackPoll is, with Push, how long an idle listener goes without a receive: a
+	// producer that never notifies cannot strand a message for longer. Default
+	// DefaultPushFallbackPoll (5 minutes: 12 receives an hour); negative turns it off.
+	PushFallbackPoll time.Duration
+	// AtMostOnce deletes messages on receive, before they are handled.
+	AtMostOnce bool
+	// ShutdownGrace bounds how long in-flight handlers may run after Run's context ends;
+	// default 30s.
+	ShutdownGrace time.Duration
+	// MaxMessageBytes, when above 0, is the largest body handed to the handler: a larger
+	// one is dead-lettered with its size and this limit as the reason, and on a queue that is
+	// a BodyLimiter (local) it is never loaded, so the bytes a listener holds are bounded by
+	// (HandlerSlots+Prefetch) × MaxMessageBytes. Not applied with AtMostOnce (the message is
+	// deleted before it could be dead-lettered). 0: no limit.
+	MaxMessageBytes int64
+	// HandlerVersion is recorded on dead letters (AttrHandlerVersion). Optional.
+	HandlerVersion func() string
+	// Limiter gates handler calls. Optional.
+	Limiter Limiter
+	// Logger receives the listener's logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults of Config: the one definition of each, which the host's config (host/config)
+// and the built-in policies (plugins/builtin) refer to.
+const (
+	DefaultMinWorkers        = 1
+	DefaultMaxWorkers        = 16
+	DefaultBatchSize         = MaxBatch
+	DefaultVisibilityTimeout = 30 * time.Second
+	DefaultMaxDequeueCount   = 5
+	DefaultMinIdle           = 100 * time.Millisecond
+	DefaultMaxIdle           = 60 * time.Second
+	DefaultErrorBackoffMax   = 60 * time.Second
+	DefaultTimeSlice         = 10 * time.Second
+	DefaultShutdownGrace     = 30 * time.Second
+	DefaultPushFallbackPoll  = 5 * time.Minute
+)
+
+// MaxVisibility is the longest lease or retry delay a message can be given: Azure Queue
+// Storage's longest visibility timeout. A poison policy's retry delay is capped at it.
+const MaxVisibility = 7 * 24 * time.Hour
+
+func (c *Config) withDefaults() (Config, error) {
+	cfg := *c
+	required := []struct {
+		name  string
+		isNil bool
+	}{
+		{"Queue", cfg.Queue == nil},
+		{"DeadLetter", cfg.DeadLetter == nil},
+		{"Handler", cfg.Handler == nil},
+		{"Backoff", cfg.Backoff == nil},
+		{"Scaler", cfg.Scaler == nil},
+		{"Poison", cfg.Poison == nil},
+	}
+	for _, r := range required {
+		if r.isNil {
+			return cfg, fmt.Errorf("listener config: %s is required", r.name)
+		}
+	}
+	name := cfg.Queue.Name()
+	bad := func(field string, format string, args ...any) (Config, error) {
+		return cfg, fmt.Errorf("listener config for queue %q: %s: %s", name, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case cfg.MinWorkers < 0:
+		return bad("MinWorkers", "%d is negative", cfg.MinWorkers)
+	case cfg.MinWorkers == 0 && !cfg.Push:
+		cfg.MinWorkers = DefaultMinWorkers
+	}
+	switch {
+	case cfg.MaxWorkers < 0:
+		return bad("MaxWorkers", "%d is negative", cfg.MaxWorkers)
+	case cfg.MaxWorkers == 0:
+		cfg.MaxWorkers = max(DefaultMaxWorkers, cfg.MinWorkers)
+	}
+	if cfg.MaxWorkers < cfg.MinWorkers {
+		return bad("MaxWorkers", "%d is below MinWorkers %d", cfg.MaxWorkers, cfg.MinWorkers)
+	}
+	if cfg.MaxWorkers < 1 {
+		return bad("MaxWorkers", "must be at least 1")
+	}
+	switch {
+	case cfg.BatchSize == 0:
+		cfg.BatchSize = DefaultBatchSize
+	case cfg.BatchSize < 1 || cfg.BatchSize > MaxBatch:
+		return bad("BatchSize", "%d is outside 1..%d", cfg.BatchSize, MaxBatch)
+	}
+	switch {
+	case cfg.Concurrency == 0:
+		cfg.Concurrency = cfg.BatchSize
+	case cfg.Concurrency < 0:
+		return bad("Concurrency", "%d is negative", cfg.Concurrency)
+	}
+	switch {
+	case cfg.HandlerSlots == 0:
+		cfg.HandlerSlots = cfg.MaxWorkers * max(cfg.Concurrency, 1)
+	case cfg.HandlerSlots < 0:
+		return bad("HandlerSlots", "%d is negative", cfg.HandlerSlots)
+	}
+	switch {
+	case cfg.Prefetch == 0:
+		cfg.Prefetch = min(cfg.HandlerSlots, cfg.BatchSize)
+	case cfg.Prefetch < 0:
+		return bad("Prefetch", "%d is negative", cfg.Prefetch)
+	}
+	switch {
+	case cfg.MaxDequeueCount == 0:
+		cfg.MaxDequeueCount = DefaultMaxDequeueCount
+	case cfg.MaxDequeueCount < 0:
+		return bad("MaxDequeueCount", "%d is negative", cfg.MaxDequeueCount)
+	}
+	durations := []struct {
+		field string
+		d     *time.Duration
+		def   time.Duration
+	}{
+		{"VisibilityTimeout", &cfg.VisibilityTimeout, DefaultVisibilityTimeout},
+		{"MinIdle", &cfg.MinIdle, DefaultMinIdle},
+		{"MaxIdle", &cfg.MaxIdle, DefaultMaxIdle},
+		{"ErrorBackoffMax", &cfg.ErrorBackoffMax, DefaultErrorBackoffMax},
+		{"TimeSlice", &cfg.TimeSlice, DefaultTimeSlice},
+		{"ShutdownGrace", &cfg.ShutdownGrace, DefaultShutdownGrace},
+	}
+	for _, d := range durations {
+		switch {
+		case *d.d < 0:
+			return bad(d.field, "%s is negative", *d.d)
+		case *d.d == 0:
+			*d.d = d.def
+		}
+	}
+	switch {
+	case cfg.PushFallbackPoll == 0:
+		cfg.PushFallbackPoll = DefaultPushFallbackPoll
+	case cfg.PushFallbackPoll < 0:
+		cfg.PushFallbackPoll = 0 // off
+	}
+	if cfg.MinIdle > cfg.MaxIdle {
+		return bad("MinIdle", "%s exceeds MaxIdle %s", cfg.MinIdle, cfg.MaxIdle)
+	}
+	if cfg.VisibilityTimeout < time.Second {
+		return bad("VisibilityTimeout", "%s is below 1s", cfg.VisibilityTimeout)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Logger = cfg.Logger.With("queue", name)
+	return cfg, nil
+}

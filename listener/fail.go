@@ -1,0 +1,137 @@
+package listener
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strconv"
+	"time"
+)
+
+// fail settles a failed message as the poison policy decides.
+func (l *Listener) fail(ctx context.Context, m *Message, v Verdict) {
+	l.c.failed.Add(1)
+	err := v.Error()
+	f := Failure{Message: m, Err: err, Reject: v.Outcome == OutcomeReject, MaxDequeueCount: l.cfg.MaxDequeueCount}
+	if v.Outcome == OutcomeRetry {
+		f.RetryAfter = max(v.After, 0)
+	}
+	d := l.cfg.Poison.Decide(ctx, f)
+	reason := d.Reason
+	if reason == "" {
+		reason = err.Error()
+	}
+	if l.cfg.AtMostOnce && d.Action == ActionRetry {
+		d.Action = ActionDeadLetter // deleted on receive: keeping it is all that is left
+	}
+	switch d.Action {
+	case ActionDeadLetter:
+		l.deadLetter(ctx, m, reason)
+	case ActionDrop:
+		l.log.Warn("failed message dropped by the poison policy", "id", m.ID, "dequeue_count", m.DequeueCount, "err", err)
+		if !l.cfg.AtMostOnce {
+			l.deleteOne(ctx, m)
+		}
+	default: // ActionRetry, and any unknown answer: retrying never loses the message
+		delay := min(max(d.Delay, 0), MaxVisibility)
+		l.c.updates.Add(1)
+		if err := l.retryAfter(ctx, m, delay); err != nil {
+			if errors.Is(err, ErrLeaseLost) {
+				l.leaseLost(m, "the retry's visibility update was refused", err)
+				return
+			}
+			l.c.errorCalls.Add(1)
+			l.log.Warn("retry: update visibility; the message returns when its lease expires", "id", m.ID, "err", err)
+			return
+		}
+		l.c.retried.Add(1)
+		l.noteDue(time.Now().Add(delay))
+		l.log.Debug("message failed; retrying", "id", m.ID, "dequeue_count", m.DequeueCount, "delay", delay, "err", err)
+	}
+}
+
+// noteDue remembers the earliest retry this listener scheduled, so that a push listener
+// with no wake-up coming wakes for it.
+func (l *Listener) noteDue(t time.Time) {
+	if !l.cfg.Push {
+		return
+	}
+	n := t.UnixNano()
+	for {
+		cur := l.nextDue.Load()
+		if cur != 0 && cur <= n {
+			return
+		}
+		if l.nextDue.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// deadLetter sends the message to the dead-letter queue with its reason and metadata, then
+// deletes the original. If the send fails the original stays (its lease expires and it
+// comes back), so a poison message is never lost.
+func (l *Listener) deadLetter(ctx context.Context, m *Message, reason string) {
+	attrs := make(map[string]string, len(m.Attributes)+6)
+	maps.Copy(attrs, m.Attributes)
+	attrs[AttrReason] = reason
+	attrs[AttrOriginalID] = m.ID
+	attrs[AttrOriginalQueue] = l.q.Name()
+	attrs[AttrDequeueCount] = strconv.Itoa(m.DequeueCount)
+	attrs[AttrDeadLetteredAt] = time.Now().UTC().Format(time.RFC3339Nano)
+	if l.cfg.HandlerVersion != nil {
+		attrs[AttrHandlerVersion] = l.cfg.HandlerVersion()
+	}
+	if mv, ok := l.q.(Mover); ok && !l.cfg.AtMostOnce {
+		err := mv.MoveTo(ctx, m, l.cfg.DeadLetter, m.Body, SendOptions{Attributes: attrs})
+		if !errors.Is(err, errors.ErrUnsupported) {
+			l.c.sends.Add(1) // one billed write: the send and the delete are one transaction
+		}
+		switch {
+		case err == nil:
+			l.c.poisoned.Add(1)
+			l.c.deadDirty.Store(true)
+			l.log.Warn("message dead-lettered", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "dequeue_count", m.DequeueCount, "reason", reason)
+			return
+		case errors.Is(err, ErrLeaseLost):
+			l.leaseLost(m, "the dead-letter move was refused (nothing was dead-lettered)", err)
+			return
+		case !errors.Is(err, errors.ErrUnsupported):
+			l.c.errorCalls.Add(1)
+			l.log.Error("dead-letter move failed; the message stays and comes back", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "err", err)
+			return
+		}
+		// Another store: send, then delete.
+	}
+	if m.Oversize > 0 {
+		// Its body was left in a store that cannot move it to the dead-letter queue: sending
+		// an empty body would lose it, so it stays (and comes back) instead.
+		l.c.errorCalls.Add(1)
+		l.log.Error("cannot dead-letter a message whose body was not loaded; it stays and comes back", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "bytes", m.Oversize)
+		return
+	}
+	l.c.sends.Add(1)
+	if _, err := l.cfg.DeadLetter.Send(ctx, m.Body, SendOptions{Attributes: attrs}); err != nil {
+		l.c.errorCalls.Add(1)
+		l.log.Error("dead-letter send failed; the message stays and comes back", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "err", err)
+		return
+	}
+	l.c.poisoned.Add(1)
+	l.c.deadDirty.Store(true)
+	l.log.Warn("message dead-lettered", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "dequeue_count", m.DequeueCount, "reason", reason)
+	if !l.cfg.AtMostOnce {
+		l.deleteOne(ctx, m)
+	}
+}
+
+func (l *Listener) deleteOne(ctx context.Context, m *Message) {
+	l.c.deletes.Add(1)
+	if err := l.q.Delete(ctx, m); err != nil {
+		if errors.Is(err, ErrLeaseLost) {
+			l.leaseLost(m, "the delete of a dead-lettered or dropped message was refused", err)
+			return
+		}
+		l.c.errorCalls.Add(1)
+		l.log.Error("delete", "id", m.ID, "err", err)
+	}
+}

@@ -1,0 +1,317 @@
+package local
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/wqhost/wqhost/internal/wait"
+	"github.com/wqhost/wqhost/listener"
+)
+
+// Queue is one named queue in the store.
+type Queue struct {
+	name string
+	b    *Backend
+
+	mu   sync.Mutex
+	wake chan struct{} // closed and replaced to wake all waiters
+}
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+func (q *Queue) broadcast() {
+	q.mu.Lock()
+	close(q.wake)
+	q.wake = make(chan struct{})
+	q.mu.Unlock()
+}
+
+func (q *Queue) errf(what string, err error) error {
+	return fmt.Errorf("local: %s %s: %w", what, q.name, err)
+}
+
+// Receive leases up to max visible messages in (visible_at, id) order. A body above the
+// store's MaxBodyBytes is not loaded (see ReceiveLimited).
+func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*listener.Message, error) {
+	return q.ReceiveLimited(ctx, max, visibility, q.b.maxBody)
+}
+
+// ReceiveLimited implements listener.BodyLimiter: it is Receive, loading only bodies of at
+// most maxBody bytes (and at most the store's MaxBodyBytes); a larger one is leased with Body
+// nil and Oversize set to its size, read neither from disk nor into memory. MoveTo moves such
+// a message with its stored body.
+func (q *Queue) ReceiveLimited(ctx context.Context, max int, visibility time.Duration, maxBody int64) ([]*listener.Message, error) {
+	maxBody = min(maxBody, q.b.maxBody)
+	if max < 1 {
+		return nil, fmt.Errorf("local: receive from %s: max %d < 1", q.name, max)
+	}
+	max = min(max, listener.MaxBatch)
+	out := make([]*listener.Message, 0, max)
+	s := &q.b.stmts
+	o := &op{apply: func(now int64) error {
+		out = out[:0]
+		rows, err := s.selectReady.Query(maxBody, q.name, now, max)
+		if err != nil {
+			return fmt.Errorf("select ready in %s: %w", q.name, err)
+		}
+		var expired []int64
+		ids := make([]int64, 0, max)
+		if out, ids, expired, err = q.scanReady(rows, now, out, ids); err != nil {
+			return fmt.Errorf("select ready in %s: %w", q.name, err)
+		}
+		if len(ids) > 0 {
+			// One token for the batch: a token only has to differ between the leases of one
+			// message, and each receive takes a fresh one.
+			until, tok := now+int64(visibility), q.b.nextLease()
+			st, err := q.b.batchStmt(q.b.leaseN, len(ids), leaseSQL)
+			if err != nil {
+				return fmt.Errorf("lease messages in %s: %w", q.name, err)
+			}
+			args := make([]any, 0, 2+len(ids))
+			args = append(args, until, tok)
+			for _, id := range ids {
+				args = append(args, id)
+			}
+			if _, err := st.Exec(args...); err != nil {
+				return fmt.Errorf("lease %d messages (ids %d..) in %s: %w", len(ids), ids[0], q.name, err)
+			}
+			token, vis := strconv.FormatInt(tok, 36), time.Unix(0, until)
+			for _, m := range out {
+				m.LeaseToken, m.VisibleAt = token, vis
+			}
+		}
+		for _, id := range expired {
+			if _, err := s.del.Exec(id); err != nil {
+				return fmt.Errorf("drop expired message %d in %s: %w", id, q.name, err)
+			}
+		}
+		return nil
+	}}
+	if err := q.b.do(ctx, o); err != nil {
+		return nil, q.errf("receive from", err)
+	}
+	return out, nil
+}
+
+// idOf and tokenOf are m's id and lease token, or -1 (no row) when they do not parse.
+func idOf(m *listener.Message) int64 {
+	id, _, ok := parseLease(m)
+	if !ok {
+		return -1
+	}
+	return id
+}
+
+func tokenOf(m *listener.Message) int64 {
+	_, tok, ok := parseLease(m)
+	if !ok {
+		return -1
+	}
+	return tok
+}
+
+// checkSize refuses a body above the store's MaxBodyBytes.
+func (q *Queue) checkSize(what string, n int) error {
+	if int64(n) > q.b.maxBody {
+		return q.errf(what, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, n, q.b.maxBody))
+	}
+	return nil
+}
+
+func parseLease(m *listener.Message) (id, tok int64, ok bool) {
+	id, err1 := strconv.ParseInt(m.ID, 10, 64)
+	tok, err2 := strconv.ParseInt(m.LeaseToken, 36, 64)
+	return id, tok, err1 == nil && err2 == nil
+}
+
+// Send enqueues a message and returns its id once committed. A body above the store's
+// MaxBodyBytes is refused with ErrTooLarge.
+func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions) (string, error) {
+	if err := q.checkSize("send to", len(body)); err != nil {
+		return "", err
+	}
+	var attrs any
+	if len(opts.Attributes) > 0 {
+		j, err := json.Marshal(opts.Attributes)
+		if err != nil {
+			return "", q.errf("encode attributes for", err)
+		}
+		attrs = string(j)
+	}
+	if body == nil {
+		body = []byte{}
+	}
+	var id int64
+	o := &op{wakes: q, apply: func(now int64) error {
+		var exp int64
+		if opts.TTL > 0 {
+			exp = now + int64(opts.TTL)
+		}
+		res, err := q.b.stmts.insert.Exec(q.name, body, attrs, now, now+int64(max(opts.Delay, 0)), exp)
+		if err != nil {
+			return fmt.Errorf("insert into %s: %w", q.name, err)
+		}
+		id, err = res.LastInsertId()
+		if err != nil {
+			return fmt.Errorf("insert into %s: %w", q.name, err)
+		}
+		return nil
+	}}
+	if err := q.b.do(ctx, o); err != nil {
+		return "", q.errf("send to", err)
+	}
+	return strconv.FormatInt(id, 10), nil
+}
+
+// SendBatch enqueues many messages in one transaction (bulk loads, the CLI's send) and
+// returns their ids in order.
+func (q *Queue) SendBatch(ctx context.Context, bodies [][]byte, opts listener.SendOptions) ([]string, error) {
+	for i, body := range bodies {
+		if err := q.checkSize(fmt.Sprintf("send (message %d of batch) to", i), len(body)); err != nil {
+			return nil, err
+		}
+	}
+	var attrs any
+	if len(opts.Attributes) > 0 {
+		j, err := json.Marshal(opts.Attributes)
+		if err != nil {
+			return nil, q.errf("encode attributes for", err)
+		}
+		attrs = string(j)
+	}
+	ids := make([]string, 0, len(bodies))
+	o := &op{wakes: q, apply: func(now int64) error {
+		ids = ids[:0]
+		var exp int64
+		if opts.TTL > 0 {
+			exp = now + int64(opts.TTL)
+		}
+		for i, body := range bodies {
+			if body == nil {
+				body = []byte{}
+			}
+			res, err := q.b.stmts.insert.Exec(q.name, body, attrs, now, now+int64(max(opts.Delay, 0)), exp)
+			if err != nil {
+				return fmt.Errorf("insert message %d of batch into %s: %w", i, q.name, err)
+			}
+			id, err := res.LastInsertId()
+			if err != nil {
+				return fmt.Errorf("insert message %d of batch into %s: %w", i, q.name, err)
+			}
+			ids = append(ids, strconv.FormatInt(id, 10))
+		}
+		return nil
+	}}
+	if err := q.b.do(ctx, o); err != nil {
+		return nil, q.errf("send batch to", err)
+	}
+	return ids, nil
+}
+
+// Depth counts the queue's messages, leased and delayed ones included.
+func (q *Queue) Depth(ctx context.Context) (int64, error) {
+	var n int64
+	if err := q.b.db.QueryRowContext(ctx, `SELECT count(*) FROM messages WHERE queue = ?`, q.name).Scan(&n); err != nil {
+		return 0, q.errf("depth of", err)
+	}
+	return n, nil
+}
+
+// nextVisible returns the earliest visible_at in the queue, or MaxInt64 when it is empty.
+func (q *Queue) nextVisible(ctx context.Context) (int64, error) {
+	var v sql.NullInt64
+	if err := q.b.db.QueryRowContext(ctx, `SELECT min(visible_at) FROM messages WHERE queue = ?`, q.name).Scan(&v); err != nil {
+		return 0, q.errf("next visible time of", err)
+	}
+	if !v.Valid {
+		return math.MaxInt64, nil
+	}
+	return v.Int64, nil
+}
+
+// Wait blocks until a message may be visible, ctx ends, or d elapses (d <= 0: no limit). A
+// Send or release in this process wakes it; with the real clock it also wakes when the
+// earliest leased or delayed message becomes visible. Messages sent by another process are
+// seen when d elapses.
+func (q *Queue) Wait(ctx context.Context, d time.Duration) error {
+	q.mu.Lock()
+	wake := q.wake // taken before the check so a Send committed after it still wakes us
+	q.mu.Unlock()
+	next, err := q.nextVisible(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// Waking is always safe: the caller's Receive will see the same error.
+		return nil
+	}
+	now := q.b.now().UnixNano()
+	if next <= now {
+		return nil
+	}
+	if q.b.realClk && next != math.MaxInt64 {
+		if until := time.Duration(next-now) + time.Millisecond; d <= 0 || until < d {
+			d = until
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-wake:
+	case <-wait.Timeout(d):
+	case <-q.b.closed:
+	}
+	return nil
+}
+
+// scanReady reads the rows of a receive query (id, body or NULL, body length, attributes,
+// inserted_at, dequeue_count, expires_at) into messages leased at now, appending them to out and their
+// ids to ids, and sets aside the ids of expired ones. It closes rows.
+func (q *Queue) scanReady(rows *sql.Rows, now int64, out []*listener.Message, ids []int64) (_ []*listener.Message, _, expired []int64, err error) {
+	defer func() {
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for rows.Next() {
+		var (
+			id, ins, exp, size int64
+			dq                 int
+			attrs              sql.NullString
+			m                  listener.Message
+		)
+		if err := rows.Scan(&id, &m.Body, &size, &attrs, &ins, &dq, &exp); err != nil {
+			return out, ids, expired, fmt.Errorf("scan message: %w", err)
+		}
+		if exp != 0 && exp <= now {
+			expired = append(expired, id)
+			continue
+		}
+		if m.Body == nil {
+			if size > 0 {
+				m.Oversize = size // left in the store: above the receive's body limit
+			} else {
+				m.Body = []byte{}
+			}
+		}
+		if attrs.Valid {
+			if err := json.Unmarshal([]byte(attrs.String), &m.Attributes); err != nil {
+				return out, ids, expired, fmt.Errorf("attributes of message %d: %w", id, err)
+			}
+		}
+		m.ID = strconv.FormatInt(id, 10)
+		m.Queue = q.name
+		m.DequeueCount = dq + 1
+		m.InsertedAt = time.Unix(0, ins)
+		ids = append(ids, id)
+		out = append(out, &m)
+	}
+	return out, ids, expired, rows.Err()
+}
