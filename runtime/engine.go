@@ -218,7 +218,7 @@ func writeAtomic(path string, b []byte) error {
 
 // TenantLimits are the limits shared by every instance of one tenant.
 type TenantLimits struct {
-	// MemoryPages caps each instance's linear memory, in 64 KiB pages; 0 means 2048 (128 MiB).
+	// MemoryPages caps each instance's linear memory, in 64 KiB pages; 0 means DefaultMemoryPages (128 MiB).
 	MemoryPages uint32
 	// HTTPRequests caps the tenant's outbound HTTP requests open at once, across its
 	// bindings; 0 means DefaultTenantHTTPRequests.
@@ -253,7 +253,7 @@ func (e *Engine) ReplaceTenant(name string, limits TenantLimits) (*Tenant, error
 
 func (e *Engine) newTenantLocked(name string, limits TenantLimits) *Tenant {
 	if limits.MemoryPages == 0 {
-		limits.MemoryPages = 2048
+		limits.MemoryPages = DefaultMemoryPages
 	}
 	slots := limits.HTTPRequests
 	if slots <= 0 {

@@ -69,7 +69,7 @@ type Output struct {
 type PoolConfig struct {
 	Binding      string
 	MinInstances int // warm instances kept ready (wqhost/v1 only)
-	MaxInstances int // instances at once, i.e. concurrent calls; default 4
+	MaxInstances int // instances at once, i.e. concurrent calls; default DefaultMaxInstances
 	MaxUses      int // calls before an instance is replaced; 0 = unlimited
 	// MaxMemoryBytes replaces an instance whose memory grew past it after a call; 0 = never.
 	MaxMemoryBytes uint64
@@ -82,8 +82,8 @@ type PoolConfig struct {
 	Config         map[string]string
 	OutputQueue    string                   // target of emit with an empty queue name
 	AllowEmit      func(queue string) error // nil allows every named queue; an error gives ERR_DENIED (ERR_INVALID if it wraps ErrInvalidName)
-	MaxOutputBytes int                      // per output; default 4 MiB
-	MaxOutputs     int                      // per message; default 64
+	MaxOutputBytes int                      // per output; default DefaultMaxOutputBytes
+	MaxOutputs     int                      // per message; default DefaultMaxOutputs
 	// MaxOutputTotalBytes caps the bytes of all outputs of one message together (64
 	// outputs of MaxOutputBytes each would be 256 MiB); default 4 × MaxOutputBytes.
 	MaxOutputTotalBytes int
@@ -146,22 +146,22 @@ type Pool struct {
 // NewPool creates a pool and warms MinInstances instances.
 func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool, error) {
 	if cfg.MaxInstances <= 0 {
-		cfg.MaxInstances = 4
+		cfg.MaxInstances = DefaultMaxInstances
 	}
 	if cfg.MinInstances > cfg.MaxInstances {
 		cfg.MinInstances = cfg.MaxInstances
 	}
 	if cfg.MaxOutputBytes <= 0 {
-		cfg.MaxOutputBytes = 4 << 20
+		cfg.MaxOutputBytes = DefaultMaxOutputBytes
 	}
 	if cfg.MaxOutputs <= 0 {
-		cfg.MaxOutputs = 64
+		cfg.MaxOutputs = DefaultMaxOutputs
 	}
 	if cfg.MaxOutputTotalBytes <= 0 {
 		cfg.MaxOutputTotalBytes = 4 * cfg.MaxOutputBytes
 	}
 	if cfg.StdioCapBytes <= 0 {
-		cfg.StdioCapBytes = 16 << 10
+		cfg.StdioCapBytes = DefaultStdioCapBytes
 	}
 	v := variant{terminate: cfg.Timeout > 0}
 	if m.c.fuel != nil {
@@ -182,7 +182,7 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 	p := &Pool{
 		t: t, m: m, cfg: cfg, rt: rt, cm: cm, v: v,
 		logger:   t.logger.With("binding", cfg.Binding, "module", m.name, "digest", m.c.digest[:12]),
-		memLimit: uint64(t.limits.MemoryPages) * 65536,
+		memLimit: uint64(t.limits.MemoryPages) * PageBytes,
 		slots:    newSlots(cfg.MaxInstances),
 	}
 	if cfg.HTTP != nil {

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/wqhost/wqhost/internal/testcache"
 )
 
