@@ -12,8 +12,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -45,7 +47,7 @@ type Engine struct {
 	check    *checker
 
 	mu      sync.Mutex
-	modules map[string]*flight[*compiled]
+	modules map[string]*moduleFlight
 	tenants map[string]*Tenant // the current tenant of each name
 	open    map[*Tenant]bool   // every tenant not yet closed, replaced ones included
 	closed  bool
@@ -110,7 +112,7 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	}
 	return &Engine{
 		cache: cache, cacheDir: cfg.CacheDir, epoch: time.Now(), logger: logger, check: chk,
-		modules: map[string]*flight[*compiled]{},
+		modules: map[string]*moduleFlight{},
 		tenants: map[string]*Tenant{},
 		open:    map[*Tenant]bool{},
 	}, nil
@@ -125,40 +127,72 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte, abi ABI)
 	sum := sha256.Sum256(wasm)
 	digest := hex.EncodeToString(sum[:])
 	key := digest + "|" + string(abi)
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, fmt.Errorf("runtime: compile %s: engine closed", name)
-	}
-	f, ok := e.modules[key]
-	if !ok {
-		f = &flight[*compiled]{done: make(chan struct{})}
-		e.modules[key] = f
-		e.mu.Unlock()
-		f.val, f.err = e.check.validate(ctx, name, wasm, abi)
-		if f.val != nil {
-			f.val.digest = digest
-			f.val.fuel = e.instrument(name, f.val)
-		}
-		close(f.done)
-		if f.err != nil {
-			// A failed validation is not cached: the next load of a fixed file must retry.
-			e.mu.Lock()
-			delete(e.modules, key)
+	for {
+		e.mu.Lock()
+		if e.closed {
 			e.mu.Unlock()
+			return nil, fmt.Errorf("runtime: compile %s: engine closed", name)
 		}
-	} else {
+		f, ok := e.modules[key]
+		if !ok {
+			f = &moduleFlight{done: make(chan struct{})}
+			e.modules[key] = f
+			e.mu.Unlock()
+			c, err := e.check.validate(ctx, name, wasm, abi)
+			if c != nil {
+				c.digest = digest
+				c.fuel = e.instrument(name, c)
+				f.val = weak.Make(c)
+				goruntime.AddCleanup(c, e.forget, moduleKey{key, f})
+			}
+			f.err = err
+			close(f.done)
+			if err != nil {
+				// A failed validation is not cached: the next load of a fixed file must retry.
+				e.forget(moduleKey{key, f})
+				return nil, err
+			}
+			return &Module{name: name, c: c}, nil
+		}
 		e.mu.Unlock()
 		select {
 		case <-f.done:
 		case <-ctx.Done():
 			return nil, fmt.Errorf("runtime: compile %s: %w", name, ctx.Err())
 		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		if c := f.val.Value(); c != nil {
+			return &Module{name: name, c: c}, nil
+		}
+		// The last Module of that version was dropped since: validate it again.
+		e.forget(moduleKey{key, f})
 	}
-	if f.err != nil {
-		return nil, f.err
+}
+
+// moduleFlight is one module version: validated once by the first Compile of its bytes,
+// then remembered weakly, so that a version no Module refers to any more (a binding's
+// previous version after a hot reload) is freed with its bytes and instrumented copy
+// instead of staying for the life of the engine.
+type moduleFlight struct {
+	done chan struct{}
+	val  weak.Pointer[compiled]
+	err  error
+}
+
+type moduleKey struct {
+	key string
+	f   *moduleFlight
+}
+
+// forget drops a module version's entry, unless a newer one has taken its key.
+func (e *Engine) forget(k moduleKey) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.modules[k.key] == k.f {
+		delete(e.modules, k.key)
 	}
-	return &Module{name: name, c: f.val}, nil
 }
 
 // instrument adds the fuel counter to a wqhost/v1 module. A module it cannot read keeps the
