@@ -80,6 +80,7 @@ func (b *binding) poolConfig() runtime.PoolConfig {
 		MaxInstances:   bc.Pool.MaxInstances,
 		MaxUses:        bc.Pool.MaxUses,
 		MaxMemoryBytes: uint64(bc.Pool.MaxMemory),
+		IdleTimeout:    bc.Pool.IdleTimeout,
 		Timeout:        t.Limits.Timeout,
 		Config:         bc.Config,
 		OutputQueue:    bc.Output,

@@ -43,6 +43,7 @@ type Engine struct {
 	cache    wazero.CompilationCache
 	cacheDir string    // also keeps instrumented modules; empty: instrumented on every load
 	epoch    time.Time // the origin of since, read with its monotonic clock
+	idle     janitor   // reaps idle instances (idle.go)
 	logger   *slog.Logger
 	check    *checker
 
@@ -110,12 +111,14 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{
+	e := &Engine{
 		cache: cache, cacheDir: cfg.CacheDir, epoch: time.Now(), logger: logger, check: chk,
 		modules: map[string]*moduleFlight{},
 		tenants: map[string]*Tenant{},
 		open:    map[*Tenant]bool{},
-	}, nil
+	}
+	e.idle.pools, e.idle.stop = map[*Pool]struct{}{}, make(chan struct{})
+	return e, nil
 }
 
 // Compile validates wasm against abi and returns the module. Loads of the same bytes and ABI,
@@ -316,10 +319,14 @@ func (t *Tenant) Close(ctx context.Context) error {
 // Close closes every tenant's runtime and the cache. Pools should be closed first.
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
+	wasClosed := e.closed
 	e.closed = true
 	open := e.open
 	e.tenants, e.open = map[string]*Tenant{}, map[*Tenant]bool{}
 	e.mu.Unlock()
+	if !wasClosed {
+		e.idle.close()
+	}
 	var errs []error
 	for t := range open {
 		errs = append(errs, t.close(ctx))

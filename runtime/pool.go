@@ -90,7 +90,10 @@ type PoolConfig struct {
 	Env                 map[string]string // environment variables granted to the guest
 	ReadOnlyDir         string            // host directory mounted read-only at / ; empty = none
 	StdioCapBytes       int               // guest stdout+stderr logged per call; default 16 KiB
-	HTTP                *HTTPPolicy       // outbound HTTP policy; nil denies every request
+	// IdleTimeout closes instances nobody used for that long, down to MinInstances, so an
+	// idle pool holds no guest memory; its next call instantiates. 0 keeps them.
+	IdleTimeout time.Duration
+	HTTP        *HTTPPolicy // outbound HTTP policy; nil denies every request
 }
 
 // StartTimeoutFloor is the least time an instance's start function (a Go guest's runtime
@@ -133,6 +136,7 @@ type Pool struct {
 
 	slots  *slots
 	wg     sync.WaitGroup // refills in flight
+	reapMu sync.Mutex     // held by a reap of idle instances (idle.go)
 	closed atomic.Bool
 	total  atomic.Int64
 
@@ -183,7 +187,7 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 		t: t, m: m, cfg: cfg, rt: rt, cm: cm, v: v,
 		logger:   t.logger.With("binding", cfg.Binding, "module", m.name, "digest", m.c.digest[:12]),
 		memLimit: uint64(t.limits.MemoryPages) * PageBytes,
-		slots:    newSlots(cfg.MaxInstances),
+		slots:    newSlots(cfg.MaxInstances, &t.e.idle.now),
 	}
 	if cfg.HTTP != nil {
 		p.httpc = newOutbound(*cfg.HTTP, t.httpSem)
@@ -191,6 +195,9 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 		p.logger.Warn("module uses outbound HTTP but the binding has no http: policy; every request will be denied")
 	}
 	if m.c.abi == ABIWqhostV1 {
+		if cfg.IdleTimeout > 0 {
+			t.e.watchIdle(p)
+		}
 		for range cfg.MinInstances {
 			inst, err := p.newInstance(ctx)
 			if err != nil {
@@ -252,6 +259,7 @@ type instance struct {
 	timer    *time.Timer
 	stack    [1]uint64
 	uses     int
+	idleAt   time.Duration // when it last went idle (janitor.now)
 	stdio    *cappedLog
 }
 
@@ -525,6 +533,13 @@ func (p *Pool) Stats() PoolStats {
 func (p *Pool) Close(ctx context.Context) error {
 	if p.closed.Swap(true) {
 		return nil
+	}
+	if p.cfg.IdleTimeout > 0 {
+		p.t.e.unwatchIdle(p)
+		// A reap in progress finishes before the instances and the compiled code go.
+		p.reapMu.Lock()
+		//lint:ignore SA2001 an empty critical section is the barrier
+		p.reapMu.Unlock()
 	}
 	var err error
 	if werr := p.slots.waitIdle(ctx); werr != nil {

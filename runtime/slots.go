@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // slots hands out a pool's call slots (at most MaxInstances at once) together with the warm
@@ -14,12 +16,13 @@ type slots struct {
 	mu      sync.Mutex
 	size    int
 	free    int             // slots nobody holds
-	idle    []*instance     // warm instances; an idle instance holds no slot
+	idle    []*instance     // warm instances, longest idle first; an idle instance holds no slot
 	waiters []chan struct{} // callers waiting for a slot, oldest first
+	clock   *atomic.Int64   // stamps instances going idle (janitor.now)
 }
 
-func newSlots(n int) *slots {
-	return &slots{size: n, free: n, idle: make([]*instance, 0, n)}
+func newSlots(n int, clock *atomic.Int64) *slots {
+	return &slots{size: n, free: n, idle: make([]*instance, 0, n), clock: clock}
 }
 
 // acquire takes a slot, waiting for one until ctx is done, and an idle instance if there
@@ -95,6 +98,7 @@ func (s *slots) release(inst *instance) (kept bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if inst != nil && len(s.idle) < cap(s.idle) {
+		inst.idleAt = time.Duration(s.clock.Load())
 		s.idle = append(s.idle, inst)
 		kept = true
 	}
@@ -152,6 +156,7 @@ func (s *slots) addIdle(inst *instance) bool {
 	if len(s.idle) >= cap(s.idle) {
 		return false
 	}
+	inst.idleAt = time.Duration(s.clock.Load())
 	s.idle = append(s.idle, inst)
 	return true
 }

@@ -13,7 +13,7 @@ import (
 // TestSlotsWaiterGetsReleasedSlot: a caller waiting for a full pool is handed the next
 // released slot (with the instance released with it), and one that gives up loses no slot.
 func TestSlotsWaiterGetsReleasedSlot(t *testing.T) {
-	s := newSlots(1)
+	s := newSlots(1, new(atomic.Int64))
 	if _, err := s.acquire(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestSlotsWaiterGetsReleasedSlot(t *testing.T) {
 // pool's slots at once, and every slot is back at the end.
 func TestSlotsNeverOverCommit(t *testing.T) {
 	const size = 3
-	s := newSlots(size)
+	s := newSlots(size, new(atomic.Int64))
 	var held, peak atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 16 {

@@ -87,10 +87,16 @@ const (
 	// DefaultMaxMessageBytes is the largest message body a binding hands to its handler; a
 	// listener has no limit unless given one (listener.Config.MaxMessageBytes 0).
 	DefaultMaxMessageBytes = ByteSize(1 << 20)
-	// DefaultPoolMinInstances keeps one instance warm: a runtime pool keeps none unless asked
-	// (PoolConfig.MinInstances 0), and a host's first message should not pay for a start.
-	DefaultPoolMinInstances = 1
-	DefaultWeight           = 1
+	// DefaultPoolMinInstances keeps no instance warm: with pool.idle_timeout an idle binding
+	// scales to zero and holds no guest memory, as Lambda and Functions bill idle consumers
+	// nothing; its next message instantiates one (TinyGo and Rust guests in well under a
+	// millisecond, standard Go in a few). Latency-critical bindings set min_instances.
+	DefaultPoolMinInstances = 0
+	// DefaultPoolIdleTimeout is how long a binding's instance may sit unused before it is
+	// closed (pool.idle_timeout); a runtime pool keeps its instances unless given one
+	// (PoolConfig.IdleTimeout 0).
+	DefaultPoolIdleTimeout = time.Minute
+	DefaultWeight          = 1
 )
 
 // Policy names of the built-in policies (plugins/builtin).
@@ -313,6 +319,8 @@ type Pool struct {
 	MaxInstances int      `koanf:"max_instances"` // calls at once (at most limits.instances)
 	MaxUses      int      `koanf:"max_uses"`      // calls before an instance is replaced; 0 = no limit
 	MaxMemory    ByteSize `koanf:"max_memory"`    // replace an instance whose memory grew past it; 0 = never
+	// IdleTimeout closes an instance unused that long, down to min_instances; 0 = never.
+	IdleTimeout time.Duration `koanf:"idle_timeout"`
 }
 
 func defaultConfig() Config {
@@ -351,7 +359,7 @@ func defaultBinding() Binding {
 		Backoff:           Backoff{Policy: builtin.DefaultBackoffName, Min: DefaultBackoffMin, Max: DefaultBackoffMax},
 		Scaler:            Scaler{Policy: builtin.DefaultScalerName},
 		Poison:            Poison{Policy: builtin.DefaultPoisonName, BaseDelay: DefaultPoisonBaseDelay, MaxDelay: DefaultPoisonMaxDelay},
-		Pool:              Pool{MinInstances: DefaultPoolMinInstances, MaxInstances: DefaultPoolMaxInstances},
+		Pool:              Pool{MinInstances: DefaultPoolMinInstances, MaxInstances: DefaultPoolMaxInstances, IdleTimeout: DefaultPoolIdleTimeout},
 	}
 }
 

@@ -49,6 +49,10 @@ func TestEffectiveDefaultsAreTheLibraryDefaults(t *testing.T) {
 		// A plugin's timeout is left 0 and the host passes it on: external's default applies.
 		{"poison.timeout (0 = plugin default)", DefaultPluginTimeout, external.DefaultCallTimeout, 50 * time.Millisecond},
 		{"pool.max_instances", b.Pool.MaxInstances, runtime.DefaultMaxInstances, 4},
+		// Host-only defaults (a runtime pool keeps no instance warm and never reaps): pinned
+		// to what the docs say.
+		{"pool.min_instances", b.Pool.MinInstances, DefaultPoolMinInstances, 0},
+		{"pool.idle_timeout", b.Pool.IdleTimeout, DefaultPoolIdleTimeout, time.Minute},
 		{"limits.memory", int64(lim.Memory), int64(runtime.DefaultMemoryBytes), int64(128 << 20)},
 		// host.go rounds limits.memory up to whole pages for runtime.TenantLimits.
 		{"limits.memory in pages", uint32((int64(lim.Memory) + runtime.PageBytes - 1) / runtime.PageBytes), runtime.DefaultMemoryPages, uint32(2048)},

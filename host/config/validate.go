@@ -364,6 +364,9 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 	if p.MaxUses < 0 {
 		fail(bp+".pool.max_uses", "%d is negative (0 = no limit)", p.MaxUses)
 	}
+	if p.IdleTimeout < 0 || p.IdleTimeout > MaxVisibility {
+		fail(bp+".pool.idle_timeout", "%s is outside 0..%s (0 = never)", p.IdleTimeout, MaxVisibility)
+	}
 	if p.MaxMemory < 0 || p.MaxMemory > t.Limits.Memory {
 		fail(bp+".pool.max_memory", "%s is outside 0..%s (tenants.%s.limits.memory)", p.MaxMemory, t.Limits.Memory, tenant)
 	}
