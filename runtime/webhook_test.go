@@ -88,3 +88,45 @@ func TestWebhookVerdicts(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookSDKReadsLongValuesAndCapsTheBody runs the SDKs' slower paths through the webhook
+// examples: a config url longer than the SDKs' stack buffer (read again at its length) and a
+// 1 MiB answer of which the handlers keep 1 KiB (they read one byte past it and stop).
+func TestWebhookSDKReadsLongValuesAndCapsTheBody(t *testing.T) {
+	pad := strings.Repeat("p", 400)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("pad") != pad {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write(make([]byte, 1<<20))
+	}))
+	defer srv.Close()
+	for _, mod := range []string{"webhook-delivery-go", "webhook-delivery-tinygo", "webhook-delivery-rust"} {
+		t.Run(mod, func(t *testing.T) {
+			e := testEngine(t)
+			ten, err := e.Tenant("acme", TenantLimits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := fmt.Sprintf("../examples/handlers/%s/%s.wasm", mod, mod)
+			p, err := ten.NewPool(context.Background(), load(t, e, path, ABIWqhostV1), PoolConfig{
+				Binding: "hooks",
+				Config:  map[string]string{"url": srv.URL + "/in?pad=" + pad},
+				HTTP:    &HTTPPolicy{Allow: rules(t, "http://127.0.0.1:*/in")},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			out, err := p.Call(context.Background(), &Input{ID: "m-1", Body: []byte("{}")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != StatusOK || out.HTTP.Requests != 1 || out.HTTP.BytesIn != 1025 {
+				t.Errorf("status %d (%s), %d requests, %d bytes read; want ok, 1 request, 1025 bytes (max_body 1024 + 1)",
+					out.Status, out.ErrorText, out.HTTP.Requests, out.HTTP.BytesIn)
+			}
+		})
+	}
+}
