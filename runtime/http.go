@@ -248,13 +248,13 @@ func redactURL(u *url.URL) string {
 
 // httpResp is an open response, a handle's target.
 type httpResp struct {
-	resp    *http.Response
-	body    io.ReadCloser
-	read    int64
-	over    bool // the body went past MaxResponseBytes
-	done    bool // the body ended
-	cancel  context.CancelFunc
-	release func()
+	resp   *http.Response
+	body   io.ReadCloser
+	read   int64
+	over   bool // the body went past MaxResponseBytes
+	done   bool // the body ended
+	cancel context.CancelFunc
+	sem    chan struct{} // the tenant slot to give back; nil once given
 }
 
 func (h *httpResp) close() {
@@ -263,9 +263,9 @@ func (h *httpResp) close() {
 		h.body = nil
 	}
 	h.cancel()
-	if h.release != nil {
-		h.release()
-		h.release = nil
+	if h.sem != nil {
+		<-h.sem
+		h.sem = nil
 	}
 }
 
@@ -321,9 +321,16 @@ var forbiddenHeaders = map[string]bool{
 	"Te": true, "Trailer": true, "Keep-Alive": true, "Proxy-Authorization": true, "Proxy-Connection": true,
 }
 
-// parseHeaders reads "Name: value" lines (LF or CRLF).
+// parseHeaders reads "Name: value" lines (LF or CRLF). The values share one backing array
+// and the map is sized for the lines: a request's headers cost three allocations, not one per
+// line.
 func parseHeaders(b []byte) (http.Header, error) {
-	h := make(http.Header, 4)
+	if len(b) == 0 {
+		return make(http.Header), nil
+	}
+	lines := bytes.Count(b, []byte{'\n'}) + 1
+	h := make(http.Header, lines)
+	vals := make([]string, 0, lines)
 	for line := range strings.SplitSeq(string(b), "\n") {
 		line = strings.TrimSuffix(line, "\r")
 		if line == "" {
@@ -338,7 +345,14 @@ func parseHeaders(b []byte) (http.Header, error) {
 		if forbiddenHeaders[name] {
 			return nil, fmt.Errorf("header %s is set by the host", name)
 		}
-		h.Add(name, value)
+		if prev, ok := h[name]; ok {
+			// A repeated name gets its own slice, so appending never writes into the next
+			// name's value.
+			h[name] = append(prev[:len(prev):len(prev)], value)
+			continue
+		}
+		vals = append(vals, value)
+		h[name] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	return h, nil
 }
@@ -430,7 +444,6 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 		cancel()
 		return st.httpFail(errTimeout, method, shown, "limits.http_concurrency", "timed out waiting for one of the tenant's open-request slots")
 	}
-	release := func() { <-o.sem }
 	// The body is copied: guest memory may move (memory.grow) while the transport still
 	// reads it.
 	req := (&http.Request{
@@ -447,7 +460,7 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 	st.http.report.BytesOut += int64(len(body))
 	resp, err := o.client.Do(req)
 	if err != nil {
-		release()
+		<-o.sem
 		cancel()
 		var ad *addrDenied
 		var rd *redirectDenied
@@ -470,7 +483,7 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 			return st.httpFail(errNetwork, method, shown, "", msg)
 		}
 	}
-	hr := &httpResp{resp: resp, body: resp.Body, cancel: cancel, release: release}
+	hr := &httpResp{resp: resp, body: resp.Body, cancel: cancel, sem: o.sem}
 	for i, x := range st.http.open {
 		if x == nil {
 			st.http.open[i] = hr
@@ -540,6 +553,18 @@ func (st *callState) readBody(ctx context.Context, hr *httpResp, dst []byte) int
 	return int32(n)
 }
 
+// methodName is the method as a string, without allocating for the common ones.
+func methodName(b []byte) string {
+	for _, m := range commonMethods {
+		if string(b) == m {
+			return m
+		}
+	}
+	return string(b)
+}
+
+var commonMethods = [...]string{http.MethodPost, http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodHead, http.MethodOptions}
+
 func httpHostFuncs() []hostFn {
 	return []hostFn{
 		{"http_request", []api.ValueType{tI32, tI32, tI32, tI32, tI32, tI32, tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
@@ -553,7 +578,7 @@ func httpHostFuncs() []hostFn {
 				s[0] = i32(errDenied)
 				return
 			}
-			s[0] = i32(st.request(ctx, string(method), string(u), hdr, body, string(cred)))
+			s[0] = i32(st.request(ctx, methodName(method), string(u), hdr, body, string(cred)))
 		}},
 		{"http_status", []api.ValueType{tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			st := stateOf(ctx)
