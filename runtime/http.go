@@ -117,7 +117,7 @@ func (c *httpCounters) load() HTTPReport {
 // outbound is a pool's HTTP client under its policy.
 type outbound struct {
 	pol    HTTPPolicy
-	tr     *http.Transport
+	tr     *keepAlive // the pool closes its idle connections when it closes
 	client *http.Client
 	sem    chan struct{} // the tenant's open-request slots
 	dialer *net.Dialer
@@ -161,19 +161,22 @@ func newOutbound(pol HTTPPolicy, sem chan struct{}) *outbound {
 	}
 	o := &outbound{pol: pol, sem: sem}
 	o.dialer = &net.Dialer{Timeout: pol.Timeout, Control: o.control}
-	o.tr = &http.Transport{
+	// Requests go through keepAlive; net/http's Transport takes those it does not (bodies
+	// over 64 KiB), under the same dial check.
+	next := &http.Transport{
 		// Never a proxy from the environment: the dial check must see the real target.
 		Proxy:                  nil,
 		DialContext:            o.dial,
 		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           64,
-		MaxIdleConnsPerHost:    16,
-		IdleConnTimeout:        90 * time.Second,
+		MaxIdleConns:           maxIdle,
+		MaxIdleConnsPerHost:    maxIdlePerHost,
+		IdleConnTimeout:        idleTimeout,
 		TLSHandshakeTimeout:    pol.Timeout,
-		MaxResponseHeaderBytes: 64 << 10,
+		MaxResponseHeaderBytes: maxHTTPHeaderBytes,
 		// The guest sees the bytes the server sent; no transparent gunzip behind its caps.
 		DisableCompression: true,
 	}
+	o.tr = newKeepAlive(o.dial, pol.Timeout, maxHTTPHeaderBytes, next)
 	o.client = &http.Client{Transport: o.tr, CheckRedirect: o.checkRedirect}
 	return o
 }
@@ -460,6 +463,8 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 	st.http.report.BytesOut += int64(len(body))
 	resp, err := o.client.Do(req)
 	if err != nil {
+		// Whether the request's time ran out, asked before cancel() ends its context anyway.
+		ended := rctx.Err() != nil
 		<-o.sem
 		cancel()
 		var ad *addrDenied
@@ -469,7 +474,7 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 			return st.httpFail(errDenied, method, shown, "http.allow (address)", ad.Error())
 		case errors.As(err, &rd):
 			return st.httpFail(errDenied, method, shown, "http.allow (redirect)", rd.msg)
-		case rctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		case ended || errors.Is(err, context.DeadlineExceeded):
 			if ctx.Err() != nil {
 				return st.httpFail(errTimeout, method, shown, "", "the message's time limit ended the request")
 			}
