@@ -324,3 +324,36 @@ func TestHTTPNetworkErrorsAndStalls(t *testing.T) {
 		t.Errorf("server log %q: the request after the stall should be the first on a new connection", l)
 	}
 }
+
+// TestHTTPEndlessChunkedAnswerCutAtCap: an answer with no length that never ends is cut at
+// max_response_bytes and the connection hung up, not read to its end when it is closed.
+func TestHTTPEndlessChunkedAnswerCutAtCap(t *testing.T) {
+	done := make(chan int64, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var n int64
+		defer func() { done <- n }()
+		buf := make([]byte, 32<<10)
+		for {
+			k, err := w.Write(buf)
+			n += int64(k)
+			if err != nil || n > 1<<30 {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer srv.Close()
+	const limit = 256 << 10
+	p, _ := httpPool(t, PoolConfig{}, &HTTPPolicy{Allow: rules(t, "http://127.0.0.1:*"), MaxResponseBytes: limit}, nil)
+	if line, _ := script(t, p, "GET "+srv.URL+"/endless"); !strings.HasPrefix(line, fmt.Sprintf("status=200 code=-3 read=%d ", limit)) {
+		t.Errorf("guest saw %q, want ERR_TOO_LARGE after %d bytes", line, limit)
+	}
+	select {
+	case n := <-done:
+		if n > 1<<30 {
+			t.Errorf("the server wrote %d bytes: the host read the answer to its end", n)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server kept writing 20s after the guest stopped reading")
+	}
+}
