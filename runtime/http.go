@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tetratelabs/wazero/api"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/wqhost/wqhost/netpolicy"
@@ -117,7 +116,7 @@ func (c *httpCounters) load() HTTPReport {
 // outbound is a pool's HTTP client under its policy.
 type outbound struct {
 	pol    HTTPPolicy
-	tr     *http.Transport
+	tr     *keepAlive // the pool closes its idle connections when it closes
 	client *http.Client
 	sem    chan struct{} // the tenant's open-request slots
 	dialer *net.Dialer
@@ -161,19 +160,22 @@ func newOutbound(pol HTTPPolicy, sem chan struct{}) *outbound {
 	}
 	o := &outbound{pol: pol, sem: sem}
 	o.dialer = &net.Dialer{Timeout: pol.Timeout, Control: o.control}
-	o.tr = &http.Transport{
+	// Requests go through keepAlive; net/http's Transport takes those it does not (bodies
+	// over 64 KiB), under the same dial check.
+	next := &http.Transport{
 		// Never a proxy from the environment: the dial check must see the real target.
 		Proxy:                  nil,
 		DialContext:            o.dial,
 		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           64,
-		MaxIdleConnsPerHost:    16,
-		IdleConnTimeout:        90 * time.Second,
+		MaxIdleConns:           maxIdle,
+		MaxIdleConnsPerHost:    maxIdlePerHost,
+		IdleConnTimeout:        idleTimeout,
 		TLSHandshakeTimeout:    pol.Timeout,
-		MaxResponseHeaderBytes: 64 << 10,
+		MaxResponseHeaderBytes: maxHTTPHeaderBytes,
 		// The guest sees the bytes the server sent; no transparent gunzip behind its caps.
 		DisableCompression: true,
 	}
+	o.tr = newKeepAlive(o.dial, pol.Timeout, maxHTTPHeaderBytes, next)
 	o.client = &http.Client{Transport: o.tr, CheckRedirect: o.checkRedirect}
 	return o
 }
@@ -248,13 +250,13 @@ func redactURL(u *url.URL) string {
 
 // httpResp is an open response, a handle's target.
 type httpResp struct {
-	resp    *http.Response
-	body    io.ReadCloser
-	read    int64
-	over    bool // the body went past MaxResponseBytes
-	done    bool // the body ended
-	cancel  context.CancelFunc
-	release func()
+	resp   *http.Response
+	body   io.ReadCloser
+	read   int64
+	over   bool // the body went past MaxResponseBytes
+	done   bool // the body ended
+	cancel context.CancelFunc
+	sem    chan struct{} // the tenant slot to give back; nil once given
 }
 
 func (h *httpResp) close() {
@@ -263,9 +265,9 @@ func (h *httpResp) close() {
 		h.body = nil
 	}
 	h.cancel()
-	if h.release != nil {
-		h.release()
-		h.release = nil
+	if h.sem != nil {
+		<-h.sem
+		h.sem = nil
 	}
 }
 
@@ -321,9 +323,16 @@ var forbiddenHeaders = map[string]bool{
 	"Te": true, "Trailer": true, "Keep-Alive": true, "Proxy-Authorization": true, "Proxy-Connection": true,
 }
 
-// parseHeaders reads "Name: value" lines (LF or CRLF).
+// parseHeaders reads "Name: value" lines (LF or CRLF). The values share one backing array
+// and the map is sized for the lines: a request's headers cost three allocations, not one per
+// line.
 func parseHeaders(b []byte) (http.Header, error) {
-	h := make(http.Header, 4)
+	if len(b) == 0 {
+		return make(http.Header), nil
+	}
+	lines := bytes.Count(b, []byte{'\n'}) + 1
+	h := make(http.Header, lines)
+	vals := make([]string, 0, lines)
 	for line := range strings.SplitSeq(string(b), "\n") {
 		line = strings.TrimSuffix(line, "\r")
 		if line == "" {
@@ -338,7 +347,14 @@ func parseHeaders(b []byte) (http.Header, error) {
 		if forbiddenHeaders[name] {
 			return nil, fmt.Errorf("header %s is set by the host", name)
 		}
-		h.Add(name, value)
+		if prev, ok := h[name]; ok {
+			// A repeated name gets its own slice, so appending never writes into the next
+			// name's value.
+			h[name] = append(prev[:len(prev):len(prev)], value)
+			continue
+		}
+		vals = append(vals, value)
+		h[name] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	return h, nil
 }
@@ -430,7 +446,6 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 		cancel()
 		return st.httpFail(errTimeout, method, shown, "limits.http_concurrency", "timed out waiting for one of the tenant's open-request slots")
 	}
-	release := func() { <-o.sem }
 	// The body is copied: guest memory may move (memory.grow) while the transport still
 	// reads it.
 	req := (&http.Request{
@@ -447,7 +462,9 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 	st.http.report.BytesOut += int64(len(body))
 	resp, err := o.client.Do(req)
 	if err != nil {
-		release()
+		// Whether the request's time ran out, asked before cancel() ends its context anyway.
+		ended := rctx.Err() != nil
+		<-o.sem
 		cancel()
 		var ad *addrDenied
 		var rd *redirectDenied
@@ -456,7 +473,7 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 			return st.httpFail(errDenied, method, shown, "http.allow (address)", ad.Error())
 		case errors.As(err, &rd):
 			return st.httpFail(errDenied, method, shown, "http.allow (redirect)", rd.msg)
-		case rctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		case ended || errors.Is(err, context.DeadlineExceeded):
 			if ctx.Err() != nil {
 				return st.httpFail(errTimeout, method, shown, "", "the message's time limit ended the request")
 			}
@@ -470,7 +487,7 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 			return st.httpFail(errNetwork, method, shown, "", msg)
 		}
 	}
-	hr := &httpResp{resp: resp, body: resp.Body, cancel: cancel, release: release}
+	hr := &httpResp{resp: resp, body: resp.Body, cancel: cancel, sem: o.sem}
 	for i, x := range st.http.open {
 		if x == nil {
 			st.http.open[i] = hr
@@ -538,92 +555,4 @@ func (st *callState) readBody(ctx context.Context, hr *httpResp, dst []byte) int
 		hr.done = true
 	}
 	return int32(n)
-}
-
-func httpHostFuncs() []hostFn {
-	return []hostFn{
-		{"http_request", []api.ValueType{tI32, tI32, tI32, tI32, tI32, tI32, tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
-			method := mem(m, "http_request", uint32(s[0]), uint32(s[1]))
-			u := mem(m, "http_request", uint32(s[2]), uint32(s[3]))
-			hdr := mem(m, "http_request", uint32(s[4]), uint32(s[5]))
-			body := mem(m, "http_request", uint32(s[6]), uint32(s[7]))
-			cred := mem(m, "http_request", uint32(s[8]), uint32(s[9]))
-			st := stateOf(ctx)
-			if st == nil {
-				s[0] = i32(errDenied)
-				return
-			}
-			s[0] = i32(st.request(st.waitCtx(ctx), string(method), string(u), hdr, body, string(cred)))
-		}},
-		{"http_status", []api.ValueType{tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
-			st := stateOf(ctx)
-			var hr *httpResp
-			if st != nil {
-				hr = st.handle(uint32(s[0]))
-			}
-			if hr == nil {
-				s[0] = i32(errInvalid)
-				return
-			}
-			s[0] = i32(int32(hr.resp.StatusCode))
-		}},
-		{"http_header", []api.ValueType{tI32, tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
-			name := mem(m, "http_header", uint32(s[1]), uint32(s[2]))
-			dst := mem(m, "http_header", uint32(s[3]), uint32(s[4]))
-			st := stateOf(ctx)
-			var hr *httpResp
-			if st != nil {
-				hr = st.handle(uint32(s[0]))
-			}
-			if hr == nil {
-				s[0] = i32(errInvalid)
-				return
-			}
-			vs := hr.resp.Header.Values(string(name))
-			if len(vs) == 0 {
-				s[0] = i32(errNotFound)
-				return
-			}
-			v := strings.Join(vs, ", ")
-			copy(dst, v)
-			s[0] = i32(int32(len(v)))
-		}},
-		{"http_body_read", []api.ValueType{tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
-			dst := mem(m, "http_body_read", uint32(s[1]), uint32(s[2]))
-			st := stateOf(ctx)
-			var hr *httpResp
-			if st != nil {
-				hr = st.handle(uint32(s[0]))
-			}
-			if hr == nil {
-				s[0] = i32(errInvalid)
-				return
-			}
-			s[0] = i32(st.readBody(st.waitCtx(ctx), hr, dst))
-		}},
-		{"http_close", []api.ValueType{tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
-			st := stateOf(ctx)
-			var hr *httpResp
-			if st != nil {
-				hr = st.handle(uint32(s[0]))
-			}
-			if hr == nil {
-				s[0] = i32(errInvalid)
-				return
-			}
-			hr.close()
-			st.http.open[uint32(s[0])-1] = nil
-			s[0] = 0
-		}},
-		{"http_error", []api.ValueType{tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
-			dst := mem(m, "http_error", uint32(s[0]), uint32(s[1]))
-			st := stateOf(ctx)
-			if st == nil || st.http.lastErr == "" {
-				s[0] = i32(errNotFound)
-				return
-			}
-			copy(dst, st.http.lastErr)
-			s[0] = i32(int32(len(st.http.lastErr)))
-		}},
-	}
 }

@@ -13,14 +13,14 @@ import (
 )
 
 // BenchmarkOutbound compares one outbound request made by a pooled guest (the whole
-// Pool.Call of webhook-delivery-go: the guest reads its message and config, the SDK builds
-// the request, the host sends it under the policy, the guest reads the body and checks the
-// status) with the same request made by plain net/http, to the same loopback server,
-// interleaved in one run. It prints the ratio of the p50s:
+// Pool.Call of a webhook-delivery example: the guest reads its message (and, on its first
+// message, its config), the SDK builds the request, the host sends it under the policy, the
+// guest reads the body and checks the status) with the same request made by plain net/http,
+// to the same loopback server, interleaved in one run. It prints the ratio of the p50s:
 //
 //	outbound request cost vs net/http: R×
 func BenchmarkOutbound(b *testing.B) {
-	for _, mod := range []string{"webhook-delivery-go", "webhook-delivery-rust"} {
+	for _, mod := range []string{"webhook-delivery-go", "webhook-delivery-tinygo", "webhook-delivery-rust"} {
 		b.Run(mod, func(b *testing.B) { benchOutbound(b, mod) })
 	}
 }

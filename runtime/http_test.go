@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -390,5 +391,107 @@ func TestHTTPRequestsPerMessageAndTenantSlots(t *testing.T) {
 	// Every slot is released when the message ends, even for responses the guest left open.
 	if n := len(p.httpc.sem); n != 0 {
 		t.Errorf("%d tenant slots held after the message", n)
+	}
+}
+
+// connCountingServer is a loopback server that answers "ok" and counts the requests and the
+// connections it accepted.
+func connCountingServer(t testing.TB) (srv *httptest.Server, hits, conns *atomic.Int64) {
+	hits, conns = new(atomic.Int64), new(atomic.Int64)
+	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "ok")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, hits, conns
+}
+
+// TestHTTPConnectionReusedAcrossMessages: a binding keeps its connections alive between
+// messages, so a stream of requests to one receiver costs one TCP connection, not one each.
+func TestHTTPConnectionReusedAcrossMessages(t *testing.T) {
+	srv, hits, conns := connCountingServer(t)
+	p, _ := httpPool(t, PoolConfig{}, &HTTPPolicy{Allow: rules(t, "http://127.0.0.1:*/in")}, nil)
+	for i := range 20 {
+		if line, _ := script(t, p, fmt.Sprintf("POST %s/in/%d\n\nbody %d", srv.URL, i, i)); line != "status=200 code=0 read=2 retry-after= body=ok" {
+			t.Fatalf("request %d: %q", i, line)
+		}
+	}
+	if h, c := hits.Load(), conns.Load(); h != 20 || c != 1 {
+		t.Errorf("the server saw %d requests on %d connections, want 20 on 1", h, c)
+	}
+}
+
+// TestHTTPReusedConnectionStillPoliced: a live connection to an address does not let a
+// request past the policy. While one binding holds an idle connection to 127.0.0.1 (which its
+// rule names by IP), a path no rule allows is refused on it, and another binding of the same
+// tenant, whose rule allows a name resolving to that address but not the address itself, is
+// refused at dial: connections are never shared across policies.
+func TestHTTPReusedConnectionStillPoliced(t *testing.T) {
+	srv, hits, conns := connCountingServer(t)
+	_, port := hostPort(t, srv)
+	p, _ := httpPool(t, PoolConfig{}, &HTTPPolicy{Allow: rules(t, "http://127.0.0.1:"+port+"/ok")}, nil)
+	ok := func() {
+		t.Helper()
+		if line, _ := script(t, p, "GET http://127.0.0.1:"+port+"/ok"); !strings.HasPrefix(line, "status=200") {
+			t.Fatalf("allowed request: %q", line)
+		}
+	}
+	ok()
+	if reason, _ := script(t, p, "GET http://127.0.0.1:"+port+"/other"); !strings.Contains(reason, "code=-2") || !strings.Contains(reason, "no http.allow rule matches") {
+		t.Errorf("a path no rule allows, on a live connection: %q", reason)
+	}
+	other, err := p.t.NewPool(context.Background(), p.m, PoolConfig{Binding: "other", OutputQueue: "out",
+		HTTP: &HTTPPolicy{Allow: rules(t, "http://*.test:"+port)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	other.httpc.resolve = func(h string) (string, bool) { return "127.0.0.1", h == "loop.test" }
+	for _, tc := range []struct{ url, want string }{
+		{"http://loop.test:" + port + "/ok", "is loopback"},
+		{"http://127.0.0.1:" + port + "/ok", "no http.allow rule matches"},
+	} {
+		if reason, _ := script(t, other, "GET "+tc.url); !strings.Contains(reason, "code=-2") || !strings.Contains(reason, tc.want) {
+			t.Errorf("other binding, %s, while hooks holds a connection there: %q, want code=-2 and %q", tc.url, reason, tc.want)
+		}
+	}
+	ok()
+	if h, c := hits.Load(), conns.Load(); h != 2 || c != 1 {
+		t.Errorf("the server saw %d requests on %d connections, want the 2 allowed ones on 1", h, c)
+	}
+}
+
+func TestParseHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    http.Header
+		wantErr string
+	}{
+		{"", http.Header{}, ""},
+		{"content-type: application/json\r\nX-A: 1\n\nX-B:  two words  ", http.Header{"Content-Type": {"application/json"}, "X-A": {"1"}, "X-B": {"two words"}}, ""},
+		// Repeated names keep every value in order, and appending one never overwrites the
+		// value of the name parsed after it (the values share one backing array).
+		{"X-A: 1\nX-B: 2\nX-A: 3\nX-C: 4\nX-A: 5", http.Header{"X-A": {"1", "3", "5"}, "X-B": {"2"}, "X-C": {"4"}}, ""},
+		{"X-A: 1\nHost: evil", nil, "header Host is set by the host"},
+		{"no colon", nil, "malformed header line"},
+		{"Bad Name: x", nil, "malformed header line"},
+		{"X-A: a\x00b", nil, "malformed header line"},
+	} {
+		got, err := parseHeaders([]byte(tc.in))
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q: error %v, want %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%q: %v, %v; want %v", tc.in, got, err, tc.want)
+		}
 	}
 }

@@ -88,3 +88,87 @@ func TestWebhookVerdicts(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookSDKReadsLongValuesAndCapsTheBody runs the SDKs' slower paths through the webhook
+// examples: a config url longer than the SDKs' stack buffer (read again at its length) and a
+// 1 MiB answer of which the handlers keep 1 KiB (they read one byte past it and stop).
+func TestWebhookSDKReadsLongValuesAndCapsTheBody(t *testing.T) {
+	pad := strings.Repeat("p", 400)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("pad") != pad {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write(make([]byte, 1<<20))
+	}))
+	defer srv.Close()
+	for _, mod := range []string{"webhook-delivery-go", "webhook-delivery-tinygo", "webhook-delivery-rust"} {
+		t.Run(mod, func(t *testing.T) {
+			e := testEngine(t)
+			ten, err := e.Tenant("acme", TenantLimits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := fmt.Sprintf("../examples/handlers/%s/%s.wasm", mod, mod)
+			p, err := ten.NewPool(context.Background(), load(t, e, path, ABIWqhostV1), PoolConfig{
+				Binding: "hooks",
+				Config:  map[string]string{"url": srv.URL + "/in?pad=" + pad},
+				HTTP:    &HTTPPolicy{Allow: rules(t, "http://127.0.0.1:*/in")},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			out, err := p.Call(context.Background(), &Input{ID: "m-1", Body: []byte("{}")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != StatusOK || out.HTTP.Requests != 1 || out.HTTP.BytesIn != 1025 {
+				t.Errorf("status %d (%s), %d requests, %d bytes read; want ok, 1 request, 1025 bytes (max_body 1024 + 1)",
+					out.Status, out.ErrorText, out.HTTP.Requests, out.HTTP.BytesIn)
+			}
+		})
+	}
+}
+
+// TestWebhookBadConfigRejectsEveryMessage: the examples read their config once per instance;
+// a config that is wrong rejects every message with the reason, not only the first.
+func TestWebhookBadConfigRejectsEveryMessage(t *testing.T) {
+	for _, tc := range []struct {
+		mod    string
+		config map[string]string
+		reason string
+	}{
+		{"webhook-delivery-go", map[string]string{}, "config url is not set"},
+		{"webhook-delivery-go", map[string]string{"url": "http://127.0.0.1:9/in", "max_retry_after": "soon"}, "max_retry_after soon is not a duration"},
+		{"webhook-delivery-tinygo", map[string]string{"url": ""}, "config url is not set"},
+		{"webhook-delivery-rust", map[string]string{}, "config url is not set"},
+		{"webhook-delivery-rust", map[string]string{"url": "http://127.0.0.1:9/in", "max_retry_after_ms": "-1"}, `max_retry_after_ms "-1" is not a count of milliseconds`},
+	} {
+		t.Run(tc.mod, func(t *testing.T) {
+			e := testEngine(t)
+			ten, err := e.Tenant("acme", TenantLimits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := fmt.Sprintf("../examples/handlers/%s/%s.wasm", tc.mod, tc.mod)
+			p, err := ten.NewPool(context.Background(), load(t, e, path, ABIWqhostV1), PoolConfig{
+				Binding: "hooks", MaxInstances: 1, Config: tc.config,
+				HTTP: &HTTPPolicy{Allow: rules(t, "http://127.0.0.1:*/in")},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			for i := range 2 {
+				out, err := p.Call(context.Background(), &Input{ID: fmt.Sprintf("m-%d", i), Body: []byte("{}")})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if out.Status != StatusReject || !strings.Contains(out.ErrorText, tc.reason) || out.HTTP.Requests != 0 {
+					t.Errorf("message %d: status %d, reason %q, %d requests; want reject with %q and no request", i, out.Status, out.ErrorText, out.HTTP.Requests, tc.reason)
+				}
+			}
+		})
+	}
+}

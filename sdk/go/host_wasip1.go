@@ -8,24 +8,30 @@ import "unsafe"
 func abiMsgBodyLen() int32
 
 //go:wasmimport wqhost msg_body
+//go:noescape
 func abiMsgBody(ptr unsafe.Pointer, n int32) int32
 
 //go:wasmimport wqhost msg_meta
+//go:noescape
 func abiMsgMeta(keyPtr unsafe.Pointer, keyLen int32, bufPtr unsafe.Pointer, bufLen int32) int32
 
 //go:wasmimport wqhost config_get
+//go:noescape
 func abiConfigGet(keyPtr unsafe.Pointer, keyLen int32, bufPtr unsafe.Pointer, bufLen int32) int32
 
 //go:wasmimport wqhost log
+//go:noescape
 func abiLog(level int32, ptr unsafe.Pointer, n int32)
 
 //go:wasmimport wqhost set_error
+//go:noescape
 func abiSetError(ptr unsafe.Pointer, n int32)
 
 //go:wasmimport wqhost retry_after
 func abiRetryAfter(ms int64)
 
 //go:wasmimport wqhost emit
+//go:noescape
 func abiEmit(queuePtr unsafe.Pointer, queueLen int32, bodyPtr unsafe.Pointer, bodyLen int32) int32
 
 //go:wasmexport wqhost_abi_v1

@@ -230,25 +230,37 @@ func (m *Message) InsertedAt() time.Time {
 }
 
 // Meta returns a metadata value by its ABI key, and whether the host has it.
-func (m *Message) Meta(key string) (string, bool) { return lookup(hostMeta, key) }
+func (m *Message) Meta(key string) (string, bool) { return metaLookup(key) }
 
 func meta(key string) string {
-	v, _ := lookup(hostMeta, key)
+	v, _ := metaLookup(key)
 	return v
 }
 
-// Config returns the binding's config value for key, and whether it is set.
-func Config(key string) (string, bool) { return lookup(hostConfig, key) }
+func metaLookup(key string) (string, bool) {
+	var small [smallValue]byte
+	return lookup(hostMeta, key, small[:], hostMeta(key, small[:]))
+}
 
-// lookup asks for the length first, then copies: values are small and this avoids guessing
-// a buffer size.
-func lookup(get func(key string, buf []byte) int32, key string) (string, bool) {
-	n := get(key, nil)
+// Config returns the binding's config value for key, and whether it is set.
+func Config(key string) (string, bool) {
+	var small [smallValue]byte
+	return lookup(hostConfig, key, small[:], hostConfig(key, small[:]))
+}
+
+// smallValue is the stack buffer a metadata or config value is first read into: ids, URLs
+// and settings fit, so a lookup is one host call and one allocation (the string).
+const smallValue = 256
+
+// lookup finishes a read whose first call, n = get(key, small), went into the caller's stack
+// buffer (the host copies what fits and returns the full length); a longer value is read
+// again into a buffer of its size.
+func lookup(get func(key string, buf []byte) int32, key string, small []byte, n int32) (string, bool) {
 	if n < 0 {
 		return "", false
 	}
-	if n == 0 {
-		return "", true
+	if int(n) <= len(small) {
+		return string(small[:n]), true
 	}
 	buf := make([]byte, n)
 	n2 := get(key, buf)

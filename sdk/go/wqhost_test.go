@@ -2,6 +2,7 @@ package wqhost
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -87,17 +88,22 @@ func fakeGet(values map[string]string) func(string, []byte) int32 {
 }
 
 func TestLookup(t *testing.T) {
-	get := fakeGet(map[string]string{"tax_rate": "0.2", "empty": ""})
+	long := strings.Repeat("x", smallValue+1)
+	get := fakeGet(map[string]string{"tax_rate": "0.2", "empty": "", "long": long})
 	tests := []struct {
 		key    string
 		want   string
 		wantOK bool
 	}{
-		{"tax_rate", "0.2", true}, {"empty", "", true}, {"missing", "", false},
+		{"tax_rate", "0.2", true}, {"empty", "", true}, {"missing", "", false}, {"long", long, true},
 	}
 	for _, tc := range tests {
-		if got, ok := lookup(get, tc.key); got != tc.want || ok != tc.wantOK {
-			t.Errorf("lookup(%q) = %q, %v; want %q, %v", tc.key, got, ok, tc.want, tc.wantOK)
+		// Small buffers of every relevant size: the value fits, fits exactly, or is read again.
+		for _, size := range []int{0, 2, 3, smallValue} {
+			small := make([]byte, size)
+			if got, ok := lookup(get, tc.key, small, get(tc.key, small)); got != tc.want || ok != tc.wantOK {
+				t.Errorf("lookup(%q) with a %d-byte buffer = %q, %v; want %q, %v", tc.key, size, got, ok, tc.want, tc.wantOK)
+			}
 		}
 	}
 }

@@ -27,33 +27,60 @@ const defaultMaxRetryAfter = 10 * time.Minute
 
 func init() { wqhost.Handle(deliver) }
 
-func deliver(m *wqhost.Message) wqhost.Result {
+// settings are the binding's config, read once per instance: config is fixed for an
+// instance's life (a config change builds new instances, docs/abi.md), and reading it per
+// message was a fifth of this handler's own time.
+type settings struct {
+	url         string
+	contentType string // the whole header line
+	credential  string
+	maxAfter    time.Duration
+	err         error // a bad config rejects every message with this reason
+}
+
+var cfg *settings
+
+func loadSettings() *settings {
+	s := &settings{maxAfter: defaultMaxRetryAfter}
 	url, ok := wqhost.Config("url")
 	if !ok || url == "" {
-		return wqhost.Reject(errors.New("webhook-delivery: config url is not set"))
+		s.err = errors.New("webhook-delivery: config url is not set")
+		return s
 	}
+	s.url = url
 	ct, ok := wqhost.Config("content_type")
 	if !ok || ct == "" {
 		ct = "application/json"
 	}
-	maxAfter := defaultMaxRetryAfter
+	s.contentType = "Content-Type: " + ct
 	if v, ok := wqhost.Config("max_retry_after"); ok && v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			return wqhost.Reject(errors.New("webhook-delivery: config max_retry_after " + v + " is not a duration"))
+			s.err = errors.New("webhook-delivery: config max_retry_after " + v + " is not a duration")
+			return s
 		}
-		maxAfter = d
+		s.maxAfter = d
 	}
-	cred, _ := wqhost.Config("credential")
-	resp, err := http.Post(url, m.Body(), &http.Options{
-		Headers:    []string{"Content-Type: " + ct, "Idempotency-Key: " + m.ID()},
-		Credential: cred,
+	s.credential, _ = wqhost.Config("credential")
+	return s
+}
+
+func deliver(m *wqhost.Message) wqhost.Result {
+	if cfg == nil {
+		cfg = loadSettings()
+	}
+	if cfg.err != nil {
+		return wqhost.Reject(cfg.err)
+	}
+	resp, err := http.Post(cfg.url, m.Body(), &http.Options{
+		Headers:    []string{cfg.contentType, "Idempotency-Key: " + m.ID()},
+		Credential: cfg.credential,
 		MaxBody:    1 << 10, // the answer is not used; keep little of it
 	})
 	if err == nil {
 		err = resp.Check()
 	}
-	return http.ResultFor(err, maxAfter)
+	return http.ResultFor(err, cfg.maxAfter)
 }
 
 // main is never called in a c-shared (reactor) build; the handler is registered in init.

@@ -5,18 +5,22 @@ package http
 import "unsafe"
 
 //go:wasmimport wqhost http_request
+//go:noescape
 func abiRequest(mp unsafe.Pointer, mn int32, up unsafe.Pointer, un int32, hp unsafe.Pointer, hn int32, bp unsafe.Pointer, bn int32, cp unsafe.Pointer, cn int32) int32
 
 //go:wasmimport wqhost http_status
 func abiStatus(h int32) int32
 
 //go:wasmimport wqhost http_header
+//go:noescape
 func abiHeader(h int32, np unsafe.Pointer, nn int32, bp unsafe.Pointer, bn int32) int32
 
 //go:wasmimport wqhost http_body_read
+//go:noescape
 func abiBodyRead(h int32, bp unsafe.Pointer, bn int32) int32
 
 //go:wasmimport wqhost http_error
+//go:noescape
 func abiError(bp unsafe.Pointer, bn int32) int32
 
 // wqhostFeatureHTTPv1 is the marker the host checks before it lets a module import the
@@ -39,9 +43,9 @@ func stringPtr(s string) unsafe.Pointer {
 	return unsafe.Pointer(unsafe.StringData(s))
 }
 
-func hostRequest(method, url, headers string, body []byte, cred string) int32 {
+func hostRequest(method, url string, headers, body []byte, cred string) int32 {
 	return abiRequest(stringPtr(method), int32(len(method)), stringPtr(url), int32(len(url)),
-		stringPtr(headers), int32(len(headers)), bytesPtr(body), int32(len(body)), stringPtr(cred), int32(len(cred)))
+		bytesPtr(headers), int32(len(headers)), bytesPtr(body), int32(len(body)), stringPtr(cred), int32(len(cred)))
 }
 
 func hostStatus(h int32) int32 { return abiStatus(h) }

@@ -21,6 +21,7 @@ package http
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -180,23 +181,37 @@ func Do(method, url string, body []byte, opts *Options) (*Response, error) {
 		o = *opts
 	}
 	shown := RedactURL(url)
-	h := hostRequest(method, url, strings.Join(o.Headers, "\n"), body, o.Credential)
+	// The header lines are joined on the stack when they fit: the host copies them at once.
+	var small [512]byte
+	hdr := small[:0]
+	for i, line := range o.Headers {
+		if i > 0 {
+			hdr = append(hdr, '\n')
+		}
+		hdr = append(hdr, line...)
+	}
+	h := hostRequest(method, url, hdr, body, o.Credential)
 	if h < 0 {
 		return nil, &Error{Method: method, URL: shown, Err: codeError(h), Detail: hostLastError()}
 	}
 	r := &Response{Status: int(hostStatus(h)), method: method, url: shown, handle: h}
+	// The body is read straight into its own buffer, never through a scratch one to clear and
+	// copy from: one allocation for a small body.
 	size := 16 << 10
 	if o.MaxBody > 0 && o.MaxBody < size {
-		// One read beyond MaxBody tells a body that ends there from a longer one.
+		// One byte beyond MaxBody tells a body that ends there from a longer one.
 		size = o.MaxBody + 1
 	}
-	buf := make([]byte, size)
+	got := make([]byte, 0, size)
 	for {
-		if o.MaxBody > 0 && len(r.Body) >= o.MaxBody {
+		if o.MaxBody > 0 && len(got) >= o.MaxBody {
 			r.Truncated = true
 			break
 		}
-		n := hostBodyRead(h, buf)
+		if len(got) == cap(got) {
+			got = slices.Grow(got, len(got))
+		}
+		n := hostBodyRead(h, got[len(got):cap(got)])
 		if n == -3 {
 			r.Truncated = true
 			break
@@ -207,14 +222,12 @@ func Do(method, url string, body []byte, opts *Options) (*Response, error) {
 		if n == 0 {
 			break
 		}
-		r.Body = append(r.Body, buf[:n]...)
-		if len(buf) < 1<<20 && len(r.Body) >= 4*len(buf) {
-			buf = make([]byte, 4*len(buf))
-		}
+		got = got[:len(got)+int(n)]
 	}
-	if o.MaxBody > 0 && len(r.Body) > o.MaxBody {
-		r.Body = r.Body[:o.MaxBody]
+	if o.MaxBody > 0 && len(got) > o.MaxBody {
+		got = got[:o.MaxBody]
 	}
+	r.Body = got
 	return r, nil
 }
 

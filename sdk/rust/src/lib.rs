@@ -212,9 +212,15 @@ impl Message {
 }
 
 fn lookup(key: &str, get: impl Fn(*const u8, i32, *mut u8, i32) -> i32) -> Option<String> {
-    let n = get(key.as_ptr(), key.len() as i32, core::ptr::null_mut(), 0);
+    // Most values (ids, URLs, settings) fit a stack buffer: one host call, which copies what
+    // fits and returns the full length; a longer value is read again at its size.
+    let mut small = [0u8; 256];
+    let n = get(key.as_ptr(), key.len() as i32, small.as_mut_ptr(), small.len() as i32);
     if n < 0 {
         return None;
+    }
+    if n as usize <= small.len() {
+        return String::from_utf8(small[..n as usize].to_vec()).ok();
     }
     let mut buf = vec![0u8; n as usize];
     let got = get(key.as_ptr(), key.len() as i32, buf.as_mut_ptr(), n);
@@ -328,5 +334,32 @@ mod tests {
         assert_eq!(Result::reject("bad").finish(|s| err = s.to_string(), |_| panic!("no delay")), STATUS_REJECT);
         assert_eq!(err, "bad");
         assert_eq!(Result::Ok.finish(|_| panic!("no error"), |_| panic!("no delay")), STATUS_OK);
+    }
+
+    /// A getter like msg_meta/config_get over one value: copies what fits, returns the full
+    /// length (or -1 for a missing key), and counts its calls.
+    fn fake_get<'a>(value: Option<&'a str>, calls: &'a std::cell::Cell<u32>) -> impl Fn(*const u8, i32, *mut u8, i32) -> i32 + 'a {
+        move |_, _, buf, len| {
+            calls.set(calls.get() + 1);
+            let v = match value {
+                Some(v) => v.as_bytes(),
+                None => return -1,
+            };
+            let n = v.len().min(len as usize);
+            unsafe { core::ptr::copy_nonoverlapping(v.as_ptr(), buf, n) };
+            v.len() as i32
+        }
+    }
+
+    #[test]
+    fn lookup_reads_small_values_in_one_call() {
+        let long = "x".repeat(300);
+        let cases: [(Option<&str>, Option<&str>, u32); 4] =
+            [(Some("0.2"), Some("0.2"), 1), (Some(""), Some(""), 1), (None, None, 1), (Some(&long), Some(&long), 2)];
+        for (value, want, want_calls) in cases {
+            let calls = std::cell::Cell::new(0);
+            assert_eq!(lookup("k", fake_get(value, &calls)).as_deref(), want);
+            assert_eq!(calls.get(), want_calls, "value of {} bytes", value.map_or(0, |v| v.len()));
+        }
     }
 }

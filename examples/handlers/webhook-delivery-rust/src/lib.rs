@@ -5,28 +5,60 @@
 //! delivery carries `Idempotency-Key: <message id>`. Optional config: `credential` (a name
 //! from http.credentials), `content_type` (default application/json).
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 wqhost::use_http!();
 
-fn handle(m: &mut wqhost::Message) -> wqhost::Result {
+/// The binding's config, read once per instance: config is fixed for an instance's life (a
+/// config change builds new instances, docs/abi.md). A bad config rejects every message.
+struct Settings {
+    url: String,
+    content_type: String, // the whole header line
+    credential: String,
+    max_after_ms: i64,
+}
+
+thread_local! {
+    static SETTINGS: RefCell<Option<Rc<Result<Settings, String>>>> = RefCell::new(None);
+}
+
+fn load_settings() -> Result<Settings, String> {
     let url = match wqhost::config("url") {
         Some(u) if !u.is_empty() => u,
-        _ => return wqhost::Result::reject("webhook-delivery: config url is not set"),
+        _ => return Err("webhook-delivery: config url is not set".to_string()),
     };
     let ct = wqhost::config("content_type").filter(|v| !v.is_empty()).unwrap_or_else(|| "application/json".to_string());
-    let max_after = match wqhost::config("max_retry_after_ms") {
+    let max_after_ms = match wqhost::config("max_retry_after_ms") {
         None => 600_000,
         Some(v) => match v.parse::<i64>() {
             Ok(ms) if ms >= 0 => ms,
-            _ => return wqhost::Result::reject(format!("webhook-delivery: config max_retry_after_ms {:?} is not a count of milliseconds", v)),
+            _ => return Err(format!("webhook-delivery: config max_retry_after_ms {:?} is not a count of milliseconds", v)),
         },
     };
-    let cred = wqhost::config("credential").unwrap_or_default();
-    let content_type = format!("Content-Type: {}", ct);
+    Ok(Settings {
+        url,
+        content_type: format!("Content-Type: {}", ct),
+        credential: wqhost::config("credential").unwrap_or_default(),
+        max_after_ms,
+    })
+}
+
+fn settings() -> Rc<Result<Settings, String>> {
+    SETTINGS.with(|s| s.borrow_mut().get_or_insert_with(|| Rc::new(load_settings())).clone())
+}
+
+fn handle(m: &mut wqhost::Message) -> wqhost::Result {
+    let settings = settings();
+    let s = match settings.as_ref() {
+        Ok(s) => s,
+        Err(e) => return wqhost::Result::reject(e),
+    };
     let key = format!("Idempotency-Key: {}", m.id());
-    let headers = [content_type.as_str(), key.as_str()];
-    let opts = wqhost::http::Options { headers: &headers, credential: &cred, max_body: 1024 };
-    let outcome = wqhost::http::post(&url, m.body(), &opts).and_then(|r| r.check());
-    wqhost::http::result_for(outcome, max_after)
+    let headers = [s.content_type.as_str(), key.as_str()];
+    let opts = wqhost::http::Options { headers: &headers, credential: &s.credential, max_body: 1024 };
+    let outcome = wqhost::http::post(&s.url, m.body(), &opts).and_then(|r| r.check());
+    wqhost::http::result_for(outcome, s.max_after_ms)
 }
 
 wqhost::handler!(handle);
