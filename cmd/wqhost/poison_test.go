@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 )
 
@@ -105,7 +107,18 @@ func TestOversizeAndPoisonCommandsBoundedMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	depth := func(queue string) int64 {
-		q, closer, err := host.OpenQueue(context.Background(), cfg, "default", queue)
+		// The host moving 50 MB bodies holds the store's write lock for long stretches under
+		// -race on a loaded machine, past SQLite's 10 s busy timeout: opening is retried.
+		var q listener.Queue
+		var closer io.Closer
+		var err error
+		for start := time.Now(); ; {
+			q, closer, err = host.OpenQueue(context.Background(), cfg, "default", queue)
+			if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Since(start) > 2*time.Minute {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
