@@ -47,7 +47,7 @@ func TestAdminAuth(t *testing.T) {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 data_dir: %s
 cache_dir: %s
-admin: {token_env: TEST_WQ_HOST_TOKEN, max_body_bytes: 1KiB}
+admin: {addr: "127.0.0.1:0", token_env: TEST_WQ_HOST_TOKEN, max_body_bytes: 1KiB}
 tenants:
   acme:
     token_env: TEST_WQ_ACME_TOKEN

@@ -22,6 +22,7 @@ func TestWalkDeadLettersPagesOnAzure(t *testing.T) {
 	t.Setenv("WQHOST_TEST_AZURITE", az.ConnectionString())
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 data_dir: %s
+admin: {addr: "off"}
 backends:
   az: {type: azure, connection_string_env: WQHOST_TEST_AZURITE, create_queues: true}
 tenants:

@@ -500,9 +500,11 @@ func TestNewFailsWholeOnABadModule(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not wasm"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// admin off: the default port may be taken (another test run on the machine).
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 data_dir: %s
 cache_dir: %s
+admin: {addr: "off"}
 tenants:
   default:
     bindings:

@@ -88,7 +88,7 @@ func TestTenantTokenCannotReadOrNotifyAnotherTenant(t *testing.T) {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 data_dir: %s
 cache_dir: %s
-admin: {token_env: TEST_WQ_HOST_TOKEN}
+admin: {addr: "127.0.0.1:0", token_env: TEST_WQ_HOST_TOKEN}
 tenants:
   acme:
     token_env: TEST_WQ_ACME_TOKEN

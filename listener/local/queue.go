@@ -241,39 +241,55 @@ func (q *Queue) nextVisible(ctx context.Context) (int64, error) {
 // earliest leased or delayed message becomes visible. Messages sent by another process are
 // seen when d elapses.
 func (q *Queue) Wait(ctx context.Context, d time.Duration) error {
-	q.mu.Lock()
-	wake := q.wake // taken before the check so a Send committed after it still wakes us
-	q.mu.Unlock()
-	next, err := q.nextVisible(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
+	var end time.Time
+	if d > 0 {
+		end = time.Now().Add(d)
+	}
+	for {
+		q.mu.Lock()
+		wake := q.wake // taken before the check so a Send committed after it still wakes us
+		q.mu.Unlock()
+		next, err := q.nextVisible(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// Waking is always safe: the caller's Receive will see the same error.
+			return nil
+		}
+		now := q.b.now().UnixNano()
+		if next <= now {
+			return nil
+		}
+		left := time.Duration(0)
+		if !end.IsZero() {
+			if left = time.Until(end); left <= 0 {
+				return nil
+			}
+		}
+		if q.b.realClk && next != math.MaxInt64 {
+			if until := time.Duration(next-now) + time.Millisecond; left <= 0 || until < left {
+				left = until
+			}
+		}
+		select {
+		case <-ctx.Done():
 			return ctx.Err()
+		case <-wake:
+			if !q.b.realClk {
+				return nil
+			}
+			// A write to the queue, but maybe none that is visible yet (a retry released
+			// with a delay): look again rather than have the caller receive nothing, which
+			// a listener counts as a spurious wake-up and backs off from.
+		case <-wait.Timeout(left):
+			return nil
+		case <-q.b.closed:
+			return nil
 		}
-		// Waking is always safe: the caller's Receive will see the same error.
-		return nil
 	}
-	now := q.b.now().UnixNano()
-	if next <= now {
-		return nil
-	}
-	if q.b.realClk && next != math.MaxInt64 {
-		if until := time.Duration(next-now) + time.Millisecond; d <= 0 || until < d {
-			d = until
-		}
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-wake:
-	case <-wait.Timeout(d):
-	case <-q.b.closed:
-	}
-	return nil
 }
 
-// scanReady reads the rows of a receive query (id, body or NULL, body length, attributes,
-// inserted_at, dequeue_count, expires_at) into messages leased at now, appending them to out and their
-// ids to ids, and sets aside the ids of expired ones. It closes rows.
 func (q *Queue) scanReady(rows *sql.Rows, now int64, out []*listener.Message, ids []int64) (_ []*listener.Message, _, expired []int64, err error) {
 	defer func() {
 		if cerr := rows.Close(); err == nil {
