@@ -38,11 +38,7 @@ func httpHostFuncs() []hostFn {
 			s[0] = i32(st.request(st.waitCtx(ctx), methodName(method), string(u), hdr, body, string(cred)))
 		}},
 		{"http_status", []api.ValueType{tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
-			st := stateOf(ctx)
-			var hr *httpResp
-			if st != nil {
-				hr = st.handle(uint32(s[0]))
-			}
+			_, hr := openHandle(ctx, uint32(s[0]))
 			if hr == nil {
 				s[0] = i32(errInvalid)
 				return
@@ -52,11 +48,7 @@ func httpHostFuncs() []hostFn {
 		{"http_header", []api.ValueType{tI32, tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			name := mem(m, "http_header", uint32(s[1]), uint32(s[2]))
 			dst := mem(m, "http_header", uint32(s[3]), uint32(s[4]))
-			st := stateOf(ctx)
-			var hr *httpResp
-			if st != nil {
-				hr = st.handle(uint32(s[0]))
-			}
+			_, hr := openHandle(ctx, uint32(s[0]))
 			if hr == nil {
 				s[0] = i32(errInvalid)
 				return
@@ -72,11 +64,7 @@ func httpHostFuncs() []hostFn {
 		}},
 		{"http_body_read", []api.ValueType{tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			dst := mem(m, "http_body_read", uint32(s[1]), uint32(s[2]))
-			st := stateOf(ctx)
-			var hr *httpResp
-			if st != nil {
-				hr = st.handle(uint32(s[0]))
-			}
+			st, hr := openHandle(ctx, uint32(s[0]))
 			if hr == nil {
 				s[0] = i32(errInvalid)
 				return
@@ -84,11 +72,7 @@ func httpHostFuncs() []hostFn {
 			s[0] = i32(st.readBody(st.waitCtx(ctx), hr, dst))
 		}},
 		{"http_close", []api.ValueType{tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
-			st := stateOf(ctx)
-			var hr *httpResp
-			if st != nil {
-				hr = st.handle(uint32(s[0]))
-			}
+			st, hr := openHandle(ctx, uint32(s[0]))
 			if hr == nil {
 				s[0] = i32(errInvalid)
 				return
@@ -108,4 +92,13 @@ func httpHostFuncs() []hostFn {
 			s[0] = i32(int32(len(st.http.lastErr)))
 		}},
 	}
+}
+
+// openHandle is the call state and the open response a guest's handle names; hr is nil when
+// there is no call or no such open response (the host function answers ERR_INVALID).
+func openHandle(ctx context.Context, h uint32) (st *callState, hr *httpResp) {
+	if st = stateOf(ctx); st != nil {
+		hr = st.handle(h)
+	}
+	return st, hr
 }

@@ -28,7 +28,7 @@ var (
 func yieldFn() hostFn {
 	return hostFn{yieldImport, nil, []api.ValueType{tI32}, func(ctx context.Context, _ api.Module, s []uint64) {
 		if st := stateOf(ctx); st != nil {
-			now := st.pool.t.e.since()
+			now := st.clock()
 			if err := st.overdue(now); err != nil {
 				panic(err)
 			}
@@ -76,11 +76,9 @@ func (st *callState) clock() time.Duration {
 	return now
 }
 
-// overdue reports why the call must end at now (Engine.since), if it must.
+// overdue reports why the call must end at now (Engine.since, from clock, which starts the
+// call's clock), if it must.
 func (st *callState) overdue(now time.Duration) error {
-	if st.turn == 0 {
-		now = st.clock()
-	}
 	if st.deadline != 0 && now >= st.deadline {
 		return errTimeLimit
 	}
@@ -129,7 +127,7 @@ func (st *callState) sleep(ns int64) {
 		}
 		t.Stop()
 	}
-	if err := st.overdue(st.pool.t.e.since()); err != nil {
+	if err := st.overdue(st.clock()); err != nil {
 		panic(err)
 	}
 }
