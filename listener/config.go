@@ -74,6 +74,10 @@ type Config struct {
 	MaxMessageBytes int64
 	// HandlerVersion is recorded on dead letters (AttrHandlerVersion). Optional.
 	HandlerVersion func() string
+	// Batch hands the handler many messages in one call (it must be a BatchHandler). Off
+	// by default. With it on, a worker makes one call at a time (Concurrency is 1), a
+	// handler slot is one call, and the lease budget is HandlerSlots×MaxMessages+Prefetch.
+	Batch BatchConfig
 	// Limiter gates handler calls. Optional.
 	Limiter Limiter
 	// Logger receives the listener's logs; default slog.Default().
@@ -151,6 +155,19 @@ func (c *Config) withDefaults() (Config, error) {
 		cfg.Concurrency = cfg.BatchSize
 	case cfg.Concurrency < 0:
 		return bad("Concurrency", "%d is negative", cfg.Concurrency)
+	}
+	switch bc := cfg.Batch; {
+	case bc.MaxMessages < 0 || bc.MaxMessages > MaxBatchMessages:
+		return bad("Batch.MaxMessages", "%d is outside 0..%d", bc.MaxMessages, MaxBatchMessages)
+	case bc.MaxWait < 0:
+		return bad("Batch.MaxWait", "%s is negative", bc.MaxWait)
+	case bc.MaxBytes < 0:
+		return bad("Batch.MaxBytes", "%d is negative", bc.MaxBytes)
+	case bc.on():
+		if _, ok := cfg.Handler.(BatchHandler); !ok {
+			return bad("Handler", "%T cannot take batches (Batch.MaxMessages is %d): it must implement BatchHandler", cfg.Handler, bc.MaxMessages)
+		}
+		cfg.Concurrency = 1
 	}
 	switch {
 	case cfg.HandlerSlots == 0:

@@ -138,3 +138,33 @@ type Mover interface {
 	// deletes in two calls).
 	MoveTo(ctx context.Context, m *Message, dst Queue, body []byte, opts SendOptions) error
 }
+
+// tryTake takes up to want lease slots without waiting, within the gate's room; it returns
+// how many it took (0 when the budget, the gate or another worker's wait holds them).
+func (lb *leaseBudget) tryTake(want int, gate LeaseGate) int {
+	select {
+	case lb.gather <- struct{}{}:
+	default:
+		return 0 // a worker is waiting for budget: there is none to spare
+	}
+	defer func() { <-lb.gather }()
+	if gate != nil {
+		room, _, _ := gate.LeaseRoom(len(lb.slots))
+		if room == 0 {
+			return 0
+		}
+		if room > 0 {
+			want = min(want, room)
+		}
+	}
+	n := 0
+	for n < want {
+		select {
+		case lb.slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}

@@ -34,6 +34,7 @@ type Listener struct {
 	waiter  Waiter         // nil when the queue cannot block
 	renewer Renewer        // nil when renewal is a plain UpdateVisibility
 	vh      VerdictHandler // the handler, when it returns verdicts
+	bh      BatchHandler   // the handler, when Config.Batch is on
 	budget  *leaseBudget
 	gate    LeaseGate // the Limiter, when it gates leasing too
 	log     *slog.Logger
@@ -102,7 +103,13 @@ func New(cfg Config) (*Listener, error) {
 	// Unknown until Run reads them: a status page must not show an unread backlog as empty.
 	l.c.depth.Store(-1)
 	l.c.deadDepth.Store(-1)
-	l.budget = newLeaseBudget(c.HandlerSlots+c.Prefetch, min(c.BatchSize, max(c.Prefetch, 1)))
+	leases := c.HandlerSlots + c.Prefetch
+	if c.Batch.on() {
+		// A handler slot is one call, of up to MaxMessages messages.
+		l.bh = c.Handler.(BatchHandler)
+		leases = c.HandlerSlots*c.Batch.MaxMessages + c.Prefetch
+	}
+	l.budget = newLeaseBudget(leases, min(c.BatchSize, max(c.Prefetch, 1)))
 	l.gate, _ = c.Limiter.(LeaseGate)
 	return l, nil
 }

@@ -17,7 +17,8 @@ const (
 	stRunning
 	stDone
 	stLost
-	stSettled // settled before the rest of its batch finished (see settleEarly)
+	stSettled  // settled before the rest of its batch finished (see settleEarly)
+	stDeferred // leased past a batch handler's bounds: kept, renewed, and handed to the next call
 )
 
 // batch is one received batch being processed. A worker reuses its batch (and the slices
@@ -25,8 +26,10 @@ const (
 type batch struct {
 	l    *Listener
 	msgs []*Message
-	vs   []Verdict // handler outcome per message; Err errUnstarted (or another marker) when it never ran
-	st   []atomic.Int32
+	// n is how many of msgs this batch handles; the ones after it are deferred (gather).
+	n  int
+	vs []Verdict // handler outcome per message; Err errUnstarted (or another marker) when it never ran
+	st []atomic.Int32
 	// leases holds renewed copies of the messages: renewal must not write the Message a
 	// handler is reading. Settlement copies the tokens back once every handler returned.
 	leases  []Message
@@ -51,6 +54,11 @@ type batch struct {
 	early    atomic.Bool
 	progress chan struct{}
 	earlyN   int
+	// A batch handler's call (batching.go): the indices of the messages it handles, those
+	// messages and their verdicts, reused across batches.
+	idx    []int
+	call   []*Message
+	callVs []Verdict
 }
 
 // errOverDequeued marks a message received more often than MaxDequeueCount: its earlier
@@ -68,9 +76,10 @@ var errSkip = errors.New("skipped")
 func (b *batch) reset(msgs []*Message, leasedAt time.Time) {
 	n := len(msgs)
 	b.msgs = msgs
+	b.n = n
 	if cap(b.vs) < n {
-		b.vs = make([]Verdict, n, MaxBatch)
-		b.st = make([]atomic.Int32, n, MaxBatch)
+		b.vs = make([]Verdict, n, max(n, MaxBatch))
+		b.st = make([]atomic.Int32, n, max(n, MaxBatch))
 	}
 	b.vs = b.vs[:n]
 	b.st = b.st[:n]
@@ -116,11 +125,12 @@ func (b *batch) takeRenewedLease(i int) {
 // lose marks message i's lease lost; it reports whether it was not already.
 func (b *batch) lose(i int) bool { return b.st[i].Swap(stLost) != stLost }
 
-// process hands a batch to the handler (at most Concurrency calls at once), renews the
-// leases while handlers run long, then settles every message. leasedAt is when the
-// receive that leased msgs was sent.
-func (l *Listener) process(ctx context.Context, b *batch, msgs []*Message, leasedAt time.Time) {
-	b.reset(msgs, leasedAt)
+// process hands b's messages (b.reset, and gather with batching) to the handler (at most
+// Concurrency calls at once, or one batch call), renews the leases while handlers run
+// long, then settles every message. leasedAt is when the receive that leased the first
+// message was sent.
+func (l *Listener) process(ctx context.Context, b *batch, leasedAt time.Time) {
+	msgs := b.msgs[:b.n]
 	if l.cfg.AtMostOnce {
 		l.deleteOnReceive(b)
 	} else {
@@ -156,6 +166,10 @@ func (b *batch) spawn(k int) {
 
 func (b *batch) run() {
 	l := b.l
+	if l.bh != nil {
+		b.runBatch()
+		return
+	}
 	var last time.Time // when the previous call ended: the next one's start, one clock read per call
 	for {
 		i := int(b.next.Add(1)) - 1
@@ -346,7 +360,7 @@ func (l *Listener) noteLatency(d time.Duration) {
 func (l *Listener) settle(ctx context.Context, b *batch) {
 	sctx := context.WithoutCancel(ctx) // settling must finish even during shutdown
 	b.dels = b.dels[:0]
-	for i, m := range b.msgs {
+	for i, m := range b.msgs[:b.n] {
 		if st := b.st[i].Load(); st == stLost || st == stSettled {
 			continue // lost: logged and counted when found; settled: by settleEarly
 		}
@@ -356,7 +370,7 @@ func (l *Listener) settle(ctx context.Context, b *batch) {
 	}
 	// A message's lease-budget slot is freed once it is settled: a message waiting for its
 	// delete is still leased, and would be handled twice if the host died now.
-	l.budget.put(len(b.msgs) - len(b.dels) - b.earlyN)
+	l.budget.put(b.n - len(b.dels) - b.earlyN)
 	if len(b.dels) > 0 {
 		// The deletes go out while the worker receives its next batch, so that the two calls
 		// share one round trip (on the local store: one group commit, one fsync) instead of
@@ -445,7 +459,7 @@ func (l *Listener) deleteMany(ctx context.Context, ms []*Message, errs []error) 
 // a message that could not be deleted is not handled (another receiver may get it).
 func (l *Listener) deleteOnReceive(b *batch) {
 	ctx := context.WithoutCancel(l.hctx)
-	errs := l.deleteMany(ctx, b.msgs, b.delErrs)
+	errs := l.deleteMany(ctx, b.msgs[:b.n], b.delErrs)
 	for i, err := range errs {
 		if err == nil {
 			continue

@@ -20,9 +20,23 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 	// next work found should be met with the scaler's answer.
 	idle, rescale := 0, asIfIdle
 	sliceEnd := time.Now().Add(l.cfg.TimeSlice)
+	// deferred holds messages a batch handler's last call left for the next one.
+	var deferred []*Message
+	defer func() { l.releaseDeferred(deferred) }()
 	for {
 		if ctx.Err() != nil {
 			return
+		}
+		if len(deferred) > 0 {
+			// Their leases were renewed with the last batch, which expires at b.expires.
+			at := b.expires.Add(-l.cfg.VisibilityTimeout)
+			b.awaitSettled() // the last call's deletes still use b
+			b.reset(deferred, at)
+			deferred = nil
+			l.gather(ctx, b, at)
+			l.process(ctx, b, at)
+			deferred = l.takeDeferred(b)
+			continue
 		}
 		// Lease only what can start: wait for room in the lease budget, ask for no more.
 		l.taking.Add(1)
@@ -91,8 +105,15 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			// A full batch: the backlog may have grown since the scaler was last asked.
 			l.scaleUp(ctx, 0)
 		}
-		l.process(ctx, b, msgs, sent)
-		if !time.Now().Before(sliceEnd) && ctx.Err() == nil {
+		b.reset(msgs, sent)
+		if l.bh != nil {
+			l.gather(ctx, b, sent)
+		}
+		l.process(ctx, b, sent)
+		if l.bh != nil {
+			deferred = l.takeDeferred(b)
+		}
+		if !time.Now().Before(sliceEnd) && ctx.Err() == nil && len(deferred) == 0 {
 			// Hand the slot back even under a backlog: the supervisor re-acquires slots
 			// through the scaler, so the worker count follows the load and other bindings
 			// get their turn.

@@ -30,10 +30,14 @@ const (
 	drainVisTimeout = time.Second
 )
 
+// drainBatch is the batch handler mode's bound: messages per call.
+const drainBatch = 50
+
 // drainCrashChild runs a listener with a binding's default shape (16 workers, batches of 32,
 // 4 handler slots) on the store at path and prints "O <body>" for every successful handler
-// call (its output) until the parent kills it.
-func drainCrashChild(path string) {
+// call (its output) until the parent kills it. With batch, the handler takes up to
+// drainBatch messages per call and prints every message's output before returning.
+func drainCrashChild(path string, batch bool) {
 	ctx := context.Background()
 	b, err := local.Open(ctx, path, local.Options{})
 	if err != nil {
@@ -44,15 +48,21 @@ func drainCrashChild(path string) {
 	dl, _ := b.Queue(ctx, "drain"+listener.PoisonSuffix)
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
+	single := listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+		time.Sleep(2 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(out, "O %s\n", m.Body)
+		return out.Flush() // printed before the delete: a kill after it repeats the output
+	})
+	var h listener.Handler = single
+	var bc listener.BatchConfig
+	if batch {
+		h = drainBatchHandler{single}
+		bc = listener.BatchConfig{MaxMessages: drainBatch, MaxWait: 20 * time.Millisecond}
+	}
 	l, err := listener.New(listener.Config{
-		Queue: q, DeadLetter: dl,
-		Handler: listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
-			time.Sleep(2 * time.Millisecond)
-			mu.Lock()
-			defer mu.Unlock()
-			fmt.Fprintf(out, "O %s\n", m.Body)
-			return out.Flush() // printed before the delete: a kill after it repeats the output
-		}),
+		Queue: q, DeadLetter: dl, Handler: h, Batch: bc,
 		Backoff:    builtin.NewBackoff(builtin.BackoffOptions{}),
 		Scaler:     builtin.NewTarget(0),
 		Poison:     builtin.NewPoison(builtin.PoisonOptions{}),
@@ -73,14 +83,33 @@ func drainCrashChild(path string) {
 // messages the listener held at that moment, and it holds at most HandlerSlots+Prefetch
 // unsettled messages whatever its worker count and batch size, so the duplicate outputs are
 // at most kills × (slots + prefetch); no message is lost.
+//
+// In batch mode a slot is one call of up to drainBatch messages, so the bound is
+// kills × (slots × drainBatch + prefetch).
 func TestCrashDrainDuplicatesBounded(t *testing.T) {
 	if p := os.Getenv(drainCrashEnv); p != "" {
-		drainCrashChild(p)
+		path, mode, _ := strings.Cut(p, "|")
+		drainCrashChild(path, mode == "batch")
 		return
 	}
 	if testing.Short() {
 		t.Skip("kills and restarts a child process repeatedly")
 	}
+	for _, mode := range []string{"single", "batch"} {
+		t.Run(mode, func(t *testing.T) { crashDrain(t, mode) })
+	}
+}
+
+// drainBatchHandler runs a single-message handler on each message of a batch.
+type drainBatchHandler struct{ listener.HandlerFunc }
+
+func (h drainBatchHandler) HandleBatch(ctx context.Context, ms []*listener.Message, vs []listener.Verdict) {
+	for i, m := range ms {
+		vs[i] = listener.VerdictOf(h.HandlerFunc(ctx, m))
+	}
+}
+
+func crashDrain(t *testing.T, mode string) {
 	path := filepath.Join(t.TempDir(), "q.db")
 	{
 		b, err := local.Open(context.Background(), path, local.Options{})
@@ -102,7 +131,7 @@ func TestCrashDrainDuplicatesBounded(t *testing.T) {
 	outputs := map[string]int{}
 	runChild := func(stopAfter int) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashDrainDuplicatesBounded$")
-		cmd.Env = append(os.Environ(), drainCrashEnv+"="+path)
+		cmd.Env = append(os.Environ(), drainCrashEnv+"="+path+"|"+mode)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -155,8 +184,13 @@ func TestCrashDrainDuplicatesBounded(t *testing.T) {
 		}
 	}
 	bound := drainKills * (drainSlots + drainPrefetch)
-	fmt.Printf("local crash drain: kills=%d sent=%d duplicates=%d bound=%d (kills x (slots %d + prefetch %d); max_workers x batch_size would be %d per kill) lost=%d\n",
-		drainKills, drainCrashN, dups, bound, drainSlots, drainPrefetch, 16*32, lost)
+	formula := fmt.Sprintf("kills x (slots %d + prefetch %d); max_workers x batch_size would be %d per kill", drainSlots, drainPrefetch, 16*32)
+	if mode == "batch" {
+		bound = drainKills * (drainSlots*drainBatch + drainPrefetch)
+		formula = fmt.Sprintf("kills x (slots %d x %d per call + prefetch %d): a kill repeats the calls in flight", drainSlots, drainBatch, drainPrefetch)
+	}
+	fmt.Printf("local crash drain (%s): kills=%d sent=%d duplicates=%d bound=%d (%s) lost=%d\n",
+		mode, drainKills, drainCrashN, dups, bound, formula, lost)
 	if lost != 0 {
 		t.Errorf("%d messages never handled", lost)
 	}

@@ -2,13 +2,17 @@ package local_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
 // TestOrderedReceiveGate walks the gate through a group's life: the lowest group (and
@@ -95,4 +99,88 @@ func TestOrderedReceiveGate(t *testing.T) {
 	}
 	receive(false, "g10")
 	receive(false)
+}
+
+// groupBatches records the order keys of each batch call.
+type groupBatches struct {
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (h *groupBatches) Handle(context.Context, *listener.Message) error { return nil }
+
+func (h *groupBatches) HandleBatch(_ context.Context, ms []*listener.Message, vs []listener.Verdict) {
+	var keys []string
+	for _, m := range ms {
+		keys = append(keys, m.Attributes[listener.AttrOrderKey])
+	}
+	h.mu.Lock()
+	h.calls = append(h.calls, keys)
+	h.mu.Unlock()
+	for i := range vs {
+		vs[i] = listener.OK()
+	}
+}
+
+// A batch never mixes ordered groups: a batching listener on an ordered queue hands group N
+// (with unkeyed messages) in one call and group N+1 in a later one, and does not wait out
+// max_wait for messages its own batch holds back.
+func TestOrderedBatchesNeverMixGroups(t *testing.T) {
+	ctx := context.Background()
+	be := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{Sync: local.SyncNormal})
+	q, _ := be.Queue(ctx, "work")
+	dl, _ := be.Queue(ctx, "work"+listener.PoisonSuffix)
+	for _, g := range []string{"1", "2", "1", "", "3", "2", "1"} {
+		var attrs map[string]string
+		if g != "" {
+			attrs = map[string]string{listener.AttrOrderKey: g}
+		}
+		if _, err := q.Send(ctx, []byte("m"+g), listener.SendOptions{Attributes: attrs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oq, err := listener.Ordered(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &groupBatches{}
+	l, err := listener.New(listener.Config{
+		Queue: oq, DeadLetter: dl, Handler: h,
+		Batch:   listener.BatchConfig{MaxMessages: 100, MaxWait: time.Hour},
+		Backoff: builtin.NewBackoff(builtin.BackoffOptions{}), Scaler: builtin.NewTarget(0),
+		Poison: builtin.NewPoison(builtin.PoisonOptions{}), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- l.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(time.Minute)
+	for l.State().Processed < 7 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processed %d of 7 after a minute (max_wait is an hour: a wait for held groups?)", l.State().Processed)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var groups []string
+	for _, keys := range h.calls {
+		g := ""
+		for _, k := range keys {
+			if k == "" {
+				continue
+			}
+			if g != "" && k != g {
+				t.Errorf("a call mixed groups %s and %s: %v", g, k, keys)
+			}
+			g = k
+		}
+		groups = append(groups, g)
+	}
+	if want := []string{"1", "2", "3"}; !slices.Equal(groups, want) {
+		t.Errorf("calls by group %v (%v), want %v", groups, h.calls, want)
+	}
 }

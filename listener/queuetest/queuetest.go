@@ -42,6 +42,7 @@ func Run(t *testing.T, f Factory) {
 		{"ConcurrentReceiversExclusive", false, testConcurrentReceivers},
 		{"BatcherPerMessageErrors", false, testBatcher},
 		{"WaiterWakesOnSend", false, testWaiter},
+		{"BatchListenerSettlesEachMessage", false, testBatchListener},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
