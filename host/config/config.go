@@ -232,6 +232,9 @@ type Limits struct {
 	HTTPConcurrency int `koanf:"http_concurrency"`
 	// MaxOutputTotalBytes caps all outputs of one message together; 0 = 4 × MaxOutputBytes.
 	MaxOutputTotalBytes ByteSize `koanf:"max_output_total_bytes"`
+	// MaxCallOutputBytes caps all outputs of one handler call together (a batch call's
+	// messages and its own outputs); 0 = the runtime's default, 64 MiB.
+	MaxCallOutputBytes ByteSize `koanf:"max_call_output_bytes"`
 }
 
 // Binding connects a queue to a handler module and an optional output queue.
@@ -272,6 +275,22 @@ type Binding struct {
 	Pool    Pool    `koanf:"pool"`
 	// HTTP is the outbound HTTP policy; without allow rules every request is denied.
 	HTTP HTTP `koanf:"http"`
+	// Batch hands the module many messages per call (its wqhost_handle_batch export);
+	// off unless max_messages is above 1.
+	Batch Batch `koanf:"batch"`
+}
+
+// Batch bounds a batch handler's calls (listener.BatchConfig): the listener gathers leased
+// messages until any bound is reached.
+type Batch struct {
+	// MaxMessages is the most messages per call, up to MaxBatchMessages; 0 or 1: one
+	// message per call.
+	MaxMessages int `koanf:"max_messages"`
+	// MaxWait is how long a batch may wait to fill after its first message; 0 hands over
+	// what the queue has at once.
+	MaxWait time.Duration `koanf:"max_wait"`
+	// MaxBytes ends a batch once its bodies hold this many bytes; 0: no limit.
+	MaxBytes ByteSize `koanf:"max_bytes"`
 }
 
 // PluginRef selects an external policy plugin (plugins/external) instead of a built-in; the

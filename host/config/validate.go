@@ -28,9 +28,15 @@ const (
 	MaxMemory          = ByteSize(4 << 30) // wasm32 address space
 	MinMemory          = ByteSize(1 << 20)
 	MaxMessageBytesCap = ByteSize(64 << 20)
-	MaxTimeout         = time.Hour
-	MaxWeight          = 1000
-	MaxConcurrencyCap  = 100000
+	// MaxBatchMessages caps batch.max_messages (AWS Lambda's SQS trigger allows as many).
+	MaxBatchMessages = listener.MaxBatchMessages
+	// MaxBatchWait caps batch.max_wait: a batch holds its leases (renewed) that long.
+	MaxBatchWait = 15 * time.Minute
+	// MaxCallOutputBytesCap caps limits.max_call_output_bytes.
+	MaxCallOutputBytesCap = ByteSize(1 << 30)
+	MaxTimeout            = time.Hour
+	MaxWeight             = 1000
+	MaxConcurrencyCap     = 100000
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
@@ -119,6 +125,9 @@ func (c *Config) validate() []error {
 		}
 		if l.MaxOutputTotalBytes != 0 && (l.MaxOutputTotalBytes < l.MaxOutputBytes || l.MaxOutputTotalBytes > 64*MaxMessageBytesCap) {
 			fail(tp+".limits.max_output_total_bytes", "%s is outside max_output_bytes %s..%s (0 = 4 × max_output_bytes)", l.MaxOutputTotalBytes, l.MaxOutputBytes, 64*MaxMessageBytesCap)
+		}
+		if l.MaxCallOutputBytes < 0 || l.MaxCallOutputBytes > MaxCallOutputBytesCap {
+			fail(tp+".limits.max_call_output_bytes", "%s is outside 0..%s (0 = 64MiB)", l.MaxCallOutputBytes, MaxCallOutputBytesCap)
 		}
 		if len(t.Bindings) == 0 {
 			fail(tp+".bindings", "tenant has no binding")
@@ -282,6 +291,7 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 			fail(bp+".batch_size", "%d is below the minimum 1", b.BatchSize)
 		}
 	}
+	validateBatch(fail, bp, b)
 	if b.VisibilityTimeout < time.Second || b.VisibilityTimeout > MaxVisibility {
 		fail(bp+".visibility_timeout", "%s is outside 1s..%s", b.VisibilityTimeout, MaxVisibility)
 	}
@@ -487,4 +497,21 @@ func errText(err error) string {
 		return "permission denied"
 	}
 	return err.Error()
+}
+
+// validateBatch checks a binding's batch block.
+func validateBatch(fail failFunc, bp string, b Binding) {
+	bt := b.Batch
+	if bt.MaxMessages < 0 || bt.MaxMessages > MaxBatchMessages {
+		fail(bp+".batch.max_messages", "%d is outside 0..%d (0 or 1: one message per call)", bt.MaxMessages, MaxBatchMessages)
+	}
+	if bt.MaxWait < 0 || bt.MaxWait > MaxBatchWait {
+		fail(bp+".batch.max_wait", "%s is outside 0..%s", bt.MaxWait, MaxBatchWait)
+	}
+	if bt.MaxBytes < 0 {
+		fail(bp+".batch.max_bytes", "%s is negative", bt.MaxBytes)
+	}
+	if bt.MaxMessages > 1 && b.ABI == ABIWasiStdio {
+		fail(bp+".batch", "needs abi %s (a wasi-stdio program handles one message per run)", ABIWqhostV1)
+	}
 }
