@@ -9,13 +9,18 @@ import (
 	"github.com/tetratelabs/wazero/api"
 )
 
-// The path of a call: an instance checked out of the pool, the
+// The path of a call, single or batch (batch.go): an instance checked out of the pool, the
 // guest called under the call's limits, the failure classified, the instance checked in.
 
 // Call hands in to the module and returns its verdict. An error means the call failed (trap,
 // time limit, memory limit, bad pointer, unknown status, or ctx ended: the error then wraps
 // ctx's cause); the instance is then replaced. Ending ctx interrupts a running guest when
 // the pool has a time limit (PoolConfig.Timeout > 0, which the host always sets).
+//
+// The call is a batch of one (docs/abi.md): a verdict the handler sets with
+// batch_verdict(0, ...) replaces the status it returns and, being final, stands if the call
+// fails after it (the failure is logged and the instance replaced); outputs are kept only
+// when the resulting status is ok.
 func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
 	if p.m.c.abi == ABIWasiStdio {
 		return p.callStdio(ctx, in)
@@ -98,30 +103,41 @@ func (p *Pool) run(ctx context.Context, inst *instance, in *Input) (*Output, boo
 	out := &Output{}
 	out.Outputs = out.first[:0]
 	st := inst.st
-	st.in, st.out = in, out
+	st.beginSingle(in, out)
 	rc, discard, err := p.invoke(ctx, inst, inst.handle, callee{id: in.ID})
-	st.in, st.out = nil, nil
+	hasVerdict := st.oneSet[0]
+	if hasVerdict {
+		v := &st.oneRes[0]
+		out.Status, out.RetryAfter, out.ErrorText = v.Status, v.RetryAfter, v.ErrorText
+	}
+	st.end()
 	switch {
+	case hasVerdict:
+		if err != nil {
+			p.logger.Warn("handler failed after setting its message's verdict; the verdict stands",
+				"message_id", in.ID, "status", out.Status, "err", err)
+		}
 	case err != nil:
 		return nil, discard, err
 	case rc < 0 || rc > 2:
 		return nil, discard, fmt.Errorf("runtime: message %s: %w %d: %s", in.ID, ErrBadStatus, rc, out.ErrorText)
+	default:
+		out.Status = Status(rc)
 	}
-	out.Status = Status(rc)
 	if out.Status != StatusOK {
 		out.Outputs = nil
 	}
 	return out, discard, nil
 }
 
-// invoke calls fn, a handle export of inst, for the call inst.st was set up for. It is the
-// one path of every call: the time limit and the caller's context, the guest's log and
-// outbound requests, and whether the instance must be replaced. err is why the call failed,
-// naming who; when it is nil, rc is the status the guest returned.
+// invoke calls fn, a handle export of inst, for the call inst.st was set up for (beginSingle,
+// beginBatch). It is the one path of every call: the time limit and the caller's context,
+// the guest's log and outbound requests, and whether the instance must be replaced. err is
+// why the call failed, naming who; when it is nil, rc is the status the guest returned.
 func (p *Pool) invoke(ctx context.Context, inst *instance, fn api.Function, who callee) (rc int32, discard bool, err error) {
 	p.calls.Add(1)
 	st := inst.st
-	st.logs, st.logBytes, st.dropped = 0, 0, 0
+	st.logs, st.logBytes, st.dropped, st.callBytes = 0, 0, 0, 0
 	inst.stdio.reset(who)
 	// The caller's context bounds the call too (a shutdown grace, a caller's deadline):
 	// ending it interrupts the guest like the time limit does. With fuel the guest's next

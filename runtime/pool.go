@@ -57,8 +57,8 @@ type Emitted struct {
 // Output is the result of a call that did not fail.
 type Output struct {
 	Status     Status
-	RetryAfter time.Duration // set by retry_after; 0 means the binding's policy decides
-	ErrorText  string        // set by set_error (wqhost/v1) or the last stderr line (wasi-stdio)
+	RetryAfter time.Duration // set by retry_after or batch_verdict(0); 0 means the binding's policy decides
+	ErrorText  string        // set by set_error or batch_verdict(0) (wqhost/v1), or the last stderr line (wasi-stdio)
 	Outputs    []Emitted     // to send if Status is StatusOK
 	HTTP       HTTPReport    // the message's outbound requests
 	first      [1]Emitted    // backs Outputs so the common single output costs no extra allocation
@@ -93,6 +93,13 @@ type PoolConfig struct {
 	// idle pool holds no guest memory; its next call instantiates. 0 keeps them.
 	IdleTimeout time.Duration
 	HTTP        *HTTPPolicy // outbound HTTP policy; nil denies every request
+	// MaxCallOutputBytes caps the bytes of all outputs of one call together: in a batch call
+	// its messages' and its own, whose per-message caps add up to far more; default
+	// DefaultMaxCallOutputBytes.
+	MaxCallOutputBytes int
+	// Batch declares that the binding hands its handler batches (CallBatch): NewPool refuses
+	// a module that does not export wqhost_handle_batch, and a wasi-stdio module.
+	Batch bool
 }
 
 // StartTimeoutFloor is the least time an instance's start function (a Go guest's runtime
@@ -148,6 +155,9 @@ type Pool struct {
 
 // NewPool creates a pool and warms MinInstances instances.
 func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool, error) {
+	if err := cfg.checkBatch(m); err != nil {
+		return nil, err
+	}
 	if cfg.MaxInstances <= 0 {
 		cfg.MaxInstances = DefaultMaxInstances
 	}
@@ -162,6 +172,9 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 	}
 	if cfg.MaxOutputTotalBytes <= 0 {
 		cfg.MaxOutputTotalBytes = 4 * cfg.MaxOutputBytes
+	}
+	if cfg.MaxCallOutputBytes <= 0 {
+		cfg.MaxCallOutputBytes = DefaultMaxCallOutputBytes
 	}
 	if cfg.StdioCapBytes <= 0 {
 		cfg.StdioCapBytes = DefaultStdioCapBytes
@@ -251,6 +264,7 @@ func (t *Tenant) Validate(ctx context.Context, m *Module, cfg PoolConfig) error 
 type instance struct {
 	mod      api.Module
 	handle   api.Function
+	batch    api.Function // wqhost_handle_batch; nil when the module has none
 	selfTest api.Function
 	st       *callState
 	ctx      *callCtx
@@ -303,6 +317,7 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 	inst := &instance{
 		mod: mod, handle: mod.ExportedFunction("wqhost_handle"), selfTest: mod.ExportedFunction("wqhost_self_test"),
 		st: st, ctx: &callCtx{Context: base, st: st}, cancel: cancel, stdio: logw,
+		batch: mod.ExportedFunction("wqhost_handle_batch"),
 	}
 	if p.cfg.Timeout > 0 && !p.v.fuel {
 		// One timer per instance, re-armed per call, is cheaper than a deadline context per call.
