@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -139,4 +140,41 @@ func BenchmarkDispatch(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkBatchDispatch compares the cost per message of one CallBatch of 100 no-op messages
+// with that of 100 single Calls, on testdata/batchguest (its wqhost_handle and
+// wqhost_handle_batch run the same script, and an empty body is a no-op), and reports both
+// and their ratio; ns/op is the two together. Run:
+// go test -run '^$' -bench BatchDispatch -benchmem ./runtime/
+func BenchmarkBatchDispatch(b *testing.B) {
+	const n = 100
+	ctx := context.Background()
+	p := batchPool(b, testEngine(b), PoolConfig{MinInstances: 1, MaxInstances: 1, Timeout: time.Second})
+	ins := make([]*Input, n)
+	for i := range ins {
+		ins[i] = &Input{ID: fmt.Sprintf("m%d", i)}
+	}
+	var single, batched time.Duration
+	rounds := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		for _, in := range ins {
+			if out, err := p.Call(ctx, in); err != nil || out.Status != StatusOK {
+				b.Fatal(out, err)
+			}
+		}
+		mid := time.Now()
+		bo, err := p.CallBatch(ctx, ins)
+		if err != nil || bo.Messages[n-1].Status != StatusOK {
+			b.Fatal(bo, err)
+		}
+		batched += time.Since(mid)
+		single += mid.Sub(start)
+		rounds++
+	}
+	b.ReportMetric(float64(single.Nanoseconds())/float64(rounds*n), "ns/msg-single")
+	b.ReportMetric(float64(batched.Nanoseconds())/float64(rounds*n), "ns/msg-batch")
+	b.ReportMetric(float64(single)/float64(batched), "single/batch")
 }

@@ -13,6 +13,9 @@ const (
 	DefaultMaxOutputBytes = 1 << 20
 	// DefaultMaxOutputs is PoolConfig.MaxOutputs' default: outputs per message.
 	DefaultMaxOutputs = 64
+	// DefaultMaxCallOutputBytes is PoolConfig.MaxCallOutputBytes' default: the bytes of all
+	// outputs of one call together (a batch's messages' and the call's own).
+	DefaultMaxCallOutputBytes = 64 << 20
 	// DefaultStdioCapBytes is PoolConfig.StdioCapBytes' default: guest stdout and stderr
 	// logged per call.
 	DefaultStdioCapBytes = 16 << 10

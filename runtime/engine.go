@@ -68,6 +68,7 @@ type compiled struct {
 	wasm     []byte
 	selfTest bool
 	usesHTTP bool // declares or imports outbound HTTP
+	batch    bool // exports wqhost_handle_batch () -> i32 (batch.go)
 	// fuel is the module instrumented with a fuel counter (yield.go); nil when the
 	// instrumenter could not read it, and the time limit uses close-on-context-done.
 	fuel *yieldCode

@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	goruntime "runtime"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -79,9 +81,12 @@ func forwarderModule(fns []hostFn) []byte {
 // lengths and values. A host function may only trap with a HostCallError, and only when a
 // range really lies outside guest memory; it must never panic otherwise, write outside the
 // range it was given, or return a value the ABI does not define.
+//
+// The batch functions take a message index first: which's bits past the function's choose it
+// (-1 to 2) and whether the call is a single one (a batch of one) or a batch of two.
 func FuzzHostFunctions(f *testing.F) {
 	ctx := context.Background()
-	fns := hostFuncs()
+	fns := append(hostFuncs(), batchHostFuncs()...)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e, err := NewEngine(ctx, EngineConfig{Logger: logger})
 	if err != nil {
@@ -121,9 +126,15 @@ func FuzzHostFunctions(f *testing.F) {
 		f.Add(uint8(i), uint32(fuzzMemSize-8), uint32(8), uint32(fuzzMemSize), uint32(0), []byte("key"))
 		f.Add(uint8(i), uint32(0xFFFFFF00), uint32(4096), uint32(1), uint32(0xFFFFFFFF), []byte{})
 		f.Add(uint8(i), uint32(100), uint32(0x7FFFFFFF), uint32(200), uint32(fuzzMemSize), []byte("dequeue_count"))
+		// Valid indices of a single call and of a batch, with small ranges.
+		f.Add(uint8(i+len(fns)), uint32(1), uint32(2), uint32(64), uint32(8), []byte("queue"))
+		f.Add(uint8(i+6*len(fns)), uint32(2), uint32(2), uint32(64), uint32(8), []byte("id"))
 	}
 	f.Fuzz(func(t *testing.T, which uint8, a, b, c, d uint32, seed []byte) {
 		fn := fns[int(which)%len(fns)]
+		extra := int(which) / len(fns)
+		idx := int32(extra%4) - 1
+		batchCall := extra/4%2 == 1
 		mod, err := rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName(""))
 		if err != nil {
 			t.Fatal(err)
@@ -140,10 +151,25 @@ func FuzzHostFunctions(f *testing.F) {
 
 		in := &Input{ID: "msg-1", Queue: "jobs", Body: bytes.Repeat([]byte("body"), 10), DequeueCount: 2, InsertedAt: time.Unix(1700000000, 0)}
 		out := &Output{}
-		st := &callState{pool: pool, in: in, out: out}
-		args := []uint64{uint64(a), uint64(b), uint64(c), uint64(d)}[:len(fn.params)]
-		if fn.name == "retry_after" {
+		st := &callState{pool: pool}
+		if batchCall {
+			st.beginBatch([]*Input{in, {ID: "msg-2", Body: []byte("second")}}, out, make([]MessageResult, 2))
+		} else {
+			st.beginSingle(in, out)
+		}
+		args := []uint64{uint64(a), uint64(b), uint64(c), uint64(d)}[:min(4, len(fn.params))]
+		switch {
+		case fn.name == "retry_after":
 			args = []uint64{uint64(a)<<32 | uint64(b)}
+		case fn.name == "batch_verdict":
+			// A status from -1 to 3 (two of them unknown), a signed delay, a reason.
+			args = []uint64{i32(idx), i32(int32(a%5) - 1), uint64(int64(int32(b))), uint64(c), uint64(d)}
+		case strings.HasPrefix(fn.name, "batch_") && len(fn.params) > 0:
+			args = append([]uint64{i32(idx)}, args[:len(fn.params)-1]...)
+		}
+		var msg *Input // the message the index names, if any
+		if idx >= 0 && int(idx) < len(st.batch) {
+			msg = st.batch[idx]
 		}
 		res, err := mod.ExportedFunction("f_"+fn.name).Call(context.WithValue(ctx, stateKey{}, st), args...)
 
@@ -151,12 +177,14 @@ func FuzzHostFunctions(f *testing.F) {
 		var ranges [][2]uint32
 		var dst [2]uint32
 		switch fn.name {
-		case "msg_body":
+		case "msg_body", "batch_body":
 			ranges, dst = [][2]uint32{{a, b}}, [2]uint32{a, b}
-		case "msg_meta", "config_get":
+		case "msg_meta", "config_get", "batch_meta":
 			ranges, dst = [][2]uint32{{a, b}, {c, d}}, [2]uint32{c, d}
-		case "emit":
+		case "emit", "batch_emit":
 			ranges = [][2]uint32{{a, b}, {c, d}}
+		case "batch_verdict":
+			ranges = [][2]uint32{{c, d}}
 		case "log":
 			ranges = [][2]uint32{{b, c}}
 		case "set_error":
@@ -195,14 +223,69 @@ func FuzzHostFunctions(f *testing.F) {
 			return
 		}
 		rc := int32(uint32(res[0]))
+		var body []byte // what msg_* read: nothing in a batch call
+		if st.in != nil {
+			body = in.Body
+		}
+		if strings.HasPrefix(fn.name, "batch_") && fn.name != "batch_size" && msg == nil {
+			if rc != errInvalid {
+				t.Fatalf("%s%v: index %d outside a batch of %d: %d, want ERR_INVALID", fn.name, args, idx, len(st.batch), rc)
+			}
+			return
+		}
 		switch fn.name {
 		case "msg_body_len":
-			if rc != int32(len(in.Body)) {
-				t.Fatalf("msg_body_len = %d, want %d", rc, len(in.Body))
+			if rc != int32(len(body)) {
+				t.Fatalf("msg_body_len = %d, want %d", rc, len(body))
 			}
 		case "msg_body":
-			if want := min(int(b), len(in.Body)); rc != int32(want) || !bytes.Equal(after[a:a+uint32(want)], in.Body[:want]) {
+			if want := min(int(b), len(body)); rc != int32(want) || !bytes.Equal(after[a:a+uint32(want)], body[:want]) {
 				t.Fatalf("msg_body(%d, %d) = %d, want %d bytes of the body", a, b, rc, want)
+			}
+		case "batch_size":
+			if rc != int32(len(st.batch)) {
+				t.Fatalf("batch_size = %d, want %d", rc, len(st.batch))
+			}
+		case "batch_body_len":
+			if rc != int32(len(msg.Body)) {
+				t.Fatalf("batch_body_len(%d) = %d, want %d", idx, rc, len(msg.Body))
+			}
+		case "batch_body":
+			if want := min(int(b), len(msg.Body)); rc != int32(want) || !bytes.Equal(after[a:a+uint32(want)], msg.Body[:want]) {
+				t.Fatalf("batch_body(%d, %d, %d) = %d, want %d bytes of the body", idx, a, b, rc, want)
+			}
+		case "batch_meta":
+			if rc != errNotFound && rc < 0 {
+				t.Fatalf("batch_meta = %d: neither a length nor ERR_NOT_FOUND", rc)
+			}
+		case "batch_emit":
+			// The output lands with its message: the call's own outputs in a single call.
+			got := len(out.Outputs)
+			if batchCall {
+				got = len(st.res[idx].Outputs) + 10*len(out.Outputs)
+			}
+			switch rc {
+			case 0:
+				if got != 1 {
+					t.Fatalf("batch_emit(%d) accepted an output that landed elsewhere (%d)", idx, got)
+				}
+			case errDenied, errTooLarge, errLimit, errInvalid:
+				if got != 0 {
+					t.Fatalf("batch_emit returned %d but kept an output", rc)
+				}
+			default:
+				t.Fatalf("batch_emit = %d: not an ABI return code", rc)
+			}
+		case "batch_verdict":
+			status := int32(uint32(args[1]))
+			switch {
+			case status < 0 || status > 2:
+				if rc != errInvalid || st.vset[idx] {
+					t.Fatalf("batch_verdict(%d, status %d) = %d, want ERR_INVALID and no verdict", idx, status, rc)
+				}
+			case rc != 0 || !st.vset[idx] || st.res[idx].Status != Status(status) || !utf8.ValidString(st.res[idx].ErrorText) ||
+				len(st.res[idx].ErrorText) > maxLogLine || st.res[idx].RetryAfter < 0:
+				t.Fatalf("batch_verdict(%d, %d) = %d, result %+v", idx, status, rc, st.res[idx])
 			}
 		case "msg_meta", "config_get":
 			if rc != errNotFound && rc < 0 {

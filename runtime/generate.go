@@ -2,6 +2,7 @@ package runtime
 
 // The guest fixtures under testdata are committed as built .wasm; these rebuild them.
 //go:generate sh -c "cd testdata/guest && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o guest.wasm ."
+//go:generate sh -c "cd testdata/batchguest && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o batchguest.wasm ."
 //go:generate sh -c "cd testdata/badimport && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o badimport.wasm ."
 //go:generate sh -c "cd testdata/noexport && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o noexport.wasm ."
 //go:generate sh -c "cd testdata/stdio && GOOS=wasip1 GOARCH=wasm go build -o stdio.wasm ."

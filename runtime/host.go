@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -51,13 +52,26 @@ type stateKey struct{}
 // callState is one instance's view of the message being handled; host functions find it in
 // the instance's long-lived context, so the hot path allocates nothing to reach it.
 type callState struct {
-	pool     *Pool
-	in       *Input
-	out      *Output
-	logs     int // log calls of this call
-	logBytes int // bytes of them written to the host log
-	dropped  int // log lines past the caps, reported once after the call
-	http     httpState
+	pool      *Pool
+	in        *Input  // the message of a single call; nil in a batch call and a self test
+	out       *Output // the call's status, reason and own outputs; nil in a self test
+	logs      int     // log calls of this call
+	logBytes  int     // bytes of them written to the host log
+	dropped   int     // log lines past the caps, reported once after the call
+	callBytes int     // bytes of every output of this call (PoolConfig.MaxCallOutputBytes)
+	http      httpState
+
+	// The call's batch (batch.go): its messages ([in] in a single call, none in a self
+	// test), their verdicts and, in a batch call, their outputs, and which have a verdict.
+	batch []*Input
+	res   []MessageResult
+	vset  []bool
+	// Backing for a single call's batch of one and a batch call's flags, reused by every
+	// call of the instance so neither allocates.
+	one    [1]*Input
+	oneRes [1]MessageResult
+	oneSet [1]bool
+	vbuf   []bool
 
 	// The limits of the call running now, for yield (yield.go); zero between calls.
 	caller   context.Context    // the caller's context; nil: not armed
@@ -137,14 +151,12 @@ func hostFuncs() []hostFn {
 		{"msg_meta", []api.ValueType{tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			key := mem(m, "msg_meta", uint32(s[0]), uint32(s[1]))
 			dst := mem(m, "msg_meta", uint32(s[2]), uint32(s[3]))
-			var scratch [64]byte
-			v, ok := stateOf(ctx).meta(string(key), scratch[:0])
-			if !ok {
-				s[0] = i32(errNotFound)
-				return
+			st := stateOf(ctx)
+			var in *Input
+			if st != nil {
+				in = st.in
 			}
-			copy(dst, v)
-			s[0] = i32(int32(len(v)))
+			s[0] = i32(st.copyMeta(in, key, dst))
 		}},
 		{"config_get", []api.ValueType{tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			key := mem(m, "config_get", uint32(s[0]), uint32(s[1]))
@@ -177,30 +189,17 @@ func hostFuncs() []hostFn {
 				return
 			}
 			st.logBytes += len(b)
-			level := slog.Level(int32(s[0]))
-			id := ""
-			if st.in != nil {
-				id = st.in.ID
-			}
-			st.pool.logger.Log(ctx, level, string(b), "message_id", id, "source", "guest")
+			st.pool.logger.Log(ctx, slog.Level(int32(s[0])), string(b), st.callee().logAttrs("source", "guest")...)
 		}},
 		{"set_error", []api.ValueType{tI32, tI32}, nil, func(ctx context.Context, m api.Module, s []uint64) {
 			b := mem(m, "set_error", uint32(s[0]), uint32(s[1]))
 			if st := stateOf(ctx); st != nil && st.out != nil {
-				if len(b) > maxLogLine {
-					b = b[:maxLogLine]
-				}
-				// Stored as valid UTF-8 (a reason travels in queue attributes and JSON);
-				// printing escapes it for the terminal (cmd/wqhost).
-				st.out.ErrorText = strings.ToValidUTF8(string(b), "\uFFFD")
+				st.out.ErrorText = reasonText(b)
 			}
 		}},
 		{"retry_after", []api.ValueType{tI64}, nil, func(ctx context.Context, m api.Module, s []uint64) {
 			if st := stateOf(ctx); st != nil && st.out != nil {
-				// Saturate instead of overflowing into a negative delay (which meant "retry at
-				// once"): the poison policy clamps it to the binding's max_delay.
-				ms := min(max(int64(s[0]), 0), int64(math.MaxInt64/time.Millisecond))
-				st.out.RetryAfter = time.Duration(ms) * time.Millisecond
+				st.out.RetryAfter = retryDelay(int64(s[0]))
 			}
 		}},
 		{"emit", []api.ValueType{tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
@@ -212,14 +211,14 @@ func hostFuncs() []hostFn {
 				s[0] = i32(errDenied)
 				return
 			}
-			s[0] = i32(st.emit(q, body))
+			s[0] = i32(st.emit(&st.out.Outputs, q, body))
 		}},
 	}
 }
 
 func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
 	b := rt.NewHostModuleBuilder(hostModuleName)
-	for _, f := range append(append(hostFuncs(), httpHostFuncs()...), yieldFn()) {
+	for _, f := range append(append(append(hostFuncs(), batchHostFuncs()...), httpHostFuncs()...), yieldFn()) {
 		b.NewFunctionBuilder().WithGoModuleFunction(f.fn, f.params, f.results).WithName(f.name).Export(f.name)
 	}
 	return b
@@ -239,19 +238,52 @@ func validQueueName(q []byte) bool {
 	return true
 }
 
-func (st *callState) emit(q, body []byte) int32 {
+// reasonText is a guest's failure text (set_error, batch_verdict) as the host keeps it: at
+// most maxLogLine bytes, and valid UTF-8, since a reason travels in queue attributes and
+// JSON; printing escapes it for the terminal (cmd/wqhost).
+func reasonText(b []byte) string {
+	if len(b) > maxLogLine {
+		b = b[:maxLogLine]
+	}
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	if len(s) > maxLogLine {
+		// Replacement characters (3 bytes for each run of bad bytes) grew it: cut at a
+		// rune boundary.
+		n := maxLogLine
+		for !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	return s
+}
+
+// retryDelay is a guest's retry delay in milliseconds (retry_after, batch_verdict): a
+// negative one is 0 (the binding's policy decides), and a huge one saturates instead of
+// overflowing into a negative delay (which meant "retry at once"); the poison policy clamps
+// it to the binding's max_delay.
+func retryDelay(ms int64) time.Duration {
+	return time.Duration(min(max(ms, 0), int64(math.MaxInt64/time.Millisecond))) * time.Millisecond
+}
+
+// emit queues an output to *dst, the outputs of one message (or of a batch call itself),
+// under the limits of one message and the call's MaxCallOutputBytes.
+func (st *callState) emit(dst *[]Emitted, q, body []byte) int32 {
 	cfg := &st.pool.cfg
-	if len(st.out.Outputs) >= cfg.MaxOutputs {
+	if len(*dst) >= cfg.MaxOutputs {
 		return errLimit
 	}
 	if len(body) > cfg.MaxOutputBytes {
 		return errTooLarge
 	}
 	total := len(body)
-	for _, o := range st.out.Outputs {
+	for _, o := range *dst {
 		total += len(o.Body)
 	}
 	if cfg.MaxOutputTotalBytes > 0 && total > cfg.MaxOutputTotalBytes {
+		return errTooLarge
+	}
+	if cfg.MaxCallOutputBytes > 0 && st.callBytes+len(body) > cfg.MaxCallOutputBytes {
 		return errTooLarge
 	}
 	var queue string
@@ -277,25 +309,44 @@ func (st *callState) emit(q, body []byte) int32 {
 	// The body is copied out: guest memory is reused by the next call.
 	cp := make([]byte, len(body))
 	copy(cp, body)
-	st.out.Outputs = append(st.out.Outputs, Emitted{Queue: queue, Body: cp})
+	*dst = append(*dst, Emitted{Queue: queue, Body: cp})
+	st.callBytes += len(body)
 	return 0
 }
 
-// meta returns the metadata value for key, formatting numbers into scratch.
-func (st *callState) meta(key string, scratch []byte) ([]byte, bool) {
-	if st == nil || st.in == nil {
+// copyMeta is msg_meta and batch_meta: it copies what fits of message in's value for key to
+// dst and returns its full length, or ERR_NOT_FOUND.
+func (st *callState) copyMeta(in *Input, key, dst []byte) int32 {
+	var scratch [64]byte
+	v, ok := st.meta(in, string(key), scratch[:0])
+	if !ok {
+		return errNotFound
+	}
+	copy(dst, v)
+	return int32(len(v))
+}
+
+// meta returns message in's metadata value for key, formatting numbers into scratch. With in
+// nil (msg_meta in a batch call) only the call's keys, tenant and binding, are known; in a
+// self test, which has no message, none.
+func (st *callState) meta(in *Input, key string, scratch []byte) ([]byte, bool) {
+	if st == nil || in == nil && st.out == nil {
 		return nil, false
 	}
-	in := st.in
+	switch key {
+	case "tenant":
+		return []byte(st.pool.t.name), true
+	case "binding":
+		return []byte(st.pool.cfg.Binding), true
+	}
+	if in == nil {
+		return nil, false
+	}
 	switch key {
 	case "id":
 		return []byte(in.ID), true
 	case "queue":
 		return []byte(in.Queue), true
-	case "tenant":
-		return []byte(st.pool.t.name), true
-	case "binding":
-		return []byte(st.pool.cfg.Binding), true
 	case "dequeue_count":
 		return strconv.AppendInt(scratch, in.DequeueCount, 10), true
 	case "inserted_at":

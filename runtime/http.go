@@ -309,11 +309,7 @@ func (st *callState) httpFail(code int32, method string, shown func() string, ru
 	}
 	st.http.lastErr = text
 	if rule != "" && st.pool != nil {
-		id := ""
-		if st.in != nil {
-			id = st.in.ID
-		}
-		st.pool.logger.Warn("outbound http request refused", "message_id", id, "method", method, "url", u, "rule", rule, "reason", msg)
+		st.pool.logger.Warn("outbound http request refused", st.callee().logAttrs("method", method, "url", u, "rule", rule, "reason", msg)...)
 	}
 	return code
 }
@@ -379,7 +375,7 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 		}
 		return redactURL(u)
 	}
-	if st.in == nil || st.out == nil {
+	if st.out == nil {
 		return st.httpFail(errDenied, method, shown, "", "no message is being handled (self test)")
 	}
 	p := st.pool

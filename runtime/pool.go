@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,8 +57,8 @@ type Emitted struct {
 // Output is the result of a call that did not fail.
 type Output struct {
 	Status     Status
-	RetryAfter time.Duration // set by retry_after; 0 means the binding's policy decides
-	ErrorText  string        // set by set_error (wqhost/v1) or the last stderr line (wasi-stdio)
+	RetryAfter time.Duration // set by retry_after or batch_verdict(0); 0 means the binding's policy decides
+	ErrorText  string        // set by set_error or batch_verdict(0) (wqhost/v1), or the last stderr line (wasi-stdio)
 	Outputs    []Emitted     // to send if Status is StatusOK
 	HTTP       HTTPReport    // the message's outbound requests
 	first      [1]Emitted    // backs Outputs so the common single output costs no extra allocation
@@ -94,6 +93,13 @@ type PoolConfig struct {
 	// idle pool holds no guest memory; its next call instantiates. 0 keeps them.
 	IdleTimeout time.Duration
 	HTTP        *HTTPPolicy // outbound HTTP policy; nil denies every request
+	// MaxCallOutputBytes caps the bytes of all outputs of one call together: in a batch call
+	// its messages' and its own, whose per-message caps add up to far more; default
+	// DefaultMaxCallOutputBytes.
+	MaxCallOutputBytes int
+	// Batch declares that the binding hands its handler batches (CallBatch): NewPool refuses
+	// a module that does not export wqhost_handle_batch, and a wasi-stdio module.
+	Batch bool
 }
 
 // StartTimeoutFloor is the least time an instance's start function (a Go guest's runtime
@@ -149,6 +155,9 @@ type Pool struct {
 
 // NewPool creates a pool and warms MinInstances instances.
 func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool, error) {
+	if err := cfg.checkBatch(m); err != nil {
+		return nil, err
+	}
 	if cfg.MaxInstances <= 0 {
 		cfg.MaxInstances = DefaultMaxInstances
 	}
@@ -163,6 +172,9 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 	}
 	if cfg.MaxOutputTotalBytes <= 0 {
 		cfg.MaxOutputTotalBytes = 4 * cfg.MaxOutputBytes
+	}
+	if cfg.MaxCallOutputBytes <= 0 {
+		cfg.MaxCallOutputBytes = DefaultMaxCallOutputBytes
 	}
 	if cfg.StdioCapBytes <= 0 {
 		cfg.StdioCapBytes = DefaultStdioCapBytes
@@ -252,6 +264,7 @@ func (t *Tenant) Validate(ctx context.Context, m *Module, cfg PoolConfig) error 
 type instance struct {
 	mod      api.Module
 	handle   api.Function
+	batch    api.Function // wqhost_handle_batch; nil when the module has none
 	selfTest api.Function
 	st       *callState
 	ctx      *callCtx
@@ -304,6 +317,7 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 	inst := &instance{
 		mod: mod, handle: mod.ExportedFunction("wqhost_handle"), selfTest: mod.ExportedFunction("wqhost_self_test"),
 		st: st, ctx: &callCtx{Context: base, st: st}, cancel: cancel, stdio: logw,
+		batch: mod.ExportedFunction("wqhost_handle_batch"),
 	}
 	if p.cfg.Timeout > 0 && !p.v.fuel {
 		// One timer per instance, re-armed per call, is cheaper than a deadline context per call.
@@ -320,172 +334,6 @@ func (inst *instance) close(ctx context.Context) {
 	}
 	inst.cancel()
 	_ = inst.mod.Close(ctx)
-}
-
-// Call hands in to the module and returns its verdict. An error means the call failed (trap,
-// time limit, memory limit, bad pointer, unknown status, or ctx ended: the error then wraps
-// ctx's cause); the instance is then replaced. Ending ctx interrupts a running guest when
-// the pool has a time limit (PoolConfig.Timeout > 0, which the host always sets).
-func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
-	if p.m.c.abi == ABIWasiStdio {
-		return p.callStdio(ctx, in)
-	}
-	inst, err := p.slots.acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("runtime: message %s: waiting for an instance: %w", in.ID, err)
-	}
-	if p.closed.Load() {
-		p.slots.release(inst)
-		return nil, fmt.Errorf("runtime: message %s: %w", in.ID, ErrPoolClosed)
-	}
-	if inst == nil {
-		if inst, err = p.newInstance(ctx); err != nil {
-			p.slots.release(nil)
-			return nil, err
-		}
-	}
-	if p.trace != nil {
-		p.trace(inst, true)
-	}
-	// The caller's context bounds the call too (a shutdown grace, a caller's deadline):
-	// ending it interrupts the guest like the time limit does. With fuel the guest's next
-	// yield sees it; otherwise the instance's context is cancelled, and the instance, its
-	// context spent, is replaced.
-	var out *Output
-	var discard bool
-	if p.v.fuel {
-		out, discard, err = p.run(ctx, inst, in)
-		if errors.Is(err, errCallerGone) {
-			out, discard, err = nil, true, fmt.Errorf("runtime: message %s: call abandoned: %w", in.ID, context.Cause(ctx))
-		}
-	} else {
-		stop := context.AfterFunc(ctx, inst.cancel)
-		out, discard, err = p.run(ctx, inst, in)
-		if !stop() {
-			discard = true
-			if err != nil || ctx.Err() != nil {
-				out, err = nil, fmt.Errorf("runtime: message %s: call abandoned: %w", in.ID, context.Cause(ctx))
-			}
-		}
-	}
-	if p.trace != nil {
-		p.trace(inst, false)
-	}
-	if discard || p.closed.Load() {
-		// The instance is closed before its slot goes back, so a Close waiting for the slot
-		// returns with every instance closed.
-		p.discard(inst)
-		p.slots.release(nil)
-	} else if !p.slots.release(inst) {
-		// A refill raced this call's fresh instance; keep the pool within MaxInstances.
-		inst.close(context.Background())
-		p.total.Add(-1)
-	}
-	return out, err
-}
-
-// run calls the guest. A fuel-instrumented instance's yields check ctx, the caller's
-// context; otherwise Call has the instance's context cancelled when ctx ends.
-func (p *Pool) run(ctx context.Context, inst *instance, in *Input) (out *Output, discard bool, err error) {
-	p.calls.Add(1)
-	out = &Output{}
-	out.Outputs = out.first[:0]
-	st := inst.st
-	st.in, st.out, st.logs, st.logBytes, st.dropped = in, out, 0, 0, 0
-	inst.stdio.reset(in.ID)
-	if inst.timer != nil {
-		inst.timer.Reset(p.cfg.Timeout)
-	}
-	if p.v.fuel {
-		st.arm(ctx, p.cfg.Timeout)
-	}
-	err = inst.handle.CallWithStack(inst.ctx, inst.stack[:])
-	if p.v.fuel {
-		st.disarm()
-	}
-	if st.dropped > 0 {
-		// Never silently: one line saying how many were left out.
-		p.logger.Warn("guest log lines dropped", "message_id", in.ID, "dropped", st.dropped,
-			"limit_lines", maxLogsPerCall, "limit_bytes", maxLogBytesPerCall, "source", "guest")
-	}
-	timedOut := inst.timer != nil && !inst.timer.Stop() || errors.Is(err, errTimeLimit)
-	out.HTTP = st.closeHTTP()
-	p.http.add(out.HTTP)
-	st.in, st.out = nil, nil
-	inst.uses++
-	if err != nil || timedOut {
-		if err == nil {
-			// The watchdog fired after the guest returned: the result stands, the instance's
-			// context is spent.
-			return p.verdict(inst, out)
-		}
-		var hce *HostCallError
-		switch {
-		case errors.Is(err, errCallerGone):
-			// Not the guest's fault: Call reports the caller's reason.
-		case timedOut:
-			p.timeouts.Add(1)
-			err = fmt.Errorf("runtime: message %s: %w (%s): %w", in.ID, ErrTimeout, p.cfg.Timeout, err)
-		case errors.As(err, &hce):
-			p.traps.Add(1)
-			err = fmt.Errorf("runtime: message %s: %w: %w", in.ID, ErrTrap, err)
-		case isStackOverflow(err):
-			// Before the memory check: a guest near its memory limit that recursed for ever
-			// overflowed its stack, it did not run out of memory.
-			p.traps.Add(1)
-			err = fmt.Errorf("runtime: message %s: %w: %w", in.ID, ErrStackOverflow, err)
-		case p.nearMemLimit(inst):
-			p.traps.Add(1)
-			err = fmt.Errorf("runtime: message %s: %w (%d bytes): %w", in.ID, ErrMemoryLimit, p.memLimit, err)
-		default:
-			p.traps.Add(1)
-			err = fmt.Errorf("runtime: message %s: %w: %w", in.ID, ErrTrap, err)
-		}
-		return nil, true, err
-	}
-	out, discard, err = p.verdict(inst, out)
-	if err != nil {
-		err = fmt.Errorf("runtime: message %s: %w", in.ID, err)
-	}
-	return out, discard, err
-}
-
-func (p *Pool) verdict(inst *instance, out *Output) (*Output, bool, error) {
-	discard := inst.timer != nil && inst.ctx.Err() != nil ||
-		p.cfg.MaxUses > 0 && inst.uses >= p.cfg.MaxUses ||
-		p.cfg.MaxMemoryBytes > 0 && uint64(inst.mod.Memory().Size()) > p.cfg.MaxMemoryBytes
-	switch rc := int32(inst.stack[0]); rc {
-	case 0, 1, 2:
-		out.Status = Status(rc)
-		if out.Status != StatusOK {
-			out.Outputs = nil
-		}
-		return out, discard, nil
-	default:
-		return nil, discard, fmt.Errorf("%w %d: %s", ErrBadStatus, rc, out.ErrorText)
-	}
-}
-
-// nearMemLimit reports whether a failed call ran out of memory. wazero does not report a
-// refused memory.grow; the guest's allocator aborts instead, so a trap with memory within a
-// quarter of the limit (one large allocation away) is taken as the limit hit.
-// isStackOverflow reports wazero's stack-overflow trap. wazero's sentinel for it is internal,
-// so its text is matched: an error in the chain reading "stack overflow" (or "wasm error:
-// stack overflow" with a stack trace).
-func isStackOverflow(err error) bool {
-	for err != nil {
-		if s := err.Error(); s == "stack overflow" || strings.HasPrefix(s, "wasm error: stack overflow") {
-			return true
-		}
-		err = errors.Unwrap(err)
-	}
-	return false
-}
-
-func (p *Pool) nearMemLimit(inst *instance) bool {
-	slack := max(p.memLimit/4, 8<<20)
-	m := inst.mod.Memory()
-	return m != nil && uint64(m.Size())+slack >= p.memLimit
 }
 
 func (p *Pool) discard(inst *instance) {

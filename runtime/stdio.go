@@ -23,18 +23,18 @@ type cappedLog struct {
 	logger *slog.Logger
 	limit  int
 	used   int
-	id     string
+	who    callee // the call's message (a batch's first, and its size), which every line names
 	warned bool
 }
 
-func (c *cappedLog) reset(id string) { c.used, c.id, c.warned = 0, id, false }
+func (c *cappedLog) reset(who callee) { c.used, c.who, c.warned = 0, who, false }
 
 func (c *cappedLog) Write(b []byte) (int, error) {
 	n := len(b)
 	if c.used >= c.limit {
 		if !c.warned {
 			c.warned = true
-			c.logger.Warn("guest output truncated", "message_id", c.id, "cap_bytes", c.limit)
+			c.logger.Warn("guest output truncated", c.who.logAttrs("cap_bytes", c.limit)...)
 		}
 		return n, nil
 	}
@@ -43,7 +43,7 @@ func (c *cappedLog) Write(b []byte) (int, error) {
 	}
 	c.used += len(b)
 	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
-		c.logger.Info(line, "message_id", c.id, "source", "guest-stdio")
+		c.logger.Info(line, c.who.logAttrs("source", "guest-stdio")...)
 	}
 	return n, nil
 }
@@ -91,7 +91,7 @@ func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
 		defer cancel()
 	}
 	stdout := &cappedBuf{limit: p.cfg.MaxOutputBytes}
-	logw := &cappedLog{logger: p.logger, limit: p.cfg.StdioCapBytes, id: in.ID}
+	logw := &cappedLog{logger: p.logger, limit: p.cfg.StdioCapBytes, who: callee{id: in.ID}}
 	var stderr bytes.Buffer
 	mc := p.moduleConfig(logw).WithStdin(bytes.NewReader(in.Body)).WithStdout(stdout).
 		WithStderr(multiWriter{&stderr, logw}).

@@ -181,6 +181,12 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 		fp, usesHTTP := checkFeatures(cm)
 		problems = append(problems, fp...)
 		out.usesHTTP = usesHTTP
+		if _, ok := exports["wqhost_handle_batch"]; ok {
+			// Optional, but a batch handler with another signature is a mistake to refuse
+			// at load, not a message failure at the first batch.
+			want("wqhost_handle_batch", api.ValueTypeI32)
+			out.batch = true
+		}
 		if _, ok := exports["wqhost_self_test"]; ok {
 			want("wqhost_self_test", api.ValueTypeI32)
 			out.selfTest = true

@@ -1,0 +1,230 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tetratelabs/wazero/api"
+)
+
+// The path of a call, single or batch (batch.go): an instance checked out of the pool, the
+// guest called under the call's limits, the failure classified, the instance checked in.
+
+// Call hands in to the module and returns its verdict. An error means the call failed (trap,
+// time limit, memory limit, bad pointer, unknown status, or ctx ended: the error then wraps
+// ctx's cause); the instance is then replaced. Ending ctx interrupts a running guest when
+// the pool has a time limit (PoolConfig.Timeout > 0, which the host always sets).
+//
+// The call is a batch of one (docs/abi.md): a verdict the handler sets with
+// batch_verdict(0, ...) replaces the status it returns and, being final, stands if the call
+// fails after it (the failure is logged and the instance replaced); outputs are kept only
+// when the resulting status is ok.
+func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
+	if p.m.c.abi == ABIWasiStdio {
+		return p.callStdio(ctx, in)
+	}
+	inst, err := p.checkout(ctx, callee{id: in.ID})
+	if err != nil {
+		return nil, err
+	}
+	out, discard, err := p.run(ctx, inst, in)
+	p.checkin(inst, discard)
+	return out, err
+}
+
+// callee names what a call handles, in errors and logs: one message, or a batch of n led by
+// message id.
+type callee struct {
+	id string
+	n  int // the batch's size; 0: a single call
+}
+
+func (c callee) String() string {
+	if c.n == 0 {
+		return "message " + c.id
+	}
+	return fmt.Sprintf("batch of %d messages from %s", c.n, c.id)
+}
+
+// logAttrs are a log line's attributes: the call's message id (a batch's first) and a
+// batch's size, then more.
+func (c callee) logAttrs(more ...any) []any {
+	attrs := make([]any, 0, 4+len(more))
+	attrs = append(attrs, "message_id", c.id)
+	if c.n > 0 {
+		attrs = append(attrs, "batch_size", c.n)
+	}
+	return append(attrs, more...)
+}
+
+// checkout takes a call slot and an instance for it, instantiating one when none is idle.
+func (p *Pool) checkout(ctx context.Context, who callee) (*instance, error) {
+	inst, err := p.slots.acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: %s: waiting for an instance: %w", who, err)
+	}
+	if p.closed.Load() {
+		p.slots.release(inst)
+		return nil, fmt.Errorf("runtime: %s: %w", who, ErrPoolClosed)
+	}
+	if inst == nil {
+		if inst, err = p.newInstance(ctx); err != nil {
+			p.slots.release(nil)
+			return nil, err
+		}
+	}
+	if p.trace != nil {
+		p.trace(inst, true)
+	}
+	return inst, nil
+}
+
+// checkin gives inst's slot back, and inst with it unless it must be replaced.
+func (p *Pool) checkin(inst *instance, discard bool) {
+	if p.trace != nil {
+		p.trace(inst, false)
+	}
+	if discard || p.closed.Load() {
+		// The instance is closed before its slot goes back, so a Close waiting for the slot
+		// returns with every instance closed.
+		p.discard(inst)
+		p.slots.release(nil)
+	} else if !p.slots.release(inst) {
+		// A refill raced this call's fresh instance; keep the pool within MaxInstances.
+		inst.close(context.Background())
+		p.total.Add(-1)
+	}
+}
+
+// run hands in to inst's wqhost_handle and returns the message's verdict.
+func (p *Pool) run(ctx context.Context, inst *instance, in *Input) (*Output, bool, error) {
+	out := &Output{}
+	out.Outputs = out.first[:0]
+	st := inst.st
+	st.beginSingle(in, out)
+	rc, discard, err := p.invoke(ctx, inst, inst.handle, callee{id: in.ID})
+	hasVerdict := st.oneSet[0]
+	if hasVerdict {
+		v := &st.oneRes[0]
+		out.Status, out.RetryAfter, out.ErrorText = v.Status, v.RetryAfter, v.ErrorText
+	}
+	st.end()
+	switch {
+	case hasVerdict:
+		if err != nil {
+			p.logger.Warn("handler failed after setting its message's verdict; the verdict stands",
+				"message_id", in.ID, "status", out.Status, "err", err)
+		}
+	case err != nil:
+		return nil, discard, err
+	case rc < 0 || rc > 2:
+		return nil, discard, fmt.Errorf("runtime: message %s: %w %d: %s", in.ID, ErrBadStatus, rc, out.ErrorText)
+	default:
+		out.Status = Status(rc)
+	}
+	if out.Status != StatusOK {
+		out.Outputs = nil
+	}
+	return out, discard, nil
+}
+
+// invoke calls fn, a handle export of inst, for the call inst.st was set up for (beginSingle,
+// beginBatch). It is the one path of every call: the time limit and the caller's context,
+// the guest's log and outbound requests, and whether the instance must be replaced. err is
+// why the call failed, naming who; when it is nil, rc is the status the guest returned.
+func (p *Pool) invoke(ctx context.Context, inst *instance, fn api.Function, who callee) (rc int32, discard bool, err error) {
+	p.calls.Add(1)
+	st := inst.st
+	st.logs, st.logBytes, st.dropped, st.callBytes = 0, 0, 0, 0
+	inst.stdio.reset(who)
+	// The caller's context bounds the call too (a shutdown grace, a caller's deadline):
+	// ending it interrupts the guest like the time limit does. With fuel the guest's next
+	// yield sees it; otherwise the instance's context is cancelled, and the instance, its
+	// context spent, is replaced.
+	var stop func() bool
+	if p.v.fuel {
+		st.arm(ctx, p.cfg.Timeout)
+	} else {
+		stop = context.AfterFunc(ctx, inst.cancel)
+	}
+	if inst.timer != nil {
+		inst.timer.Reset(p.cfg.Timeout)
+	}
+	err = fn.CallWithStack(inst.ctx, inst.stack[:])
+	abandoned := err != nil && errors.Is(err, errCallerGone)
+	if p.v.fuel {
+		st.disarm()
+	} else if !stop() {
+		abandoned = true
+	}
+	if st.dropped > 0 {
+		// Never silently: one line saying how many were left out.
+		p.logger.Warn("guest log lines dropped", who.logAttrs("dropped", st.dropped,
+			"limit_lines", maxLogsPerCall, "limit_bytes", maxLogBytesPerCall, "source", "guest")...)
+	}
+	timedOut := inst.timer != nil && !inst.timer.Stop() || errors.Is(err, errTimeLimit)
+	st.out.HTTP = st.closeHTTP()
+	p.http.add(st.out.HTTP)
+	inst.uses++
+	switch {
+	case abandoned:
+		// Not the guest's fault: the caller's reason.
+		return 0, true, fmt.Errorf("runtime: %s: call abandoned: %w", who, context.Cause(ctx))
+	case err == nil:
+		// With timedOut, the watchdog fired after the guest returned: the result stands, the
+		// instance's context is spent.
+		discard = inst.timer != nil && inst.ctx.Err() != nil ||
+			p.cfg.MaxUses > 0 && inst.uses >= p.cfg.MaxUses ||
+			p.cfg.MaxMemoryBytes > 0 && uint64(inst.mod.Memory().Size()) > p.cfg.MaxMemoryBytes
+		return int32(inst.stack[0]), discard, nil
+	case timedOut:
+		p.timeouts.Add(1)
+		err = fmt.Errorf("runtime: %s: %w (%s): %w", who, ErrTimeout, p.cfg.Timeout, err)
+	case isHostCallError(err):
+		p.traps.Add(1)
+		err = fmt.Errorf("runtime: %s: %w: %w", who, ErrTrap, err)
+	case isStackOverflow(err):
+		// Before the memory check: a guest near its memory limit that recursed for ever
+		// overflowed its stack, it did not run out of memory.
+		p.traps.Add(1)
+		err = fmt.Errorf("runtime: %s: %w: %w", who, ErrStackOverflow, err)
+	case p.nearMemLimit(inst):
+		p.traps.Add(1)
+		err = fmt.Errorf("runtime: %s: %w (%d bytes): %w", who, ErrMemoryLimit, p.memLimit, err)
+	default:
+		p.traps.Add(1)
+		err = fmt.Errorf("runtime: %s: %w: %w", who, ErrTrap, err)
+	}
+	return 0, true, err
+}
+
+// isHostCallError reports a guest's misuse of a host function. Its own function: the target
+// errors.As needs lives on the heap, which in invoke would cost every call an allocation.
+func isHostCallError(err error) bool {
+	var hce *HostCallError
+	return errors.As(err, &hce)
+}
+
+// isStackOverflow reports wazero's stack-overflow trap. wazero's sentinel for it is internal,
+// so its text is matched: an error in the chain reading "stack overflow" (or "wasm error:
+// stack overflow" with a stack trace).
+func isStackOverflow(err error) bool {
+	for err != nil {
+		if s := err.Error(); s == "stack overflow" || strings.HasPrefix(s, "wasm error: stack overflow") {
+			return true
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
+}
+
+// nearMemLimit reports whether a failed call ran out of memory. wazero does not report a
+// refused memory.grow; the guest's allocator aborts instead, so a trap with memory within a
+// quarter of the limit (one large allocation away) is taken as the limit hit.
+func (p *Pool) nearMemLimit(inst *instance) bool {
+	slack := max(p.memLimit/4, 8<<20)
+	m := inst.mod.Memory()
+	return m != nil && uint64(m.Size())+slack >= p.memLimit
+}
