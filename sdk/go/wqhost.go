@@ -19,6 +19,10 @@
 // Registration must happen in init (or a package variable initialiser): a c-shared module runs
 // package initialisation from `_initialize` but never calls main.
 //
+// A handler that gains from seeing many messages at once (a bulk insert, an aggregate)
+// registers a batch handler with HandleBatch instead; see Batch. Either kind runs on either
+// kind of binding: the SDK exports both wqhost_handle and wqhost_handle_batch and adapts.
+//
 // The package is source compatible with TinyGo (no reflection, no goroutines, no
 // unsafe.Slice); see README.md.
 package wqhost
@@ -110,15 +114,32 @@ func finish(r Result, setError func(string), retryAfter func(ms int64)) int32 {
 	if r.err != nil {
 		setError(r.err.Error())
 	}
-	if r.status == StatusRetry && r.after > 0 {
-		ms := int64(r.after / time.Millisecond)
-		if ms == 0 {
-			// A sub-millisecond delay still asks for a delay, not for the policy default.
-			ms = 1
-		}
+	if ms := r.retryMillis(); ms > 0 {
 		retryAfter(ms)
 	}
 	return int32(r.status)
+}
+
+// retryMillis is the delay a retry asks for in the ABI's milliseconds: 0 for no delay (the
+// binding's retry policy decides) and for results that are not retries.
+func (r Result) retryMillis() int64 {
+	if r.status != StatusRetry || r.after <= 0 {
+		return 0
+	}
+	ms := int64(r.after / time.Millisecond)
+	if ms == 0 {
+		// A sub-millisecond delay still asks for a delay, not for the policy default.
+		ms = 1
+	}
+	return ms
+}
+
+// reason is the failure text the result reports, "" for none.
+func (r Result) reason() string {
+	if r.err == nil {
+		return ""
+	}
+	return r.err.Error()
 }
 
 // parseDequeueCount parses the dequeue_count metadata value.
@@ -183,63 +204,84 @@ const (
 type Message struct {
 	body   []byte
 	loaded bool
+	// inBatch says the message is message index of a wqhost_handle_batch call that a Handle
+	// handler runs in (one call per message): it is read through batch_body and batch_meta,
+	// and Emit ties outputs to it with batch_emit. Otherwise it is the call's message (msg_*).
+	inBatch bool
+	index   int32
 }
 
 // Body returns the message body. The slice is owned by the SDK and reused for the next
 // message (so the hot path does not allocate); copy it to keep it.
 func (m *Message) Body() []byte {
 	if !m.loaded {
-		m.body = readBody(m.body[:0])
+		if m.inBatch {
+			m.body = readBatchBody(m.index, m.body[:0])
+		} else {
+			m.body = readBody(m.body[:0])
+		}
 		m.loaded = true
 	}
 	return m.body
 }
 
 // ID returns the message id.
-func (m *Message) ID() string { return meta("id") }
+func (m *Message) ID() string { return m.meta("id") }
 
 // Queue returns the queue the message came from.
-func (m *Message) Queue() string { return meta("queue") }
+func (m *Message) Queue() string { return m.meta("queue") }
 
 // Tenant returns the tenant name.
-func (m *Message) Tenant() string { return meta("tenant") }
+func (m *Message) Tenant() string { return m.meta("tenant") }
 
 // Binding returns the binding name.
-func (m *Message) Binding() string { return meta("binding") }
+func (m *Message) Binding() string { return m.meta("binding") }
 
 // OrderKey returns the ordered-execution group, or "" when the message has none.
-func (m *Message) OrderKey() string { return meta("order_key") }
+func (m *Message) OrderKey() string { return m.meta("order_key") }
 
 // DequeueCount returns how many times the message was delivered (1 on the first delivery),
 // or 0 when the host did not say.
-func (m *Message) DequeueCount() int {
-	n, err := parseDequeueCount(meta("dequeue_count"))
+func (m *Message) DequeueCount() int { return dequeueCount(m.meta("dequeue_count")) }
+
+// InsertedAt returns when the message was queued, or the zero time when the host did not say.
+func (m *Message) InsertedAt() time.Time { return insertedAt(m.meta("inserted_at")) }
+
+// Meta returns a metadata value by its ABI key, and whether the host has it.
+func (m *Message) Meta(key string) (string, bool) { return metaLookup(m.inBatch, m.index, key) }
+
+func (m *Message) meta(key string) string {
+	v, _ := metaLookup(m.inBatch, m.index, key)
+	return v
+}
+
+// metaLookup reads a metadata value of the call's message (msg_meta) or, inBatch, of batch
+// message i (batch_meta).
+func metaLookup(inBatch bool, i int32, key string) (string, bool) {
+	var small [smallValue]byte
+	if inBatch {
+		get := func(key string, buf []byte) int32 { return hostBatchMeta(i, key, buf) }
+		return lookup(get, key, small[:], get(key, small[:]))
+	}
+	return lookup(hostMeta, key, small[:], hostMeta(key, small[:]))
+}
+
+// dequeueCount is DequeueCount from the metadata value: 0 when missing or malformed.
+func dequeueCount(v string) int {
+	n, err := parseDequeueCount(v)
 	if err != nil {
 		return 0
 	}
 	return n
 }
 
-// InsertedAt returns when the message was queued, or the zero time when the host did not say.
-func (m *Message) InsertedAt() time.Time {
-	t, err := parseInsertedAt(meta("inserted_at"))
+// insertedAt is InsertedAt from the metadata value: the zero time when missing or malformed.
+func insertedAt(v string) time.Time {
+	t, err := parseInsertedAt(v)
 	if err != nil {
 		return time.Time{}
 	}
 	return t
-}
-
-// Meta returns a metadata value by its ABI key, and whether the host has it.
-func (m *Message) Meta(key string) (string, bool) { return metaLookup(key) }
-
-func meta(key string) string {
-	v, _ := metaLookup(key)
-	return v
-}
-
-func metaLookup(key string) (string, bool) {
-	var small [smallValue]byte
-	return lookup(hostMeta, key, small[:], hostMeta(key, small[:]))
 }
 
 // Config returns the binding's config value for key, and whether it is set.
@@ -273,7 +315,7 @@ func lookup(get func(key string, buf []byte) int32, key string, small []byte, n 
 	return string(buf), true
 }
 
-// readBody appends the current message's body to dst, reusing its capacity.
+// readBody reads the current message's body into dst, reusing its capacity.
 func readBody(dst []byte) []byte {
 	n := hostBodyLen()
 	if n <= 0 {
@@ -284,6 +326,23 @@ func readBody(dst []byte) []byte {
 	}
 	dst = dst[:n]
 	copied := hostBody(dst)
+	if copied < 0 {
+		copied = 0
+	}
+	return dst[:copied]
+}
+
+// readBatchBody reads batch message i's body into dst, reusing its capacity.
+func readBatchBody(i int32, dst []byte) []byte {
+	n := hostBatchBodyLen(i)
+	if n <= 0 {
+		return dst[:0]
+	}
+	if cap(dst) < int(n) {
+		dst = make([]byte, n)
+	}
+	dst = dst[:n]
+	copied := hostBatchBody(i, dst)
 	if copied < 0 {
 		copied = 0
 	}
@@ -307,8 +366,19 @@ func Error(msg string) { Log(LevelError, msg) }
 
 // Emit queues an output message to queue ("" means the binding's output queue). Outputs are
 // sent only if the handler returns OK.
+//
+// From a Handle handler the output belongs to the message being handled, also when the
+// binding batches (it is tied to that message of the batch). From a HandleBatch handler it
+// belongs to the whole call: it is sent only if the batch handler returns OK, whatever the
+// messages' own verdicts (use BatchMessage.Emit for an output of one message).
 func Emit(queue string, body []byte) error {
-	if err := codeError(hostEmit(queue, body)); err != nil {
+	var code int32
+	if g.msg.inBatch {
+		code = hostBatchEmit(g.msg.index, queue, body)
+	} else {
+		code = hostEmit(queue, body)
+	}
+	if err := codeError(code); err != nil {
 		return &EmitError{Queue: queue, Err: err}
 	}
 	return nil
@@ -320,29 +390,43 @@ type HandlerFunc func(m *Message) Result
 // guest is the module's handler state. It lives in a package variable because the host calls
 // exported functions with no arguments: there is nowhere else to keep it.
 type guest struct {
-	handler  HandlerFunc
-	selfTest func() error
-	msg      Message
+	handler      HandlerFunc
+	batchHandler BatchHandlerFunc
+	selfTest     func() error
+	msg          Message
+	batch        Batch
 }
 
 var g guest
 
 // Handle registers the message handler. Call it from init.
+//
+// On a binding with batch: the host calls wqhost_handle_batch, and the SDK runs this
+// handler once per message of the batch, turning each Result into that message's verdict.
 func Handle(h HandlerFunc) { g.handler = h }
+
+// noHandler is the reason a call fails with when init registered nothing.
+const noHandler = "wqhost: no handler registered (call wqhost.Handle or wqhost.HandleBatch from init)"
 
 // SelfTest registers a check run once when a new module version is validated; a non-nil
 // error rejects the version. Without one the module reports healthy.
 func SelfTest(f func() error) { g.selfTest = f }
 
-// handle runs the handler on the current message and returns the ABI status.
+// handle serves wqhost_handle: it runs the message handler on the call's message or, when
+// only a batch handler is registered, the batch handler on the call's batch of one (the
+// host gives every wqhost_handle call a batch holding its message), and returns the ABI
+// status.
 func (s *guest) handle() int32 {
-	if s.handler == nil {
-		hostSetError("wqhost: no handler registered (call wqhost.Handle from init)")
+	switch {
+	case s.handler != nil:
+		s.msg = Message{body: s.msg.body}
+		return finish(s.handler(&s.msg), hostSetError, hostRetryAfter)
+	case s.batchHandler != nil:
+		return s.runBatch()
+	default:
+		hostSetError(noHandler)
 		return int32(StatusReject)
 	}
-	s.msg.loaded = false
-	r := s.handler(&s.msg)
-	return finish(r, hostSetError, hostRetryAfter)
 }
 
 // selfTestStatus runs the self test and returns its ABI status (0 healthy).

@@ -12,9 +12,29 @@
 //! ```
 //!
 //! The `handler!` macro defines the module's exports (`wqhost_abi_v1`, `wqhost_handle`,
-//! `wqhost_self_test`); it is used once, in the cdylib crate.
+//! `wqhost_handle_batch`, `wqhost_self_test`); it is used once, in the cdylib crate.
+//!
+//! A handler that gains from seeing many messages at once (a bulk insert, an aggregate) uses
+//! `batch_handler!` instead, with a `fn(&Batch) -> Result`:
+//!
+//! ```ignore
+//! fn handle(b: &wqhost::Batch) -> wqhost::Result {
+//!     for m in b.messages() {
+//!         if m.body().is_empty() {
+//!             let _ = m.reject(format!("message {} is empty", m.id()));
+//!         }
+//!     }
+//!     wqhost::Result::Ok // for every message without a verdict of its own
+//! }
+//! wqhost::batch_handler!(handle);
+//! ```
+//!
+//! Either kind runs on either kind of binding: `handler!` runs the message handler once per
+//! message of a batch call, `batch_handler!` gets a batch of one on a binding without
+//! `batch:`.
 
 use std::fmt;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 pub mod http;
 
@@ -94,6 +114,16 @@ impl Result {
         Result::Reject { reason: reason.to_string() }
     }
 
+    /// The result as `batch_verdict` arguments: status, delay in milliseconds (0: the binding's
+    /// policy decides) and reason.
+    pub fn verdict_args(&self) -> (i32, i64, &str) {
+        match self {
+            Result::Ok => (STATUS_OK, 0, ""),
+            Result::Retry { after_ms, reason } => (STATUS_RETRY, (*after_ms).max(0), reason),
+            Result::Reject { reason } => (STATUS_REJECT, 0, reason),
+        }
+    }
+
     /// Reports the reason and delay to the host through the given functions and returns the
     /// status code. Split out from the exports so it can be tested natively.
     pub fn finish(&self, set_error: impl FnOnce(&str), retry_after: impl FnOnce(i64)) -> i32 {
@@ -139,11 +169,17 @@ mod abi {
         pub fn set_error(ptr: *const u8, len: i32);
         pub fn retry_after(ms: i64);
         pub fn emit(queue_ptr: *const u8, queue_len: i32, body_ptr: *const u8, body_len: i32) -> i32;
+        pub fn batch_size() -> i32;
+        pub fn batch_body_len(i: i32) -> i32;
+        pub fn batch_body(i: i32, ptr: *mut u8, len: i32) -> i32;
+        pub fn batch_meta(i: i32, key_ptr: *const u8, key_len: i32, buf_ptr: *mut u8, buf_len: i32) -> i32;
+        pub fn batch_emit(i: i32, queue_ptr: *const u8, queue_len: i32, body_ptr: *const u8, body_len: i32) -> i32;
+        pub fn batch_verdict(i: i32, status: i32, retry_after_ms: i64, reason_ptr: *const u8, reason_len: i32) -> i32;
     }
 }
 
-/// Native stand-ins: a host with an empty message, no config and no output queue, so the
-/// crate builds and unit-tests off wasm.
+/// Native stand-ins: a host with an empty message, an empty batch, no config and no output
+/// queue, so the crate builds and unit-tests off wasm.
 #[cfg(not(target_arch = "wasm32"))]
 #[allow(clippy::missing_safety_doc)]
 mod abi {
@@ -155,6 +191,12 @@ mod abi {
     pub unsafe fn set_error(_: *const u8, _: i32) {}
     pub unsafe fn retry_after(_: i64) {}
     pub unsafe fn emit(_: *const u8, _: i32, _: *const u8, _: i32) -> i32 { -5 }
+    pub unsafe fn batch_size() -> i32 { 0 }
+    pub unsafe fn batch_body_len(_: i32) -> i32 { -5 }
+    pub unsafe fn batch_body(_: i32, _: *mut u8, _: i32) -> i32 { -5 }
+    pub unsafe fn batch_meta(_: i32, _: *const u8, _: i32, _: *mut u8, _: i32) -> i32 { -5 }
+    pub unsafe fn batch_emit(_: i32, _: *const u8, _: i32, _: *const u8, _: i32) -> i32 { -5 }
+    pub unsafe fn batch_verdict(_: i32, _: i32, _: i64, _: *const u8, _: i32) -> i32 { -5 }
 }
 
 /// The message being handled. Its body buffer is reused across messages so the hot path does
@@ -163,17 +205,26 @@ mod abi {
 pub struct Message {
     body: Vec<u8>,
     loaded: bool,
+    /// `Some(i)`: message `i` of a `wqhost_handle_batch` call that a `handler!` handler runs
+    /// in, read through `batch_body`/`batch_meta`; `None`: the call's message (`msg_*`).
+    batch: Option<i32>,
 }
 
 impl Message {
     /// The message body.
     pub fn body(&mut self) -> &[u8] {
         if !self.loaded {
-            let n = unsafe { abi::msg_body_len() };
+            let n = match self.batch {
+                Some(i) => unsafe { abi::batch_body_len(i) },
+                None => unsafe { abi::msg_body_len() },
+            };
             self.body.clear();
             if n > 0 {
                 self.body.resize(n as usize, 0);
-                let got = unsafe { abi::msg_body(self.body.as_mut_ptr(), n) };
+                let got = match self.batch {
+                    Some(i) => unsafe { abi::batch_body(i, self.body.as_mut_ptr(), n) },
+                    None => unsafe { abi::msg_body(self.body.as_mut_ptr(), n) },
+                };
                 self.body.truncate(if got > 0 { got as usize } else { 0 });
             }
             self.loaded = true;
@@ -184,7 +235,10 @@ impl Message {
     /// A metadata value by its ABI key (`id`, `queue`, `tenant`, `binding`, `dequeue_count`,
     /// `inserted_at`, `order_key`).
     pub fn meta(&self, key: &str) -> Option<String> {
-        lookup(key, |k, kl, b, bl| unsafe { abi::msg_meta(k, kl, b, bl) })
+        match self.batch {
+            Some(i) => batch_meta(i, key),
+            None => lookup(key, |k, kl, b, bl| unsafe { abi::msg_meta(k, kl, b, bl) }),
+        }
     }
 
     /// The message id.
@@ -208,8 +262,170 @@ impl Message {
     pub fn inserted_at(&self) -> String { self.meta("inserted_at").unwrap_or_default() }
 
     #[doc(hidden)]
-    pub fn reset(&mut self) { self.loaded = false; }
+    pub fn reset(&mut self) {
+        self.loaded = false;
+        self.batch = None;
+    }
 }
+
+fn batch_meta(i: i32, key: &str) -> Option<String> {
+    lookup(key, |k, kl, b, bl| unsafe { abi::batch_meta(i, k, kl, b, bl) })
+}
+
+/// The batch being handled by a `batch_handler!` handler: 1 to the binding's
+/// `batch.max_messages` messages (1 on a binding without `batch:`), in the order they were
+/// received. Every body is read when the call starts, into one buffer reused across calls, so
+/// they all stay borrowed from the batch for the whole call.
+#[derive(Default)]
+pub struct Batch {
+    bodies: Vec<u8>,
+    /// Where message i's body lies in `bodies`: (start, end).
+    spans: Vec<(usize, usize)>,
+}
+
+impl Batch {
+    /// The number of messages.
+    pub fn len(&self) -> usize { self.spans.len() }
+
+    /// Whether the batch has no messages (only in a self test).
+    pub fn is_empty(&self) -> bool { self.spans.is_empty() }
+
+    /// Message `i`, `0 <= i < len()`. Panics when `i` is out of range, as indexing does.
+    pub fn message(&self, i: usize) -> BatchMessage<'_> {
+        assert!(i < self.spans.len(), "wqhost: batch message {} of {}", i, self.spans.len());
+        BatchMessage { batch: self, index: i }
+    }
+
+    /// The messages in order.
+    pub fn messages(&self) -> Messages<'_> { Messages { batch: self, next: 0 } }
+
+    /// Reads a batch of `n` messages through the given host functions (body length of i, copy
+    /// of i's body into a buffer), reusing this batch's buffers. Split from the exports so it
+    /// can be tested natively.
+    #[doc(hidden)]
+    pub fn load(&mut self, n: i32, body_len: impl Fn(i32) -> i32, body: impl Fn(i32, &mut [u8]) -> i32) {
+        self.spans.clear();
+        let mut total = 0usize;
+        for i in 0..n.max(0) {
+            let len = body_len(i).max(0) as usize;
+            self.spans.push((total, total + len));
+            total += len;
+        }
+        self.bodies.clear();
+        self.bodies.resize(total, 0);
+        for (i, span) in self.spans.iter_mut().enumerate() {
+            if span.1 > span.0 {
+                let got = body(i as i32, &mut self.bodies[span.0..span.1]).max(0) as usize;
+                span.1 = span.0 + got.min(span.1 - span.0);
+            }
+        }
+    }
+}
+
+/// The iterator `Batch::messages` returns.
+pub struct Messages<'a> {
+    batch: &'a Batch,
+    next: usize,
+}
+
+impl<'a> Iterator for Messages<'a> {
+    type Item = BatchMessage<'a>;
+
+    fn next(&mut self) -> Option<BatchMessage<'a>> {
+        if self.next >= self.batch.len() {
+            return None;
+        }
+        self.next += 1;
+        Some(BatchMessage { batch: self.batch, index: self.next - 1 })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.batch.len() - self.next;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for Messages<'_> {}
+
+/// One message of a batch: reads it, ties outputs to it and sets its verdict. A message
+/// without a verdict ends by the batch handler's returned `Result`.
+#[derive(Clone, Copy)]
+pub struct BatchMessage<'a> {
+    batch: &'a Batch,
+    index: usize,
+}
+
+impl<'a> BatchMessage<'a> {
+    /// The message's position in the batch.
+    pub fn index(&self) -> usize { self.index }
+
+    /// The message body, valid for the whole batch call.
+    pub fn body(&self) -> &'a [u8] {
+        let (start, end) = self.batch.spans[self.index];
+        &self.batch.bodies[start..end]
+    }
+
+    /// A metadata value by its ABI key (as `Message::meta`).
+    pub fn meta(&self, key: &str) -> Option<String> { batch_meta(self.index as i32, key) }
+
+    /// The message id.
+    pub fn id(&self) -> String { self.meta("id").unwrap_or_default() }
+
+    /// The queue it came from.
+    pub fn queue(&self) -> String { self.meta("queue").unwrap_or_default() }
+
+    /// The ordered-execution group, or "".
+    pub fn order_key(&self) -> String { self.meta("order_key").unwrap_or_default() }
+
+    /// The delivery count (1 on the first delivery), 0 when unknown.
+    pub fn dequeue_count(&self) -> u32 {
+        self.meta("dequeue_count").and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+
+    /// When it was queued, RFC 3339 with nanoseconds.
+    pub fn inserted_at(&self) -> String { self.meta("inserted_at").unwrap_or_default() }
+
+    /// Queues an output tied to this message (`queue` "" means the binding's output queue):
+    /// it is sent only if this message ends ok. `Err(Error::Denied)` once the message has a
+    /// verdict.
+    pub fn emit(&self, queue: &str, body: &[u8]) -> core::result::Result<(), Error> {
+        batch_emit(self.index as i32, queue, body)
+    }
+
+    /// Sets the verdict ok: outputs sent, message deleted, whatever the handler returns. The
+    /// first verdict is final: a second one is `Err(Error::Denied)`.
+    pub fn ok(&self) -> core::result::Result<(), Error> { self.verdict(&Result::Ok) }
+
+    /// Sets the verdict retry after `after_ms` milliseconds (0: the binding's retry policy
+    /// decides), with a reason; the message's outputs are dropped.
+    pub fn retry(&self, after_ms: i64, reason: impl fmt::Display) -> core::result::Result<(), Error> {
+        self.verdict(&Result::retry(after_ms, reason))
+    }
+
+    /// Sets the verdict reject (poison queue), with a reason; the message's outputs are dropped.
+    pub fn reject(&self, reason: impl fmt::Display) -> core::result::Result<(), Error> {
+        self.verdict(&Result::reject(reason))
+    }
+
+    /// Sets a handler `Result` as the verdict, e.g. one shared with a message handler.
+    pub fn verdict(&self, r: &Result) -> core::result::Result<(), Error> { set_verdict(self.index as i32, r) }
+}
+
+fn set_verdict(i: i32, r: &Result) -> core::result::Result<(), Error> {
+    let (status, ms, reason) = r.verdict_args();
+    let code = unsafe { abi::batch_verdict(i, status, ms, reason.as_ptr(), reason.len() as i32) };
+    Error::check(code).map(|_| ())
+}
+
+fn batch_emit(i: i32, queue: &str, body: &[u8]) -> core::result::Result<(), Error> {
+    let code = unsafe { abi::batch_emit(i, queue.as_ptr(), queue.len() as i32, body.as_ptr(), body.len() as i32) };
+    Error::check(code).map(|_| ())
+}
+
+/// The batch message a `handler!` handler runs for in a `wqhost_handle_batch` call, or -1:
+/// `emit` ties its outputs to that message. Atomics only because a static must be `Sync`;
+/// on single-threaded wasm they are plain loads and stores.
+static EMIT_TO: AtomicI32 = AtomicI32::new(-1);
 
 fn lookup(key: &str, get: impl Fn(*const u8, i32, *mut u8, i32) -> i32) -> Option<String> {
     // Most values (ids, URLs, settings) fit a stack buffer: one host call, which copies what
@@ -241,8 +457,18 @@ pub fn log(level: Level, msg: &str) {
     unsafe { abi::log(level as i32, msg.as_ptr(), msg.len() as i32) }
 }
 
-/// Queues an output message; `queue` "" means the binding's output queue.
+/// Queues an output message; `queue` "" means the binding's output queue. Outputs are sent
+/// only if the handler returns `Result::Ok`.
+///
+/// From a `handler!` handler the output belongs to the message being handled, also when the
+/// binding batches (it is tied to that message of the batch). From a `batch_handler!` handler
+/// it belongs to the whole call: sent only if the handler returns `Result::Ok`, whatever the
+/// messages' own verdicts (`BatchMessage::emit` gives one message an output).
 pub fn emit(queue: &str, body: &[u8]) -> core::result::Result<(), Error> {
+    let i = EMIT_TO.load(Ordering::Relaxed);
+    if i >= 0 {
+        return batch_emit(i, queue, body);
+    }
     let code = unsafe { abi::emit(queue.as_ptr(), queue.len() as i32, body.as_ptr(), body.len() as i32) };
     Error::check(code).map(|_| ())
 }
@@ -257,7 +483,7 @@ pub fn __finish(r: &Result) -> i32 {
 
 #[doc(hidden)]
 pub mod __private {
-    use super::Message;
+    use super::{abi, Batch, Message, Ordering, Result, EMIT_TO, STATUS_OK, STATUS_RETRY};
     use core::cell::UnsafeCell;
 
     /// The single reused message. Wasm modules are single threaded; the host never calls
@@ -276,25 +502,68 @@ pub mod __private {
         m.reset();
         m
     }
+
+    /// The single reused batch, as `SLOT` is for the message.
+    pub struct BatchSlot(pub UnsafeCell<Option<Batch>>);
+    unsafe impl Sync for BatchSlot {}
+
+    pub static BATCH: BatchSlot = BatchSlot(UnsafeCell::new(None));
+
+    /// Serves `wqhost_handle` and `wqhost_handle_batch` for a `batch_handler!` handler: loads
+    /// the call's batch (one message in a `wqhost_handle` call) and returns the status of the
+    /// messages the handler gave no verdict.
+    ///
+    /// # Safety
+    /// Single threaded, not re-entrant (true of a wasm handler instance).
+    pub unsafe fn run_batch(handle: impl FnOnce(&Batch) -> Result) -> i32 {
+        let b = (*BATCH.0.get()).get_or_insert_with(Batch::default);
+        b.load(abi::batch_size(), |i| abi::batch_body_len(i), |i, buf| abi::batch_body(i, buf.as_mut_ptr(), buf.len() as i32));
+        let r = handle(b);
+        super::__finish(&r)
+    }
+
+    /// Serves `wqhost_handle_batch` for a `handler!` handler: runs it once per message, as if
+    /// each had its own `wqhost_handle` call, its `Result` becoming the message's verdict and
+    /// `emit` inside it tied to the message. So a module written with `handler!` works on a
+    /// binding with `batch:`.
+    ///
+    /// # Safety
+    /// Single threaded, not re-entrant (true of a wasm handler instance).
+    pub unsafe fn each_message(mut handle: impl FnMut(&mut Message) -> Result) -> i32 {
+        let n = abi::batch_size();
+        let mut failed = None;
+        for i in 0..n {
+            let m = message();
+            m.batch = Some(i);
+            EMIT_TO.store(i, Ordering::Relaxed);
+            let r = handle(m);
+            EMIT_TO.store(-1, Ordering::Relaxed);
+            if let Err(e) = super::set_verdict(i, &r) {
+                failed.get_or_insert((i, e));
+            }
+        }
+        message();
+        match failed {
+            // Only a host that breaks the ABI refuses these verdicts (one per message, in
+            // range, known status). The messages left without one would end by the returned
+            // status: retry them rather than delete what the handler may have failed.
+            Some((i, e)) => {
+                let text = format!("wqhost: verdict for batch message {}: {}", i, e);
+                abi::set_error(text.as_ptr(), text.len() as i32);
+                STATUS_RETRY
+            }
+            None => STATUS_OK,
+        }
+    }
 }
 
-/// Defines the module's exports around a `fn(&mut Message) -> Result`, and optionally a
-/// self test `fn() -> core::result::Result<(), String>`.
+/// The exports every handler module has besides its handle functions.
+#[doc(hidden)]
 #[macro_export]
-macro_rules! handler {
-    ($handle:path) => {
-        $crate::handler!($handle, || -> ::core::result::Result<(), ::std::string::String> { Ok(()) });
-    };
-    ($handle:path, $self_test:expr) => {
+macro_rules! __common_exports {
+    ($self_test:expr) => {
         #[no_mangle]
         pub extern "C" fn wqhost_abi_v1() {}
-
-        #[no_mangle]
-        pub extern "C" fn wqhost_handle() -> i32 {
-            let m = unsafe { $crate::__private::message() };
-            let r: $crate::Result = $handle(m);
-            $crate::__finish(&r)
-        }
 
         #[no_mangle]
         pub extern "C" fn wqhost_self_test() -> i32 {
@@ -306,6 +575,54 @@ macro_rules! handler {
                     1
                 }
             }
+        }
+    };
+}
+
+/// Defines the module's exports around a `fn(&mut Message) -> Result`, and optionally a
+/// self test `fn() -> core::result::Result<(), String>`. On a binding with `batch:`
+/// (`wqhost_handle_batch`) the handler runs once per message of the batch.
+#[macro_export]
+macro_rules! handler {
+    ($handle:path) => {
+        $crate::handler!($handle, || -> ::core::result::Result<(), ::std::string::String> { Ok(()) });
+    };
+    ($handle:path, $self_test:expr) => {
+        $crate::__common_exports!($self_test);
+
+        #[no_mangle]
+        pub extern "C" fn wqhost_handle() -> i32 {
+            let m = unsafe { $crate::__private::message() };
+            let r: $crate::Result = $handle(m);
+            $crate::__finish(&r)
+        }
+
+        #[no_mangle]
+        pub extern "C" fn wqhost_handle_batch() -> i32 {
+            unsafe { $crate::__private::each_message(|m| $handle(m)) }
+        }
+    };
+}
+
+/// Defines the module's exports around a batch handler `fn(&Batch) -> Result`, and optionally
+/// a self test. The returned `Result` is the verdict of every message without its own. On a
+/// binding without `batch:` (`wqhost_handle`) the handler gets a batch of one.
+#[macro_export]
+macro_rules! batch_handler {
+    ($handle:path) => {
+        $crate::batch_handler!($handle, || -> ::core::result::Result<(), ::std::string::String> { Ok(()) });
+    };
+    ($handle:path, $self_test:expr) => {
+        $crate::__common_exports!($self_test);
+
+        #[no_mangle]
+        pub extern "C" fn wqhost_handle() -> i32 {
+            unsafe { $crate::__private::run_batch(|b| $handle(b)) }
+        }
+
+        #[no_mangle]
+        pub extern "C" fn wqhost_handle_batch() -> i32 {
+            unsafe { $crate::__private::run_batch(|b| $handle(b)) }
         }
     };
 }
@@ -349,6 +666,55 @@ mod tests {
             unsafe { core::ptr::copy_nonoverlapping(v.as_ptr(), buf, n) };
             v.len() as i32
         }
+    }
+
+    #[test]
+    fn verdict_args() {
+        assert_eq!(Result::Ok.verdict_args(), (STATUS_OK, 0, ""));
+        assert_eq!(Result::retry(250, "busy").verdict_args(), (STATUS_RETRY, 250, "busy"));
+        assert_eq!(Result::retry(-5, "").verdict_args(), (STATUS_RETRY, 0, ""));
+        assert_eq!(Result::reject("bad").verdict_args(), (STATUS_REJECT, 0, "bad"));
+    }
+
+    #[test]
+    fn batch_load_keeps_every_body() {
+        let mut b = Batch::default();
+        for bodies in [vec!["first", "", "third body", "x"], vec!["a much longer body than before"], vec![]] {
+            let n = bodies.len() as i32;
+            b.load(n, |i| bodies[i as usize].len() as i32, |i, buf| {
+                let src = bodies[i as usize].as_bytes();
+                buf.copy_from_slice(src);
+                src.len() as i32
+            });
+            assert_eq!(b.len(), bodies.len());
+            assert_eq!(b.is_empty(), bodies.is_empty());
+            let got: Vec<&[u8]> = b.messages().map(|m| m.body()).collect();
+            let want: Vec<&[u8]> = bodies.iter().map(|s| s.as_bytes()).collect();
+            assert_eq!(got, want);
+            for (i, m) in b.messages().enumerate() {
+                assert_eq!(m.index(), i);
+                assert_eq!(b.message(i).body(), want[i]);
+            }
+        }
+    }
+
+    #[test]
+    fn batch_load_trims_short_copies() {
+        // A host copying fewer bytes than it announced (it may not, but the SDK must not show
+        // zeroes as body bytes) and a negative length.
+        let mut b = Batch::default();
+        b.load(2, |i| if i == 0 { 4 } else { -5 }, |_, buf| {
+            buf[..2].copy_from_slice(b"ab");
+            2
+        });
+        assert_eq!(b.message(0).body(), b"ab");
+        assert_eq!(b.message(1).body(), b"");
+    }
+
+    #[test]
+    #[should_panic]
+    fn batch_message_out_of_range_panics() {
+        Batch::default().message(0);
     }
 
     #[test]
