@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,6 +96,7 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		Queue: b.queue, DeadLetter: b.dead, Handler: b,
 		Backoff: backoff, Scaler: scaler, Poison: poison,
 		MinWorkers: bc.MinWorkers, MaxWorkers: bc.MaxWorkers, BatchSize: bc.BatchSize,
+		Batch:       listener.BatchConfig{MaxMessages: bc.Batch.MaxMessages, MaxWait: bc.Batch.MaxWait, MaxBytes: int64(bc.Batch.MaxBytes)},
 		Concurrency: min(bc.BatchSize, bc.Pool.MaxInstances),
 		// The pool runs max_instances calls at once whatever the worker count: lease no
 		// more than those plus a prefetch of as many (listener.Config.Prefetch).
@@ -239,49 +241,94 @@ func (b *binding) Handle(ctx context.Context, m *listener.Message) error {
 // HandleMessage implements listener.VerdictHandler: one message through the module, its
 // status passed to the listener as a verdict value.
 func (b *binding) HandleMessage(ctx context.Context, m *listener.Message) listener.Verdict {
-	limit := int(b.tenant.conf().Limits.MaxMessageBytes)
-	if len(m.Body) > limit {
-		v := listener.Rejected(fmt.Errorf("message of %d bytes exceeds the tenant's max_message_bytes %d", len(m.Body), limit))
-		b.logFailure(m, v)
-		return v
-	}
-	in := runtime.Input{
-		ID: m.ID, Queue: b.cfg.Queue, Body: m.Body, DequeueCount: int64(m.DequeueCount),
-		InsertedAt: m.InsertedAt, OrderKey: m.Attributes[listener.AttrOrderKey],
+	in, reject, ok := b.input(m)
+	if !ok {
+		return reject
 	}
 	out, took, err := b.call(ctx, &in)
 	b.latency.Observe(took.Seconds())
 	b.gate.record(err, took)
 	if err != nil {
-		vd := listener.Failed(fmt.Errorf("handler call: %w", err))
-		b.logFailure(m, vd)
-		return vd
+		return b.verdict(ctx, m, runtime.MessageResult{Err: err}, nil)
 	}
-	switch out.Status {
-	case runtime.StatusOK:
-		if err := b.sendOutputs(ctx, out.Outputs); err != nil {
-			vd := listener.Failed(err)
-			b.logFailure(m, vd)
-			return vd
+	return b.verdict(ctx, m, runtime.MessageResult{
+		Status: out.Status, RetryAfter: out.RetryAfter, ErrorText: out.ErrorText, Outputs: out.Outputs,
+	}, nil)
+}
+
+// HandleBatch implements listener.BatchHandler: the messages through the module's
+// wqhost_handle_batch in one call, each message settled by its own result.
+func (b *binding) HandleBatch(ctx context.Context, ms []*listener.Message, vs []listener.Verdict) {
+	ins := make([]*runtime.Input, 0, len(ms))
+	idx := make([]int, 0, len(ms))
+	for i, m := range ms {
+		in, reject, ok := b.input(m)
+		if !ok {
+			vs[i] = reject
+			continue
 		}
-		return listener.OK()
-	case runtime.StatusRetry:
-		text := out.ErrorText
-		if text == "" {
-			text = "handler asked for a retry"
+		ins = append(ins, &in)
+		idx = append(idx, i)
+	}
+	if len(ins) == 0 {
+		return
+	}
+	v := b.acquire()
+	defer v.release()
+	start := time.Now()
+	out, err := v.pool.CallBatch(ctx, ins)
+	took := time.Since(start)
+	b.latency.Observe(took.Seconds())
+	b.gate.record(err, took)
+	// The call's own outputs (emit without a message) go first: if they cannot be sent,
+	// every message that ended ok fails with them, so none is deleted without its output.
+	var sendErr error
+	if len(out.Outputs) > 0 {
+		sendErr = b.sendOutputs(ctx, out.Outputs)
+	}
+	for k, r := range out.Messages {
+		vs[idx[k]] = b.verdict(ctx, ms[idx[k]], r, sendErr)
+	}
+}
+
+// input is m as the module's input; ok is false, with the reject verdict, for a body above
+// the tenant's max_message_bytes.
+func (b *binding) input(m *listener.Message) (in runtime.Input, reject listener.Verdict, ok bool) {
+	if limit := int(b.tenant.conf().Limits.MaxMessageBytes); len(m.Body) > limit {
+		v := listener.Rejected(fmt.Errorf("message of %d bytes exceeds the tenant's max_message_bytes %d", len(m.Body), limit))
+		b.logFailure(m, v)
+		return in, v, false
+	}
+	return runtime.Input{
+		ID: m.ID, Queue: b.cfg.Queue, Body: m.Body, DequeueCount: int64(m.DequeueCount),
+		InsertedAt: m.InsertedAt, OrderKey: m.Attributes[listener.AttrOrderKey],
+	}, listener.Verdict{}, true
+}
+
+// verdict turns one message's result into the listener's verdict: a failure, a retry or a
+// reject as the handler asked, or ok once its outputs are sent. sendErr, when not nil, is
+// a failure to send outputs the message's success depends on (a batch call's own).
+func (b *binding) verdict(ctx context.Context, m *listener.Message, r runtime.MessageResult, sendErr error) listener.Verdict {
+	var vd listener.Verdict
+	switch {
+	case r.Err != nil:
+		vd = listener.Failed(fmt.Errorf("handler call: %w", r.Err))
+	case r.Status == runtime.StatusOK:
+		err := sendErr
+		if err == nil {
+			err = b.sendOutputs(ctx, r.Outputs)
 		}
-		vd := listener.RetryAfter(out.RetryAfter, errors.New(text))
-		b.logFailure(m, vd)
-		return vd
+		if err == nil {
+			return listener.OK()
+		}
+		vd = listener.Failed(err)
+	case r.Status == runtime.StatusRetry:
+		vd = listener.RetryAfter(r.RetryAfter, errors.New(cmp.Or(r.ErrorText, "handler asked for a retry")))
 	default:
-		text := out.ErrorText
-		if text == "" {
-			text = "rejected by the handler"
-		}
-		vd := listener.Rejected(errors.New(text))
-		b.logFailure(m, vd)
-		return vd
+		vd = listener.Rejected(errors.New(cmp.Or(r.ErrorText, "rejected by the handler")))
 	}
+	b.logFailure(m, vd)
+	return vd
 }
 
 // call runs in on the serving version, counted on that version until Pool.Call returns or

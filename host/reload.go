@@ -89,6 +89,9 @@ func (b *binding) poolConfig() runtime.PoolConfig {
 		HTTP:           httpPolicy(bc.HTTP),
 		// 0 leaves the runtime's default, 4 × MaxOutputBytes.
 		MaxOutputTotalBytes: int(t.Limits.MaxOutputTotalBytes),
+		MaxCallOutputBytes:  int(t.Limits.MaxCallOutputBytes),
+		// A batching binding's module must export wqhost_handle_batch: checked at load.
+		Batch: bc.Batch.MaxMessages > 1,
 	}
 }
 

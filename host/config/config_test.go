@@ -50,8 +50,11 @@ func TestExampleConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(c.Tenants["acme"].Bindings); n != 2 {
+	if n := len(c.Tenants["acme"].Bindings); n != 3 {
 		t.Fatalf("acme bindings = %d", n)
+	}
+	if bt := c.Tenants["acme"].Bindings["bulk"].Batch; bt != (Batch{MaxMessages: 100, MaxWait: 500 * time.Millisecond, MaxBytes: 4 << 20}) {
+		t.Fatalf("bulk binding's batch = %+v", bt)
 	}
 	if got := c.PhysicalQueue("acme", "local", "orders"); got != "acme.orders" {
 		t.Fatalf("physical queue %q", got)
