@@ -96,7 +96,11 @@ const (
 	// closed (pool.idle_timeout); a runtime pool keeps its instances unless given one
 	// (PoolConfig.IdleTimeout 0).
 	DefaultPoolIdleTimeout = time.Minute
-	DefaultWeight          = 1
+	// DefaultBatchMaxBytes is batch.max_bytes' default: with max_messages up to 10000 and
+	// bodies up to max_message_bytes, a batch needs a byte bound of its own (a pool's calls
+	// hold max_instances of them), and a guest reads the whole batch into its memory.
+	DefaultBatchMaxBytes = ByteSize(16 << 20)
+	DefaultWeight        = 1
 )
 
 // Policy names of the built-in policies (plugins/builtin).
@@ -289,7 +293,9 @@ type Batch struct {
 	// MaxWait is how long a batch may wait to fill after its first message; 0 hands over
 	// what the queue has at once.
 	MaxWait time.Duration `koanf:"max_wait"`
-	// MaxBytes ends a batch once its bodies hold this many bytes; 0: no limit.
+	// MaxBytes ends a batch once its bodies hold this many bytes (the message that crosses
+	// it stays in; the rest wait for the next call); default DefaultBatchMaxBytes, 0: no
+	// limit.
 	MaxBytes ByteSize `koanf:"max_bytes"`
 }
 
@@ -375,6 +381,7 @@ func defaultBinding() Binding {
 		MinWorkers:        DefaultMinWorkers,
 		MaxWorkers:        DefaultMaxWorkers,
 		PushFallbackPoll:  DefaultPushFallbackPoll,
+		Batch:             Batch{MaxBytes: DefaultBatchMaxBytes},
 		Backoff:           Backoff{Policy: builtin.DefaultBackoffName, Min: DefaultBackoffMin, Max: DefaultBackoffMax},
 		Scaler:            Scaler{Policy: builtin.DefaultScalerName},
 		Poison:            Poison{Policy: builtin.DefaultPoisonName, BaseDelay: DefaultPoisonBaseDelay, MaxDelay: DefaultPoisonMaxDelay},
