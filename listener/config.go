@@ -76,7 +76,9 @@ type Config struct {
 	HandlerVersion func() string
 	// Batch hands the handler many messages in one call (it must be a BatchHandler). Off
 	// by default. With it on, a worker makes one call at a time (Concurrency is 1), a
-	// handler slot is one call, and the lease budget is HandlerSlots×MaxMessages+Prefetch.
+	// handler slot is one call, MaxWorkers is at most HandlerSlots+1, Prefetch defaults to
+	// MaxMessages (one batch gathering while the slots are busy), and the lease budget is
+	// HandlerSlots×MaxMessages+Prefetch.
 	Batch BatchConfig
 	// Limiter gates handler calls. Optional.
 	Limiter Limiter
@@ -174,6 +176,16 @@ func (c *Config) withDefaults() (Config, error) {
 		cfg.HandlerSlots = cfg.MaxWorkers * max(cfg.Concurrency, 1)
 	case cfg.HandlerSlots < 0:
 		return bad("HandlerSlots", "%d is negative", cfg.HandlerSlots)
+	}
+	if cfg.Batch.on() {
+		// A worker makes one call at a time: workers beyond the calls that can run, plus
+		// one gathering the next batch, would only split the lease budget into small
+		// batches (with 16 workers and 4 slots, batches of 100 came out at 31).
+		cfg.MaxWorkers = min(cfg.MaxWorkers, cfg.HandlerSlots+1)
+		cfg.MinWorkers = min(cfg.MinWorkers, cfg.MaxWorkers)
+		if cfg.Prefetch == 0 {
+			cfg.Prefetch = cfg.Batch.MaxMessages // the batch gathered while the slots are busy
+		}
 	}
 	switch {
 	case cfg.Prefetch == 0:

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,15 +19,17 @@ import (
 // a sink (a bulk insert, one HTTP request) that costs the same for one record or a hundred.
 const sinkCost = time.Millisecond
 
-// sinkHandler pays sinkCost once per call, for one message or a batch.
-type sinkHandler struct{}
+// sinkHandler pays sinkCost once per call, for one message or a batch, and counts calls.
+type sinkHandler struct{ calls *atomic.Int64 }
 
-func (sinkHandler) Handle(context.Context, *listener.Message) error {
+func (h sinkHandler) Handle(context.Context, *listener.Message) error {
+	h.calls.Add(1)
 	time.Sleep(sinkCost)
 	return nil
 }
 
-func (sinkHandler) HandleBatch(_ context.Context, _ []*listener.Message, vs []listener.Verdict) {
+func (h sinkHandler) HandleBatch(_ context.Context, _ []*listener.Message, vs []listener.Verdict) {
+	h.calls.Add(1)
 	time.Sleep(sinkCost)
 	for i := range vs {
 		vs[i] = listener.OK()
@@ -34,8 +37,9 @@ func (sinkHandler) HandleBatch(_ context.Context, _ []*listener.Message, vs []li
 }
 
 // drainWith runs a listener shaped like a binding with the default pool (4 calls at once)
-// over n queued messages and returns how long it took to process them all.
-func drainWith(b *testing.B, n int, batch listener.BatchConfig) time.Duration {
+// over n queued messages and returns how long it took to process them all and the calls
+// it made.
+func drainWith(b *testing.B, n int, batch listener.BatchConfig) (time.Duration, int64) {
 	b.Helper()
 	ctx := context.Background()
 	be, err := local.Open(ctx, filepath.Join(b.TempDir(), "q.db"), local.Options{})
@@ -46,8 +50,9 @@ func drainWith(b *testing.B, n int, batch listener.BatchConfig) time.Duration {
 	q, _ := be.Queue(ctx, "sink")
 	dl, _ := be.Queue(ctx, "sink"+listener.PoisonSuffix)
 	fill(b, q, n)
+	var calls atomic.Int64
 	l, err := listener.New(listener.Config{
-		Queue: q, DeadLetter: dl, Handler: sinkHandler{}, Batch: batch,
+		Queue: q, DeadLetter: dl, Handler: sinkHandler{&calls}, Batch: batch,
 		Backoff: builtin.NewBackoff(builtin.BackoffOptions{}), Scaler: builtin.NewTarget(0),
 		Poison:       builtin.NewPoison(builtin.PoisonOptions{}),
 		HandlerSlots: 4, Concurrency: 4,
@@ -68,7 +73,7 @@ func drainWith(b *testing.B, n int, batch listener.BatchConfig) time.Duration {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return time.Since(start)
+	return time.Since(start), calls.Load()
 }
 
 // BenchmarkBatchSink compares a handler whose cost is one fixed-cost operation per call
@@ -77,15 +82,20 @@ func drainWith(b *testing.B, n int, batch listener.BatchConfig) time.Duration {
 func BenchmarkBatchSink(b *testing.B) {
 	const n = 4000
 	var single, batched time.Duration
+	var calls int64
 	for b.Loop() {
-		single += drainWith(b, n, listener.BatchConfig{})
-		batched += drainWith(b, n, listener.BatchConfig{MaxMessages: 100})
+		d, _ := drainWith(b, n, listener.BatchConfig{})
+		single += d
+		d, c := drainWith(b, n, listener.BatchConfig{MaxMessages: 100})
+		batched += d
+		calls += c
 	}
 	sRate := float64(n*b.N) / single.Seconds()
 	bRate := float64(n*b.N) / batched.Seconds()
 	b.ReportMetric(sRate, "single-msg/s")
 	b.ReportMetric(bRate, "batch-msg/s")
 	b.ReportMetric(bRate/sRate, "batch/single")
+	b.ReportMetric(float64(n*b.N)/float64(calls), "msgs/batch-call")
 	fmt.Printf("batch/single msg/s: %.1f (batch of 100: %.0f msg/s, one per call: %.0f msg/s; %s per call, local store, 4 calls at once)\n",
 		bRate/sRate, bRate, sRate, sinkCost)
 }
