@@ -351,3 +351,28 @@ func TestBatchConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// Under a backlog, batches fill even with many workers: a batching listener runs at most
+// one worker more than its handler slots, so first receives do not spend the lease budget
+// in small pieces (16 workers of 32 gave calls of 31 messages for max_messages 100).
+func TestBatchesFillUnderBacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		cfg := baseConfig(e.q, e.dl)
+		cfg.Scaler = fixedScaler(16)
+		cfg.HandlerSlots = 4
+		h := &batchRec{block: time.Millisecond}
+		cfg.Handler = h
+		cfg.Batch = listener.BatchConfig{MaxMessages: 100}
+		sendBodies(t, e.q, numbered("m", 2000)...)
+		l := start(t, cfg)
+		waitFor(t, 10*time.Millisecond, time.Hour, "all processed", func() bool { return l.State().Processed == 2000 })
+		sizes := h.sizes()
+		if mean := 2000 / len(sizes); mean < 80 {
+			t.Errorf("%d calls for 2000 messages (mean %d, sizes %v), want batches of about 100", len(sizes), mean, sizes)
+		}
+		if p := l.State().PeakWorkers; p > 5 {
+			t.Errorf("peak workers %d, want at most handler slots + 1 = 5", p)
+		}
+	})
+}
