@@ -19,6 +19,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/internal/testcache"
 )
 
@@ -570,7 +571,7 @@ func TestReadmeConfig(t *testing.T) {
 	if !ok || snippet == "" {
 		t.Fatal("README.md: no yaml block after \"Bindings using them\"")
 	}
-	cfg, err := config.Parse([]byte(snippet), filepath.Join("..", ".."))
+	cfg, err := config.Parse([]byte(snippet), filepath.Join("..", ".."), source.Check)
 	if err != nil {
 		t.Fatalf("README.md's config is rejected: %v\n%s", err, snippet)
 	}
