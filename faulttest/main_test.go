@@ -21,6 +21,7 @@ import (
 
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/listener"
 )
 
@@ -169,7 +170,7 @@ func writeConfig(t *testing.T, dir, yaml string) string {
 // loadConfig loads a config the way the binary does (for reading queues in the test).
 func loadConfig(t *testing.T, file string, env []string) *config.Config {
 	t.Helper()
-	cfg, err := config.Load(config.LoadOptions{File: file, Environ: testEnv(env...)})
+	cfg, err := source.LoadConfig(config.LoadOptions{File: file, Environ: testEnv(env...)})
 	if err != nil {
 		t.Fatalf("load %s: %v", file, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/sharded"
 	"github.com/wqhost/wqhost/plugins/builtin"
@@ -77,7 +78,7 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		return nil, fmt.Errorf("open poison queue: %w", err)
 	}
 
-	wasm, err := h.cfg.ReadModule(bc.Module)
+	wasm, err := source.Module(h.cfg, bc.Module)
 	if err != nil {
 		return nil, fmt.Errorf("module: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wqhost/wqhost/internal/safefile"
+	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -189,7 +189,7 @@ func (b *binding) reloadModule(ctx context.Context) BindingReload {
 		res.Result, res.Error = ReloadFailed, err.Error()
 		return res
 	}
-	wasm, err := b.h.cfg.ReadModule(b.cfg.Module)
+	wasm, err := source.Module(b.h.cfg, b.cfg.Module)
 	if err != nil {
 		return fail(err)
 	}
@@ -274,7 +274,7 @@ func (b *binding) closeVersions(ctx context.Context) error {
 
 // pluginDigest hashes a plugin binary, or returns "" if it cannot be read.
 func fileDigest(path string) string {
-	data, err := safefile.Read(path, safefile.DefaultMaxBytes) // a FIFO swapped in must not hang a reload
+	data, err := source.ReadFile(path) // a FIFO swapped in must not hang a reload
 	if err != nil {
 		return ""
 	}

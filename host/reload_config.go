@@ -12,6 +12,7 @@ import (
 
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -72,7 +73,7 @@ func (h *Host) reloadConfig(ctx context.Context) (configReload, error) {
 	res := configReload{status: "failed"}
 	load := h.loadConfig
 	if load == nil {
-		load = func() (*config.Config, error) { return config.Load(config.LoadOptions{File: h.cfg.File}) }
+		load = func() (*config.Config, error) { return source.LoadConfig(config.LoadOptions{File: h.cfg.File}) }
 	}
 	next, err := load()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 )
 
 // TestHotReloadConfigMapSymlinkSwap: the config and module reached through a Kubernetes
@@ -61,7 +62,7 @@ func TestHotReloadConfigMapSymlinkSwap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg, err := config.Load(config.LoadOptions{File: filepath.Join(mount, "wqhost.yaml"), Environ: []string{}})
+	cfg, err := source.LoadConfig(config.LoadOptions{File: filepath.Join(mount, "wqhost.yaml"), Environ: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}

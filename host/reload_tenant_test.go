@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/runtime"
 )
@@ -351,7 +352,7 @@ func TestHotReloadTenantSettingsChange(t *testing.T) {
 			}
 			dir := t.TempDir()
 			writeConfigTop(t, dir, tc.top[0], tenants(0))
-			cfg, err := config.Load(config.LoadOptions{File: filepath.Join(dir, "wqhost.yaml"), Environ: []string{}})
+			cfg, err := source.LoadConfig(config.LoadOptions{File: filepath.Join(dir, "wqhost.yaml"), Environ: []string{}})
 			if err != nil {
 				t.Fatal(err)
 			}

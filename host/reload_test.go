@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/listener"
 )
 
@@ -39,7 +40,7 @@ func reloadHost(t testing.TB, tenants string) (h *Host, dir string) {
 		t.Fatal(err)
 	}
 	writeConfig(t, dir, tenants)
-	cfg, err := config.Load(config.LoadOptions{File: filepath.Join(dir, "wqhost.yaml"), Environ: []string{}})
+	cfg, err := source.LoadConfig(config.LoadOptions{File: filepath.Join(dir, "wqhost.yaml"), Environ: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -170,7 +171,7 @@ func (c *cli) call(ctx context.Context, args []string) error {
 			return usagef("--meta %q: unknown key (the host sets id, queue, dequeue_count, inserted_at, order_key, tenant, binding)", k)
 		}
 	}
-	wasm, err := os.ReadFile(path)
+	wasm, err := source.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return usagef("%s: no such file", path)

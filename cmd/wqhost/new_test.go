@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 )
 
 // toolchain finds the compiler a project kind needs; "" when it is not installed.
@@ -80,7 +81,7 @@ func TestNewProjectsBuildAnywhere(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := config.Parse(data, dir); err != nil {
+			if _, err := config.Parse(data, dir, source.Check); err != nil {
 				t.Fatalf("sample wqhost.yaml does not load: %v", err)
 			}
 			wq(t, "", "new", kind, dir).expect(t, 2, "new into a non-empty dir", "is not empty")

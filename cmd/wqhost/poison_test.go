@@ -16,6 +16,7 @@ import (
 
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 )
@@ -102,7 +103,7 @@ func TestOversizeAndPoisonCommandsBoundedMemory(t *testing.T) {
 			t.Errorf("%s: peak RSS %d MiB, want < %d MiB", what, rss>>20, bound>>20)
 		}
 	}
-	cfg, err := config.Load(config.LoadOptions{File: small, Environ: []string{}})
+	cfg, err := source.LoadConfig(config.LoadOptions{File: small, Environ: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/listener"
 )
 
@@ -22,7 +23,7 @@ func configFlags(fl *pflag.FlagSet) *string {
 // WQHOST_… environment overrides, then the flags set on the command line. Every failure is
 // a configuration error (exit 2).
 func (c *cli) loadConfig(file string, fl *pflag.FlagSet) (*config.Config, error) {
-	cfg, err := config.Load(config.LoadOptions{File: file, Flags: fl})
+	cfg, err := source.LoadConfig(config.LoadOptions{File: file, Flags: fl})
 	if err != nil {
 		var ce *config.Error
 		if errors.As(err, &ce) {

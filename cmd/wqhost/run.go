@@ -13,6 +13,7 @@ import (
 
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 )
 
 const runDoc = `
@@ -79,7 +80,9 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return &usageError{err: err}
 	}
 	// A reload re-reads the config with the same file, environment and flags as at start.
-	h.SetConfigLoader(func() (*config.Config, error) { return config.Load(config.LoadOptions{File: *cfgFile, Flags: fl}) })
+	h.SetConfigLoader(func() (*config.Config, error) {
+		return source.LoadConfig(config.LoadOptions{File: *cfgFile, Flags: fl})
+	})
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/internal/safefile"
+	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -39,7 +39,7 @@ func (c *cli) validate(ctx context.Context, args []string) error {
 	if *timeout <= 0 {
 		return usagef("--timeout %s: must be above 0", *timeout)
 	}
-	if err := safefile.Check(path, safefile.DefaultMaxBytes); err != nil {
+	if err := source.CheckFile(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return usagef("%s: no such file", path)
 		}

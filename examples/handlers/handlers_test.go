@@ -16,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 )
 
 func TestEchoReactors(t *testing.T) {
@@ -222,7 +223,7 @@ func TestReadmeConfig(t *testing.T) {
 	if !ok || snippet == "" {
 		t.Fatal("README.md: no yaml block after \"Bindings using them\"")
 	}
-	cfg, err := config.Parse([]byte(snippet), filepath.Join("..", ".."))
+	cfg, err := config.Parse([]byte(snippet), filepath.Join("..", ".."), source.Check)
 	if err != nil {
 		t.Fatalf("README.md's config is rejected: %v\n%s", err, snippet)
 	}

@@ -3,6 +3,10 @@
 // unknown key or a wrong type is an error naming its key path) and validated as a whole, so
 // that a host never starts half-configured.
 //
+// The package does no file I/O: it parses and validates. The caller passes the
+// config file's bytes, and modules and plugins are found and checked by host/source, whose
+// LoadConfig reads the file and adds that check to the same report (see Check).
+//
 // # Sources and precedence
 //
 // Lowest to highest: the built-in defaults of every key, the YAML file (or, with no file, the
@@ -26,6 +30,8 @@
 // A binding's module is either a file path (relative paths are relative to the config file's
 // directory, or to the working directory for the embedded default) or "builtin:<name>", one of
 // the example handlers compiled into the binary (examples/handlers, e.g. "builtin:billing-go").
+// This package only checks that a file lies inside the tenant's module_dir (ModulePath,
+// InModuleDir: lexical); host/source reads modules and checks the files.
 //
 // # Queue namespaces
 //

@@ -81,7 +81,7 @@ func TestHTTPBlock(t *testing.T) {
 
 func TestWebhookDemoConfigLoads(t *testing.T) {
 	t.Setenv("HOOKS_TOKEN", "Bearer demo")
-	c, err := Load(LoadOptions{File: "../../examples/handlers/webhook-delivery-go/wqhost.yaml", Environ: []string{}})
+	c, err := Load(fileOptions(t, LoadOptions{File: "../../examples/handlers/webhook-delivery-go/wqhost.yaml", Environ: []string{}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"unicode/utf8"
@@ -35,41 +34,43 @@ var FlagKeys = map[string]string{
 	"log-format": "log.format",
 }
 
-// LoadOptions say where a configuration comes from.
+// LoadOptions say where a configuration comes from. host/config reads no files: the
+// caller reads the config file (host/source.LoadConfig does) and passes its bytes.
 type LoadOptions struct {
-	// File is the YAML config file; empty uses the embedded default (default.yaml).
+	// File names the config file Data was read from: kept as Config.File (a reload reads it
+	// again) and named in errors. Empty uses the embedded default (default.yaml).
 	File string
+	// Data is File's content; it must be set when File is.
+	Data []byte
+	// BaseDir is the directory relative module and plugin paths resolve against: File's
+	// directory, or the working directory for the embedded default. Empty leaves them
+	// relative to the working directory at the time they are used.
+	BaseDir string
 	// Environ lists "KEY=value" pairs to read WQHOST_… overrides from; nil means os.Environ().
 	// Use an empty non-nil slice to ignore the environment.
 	Environ []string
 	// Flags, when set, override keys as FlagKeys says, for flags set on the command line.
 	Flags *pflag.FlagSet
+	// Checks run after validation; their problems join the same report (see Check).
+	Checks []Check
 }
 
-// Load reads, merges, decodes and validates a configuration. The error joins one error per
-// problem (errors.Join), each naming the key path, or the file, and the reason.
+// Check is a further check of a decoded config, one error per problem, each naming its key
+// path. It runs even when the config has other problems (keys that did not decode keep their
+// defaults, and its findings on them are left out), so one report lists every problem:
+// host/source checks modules and plugins this way, the file system being its business.
+type Check func(*Config) []error
+
+// Load merges, decodes and validates a configuration. The error joins one error per problem
+// (errors.Join), each naming the key path, or the file, and the reason.
 func Load(opts LoadOptions) (*Config, error) {
 	k := koanf.New(".")
-	file, base := opts.File, ""
-	var data []byte
+	file, data := opts.File, opts.Data
 	if file == "" {
 		data = defaultYAML
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, fmt.Errorf("config: working directory: %w", err)
-		}
-		base = wd
-	} else {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		data = b
-		abs, err := filepath.Abs(file)
-		if err != nil {
-			return nil, fmt.Errorf("config: %s: %w", file, err)
-		}
-		base = filepath.Dir(abs)
+	} else if data == nil {
+		// A caller that forgot to read the file must not get the defaults of an empty one.
+		return nil, fmt.Errorf("config: %s: LoadOptions.Data not set (host/source.LoadConfig reads the file)", file)
 	}
 	if err := loadYAML(k, data); err != nil {
 		return nil, fmt.Errorf("config: %s: %w", nameOf(file), err)
@@ -98,7 +99,7 @@ func Load(opts LoadOptions) (*Config, error) {
 			return nil, fmt.Errorf("config: flags: %w", err)
 		}
 	}
-	cfg, err := build(k.Raw(), base)
+	cfg, err := build(k.Raw(), opts.BaseDir, opts.Checks)
 	if err != nil {
 		return nil, err
 	}
@@ -106,14 +107,14 @@ func Load(opts LoadOptions) (*Config, error) {
 	return cfg, nil
 }
 
-// Parse decodes and validates one YAML document with no environment or flags; relative
-// paths resolve against baseDir.
-func Parse(data []byte, baseDir string) (*Config, error) {
+// Parse decodes and validates one YAML document with no environment or flags, then runs
+// checks (see Check); relative paths resolve against baseDir.
+func Parse(data []byte, baseDir string, checks ...Check) (*Config, error) {
 	k := koanf.New(".")
 	if err := loadYAML(k, data); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return build(k.Raw(), baseDir)
+	return build(k.Raw(), baseDir, checks)
 }
 
 // Error is an invalid configuration: one problem per bad key, each naming its key path.
@@ -206,7 +207,7 @@ var topLevelKeys = func() map[string]bool {
 	return keys
 }()
 
-func build(raw map[string]any, base string) (*Config, error) {
+func build(raw map[string]any, base string, checks []Check) (*Config, error) {
 	cfg := defaultConfig()
 	d := &decoder{}
 	d.decode("", raw, reflect.ValueOf(&cfg).Elem())
@@ -215,7 +216,11 @@ func build(raw map[string]any, base string) (*Config, error) {
 	// left out, being the decoding problem seen again.
 	cfg.BaseDir = base
 	problems := d.errs
-	for _, err := range cfg.validate() {
+	found := cfg.validate()
+	for _, check := range checks {
+		found = append(found, check(&cfg)...)
+	}
+	for _, err := range found {
 		if !nearFailed(err.Error(), d.failed) {
 			problems = append(problems, err)
 		}

@@ -1,19 +1,15 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"net"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/wqhost/wqhost/examples/handlers"
-	"github.com/wqhost/wqhost/internal/safefile"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
@@ -383,7 +379,7 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 }
 
 // ModulePath resolves a file module reference against the config's base directory; it
-// returns "" for builtin: references.
+// returns "" for builtin: references. It is lexical: host/source finds and reads the file.
 func (c *Config) ModulePath(ref string) string {
 	if strings.HasPrefix(ref, BuiltinPrefix) || ref == "" {
 		return ""
@@ -394,82 +390,39 @@ func (c *Config) ModulePath(ref string) string {
 	return filepath.Join(c.BaseDir, ref)
 }
 
-// moduleCap is max_module_bytes, or the default for a Config not built by Load or Parse.
-func (c *Config) moduleCap() int64 {
-	if c.MaxModuleBytes <= 0 {
-		return safefile.DefaultMaxBytes
-	}
-	return int64(c.MaxModuleBytes)
-}
-
-// ReadPlugin returns the bytes of a plugin binary path (resolved with PluginPath), refusing
-// anything but a regular file under max_module_bytes.
-func (c *Config) ReadPlugin(path string) ([]byte, error) {
-	return safefile.Read(c.PluginPath(path), c.moduleCap())
-}
-
-// ReadModule returns the bytes of a module reference: an embedded builtin:<name> or a file.
-func (c *Config) ReadModule(ref string) ([]byte, error) {
-	if name, ok := strings.CutPrefix(ref, BuiltinPrefix); ok {
-		return handlers.Module(name)
-	}
-	b, err := safefile.Read(c.ModulePath(ref), c.moduleCap())
-	if err != nil {
-		return nil, fmt.Errorf("module %s: %w", ref, err)
-	}
-	return b, nil
-}
-
-func (c *Config) validateModule(fail failFunc, path string, t Tenant, ref string) {
-	if ref == "" {
-		fail(path, "required: a .wasm file path or builtin:<name> (builtin: %s)", strings.Join(handlers.Names(), ", "))
-		return
-	}
-	if name, ok := strings.CutPrefix(ref, BuiltinPrefix); ok {
-		if _, err := handlers.Module(name); err != nil {
-			fail(path, "%v", err)
-		}
-		return
-	}
+// InModuleDir reports whether module reference ref of tenant t may be loaded: a builtin:
+// or empty reference, a tenant without module_dir, or a file inside module_dir. It is
+// lexical, so a config is checked against it without touching the file system, and
+// host/source leaves a reference outside alone (no stat of another tenant's files).
+func (c *Config) InModuleDir(t Tenant, ref string) bool {
 	p := c.ModulePath(ref)
-	if t.ModuleDir != "" {
-		dir := t.ModuleDir
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(c.BaseDir, dir)
-		}
-		if !within(filepath.Clean(dir), p) {
-			fail(path, "%q is outside the tenant's module_dir %s", ref, t.ModuleDir)
-			return
-		}
+	if p == "" || t.ModuleDir == "" {
+		return true
 	}
-	switch err := safefile.Check(p, c.moduleCap()); {
-	case errors.Is(err, safefile.ErrNotRegular):
-		fail(path, "module %v (max_module_bytes); want a regular .wasm file", err)
-	case err != nil:
-		fail(path, "module file %s: %v", p, errText(err))
+	dir := t.ModuleDir
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(c.BaseDir, dir)
+	}
+	return within(filepath.Clean(dir), p)
+}
+
+// validateModule checks what a module reference says without looking for the module: an
+// empty reference, an unknown builtin: name and a missing or unreadable file are host/source's
+// findings (Check), which a host joins to this report at load.
+func (c *Config) validateModule(fail failFunc, path string, t Tenant, ref string) {
+	if !c.InModuleDir(t, ref) {
+		fail(path, "%q is outside the tenant's module_dir %s", ref, t.ModuleDir)
 	}
 }
 
+// validatePlugin checks a policy's plugin settings; whether the binary exists and may run
+// is host/source's finding (Check).
 func (c *Config) validatePlugin(fail failFunc, path string, p PluginRef) {
 	if p.Plugin == "" {
 		if len(p.Args) > 0 || len(p.Env) > 0 || p.Timeout != 0 {
 			fail(path+".plugin", "args, env or timeout given without plugin")
 		}
 		return
-	}
-	bin := p.Plugin
-	if !filepath.IsAbs(bin) {
-		bin = filepath.Join(c.BaseDir, bin)
-	}
-	fi, err := os.Stat(bin)
-	cerr := safefile.Check(bin, c.moduleCap())
-	switch {
-	case err != nil:
-		fail(path+".plugin", "plugin binary %s: %v", bin, errText(err))
-	case cerr != nil:
-		fail(path+".plugin", "plugin %v (max_module_bytes); want a regular executable file", cerr)
-	case fi.Mode().Perm()&0o111 == 0:
-		fail(path+".plugin", "plugin %s is not executable (mode %v)", bin, fi.Mode().Perm())
 	}
 	if p.Timeout < 0 || p.Timeout > 10*time.Second {
 		fail(path+".timeout", "%s is outside 0..10s (0 = default %s)", p.Timeout, DefaultPluginTimeout)
@@ -481,22 +434,12 @@ func (c *Config) validatePlugin(fail failFunc, path string, p PluginRef) {
 	}
 }
 
-// PluginPath resolves a plugin binary path against the config's base directory.
+// PluginPath resolves a plugin binary path against the config's base directory (lexical).
 func (c *Config) PluginPath(p string) string {
 	if p == "" || filepath.IsAbs(p) {
 		return p
 	}
 	return filepath.Join(c.BaseDir, p)
-}
-
-func errText(err error) string {
-	switch {
-	case os.IsNotExist(err):
-		return "no such file"
-	case os.IsPermission(err):
-		return "permission denied"
-	}
-	return err.Error()
 }
 
 // validateBatch checks a binding's batch block.
