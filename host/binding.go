@@ -87,7 +87,7 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		return nil, err
 	}
 	b.cur.Store(v)
-	b.latency = h.metrics.latency.WithLabelValues(t.name, name, bc.Queue)
+	b.latency = h.metrics.latencyFor(t.name, name, bc.Queue)
 
 	backoff, scaler, poison, err := b.policies(ctx)
 	if err != nil {

@@ -86,9 +86,19 @@ type Host struct {
 	closeErr  error
 	runOnce   atomic.Bool
 
+	// starting is true while New builds the bindings: startUp of startTotal are built (the
+	// progress /readyz and /v1/status report).
+	starting   atomic.Bool
+	startUp    atomic.Int64
+	startTotal int // set before the admin API serves, read-only after
+	hooks      startHooks
+
+	// The admin server starts in New (start.go), so it answers while bindings are built;
+	// Run or Close stops it.
 	adminMu   sync.Mutex
 	adminAddr net.Addr
-	adminLn   net.Listener // taken by New, served by Run, closed by Close if Run never ran
+	srv       *http.Server
+	srvErr    chan error // receives Serve's error
 
 	// reloadMu serialises reloads (file watcher, SIGHUP, admin API).
 	reloadMu   sync.Mutex
@@ -181,10 +191,17 @@ func tokensFor(cfg *config.Config) (admin.Tokens, []error) {
 }
 
 // New builds every binding of cfg: opens the backends and queues, compiles and validates
-// each module, warms its pool and starts its plugins. Nothing processes messages until Run.
+// each module, warms its pool and starts its plugins, several bindings at once
+// (startParallelism). Nothing processes messages until Run, but the admin API serves from
+// here on: /readyz answers 503 with the bindings up so far until every one is built.
 // If anything fails, everything already built is closed and the error (one per failing
-// binding, joined) is returned: a host never starts half-configured.
+// binding, joined, in config order) is returned: a host never starts half-configured.
 func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, error) {
+	return newWithHooks(ctx, cfg, logger, startHooks{})
+}
+
+// newWithHooks is New with hooks into the start (tests).
+func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, hooks startHooks) (*Host, error) {
 	if cfg == nil {
 		return nil, errors.New("host: nil config")
 	}
@@ -212,8 +229,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 		return nil, fmt.Errorf("host: %w", err)
 	}
 	h := &Host{
-		adminLn: adminLn,
-		cfg:     cfg, log: logger, engine: engine,
+		cfg: cfg, log: logger, engine: engine,
 		backs:    newBackends(cfg, logger),
 		tenants:  map[string]*tenant{},
 		started:  time.Now(),
@@ -221,11 +237,13 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 		sched:    newFairScheduler(cfg.MaxConcurrency),
 		suspect:  make(chan struct{}, suspectSlots()),
 		pinned:   map[*runtime.Tenant]bool{},
+		hooks:    hooks,
 	}
 	h.live.Store(cfg)
 	h.metrics = newMetrics(h)
 	tokens, errs := tokensFor(cfg)
 	h.tokens.Store(&tokens)
+	var jobs []bindingJob
 	for _, tn := range slices.Sorted(maps.Keys(cfg.Tenants)) {
 		tc := cfg.Tenants[tn]
 		t, err := h.newTenant(tn, tc, cfg.MaxConcurrency, nil)
@@ -236,22 +254,39 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Host, e
 		if t.limiter != nil {
 			h.sched.add(t.limiter)
 		}
-		h.tenants[tn] = t
+		h.setTenant(tn, t)
 		for _, bn := range slices.Sorted(maps.Keys(tc.Bindings)) {
-			b, err := h.newBinding(ctx, t, bn, tc.Bindings[bn])
-			if err != nil {
-				errs = append(errs, fmt.Errorf("tenants.%s.bindings.%s: %w", tn, bn, err))
-				continue
-			}
-			h.binds = append(h.binds, b)
+			jobs = append(jobs, bindingJob{t: t, name: bn, cfg: tc.Bindings[bn]})
 		}
 	}
+	h.startTotal = len(jobs)
+	h.starting.Store(true)
+	if adminLn != nil && len(errs) == 0 {
+		if err := h.serveAdmin(adminLn); err != nil {
+			errs = append(errs, err)
+		} else if hooks.served != nil {
+			hooks.served(h.AdminAddr())
+		}
+		adminLn = nil // serving, or closed by serveAdmin
+	}
+	// Every binding is built even after an error above, so one start reports all of them.
+	begin, par := time.Now(), startParallelism()
+	binds, berrs := h.buildBindings(ctx, jobs, par)
+	h.bindsMu.Lock()
+	h.binds = binds
+	h.bindsMu.Unlock()
+	errs = append(errs, berrs...)
+	h.log.Debug("bindings built", "bindings", len(binds), "parallelism", par, "took", time.Since(begin))
+	h.starting.Store(false)
 	if len(errs) > 0 {
+		if adminLn != nil {
+			_ = adminLn.Close()
+		}
 		_ = h.Close(context.Background())
 		return nil, fmt.Errorf("host: %w", errors.Join(errs...))
 	}
 	h.ready.Store(true)
-	h.log.Info("host ready", "tenants", len(h.tenants), "bindings", len(h.binds), "data_dir", cfg.DataDir)
+	h.log.Info("host ready", "tenants", len(h.tenantList()), "bindings", len(h.binds), "data_dir", cfg.DataDir)
 	return h, nil
 }
 
@@ -261,19 +296,20 @@ func (h *Host) Config() *config.Config { return h.live.Load() }
 // Ready reports whether every binding's module is loaded and the host is not shutting down.
 func (h *Host) Ready() bool { return h.ready.Load() }
 
-// AdminAddr returns the admin server's bound address once Run has started it, or nil.
+// AdminAddr returns the admin server's bound address (it serves from New on), or nil
+// when admin.addr is "off".
 func (h *Host) AdminAddr() net.Addr {
 	h.adminMu.Lock()
 	defer h.adminMu.Unlock()
 	return h.adminAddr
 }
 
-// Run processes messages on every binding and serves the admin API (unless admin.addr is
-// "off") until ctx is done. Then it shuts down gracefully: listeners stop receiving, handlers
-// in flight finish (within the listener's grace period), leased messages that did not start
-// are released at once, and everything is closed. For local backends it also watches the
-// store for messages committed by other processes (`wqhost send`) so they are picked up at
-// once. Run returns nil after a clean shutdown; it may be called once.
+// Run processes messages on every binding, with the admin API New started (unless
+// admin.addr is "off"), until ctx is done. Then it shuts down gracefully: listeners stop
+// receiving, handlers in flight finish (within the listener's grace period), leased messages
+// that did not start are released at once, and everything is closed. For local backends it
+// also watches the store for messages committed by other processes (`wqhost send`) so they
+// are picked up at once. Run returns nil after a clean shutdown; it may be called once.
 func (h *Host) Run(ctx context.Context) error {
 	if !h.runOnce.CompareAndSwap(false, true) {
 		return errors.New("host: Run called twice")
@@ -281,33 +317,9 @@ func (h *Host) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	var srv *http.Server
-	srvErr := make(chan error, 1)
-	if h.cfg.Admin.Addr != "off" {
-		ln := h.takeAdminListener()
-		if ln == nil {
-			var err error
-			if ln, err = net.Listen("tcp", h.cfg.Admin.Addr); err != nil {
-				_ = h.Close(context.Background())
-				return fmt.Errorf("host: admin.addr %s: %w", h.cfg.Admin.Addr, err)
-			}
-		}
-		h.adminMu.Lock()
-		h.adminAddr = ln.Addr()
-		h.adminMu.Unlock()
-		srv = &http.Server{Handler: h.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
-		go func() { srvErr <- srv.Serve(ln) }()
-		h.log.Info("admin API listening", "addr", ln.Addr().String())
-		if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && tokenOf(h.cfg.Admin.TokenEnv) == "" {
-			if !h.cfg.Admin.AllowUnauthenticated {
-				// A host name that resolved beyond loopback: the load-time check could not know.
-				_ = ln.Close()
-				_ = h.Close(context.Background())
-				return fmt.Errorf("host: admin.addr %s listens on %s beyond loopback without admin.token_env (set it, or admin.allow_unauthenticated: true)", h.cfg.Admin.Addr, ln.Addr())
-			}
-			h.log.Warn("admin API reachable beyond loopback without a host token (admin.allow_unauthenticated)", "addr", ln.Addr().String())
-		}
-	}
+	h.adminMu.Lock()
+	srvErr := h.srvErr // nil, never ready, without an admin server
+	h.adminMu.Unlock()
 	stopWatch := h.backs.watchExternal(ctx)
 	stopFiles := h.watchFiles(ctx)
 
@@ -336,11 +348,7 @@ func (h *Host) Run(ctx context.Context) error {
 	h.runWG.Wait()
 	errs := h.runErrs
 	stopWatch()
-	if srv != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = srv.Shutdown(sctx)
-		scancel()
-	}
+	h.stopAdmin()
 	errs = append(errs, h.Close(context.Background()))
 	h.log.Info("host stopped")
 	return errors.Join(errs...)
@@ -355,9 +363,7 @@ func (h *Host) Close(ctx context.Context) error {
 		h.closed = true
 		h.reloadMu.Unlock()
 		var errs []error
-		if ln := h.takeAdminListener(); ln != nil {
-			_ = ln.Close()
-		}
+		h.stopAdmin()
 		for _, b := range h.bindings() {
 			errs = append(errs, b.close(ctx))
 		}
@@ -365,15 +371,6 @@ func (h *Host) Close(ctx context.Context) error {
 		h.closeErr = errors.Join(errs...)
 	})
 	return h.closeErr
-}
-
-// takeAdminListener hands over the listener New opened, once.
-func (h *Host) takeAdminListener() net.Listener {
-	h.adminMu.Lock()
-	defer h.adminMu.Unlock()
-	ln := h.adminLn
-	h.adminLn = nil
-	return ln
 }
 
 // Notify wakes the listener of the binding that reads tenant's queue (push wake-up), so a
@@ -491,17 +488,14 @@ func tokenOf(env string) string {
 // adminHost adapts Host to admin.Host.
 type adminHost struct{ h *Host }
 
-func (a adminHost) Ready() bool                                      { return a.h.Ready() }
-func (a adminHost) Status(ctx context.Context) any                   { return a.h.Status(ctx) }
+func (a adminHost) Readiness() admin.Readiness { return a.h.Readiness() }
+func (a adminHost) Status(ctx context.Context, q admin.StatusQuery) any {
+	return a.h.StatusPage(ctx, q)
+}
 func (a adminHost) Reload(ctx context.Context) (any, error)          { return a.h.ReloadAll(ctx) }
 func (a adminHost) HasTenant(name string) bool                       { return a.h.tenantNamed(name) != nil }
 func (a adminHost) Notify(_ context.Context, tenant, q string) error { return a.h.Notify(tenant, q) }
-func (a adminHost) TenantStatus(ctx context.Context, tenant string) any {
-	st := a.h.Status(ctx)
-	st.Tenants = slices.DeleteFunc(st.Tenants, func(t TenantStatus) bool { return t.Name != tenant })
-	return st
-}
-func (a adminHost) IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+func (a adminHost) IsNotFound(err error) bool                        { return errors.Is(err, ErrNotFound) }
 
 // backends opens each configured backend once, on first use.
 type backends struct {

@@ -2,6 +2,9 @@ package host
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -10,73 +13,139 @@ import (
 // metrics is the host's own Prometheus registry. Counters and gauges are read from the
 // listeners, pools and plugins at scrape time (one source of truth with /v1/status); the
 // handler latency histogram is observed per call.
+//
+// With metrics.per_binding (the default) every series is labelled tenant, binding and queue:
+// seriesPerBinding (45) series per binding, plus 3 per policy plugin: 450,000 at 10,000
+// bindings. With per_binding false the same names are served summed per tenant (label
+// tenant only), so a scrape's size follows the tenants, not the bindings. Three series
+// change meaning: wqhost_module_info counts the tenant's bindings running each digest,
+// wqhost_module_loaded_timestamp_seconds is the latest load, wqhost_plugin_up counts the
+// plugins running; wqhost_breaker_state, a state, is replaced by wqhost_tenant_breakers
+// (bindings per breaker state). The choice is made at start: a reload that changes it is
+// refused, since a metric's labels cannot change under a registry.
 type metrics struct {
-	h       *Host
-	reg     *prometheus.Registry
-	latency *prometheus.HistogramVec
+	h          *Host
+	reg        *prometheus.Registry
+	latency    *prometheus.HistogramVec
+	perBinding bool
+	labels     []string           // bindingLabels, or tenant alone
+	descs      []*prometheus.Desc // by bindingMetrics index; nil: not served
+	// The series not in bindingMetrics, labelled labels plus one.
+	queueCalls, module, moduleLoaded, pluginUp, pluginFallbacks, pluginRestarts *prometheus.Desc
+	breakers                                                                    *prometheus.Desc // per tenant only
 }
 
 var bindingLabels = []string{"tenant", "binding", "queue"}
 
+// latencyBuckets are the handler latency histogram's: 100µs .. ~26s.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 4, 10)
+
+// seriesPerBinding is the number of series one binding adds with metrics.per_binding: one
+// per bindingMetrics entry, one per queue call, the module's info and load time, and the
+// latency histogram's buckets, +Inf, sum and count. Policy plugins add 3 each.
+var seriesPerBinding = len(bindingMetrics) + len(queueCallNames) + 2 + len(latencyBuckets) + 3
+
 func newMetrics(h *Host) *metrics {
-	m := &metrics{h: h, reg: prometheus.NewRegistry()}
+	m := &metrics{h: h, reg: prometheus.NewRegistry(), perBinding: h.cfg.Metrics.PerBinding, labels: bindingLabels}
+	if !m.perBinding {
+		m.labels = []string{"tenant"}
+	}
+	with := func(extra string) []string { return append(slices.Clone(m.labels), extra) }
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "wqhost_handler_duration_seconds",
-		Help:    "Wall time of handler calls (module execution), by binding.",
-		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 100µs .. ~26s
-	}, bindingLabels)
+		Help:    "Wall time of handler calls (module execution), by binding (by tenant with metrics.per_binding false).",
+		Buckets: latencyBuckets,
+	}, m.labels)
+	for _, sp := range bindingMetrics {
+		var d *prometheus.Desc
+		if m.perBinding || !sp.perBindingOnly {
+			d = prometheus.NewDesc(sp.name, sp.help, m.labels, nil)
+		}
+		m.descs = append(m.descs, d)
+	}
+	m.queueCalls = prometheus.NewDesc("wqhost_queue_calls_total",
+		"Backend calls made by the listener (the whitepaper's cost model), by call.", with("call"), nil)
+	m.module = prometheus.NewDesc("wqhost_module_info",
+		"The module version a binding runs (value 1; per tenant: its bindings running it), with its sha256 digest.", with("digest"), nil)
+	m.moduleLoaded = prometheus.NewDesc("wqhost_module_loaded_timestamp_seconds",
+		"When the binding's module version was loaded (per tenant: the latest).", m.labels, nil)
+	m.pluginUp = prometheus.NewDesc("wqhost_plugin_up",
+		"1 while the binding's policy plugin runs, 0 while the built-in fallback answers (per tenant: plugins running).", with("policy"), nil)
+	m.pluginFallbacks = prometheus.NewDesc("wqhost_plugin_fallbacks_total",
+		"Policy decisions answered by the built-in fallback instead of the plugin.", with("policy"), nil)
+	m.pluginRestarts = prometheus.NewDesc("wqhost_plugin_restarts_total",
+		"Restarts of the binding's policy plugin after a crash.", with("policy"), nil)
+	if !m.perBinding {
+		m.breakers = prometheus.NewDesc("wqhost_tenant_breakers",
+			"The tenant's bindings whose circuit breaker is in each state (closed, open, half-open).", []string{"tenant", "state"}, nil)
+	}
 	m.reg.MustRegister(m.latency, m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-type desc struct {
-	d    *prometheus.Desc
-	kind prometheus.ValueType
-	val  func(s *BindingStatus) float64
+// latencyFor is the latency series a binding observes: its own, or its tenant's.
+func (m *metrics) latencyFor(tenant, binding, queue string) prometheus.Observer {
+	return m.latency.WithLabelValues(m.labelValues(tenant, binding, queue)...)
 }
 
-func bdesc(name, help string, kind prometheus.ValueType, val func(s *BindingStatus) float64) desc {
-	return desc{prometheus.NewDesc(name, help, bindingLabels, nil), kind, val}
+// labelValues are the label values of a binding's series: its own, or its tenant's.
+func (m *metrics) labelValues(tenant, binding, queue string) []string {
+	if m.perBinding {
+		return []string{tenant, binding, queue}
+	}
+	return []string{tenant}
+}
+
+// metricSpec is one series read from a BindingStatus.
+type metricSpec struct {
+	name, help string
+	kind       prometheus.ValueType
+	val        func(s *BindingStatus) float64
+	// perBindingOnly marks a value that means nothing summed (a state): not served per tenant.
+	perBindingOnly bool
+}
+
+func spec(name, help string, kind prometheus.ValueType, val func(s *BindingStatus) float64) metricSpec {
+	return metricSpec{name: name, help: help, kind: kind, val: val}
+}
+
+// bindingMetrics are the series read from each BindingStatus. With metrics.per_binding
+// false each is summed per tenant, except perBindingOnly ones.
+var bindingMetrics = []metricSpec{
+	spec("wqhost_messages_processed_total", "Messages handled successfully and deleted.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Processed) }),
+	spec("wqhost_messages_failed_total", "Failed handler calls (each failure of each delivery).", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Failed) }),
+	spec("wqhost_messages_retried_total", "Failed messages released for a later retry.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Retried) }),
+	spec("wqhost_messages_poisoned_total", "Messages moved to the <queue>-poison queue.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Poisoned) }),
+	spec("wqhost_queue_depth", "Approximate messages in the input queue, leased ones included.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Depth) }),
+	spec("wqhost_dead_letter_depth", "Messages in the binding's <queue>-poison queue.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.DeadLetterDepth) }),
+	spec("wqhost_workers", "Dequeue workers running.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Workers) }),
+	spec("wqhost_helper_workers_total", "Workers started to receive while a slow message held its batch's worker.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.HelperWorkers) }),
+	spec("wqhost_in_flight", "Handler calls running.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.InFlight) }),
+	spec("wqhost_leased", "Messages leased and not yet through their handler call (at most pool max_instances plus as many prefetched).", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Leased) }),
+	spec("wqhost_leased_idle", "Messages leased and not started yet.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.LeasedIdle) }),
+	spec("wqhost_leases_lost_total", "Messages whose lease ran out before they were settled (they are redelivered).", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.LeasesLost) }),
+	spec("wqhost_pool_instances", "Live module instances in the binding's pool.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Pool.Instances) }),
+	spec("wqhost_pool_instances_busy", "Module instances running a call.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Pool.Busy) }),
+	spec("wqhost_pool_traps_total", "Handler calls that trapped.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Pool.Traps) }),
+	spec("wqhost_http_requests_total", "Outbound HTTP requests sent by the binding's handlers.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.HTTP.Requests) }),
+	spec("wqhost_http_sent_bytes_total", "Outbound HTTP request body bytes.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.HTTP.BytesOut) }),
+	spec("wqhost_http_received_bytes_total", "Outbound HTTP response body bytes read by handlers.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.HTTP.BytesIn) }),
+	spec("wqhost_http_wait_seconds_total", "Time handlers spent waiting on outbound HTTP.", prometheus.CounterValue, func(s *BindingStatus) float64 { return s.HTTP.WaitSeconds }),
+	spec("wqhost_binding_running", "Handler calls of the binding holding a slot.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Running) }),
+	{name: "wqhost_breaker_state", help: "The binding's circuit breaker: 0 closed, 1 open (leasing nothing), 2 half-open (probing one message at a time).", kind: prometheus.GaugeValue, val: func(s *BindingStatus) float64 { return breakerGauge[s.Breaker.State] }, perBindingOnly: true},
+	spec("wqhost_breaker_trips_total", "Times the binding's circuit breaker opened.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Breaker.Trips) }),
+	spec("wqhost_pool_timeouts_total", "Handler calls that exceeded the time limit.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Pool.Timeouts) }),
+}
+
+// queueCallNames are the values of wqhost_queue_calls_total's call label.
+var queueCallNames = []string{"receive", "empty_receive", "delete", "update", "send", "error", "depth"}
+
+// queueCallValues are q's counts in queueCallNames' order.
+func queueCallValues(q QueueCalls) []uint64 {
+	return []uint64{q.Receives, q.EmptyReceives, q.Deletes, q.Updates, q.Sends, q.Errors, q.DepthQueries}
 }
 
 var (
-	bindingDescs = []desc{
-		bdesc("wqhost_messages_processed_total", "Messages handled successfully and deleted.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Processed) }),
-		bdesc("wqhost_messages_failed_total", "Failed handler calls (each failure of each delivery).", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Failed) }),
-		bdesc("wqhost_messages_retried_total", "Failed messages released for a later retry.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Retried) }),
-		bdesc("wqhost_messages_poisoned_total", "Messages moved to the <queue>-poison queue.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Poisoned) }),
-		bdesc("wqhost_queue_depth", "Approximate messages in the input queue, leased ones included.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Depth) }),
-		bdesc("wqhost_dead_letter_depth", "Messages in the binding's <queue>-poison queue.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.DeadLetterDepth) }),
-		bdesc("wqhost_workers", "Dequeue workers running.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Workers) }),
-		bdesc("wqhost_helper_workers_total", "Workers started to receive while a slow message held its batch's worker.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.HelperWorkers) }),
-		bdesc("wqhost_in_flight", "Handler calls running.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.InFlight) }),
-		bdesc("wqhost_leased", "Messages leased and not yet through their handler call (at most pool max_instances plus as many prefetched).", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Leased) }),
-		bdesc("wqhost_leased_idle", "Messages leased and not started yet.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.LeasedIdle) }),
-		bdesc("wqhost_leases_lost_total", "Messages whose lease ran out before they were settled (they are redelivered).", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.LeasesLost) }),
-		bdesc("wqhost_pool_instances", "Live module instances in the binding's pool.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Pool.Instances) }),
-		bdesc("wqhost_pool_instances_busy", "Module instances running a call.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Pool.Busy) }),
-		bdesc("wqhost_pool_traps_total", "Handler calls that trapped.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Pool.Traps) }),
-		bdesc("wqhost_http_requests_total", "Outbound HTTP requests sent by the binding's handlers.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.HTTP.Requests) }),
-		bdesc("wqhost_http_sent_bytes_total", "Outbound HTTP request body bytes.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.HTTP.BytesOut) }),
-		bdesc("wqhost_http_received_bytes_total", "Outbound HTTP response body bytes read by handlers.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.HTTP.BytesIn) }),
-		bdesc("wqhost_http_wait_seconds_total", "Time handlers spent waiting on outbound HTTP.", prometheus.CounterValue, func(s *BindingStatus) float64 { return s.HTTP.WaitSeconds }),
-		bdesc("wqhost_binding_running", "Handler calls of the binding holding a slot.", prometheus.GaugeValue, func(s *BindingStatus) float64 { return float64(s.Running) }),
-		bdesc("wqhost_breaker_state", "The binding's circuit breaker: 0 closed, 1 open (leasing nothing), 2 half-open (probing one message at a time).", prometheus.GaugeValue, func(s *BindingStatus) float64 { return breakerGauge[s.Breaker.State] }),
-		bdesc("wqhost_breaker_trips_total", "Times the binding's circuit breaker opened.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Breaker.Trips) }),
-		bdesc("wqhost_pool_timeouts_total", "Handler calls that exceeded the time limit.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Pool.Timeouts) }),
-	}
-	queueCallsDesc = prometheus.NewDesc("wqhost_queue_calls_total",
-		"Backend calls made by the listener (the whitepaper's cost model), by call.", append(bindingLabels, "call"), nil)
-	moduleDesc = prometheus.NewDesc("wqhost_module_info",
-		"The module version a binding runs (value 1), with its sha256 digest.", append(bindingLabels, "digest"), nil)
-	moduleLoadedDesc = prometheus.NewDesc("wqhost_module_loaded_timestamp_seconds",
-		"When the binding's module version was loaded.", bindingLabels, nil)
-	pluginUpDesc = prometheus.NewDesc("wqhost_plugin_up",
-		"1 while the binding's policy plugin runs, 0 while the built-in fallback answers.", append(bindingLabels, "policy"), nil)
-	pluginFallbacksDesc = prometheus.NewDesc("wqhost_plugin_fallbacks_total",
-		"Policy decisions answered by the built-in fallback instead of the plugin.", append(bindingLabels, "policy"), nil)
-	pluginRestartsDesc = prometheus.NewDesc("wqhost_plugin_restarts_total",
-		"Restarts of the binding's policy plugin after a crash.", append(bindingLabels, "policy"), nil)
 	tenantRunningDesc = prometheus.NewDesc("wqhost_tenant_running",
 		"Handler calls holding one of the tenant's max_concurrency slots.", []string{"tenant"}, nil)
 	readyDesc = prometheus.NewDesc("wqhost_ready", "1 when every binding's module is loaded.", nil, nil)
@@ -84,16 +153,22 @@ var (
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range bindingDescs {
-		ch <- d.d
+	for _, d := range m.descs {
+		if d != nil {
+			ch <- d
+		}
 	}
-	for _, d := range []*prometheus.Desc{queueCallsDesc, moduleDesc, moduleLoadedDesc, pluginUpDesc,
-		pluginFallbacksDesc, pluginRestartsDesc, tenantRunningDesc, readyDesc} {
+	for _, d := range []*prometheus.Desc{m.queueCalls, m.module, m.moduleLoaded, m.pluginUp,
+		m.pluginFallbacks, m.pluginRestarts, tenantRunningDesc, readyDesc} {
 		ch <- d
+	}
+	if m.breakers != nil {
+		ch <- m.breakers
 	}
 }
 
-// Collect implements prometheus.Collector from one Status snapshot.
+// Collect implements prometheus.Collector from one Status snapshot: each binding's series,
+// or each tenant's sums.
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	st := m.h.Status(context.Background())
 	ready := 0.0
@@ -103,31 +178,84 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
 	for _, t := range st.Tenants {
 		ch <- prometheus.MustNewConstMetric(tenantRunningDesc, prometheus.GaugeValue, float64(t.Running), t.Name)
+		if !m.perBinding {
+			m.collectGroup(ch, []string{t.Name}, t.Bindings)
+			m.collectBreakers(ch, t.Name, t.Bindings)
+			continue
+		}
 		for i := range t.Bindings {
 			s := &t.Bindings[i]
-			lv := []string{t.Name, s.Name, s.Queue}
-			for _, d := range bindingDescs {
-				ch <- prometheus.MustNewConstMetric(d.d, d.kind, d.val(s), lv...)
-			}
-			for call, v := range map[string]uint64{
-				"receive": s.QueueCalls.Receives, "empty_receive": s.QueueCalls.EmptyReceives,
-				"delete": s.QueueCalls.Deletes, "update": s.QueueCalls.Updates,
-				"send": s.QueueCalls.Sends, "error": s.QueueCalls.Errors, "depth": s.QueueCalls.DepthQueries,
-			} {
-				ch <- prometheus.MustNewConstMetric(queueCallsDesc, prometheus.CounterValue, float64(v), append(lv, call)...)
-			}
-			ch <- prometheus.MustNewConstMetric(moduleDesc, prometheus.GaugeValue, 1, append(lv, s.ModuleDigest)...)
-			ch <- prometheus.MustNewConstMetric(moduleLoadedDesc, prometheus.GaugeValue, float64(s.ModuleLoadedAt.UnixNano())/1e9, lv...)
-			for _, p := range s.Plugins {
-				up := 0.0
-				if p.Phase == "running" {
-					up = 1
-				}
-				plv := append(append([]string(nil), lv...), p.Policy)
-				ch <- prometheus.MustNewConstMetric(pluginUpDesc, prometheus.GaugeValue, up, plv...)
-				ch <- prometheus.MustNewConstMetric(pluginFallbacksDesc, prometheus.CounterValue, float64(p.Fallbacks), plv...)
-				ch <- prometheus.MustNewConstMetric(pluginRestartsDesc, prometheus.CounterValue, float64(p.Restarts), plv...)
-			}
+			m.collectGroup(ch, []string{t.Name, s.Name, s.Queue}, t.Bindings[i:i+1])
 		}
+	}
+}
+
+// collectGroup sends the series of group, one binding or a tenant's bindings, labelled lv:
+// counters and gauges summed, digests counted, the latest load time.
+func (m *metrics) collectGroup(ch chan<- prometheus.Metric, lv []string, group []BindingStatus) {
+	with := func(extra string) []string { return append(slices.Clone(lv), extra) }
+	for k, sp := range bindingMetrics {
+		if m.descs[k] == nil {
+			continue
+		}
+		sum := 0.0
+		for i := range group {
+			sum += sp.val(&group[i])
+		}
+		ch <- prometheus.MustNewConstMetric(m.descs[k], sp.kind, sum, lv...)
+	}
+	calls := make([]uint64, len(queueCallNames))
+	digests := map[string]float64{}
+	var loaded time.Time
+	type pluginSums struct{ up, fallbacks, restarts float64 }
+	plugins := map[string]*pluginSums{}
+	for i := range group {
+		s := &group[i]
+		for k, v := range queueCallValues(s.QueueCalls) {
+			calls[k] += v
+		}
+		digests[s.ModuleDigest]++
+		if s.ModuleLoadedAt.After(loaded) {
+			loaded = s.ModuleLoadedAt
+		}
+		for _, p := range s.Plugins {
+			ps := plugins[p.Policy]
+			if ps == nil {
+				ps = &pluginSums{}
+				plugins[p.Policy] = ps
+			}
+			if p.Phase == "running" {
+				ps.up++
+			}
+			ps.fallbacks += float64(p.Fallbacks)
+			ps.restarts += float64(p.Restarts)
+		}
+	}
+	for k, name := range queueCallNames {
+		ch <- prometheus.MustNewConstMetric(m.queueCalls, prometheus.CounterValue, float64(calls[k]), with(name)...)
+	}
+	for _, d := range slices.Sorted(maps.Keys(digests)) {
+		ch <- prometheus.MustNewConstMetric(m.module, prometheus.GaugeValue, digests[d], with(d)...)
+	}
+	if len(group) > 0 {
+		ch <- prometheus.MustNewConstMetric(m.moduleLoaded, prometheus.GaugeValue, float64(loaded.UnixNano())/1e9, lv...)
+	}
+	for _, p := range slices.Sorted(maps.Keys(plugins)) {
+		ps := plugins[p]
+		ch <- prometheus.MustNewConstMetric(m.pluginUp, prometheus.GaugeValue, ps.up, with(p)...)
+		ch <- prometheus.MustNewConstMetric(m.pluginFallbacks, prometheus.CounterValue, ps.fallbacks, with(p)...)
+		ch <- prometheus.MustNewConstMetric(m.pluginRestarts, prometheus.CounterValue, ps.restarts, with(p)...)
+	}
+}
+
+// collectBreakers sends how many of a tenant's bindings are in each circuit breaker state
+// (per tenant only: wqhost_breaker_state cannot be summed).
+func (m *metrics) collectBreakers(ch chan<- prometheus.Metric, tenant string, group []BindingStatus) {
+	counts := map[string]float64{}
+	for i := range group {
+		counts[group[i].Breaker.State]++
+	}
+	for _, state := range slices.Sorted(maps.Keys(breakerGauge)) {
+		ch <- prometheus.MustNewConstMetric(m.breakers, prometheus.GaugeValue, counts[state], tenant, state)
 	}
 }

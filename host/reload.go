@@ -323,6 +323,10 @@ func (h *Host) ReloadAll(ctx context.Context) (ReloadResult, error) {
 	if h.closed {
 		return res, errors.New("host: reload: host closed")
 	}
+	if rd := h.Readiness(); rd.Starting {
+		// New is still building the bindings a reload would compare against.
+		return res, fmt.Errorf("host: reload: host still starting (%d of %d bindings up)", rd.BindingsUp, rd.BindingsTotal)
+	}
 	var errs []error
 	touched := map[*binding]bool{}
 	if h.cfg.File != "" || h.loadConfig != nil {

@@ -381,25 +381,30 @@ func (h *Host) stopBindings(ctx context.Context, bs []*binding) map[*binding]err
 }
 
 // forgetSeries deletes the latency series of stopped bindings that no serving binding
-// reports under the same labels (a binding rebuilt in place keeps its series), so a removed
-// tenant or binding disappears from /metrics. The other series are read from Status at
-// scrape time and disappear with the binding.
+// reports under the same labels (a binding rebuilt in place keeps its series; with
+// metrics.per_binding false, a tenant's series stays while any of its bindings serves), so a
+// removed tenant or binding disappears from /metrics. The other series are read from Status
+// at scrape time and disappear with the binding.
 func (h *Host) forgetSeries(stopped []*binding) {
-	serving := map[[3]string]bool{}
+	key := func(b *binding) string {
+		return strings.Join(h.metrics.labelValues(b.tenant.name, b.name, b.cfg.Queue), "\x00")
+	}
+	serving := map[string]bool{}
 	for _, b := range h.bindings() {
-		serving[[3]string{b.tenant.name, b.name, b.cfg.Queue}] = true
+		serving[key(b)] = true
 	}
 	for _, b := range stopped {
-		if lv := [3]string{b.tenant.name, b.name, b.cfg.Queue}; !serving[lv] {
-			h.metrics.latency.DeleteLabelValues(lv[:]...)
+		if !serving[key(b)] {
+			h.metrics.latency.DeleteLabelValues(h.metrics.labelValues(b.tenant.name, b.name, b.cfg.Queue)...)
 		}
 	}
 }
 
 // restartOnlyChanges lists what differs between two configs that a reload cannot apply:
-// the settings outside the tenants other than max_concurrency.
+// the settings outside the tenants other than max_concurrency and max_bindings.
 func restartOnlyChanges(cur, next *config.Config) []string {
-	return changedKeys("", reflect.ValueOf(*cur), reflect.ValueOf(*next), map[string]bool{"tenants": true, "max_concurrency": true})
+	// max_bindings only bounds the config a load accepts: the new config passed it.
+	return changedKeys("", reflect.ValueOf(*cur), reflect.ValueOf(*next), map[string]bool{"tenants": true, "max_concurrency": true, "max_bindings": true})
 }
 
 // changedKeys lists the config keys (koanf names, dotted, after prefix) whose values differ

@@ -2,8 +2,10 @@ package host
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/plugins/external"
 )
 
@@ -11,6 +13,12 @@ import (
 type Status struct {
 	Ready     bool      `json:"ready"`
 	StartedAt time.Time `json:"started_at"`
+	// BindingsUp of BindingsTotal bindings are built: while the host starts, those of the
+	// config built so far; once ready, both are the bindings serving (as /readyz says).
+	BindingsUp    int `json:"bindings_up"`
+	BindingsTotal int `json:"bindings_total"`
+	// Page says which bindings Tenants holds (GET /v1/status?tenant=&limit=&offset=).
+	Page Page `json:"page"`
 	// MaxConcurrency is the host-wide budget of handler calls (0 = no cap); Running the
 	// calls holding one of its slots.
 	MaxConcurrency int            `json:"max_concurrency"`
@@ -20,6 +28,19 @@ type Status struct {
 	// empty once a reload succeeds.
 	LastConfigReloadError   string     `json:"last_config_reload_error,omitempty"`
 	LastConfigReloadErrorAt *time.Time `json:"last_config_reload_error_at,omitempty"`
+}
+
+// StatusQuery selects a tenant's bindings and a page of them (admin.StatusQuery).
+type StatusQuery = admin.StatusQuery
+
+// Page is the part of the bindings a Status holds: Returned bindings from Offset in
+// (tenant, binding) order, of Total bindings (of Tenant, when set). Limit 0 means all.
+type Page struct {
+	Tenant   string `json:"tenant,omitempty"`
+	Offset   int    `json:"offset"`
+	Limit    int    `json:"limit"`
+	Returned int    `json:"returned"`
+	Total    int    `json:"total"`
 }
 
 // TenantStatus is one tenant's state.
@@ -136,14 +157,42 @@ type PluginStatus struct {
 // Status returns a snapshot of every tenant and binding. It makes no queue call: depths are
 // the ones each listener keeps (read by the listener itself at a bounded, counted rate; see
 // listener.Listener.State), so a status page or a metrics scrape costs nothing billed.
-func (h *Host) Status(ctx context.Context) Status {
-	st := Status{Ready: h.Ready(), StartedAt: h.started, MaxConcurrency: h.sched.budget(), Tenants: []TenantStatus{}}
+func (h *Host) Status(ctx context.Context) Status { return h.StatusPage(ctx, StatusQuery{}) }
+
+// StatusPage is Status restricted to q: one tenant's bindings when q.Tenant is set, and of
+// those q.Limit (0: all) from q.Offset. Only the bindings returned are read, so a page of
+// 100 costs the same on a host of 10 or 10,000 bindings. Without a limit or offset every
+// tenant q selects is listed, even one with no binding yet (a start in progress); with one,
+// only the tenants of the bindings in the page.
+func (h *Host) StatusPage(ctx context.Context, q StatusQuery) Status {
+	rd := h.Readiness()
+	st := Status{
+		Ready: rd.Ready, StartedAt: h.started, BindingsUp: rd.BindingsUp, BindingsTotal: rd.BindingsTotal,
+		MaxConcurrency: h.sched.budget(), Tenants: []TenantStatus{},
+	}
 	st.LastConfigReloadError, st.LastConfigReloadErrorAt = h.configErr.get()
 	if st.MaxConcurrency > 0 {
 		st.Running = h.sched.held.Load()
 	}
-	byTenant := map[string]int{}
+	tenants := map[string]*tenant{}
+	var order []*tenant
 	for _, t := range h.tenantList() {
+		if q.Tenant == "" || t.name == q.Tenant {
+			tenants[t.name] = t
+			order = append(order, t)
+		}
+	}
+	// A binding whose tenant is not listed is one a config reload is adding or removing.
+	binds := slices.DeleteFunc(h.bindings(), func(b *binding) bool { return tenants[b.tenant.name] == nil })
+	lo := min(max(q.Offset, 0), len(binds))
+	hi := len(binds)
+	if q.Limit > 0 {
+		hi = min(lo+q.Limit, hi)
+	}
+	st.Page = Page{Tenant: q.Tenant, Offset: q.Offset, Limit: q.Limit, Returned: hi - lo, Total: len(binds)}
+
+	byTenant := map[string]int{}
+	add := func(t *tenant) int {
 		tc := t.conf()
 		ts := TenantStatus{Name: t.name, Weight: tc.Weight, MaxConcurrency: tc.MaxConcurrency, Bindings: []BindingStatus{}}
 		if t.limiter != nil {
@@ -151,11 +200,17 @@ func (h *Host) Status(ctx context.Context) Status {
 		}
 		byTenant[t.name] = len(st.Tenants)
 		st.Tenants = append(st.Tenants, ts)
+		return byTenant[t.name]
 	}
-	for _, b := range h.bindings() {
+	if q.Limit == 0 && q.Offset == 0 {
+		for _, t := range order {
+			add(t)
+		}
+	}
+	for _, b := range binds[lo:hi] {
 		i, ok := byTenant[b.tenant.name]
 		if !ok {
-			continue // a config reload is adding or removing its tenant
+			i = add(tenants[b.tenant.name])
 		}
 		st.Tenants[i].Bindings = append(st.Tenants[i].Bindings, b.status(ctx))
 	}

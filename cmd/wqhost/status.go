@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,12 +21,19 @@ Asks a running host for GET /v1/status on its admin API and prints one row per b
 queue, depth, workers, in-flight, processed, failed, retried, poisoned, the module digest and
 the last failed module reload (the old version keeps serving); a failed config reload is shown
 above the table.
+--tenant shows one tenant's bindings; --limit N (with --offset M) shows N bindings from the
+M-th, in tenant and binding order, so a host of 10,000 bindings can be read a page at a time
+(the line under the table says how many there are). While the host starts, the first line
+says how many of its bindings are up.
 --json prints the API's JSON unchanged. The bearer token, when the host wants one, is read from
 the environment variable named by --token-env.`
 
 func (c *cli) status(ctx context.Context, args []string) error {
-	fl := c.flags("status", "[--admin ADDR] [--json] [--token-env NAME]", statusDoc)
+	fl := c.flags("status", "[--admin ADDR] [--tenant T] [--limit N [--offset M]] [--json] [--token-env NAME]", statusDoc)
 	admin := fl.String("admin", config.DefaultAdminAddr, "admin API address (host:port or URL)")
+	tenant := fl.String("tenant", "", "show this tenant's bindings only")
+	limit := fl.Int("limit", 0, "show at most this many bindings (0: all)")
+	offset := fl.Int("offset", 0, "skip this many bindings first (with --limit: the next page)")
 	asJSON := fl.Bool("json", false, "print the raw JSON")
 	tokenEnv := fl.String("token-env", "WQHOST_ADMIN_TOKEN", "environment variable holding the admin bearer token")
 	timeout := fl.Duration("timeout", 10*time.Second, "give up after this long")
@@ -34,7 +43,11 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	if fl.NArg() != 0 {
 		return usagef("takes no arguments (got %q)", fl.Args())
 	}
-	body, err := c.adminGet(ctx, *admin, "/v1/status", *tokenEnv, *timeout)
+	if *limit < 0 || *offset < 0 {
+		return usagef("--limit and --offset must not be negative")
+	}
+	path := statusPath(*tenant, *limit, *offset)
+	body, err := c.adminGet(ctx, *admin, path, *tokenEnv, *timeout)
 	if err != nil {
 		return err
 	}
@@ -47,15 +60,40 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	}
 	var st host.Status
 	if err := json.Unmarshal(body, &st); err != nil {
-		return fmt.Errorf("GET %s: not a status document: %w", adminURL(*admin, "/v1/status"), err)
+		return fmt.Errorf("GET %s: not a status document: %w", adminURL(*admin, path), err)
 	}
 	return printStatus(c.stdout, st)
 }
 
-// printStatus writes one table row per binding.
+// statusPath is GET /v1/status with the query the flags ask for.
+func statusPath(tenant string, limit, offset int) string {
+	q := url.Values{}
+	if tenant != "" {
+		q.Set("tenant", tenant)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if offset > 0 {
+		q.Set("offset", strconv.Itoa(offset))
+	}
+	if len(q) == 0 {
+		return "/v1/status"
+	}
+	return "/v1/status?" + q.Encode()
+}
+
+// printStatus writes one table row per binding, and a line saying which bindings of how
+// many the table shows when it is a page.
 func printStatus(w io.Writer, st host.Status) error {
 	ready := "ready"
-	if !st.Ready {
+	if st.BindingsTotal > 0 { // 0: a host from before the counts
+		ready = fmt.Sprintf("ready, %d bindings", st.BindingsTotal)
+	}
+	switch {
+	case !st.Ready && st.BindingsUp < st.BindingsTotal:
+		ready = fmt.Sprintf("starting, %d of %d bindings up", st.BindingsUp, st.BindingsTotal)
+	case !st.Ready:
 		ready = "not ready"
 	}
 	up := ""
@@ -83,9 +121,21 @@ func printStatus(w io.Writer, st host.Status) error {
 	}
 	if n == 0 {
 		fmt.Fprintln(w, "no bindings")
-		return nil
+	} else if err := tw.Flush(); err != nil {
+		return err
 	}
-	return tw.Flush()
+	if p := st.Page; p.Returned < p.Total {
+		of := "bindings"
+		if p.Tenant != "" {
+			of = "bindings of tenant " + termSafe(p.Tenant)
+		}
+		fmt.Fprintf(w, "showing %d of %d %s from offset %d", p.Returned, p.Total, of, p.Offset)
+		if next := p.Offset + p.Returned; p.Returned > 0 && next < p.Total {
+			fmt.Fprintf(w, " (next page: --offset %d)", next)
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
 }
 
 // adminURL accepts host:port, :port or a full URL.

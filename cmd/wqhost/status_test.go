@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +56,59 @@ func TestStatusTableShowsBreaker(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("status lacks %q:\n%s", want, s)
 		}
+	}
+}
+
+// TestStatusFlagsPassThrough: --tenant, --limit and --offset reach GET /v1/status as its
+// query, and the table says which page of how many bindings it shows.
+func TestStatusFlagsPassThrough(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		query string
+	}{
+		{nil, ""},
+		{[]string{"--tenant", "acme"}, "tenant=acme"},
+		{[]string{"--limit", "2"}, "limit=2"},
+		{[]string{"--tenant", "acme", "--limit", "2", "--offset", "4"}, "limit=2&offset=4&tenant=acme"},
+	} {
+		var got string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got = r.URL.RawQuery
+			st := host.Status{Ready: true, BindingsUp: 10, BindingsTotal: 10,
+				Page:    host.Page{Tenant: "acme", Offset: 4, Limit: 2, Returned: 2, Total: 9},
+				Tenants: []host.TenantStatus{{Name: "acme", Bindings: []host.BindingStatus{{Name: "b4", Queue: "q4"}, {Name: "b5", Queue: "q5"}}}}}
+			_ = json.NewEncoder(w).Encode(st)
+		}))
+		var out, errb bytes.Buffer
+		c := &cli{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+		err := c.status(context.Background(), append([]string{"--admin", srv.URL}, tc.args...))
+		srv.Close()
+		if err != nil {
+			t.Fatalf("status %v: %v\n%s", tc.args, err, errb.String())
+		}
+		if got != tc.query {
+			t.Errorf("status %v: query %q, want %q", tc.args, got, tc.query)
+		}
+		for _, want := range []string{"host ready, 10 bindings", "showing 2 of 9 bindings of tenant acme from offset 4 (next page: --offset 6)"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("status %v lacks %q:\n%s", tc.args, want, out.String())
+			}
+		}
+	}
+	var out bytes.Buffer
+	c := &cli{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	if err := c.status(context.Background(), []string{"--limit", "-1"}); err == nil || !strings.Contains(err.Error(), "must not be negative") {
+		t.Errorf("--limit -1: %v", err)
+	}
+}
+
+// TestStatusTableShowsStartProgress: a host still starting says how many bindings are up.
+func TestStatusTableShowsStartProgress(t *testing.T) {
+	var out bytes.Buffer
+	if err := printStatus(&out, host.Status{BindingsUp: 1200, BindingsTotal: 10000}); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "host starting, 1200 of 10000 bindings up") {
+		t.Errorf("status of a starting host:\n%s", s)
 	}
 }

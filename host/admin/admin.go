@@ -1,9 +1,11 @@
 // Package admin serves wqhost's admin HTTP API:
 //
 //	GET  /healthz                                  200 while the process serves (no auth)
-//	GET  /readyz                                   200 once every binding's module is loaded, else 503 (no auth)
+//	GET  /readyz                                   200 once every binding's module is loaded, else 503 (no auth);
+//	                                               the body says how many bindings are up of how many
 //	GET  /metrics                                  Prometheus text format
-//	GET  /v1/status                                JSON status of every tenant and binding
+//	GET  /v1/status                                JSON status of every tenant and binding;
+//	                                               ?tenant=NAME filters, ?limit=N&offset=M pages over bindings
 //	POST /v1/tenants/{tenant}/queues/{queue}/notify push wake-up of the binding reading the queue
 //	POST /v1/reload                                reload config and modules
 //
@@ -22,7 +24,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,11 +36,11 @@ import (
 
 // Host is what the admin API steers.
 type Host interface {
-	Ready() bool
-	// Status returns the JSON-able status of every tenant.
-	Status(ctx context.Context) any
-	// TenantStatus returns the status restricted to one tenant.
-	TenantStatus(ctx context.Context, tenant string) any
+	// Readiness reports whether the host is ready and how far its start has got.
+	Readiness() Readiness
+	// Status returns the JSON-able status of the tenants and bindings q selects (a tenant
+	// token's requests come with q.Tenant set to its own tenant).
+	Status(ctx context.Context, q StatusQuery) any
 	HasTenant(name string) bool
 	Notify(ctx context.Context, tenant, queue string) error
 	// Reload re-reads the config, modules and plugins and returns what it did (JSON-able),
@@ -44,6 +48,61 @@ type Host interface {
 	Reload(ctx context.Context) (any, error)
 	// IsNotFound classifies the errors of Notify.
 	IsNotFound(err error) bool
+}
+
+// Readiness is what GET /readyz reports.
+type Readiness struct {
+	Ready bool
+	// Starting is true while the host builds its bindings: BindingsUp of BindingsTotal are
+	// built so far. Once ready both are the bindings serving.
+	Starting      bool
+	BindingsUp    int
+	BindingsTotal int
+}
+
+// text is the readiness as /readyz's status: "ready: N bindings", "starting: K of N
+// bindings up", or "not ready: shutting down" (a host that stopped or failed to start).
+func (r Readiness) text() string {
+	switch {
+	case r.Ready:
+		return fmt.Sprintf("ready: %d bindings", r.BindingsTotal)
+	case r.Starting:
+		return fmt.Sprintf("starting: %d of %d bindings up", r.BindingsUp, r.BindingsTotal)
+	}
+	return "not ready: shutting down"
+}
+
+// StatusQuery selects what GET /v1/status returns: one tenant's bindings (Tenant, "" for
+// all) and a page of them in (tenant, binding) order: Limit bindings (0 = all) from Offset.
+type StatusQuery struct {
+	Tenant string
+	Limit  int
+	Offset int
+}
+
+// MaxStatusLimit caps ?limit: a page is built in memory and sent whole.
+const MaxStatusLimit = 100000
+
+// parseStatusQuery reads ?tenant, ?limit and ?offset; an error is the client's (400).
+func parseStatusQuery(r *http.Request) (StatusQuery, error) {
+	v := r.URL.Query()
+	q := StatusQuery{Tenant: v.Get("tenant")}
+	for _, p := range []struct {
+		name string
+		dst  *int
+		max  int
+	}{{"limit", &q.Limit, MaxStatusLimit}, {"offset", &q.Offset, math.MaxInt32}} {
+		s := v.Get(p.name)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > p.max {
+			return q, fmt.Errorf("%s=%.40q: want an integer in 0..%d", p.name, s, p.max)
+		}
+		*p.dst = n
+	}
+	return q, nil
 }
 
 // Tokens are the bearer tokens the API accepts. Empty values are not accepted tokens.
@@ -108,11 +167,12 @@ func New(h Host, opts Options) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !h.Ready() {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready"})
-			return
+		rd := h.Readiness()
+		code := http.StatusOK
+		if !rd.Ready {
+			code = http.StatusServiceUnavailable
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		writeJSON(w, code, readyzBody{Status: rd.text(), BindingsUp: rd.BindingsUp, BindingsTotal: rd.BindingsTotal})
 	})
 	mux.HandleFunc("GET /metrics", s.auth(s.metrics))
 	mux.HandleFunc("GET /v1/status", s.auth(s.status))
@@ -189,12 +249,31 @@ func equal(got, want string) bool {
 	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
+// readyzBody is GET /readyz's JSON.
+type readyzBody struct {
+	Status        string `json:"status"`
+	BindingsUp    int    `json:"bindings_up"`
+	BindingsTotal int    `json:"bindings_total"`
+}
+
 func (s *server) status(w http.ResponseWriter, r *http.Request, p principal) {
-	if p.host {
-		writeJSON(w, http.StatusOK, s.h.Status(r.Context()))
+	q, err := parseStatusQuery(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.h.TenantStatus(r.Context(), p.tenant))
+	if !p.host {
+		if q.Tenant != "" && q.Tenant != p.tenant {
+			writeError(w, http.StatusForbidden, "this token may not see tenant %q", q.Tenant)
+			return
+		}
+		q.Tenant = p.tenant
+	}
+	if q.Tenant != "" && !s.h.HasTenant(q.Tenant) {
+		writeError(w, http.StatusNotFound, "tenant %q is not configured", q.Tenant)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.h.Status(r.Context(), q))
 }
 
 func (s *server) metrics(w http.ResponseWriter, r *http.Request, p principal) {

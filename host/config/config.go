@@ -107,6 +107,11 @@ const (
 	// hold max_instances of them), and a guest reads the whole batch into its memory.
 	DefaultBatchMaxBytes = ByteSize(16 << 20)
 	DefaultWeight        = 1
+	// DefaultMaxBindings is max_bindings' default: twice the 10,000 bindings the density
+	// harness measures on one host (BenchmarkDensity: about 10 s to start, 321 MiB, 3
+	// goroutines per binding, docs/benchmarks.md), so a config beyond what has been measured
+	// fails at load with the two numbers instead of a host that starts for minutes.
+	DefaultMaxBindings = 20000
 )
 
 // Policy names of the built-in policies (plugins/builtin).
@@ -148,17 +153,32 @@ type Config struct {
 	MaxConcurrency int `koanf:"max_concurrency"`
 	// MaxModuleBytes caps the size of a module or plugin file (default 256 MiB); such paths
 	// must be regular files (not a FIFO, device or directory: internal/safefile).
-	MaxModuleBytes ByteSize           `koanf:"max_module_bytes"`
-	Admin          Admin              `koanf:"admin"`
-	Log            Log                `koanf:"log"`
-	Backends       map[string]Backend `koanf:"backends"`
-	Tenants        map[string]Tenant  `koanf:"tenants"`
+	MaxModuleBytes ByteSize `koanf:"max_module_bytes"`
+	// MaxBindings caps the bindings of all tenants together (default DefaultMaxBindings): a
+	// config beyond it is refused at load, naming both numbers, rather than starting a host
+	// larger than any measured.
+	MaxBindings int `koanf:"max_bindings"`
+	// Metrics shapes the Prometheus series of /metrics.
+	Metrics  Metrics            `koanf:"metrics"`
+	Admin    Admin              `koanf:"admin"`
+	Log      Log                `koanf:"log"`
+	Backends map[string]Backend `koanf:"backends"`
+	Tenants  map[string]Tenant  `koanf:"tenants"`
 
 	// BaseDir is the directory relative module and plugin paths are resolved against: the
 	// config file's directory, or the working directory for the embedded default.
 	BaseDir string `koanf:"-"`
 	// File is the config file loaded, or "" for the embedded default.
 	File string `koanf:"-"`
+}
+
+// Metrics configures the Prometheus series the admin API serves.
+type Metrics struct {
+	// PerBinding labels every binding's series with tenant, binding and queue (default
+	// true): about 40 series per binding, 400,000 at 10,000 bindings. False serves the same
+	// metric names summed per tenant (the binding and queue labels dropped), except those
+	// that only make sense per binding (see host/metrics.go).
+	PerBinding bool `koanf:"per_binding"`
 }
 
 // Admin configures the admin HTTP API.
@@ -358,6 +378,8 @@ func defaultConfig() Config {
 	return Config{
 		DataDir:        DefaultDataDir,
 		MaxModuleBytes: safefile.DefaultMaxBytes,
+		MaxBindings:    DefaultMaxBindings,
+		Metrics:        Metrics{PerBinding: true},
 		Admin:          Admin{Addr: DefaultAdminAddr, MaxBodyBytes: DefaultAdminMaxBodyBytes},
 		Log:            Log{Format: "text", Level: "info"},
 	}

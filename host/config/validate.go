@@ -33,6 +33,8 @@ const (
 	MaxTimeout            = time.Hour
 	MaxWeight             = 1000
 	MaxConcurrencyCap     = 100000
+	// MaxBindingsCap caps max_bindings itself: 50 times the largest host measured.
+	MaxBindingsCap = 500000
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
@@ -42,6 +44,14 @@ func (c *Config) validate() []error {
 	var errs []error
 	fail := func(path, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	}
+	if c.MaxBindings < 1 || c.MaxBindings > MaxBindingsCap {
+		fail("max_bindings", "%d is outside 1..%d", c.MaxBindings, MaxBindingsCap)
+	} else if n := c.bindingCount(); n > c.MaxBindings {
+		// Refused for its size alone, before a check per binding: a config of 162,000
+		// bindings fails at once with the two numbers.
+		fail("max_bindings", "%d bindings configured, the limit is %d", n, c.MaxBindings)
+		return errs
 	}
 	if strings.TrimSpace(c.DataDir) == "" {
 		fail("data_dir", "must not be empty")
@@ -153,6 +163,15 @@ func (c *Config) validate() []error {
 }
 
 type failFunc func(path, format string, args ...any)
+
+// bindingCount is the number of bindings of every tenant together.
+func (c *Config) bindingCount() int {
+	n := 0
+	for _, t := range c.Tenants {
+		n += len(t.Bindings)
+	}
+	return n
+}
 
 func oneOf(fail failFunc, path, v string, allowed ...string) {
 	for _, a := range allowed {

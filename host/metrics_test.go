@@ -1,0 +1,105 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// series counts the series of h's registry carrying label (any value), and returns the
+// value of the series named name whose labels include want.
+func series(t *testing.T, h *Host, label, name string, want map[string]string) (count int, value float64, found bool) {
+	t.Helper()
+	mfs, err := h.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if _, ok := labels[label]; ok {
+				if mf.GetType() == dto.MetricType_HISTOGRAM {
+					count += len(m.GetHistogram().GetBucket()) + 3 // buckets, +Inf, sum, count
+				} else {
+					count++
+				}
+			}
+			if mf.GetName() != name {
+				continue
+			}
+			match := true
+			for k, v := range want {
+				match = match && labels[k] == v
+			}
+			if match {
+				found = true
+				switch {
+				case m.GetCounter() != nil:
+					value = m.GetCounter().GetValue()
+				case m.GetGauge() != nil:
+					value = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return count, value, found
+}
+
+// TestMetricsPerBindingCardinality: with metrics.per_binding (the default) each binding
+// has seriesPerBinding series (the figure the README's cardinality row quotes); with false
+// no series carries a binding label, the same names are summed per tenant, and the breaker
+// state is served as bindings per state.
+func TestMetricsPerBindingCardinality(t *testing.T) {
+	for _, tc := range []struct {
+		top        string
+		perBinding bool
+	}{
+		{"", true},
+		{"metrics: {per_binding: true}\n", true},
+		{"metrics: {per_binding: false}\n", false},
+	} {
+		t.Run(fmt.Sprint("per_binding=", tc.perBinding, tc.top != ""), func(t *testing.T) {
+			h, _ := newHostWith(t, tc.top, bindingsYAML(t, 2, 3))
+			defer func() { _ = h.Close(context.Background()) }()
+			perBinding, _, _ := series(t, h, "binding", "", nil)
+			perTenant, workers, found := series(t, h, "tenant", "wqhost_workers", map[string]string{"tenant": "t1"})
+			if !found {
+				t.Fatalf("no wqhost_workers series of tenant t1")
+			}
+			_, digestBindings, _ := series(t, h, "", "wqhost_module_info", map[string]string{"tenant": "t1"})
+			if tc.perBinding {
+				if perBinding != 6*seriesPerBinding {
+					t.Errorf("%d series with a binding label, want 6 bindings × %d", perBinding, seriesPerBinding)
+				}
+				if _, _, ok := series(t, h, "", "wqhost_tenant_breakers", nil); ok {
+					t.Errorf("wqhost_tenant_breakers served per binding")
+				}
+				return
+			}
+			if perBinding != 0 {
+				t.Errorf("%d series with a binding label, want none", perBinding)
+			}
+			// A tenant: the binding series summed, tenant_running, 3 breaker states.
+			if want := 2 * (seriesPerBinding - 1 + 1 + 3); perTenant != want {
+				t.Errorf("%d series with a tenant label, want %d", perTenant, want)
+			}
+			if workers != 0 {
+				t.Errorf("wqhost_workers of an idle tenant = %v before Run", workers)
+			}
+			if digestBindings != 3 {
+				t.Errorf("wqhost_module_info per tenant = %v, want its 3 bindings", digestBindings)
+			}
+			if _, closed, _ := series(t, h, "", "wqhost_tenant_breakers", map[string]string{"tenant": "t0", "state": "closed"}); closed != 3 {
+				t.Errorf("wqhost_tenant_breakers{state=closed} = %v, want 3", closed)
+			}
+			if _, _, ok := series(t, h, "", "wqhost_breaker_state", nil); ok {
+				t.Errorf("wqhost_breaker_state served per tenant")
+			}
+		})
+	}
+}
