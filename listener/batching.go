@@ -117,7 +117,10 @@ func (l *Listener) gather(ctx context.Context, b *batch, firstAt time.Time) {
 	b.n = 0
 	pause := l.cfg.MinIdle
 	_, ordered := l.q.(*orderedQueue)
-	for !b.admit(&size, bc) {
+	if b.admit(&size, bc) {
+		return
+	}
+	for {
 		if ctx.Err() != nil || l.stopping.Load() {
 			return
 		}
@@ -129,10 +132,7 @@ func (l *Listener) gather(ctx context.Context, b *batch, firstAt time.Time) {
 		if want == 0 {
 			return
 		}
-		sent := time.Now()
-		msgs, err := l.receive(ctx, want)
-		l.c.receives.Add(1)
-		l.budget.put(want - len(msgs))
+		msgs, _, err := l.lease(ctx, want)
 		if err != nil {
 			if ctx.Err() == nil {
 				l.c.errorCalls.Add(1)
@@ -140,9 +140,10 @@ func (l *Listener) gather(ctx context.Context, b *batch, firstAt time.Time) {
 			}
 			return
 		}
-		l.noteLatency(time.Since(sent))
-		l.c.leasedIdle.Add(int64(len(msgs)))
 		b.add(msgs)
+		if b.admit(&size, bc) {
+			return
+		}
 		if len(msgs) == want {
 			continue // the queue may hold more right now
 		}
@@ -153,11 +154,9 @@ func (l *Listener) gather(ctx context.Context, b *batch, firstAt time.Time) {
 		// this group's successors while the batch holds the group, so waiting is useless.
 		left := time.Until(deadline)
 		if left <= 0 || ordered {
-			b.admit(&size, bc)
 			return
 		}
 		if !l.waitMore(ctx, min(left, max(time.Until(b.expires)-l.renewMargin(), 0)), &pause) {
-			b.admit(&size, bc)
 			return
 		}
 	}
@@ -239,23 +238,12 @@ func (l *Listener) handleBatch(ms []*Message, vs []Verdict) {
 			vs[i] = v
 		}
 	}
-	unstarted := Verdict{Outcome: OutcomeFailed, Err: errUnstarted}
-	if l.stopping.Load() {
-		fill(unstarted)
+	// One call takes one Limiter slot, however many messages it carries.
+	if !l.enterCall() {
+		fill(Verdict{Outcome: OutcomeFailed, Err: errUnstarted})
 		return
 	}
-	if lim := l.cfg.Limiter; lim != nil {
-		// One call takes one slot, however many messages it carries.
-		if lim.Acquire(l.hctx) != nil {
-			fill(unstarted)
-			return
-		}
-		defer lim.Release()
-		if l.stopping.Load() {
-			fill(unstarted)
-			return
-		}
-	}
+	defer l.leaveCall()
 	fill(Failed(errNoVerdict))
 	l.c.inFlight.Add(int64(len(ms)))
 	start := time.Now()

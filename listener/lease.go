@@ -76,10 +76,36 @@ func (lb *leaseBudget) take(ctx context.Context, want int, gate LeaseGate) int {
 			return 0
 		}
 	}
-	for n < want {
+	return lb.grab(n, want)
+}
+
+// tryTake takes up to want lease slots without waiting, within the gate's room; it returns
+// how many it took (0 when the budget, the gate or another worker's wait holds them).
+func (lb *leaseBudget) tryTake(want int, gate LeaseGate) int {
+	select {
+	case lb.gather <- struct{}{}:
+	default:
+		return 0 // a worker is waiting for budget: there is none to spare
+	}
+	defer func() { <-lb.gather }()
+	if gate != nil {
+		room, _, _ := gate.LeaseRoom(len(lb.slots))
+		if room == 0 {
+			return 0
+		}
+		if room > 0 {
+			want = min(want, room)
+		}
+	}
+	return lb.grab(0, want)
+}
+
+// grab takes free slots, without waiting, until it holds want (it holds n already); it
+// returns how many it holds.
+func (lb *leaseBudget) grab(n, want int) int {
+	for ; n < want; n++ {
 		select {
 		case lb.slots <- struct{}{}:
-			n++
 		default:
 			return n
 		}
@@ -137,34 +163,4 @@ type Mover interface {
 	// errors.ErrUnsupported when dst is not of the same store (the listener then sends and
 	// deletes in two calls).
 	MoveTo(ctx context.Context, m *Message, dst Queue, body []byte, opts SendOptions) error
-}
-
-// tryTake takes up to want lease slots without waiting, within the gate's room; it returns
-// how many it took (0 when the budget, the gate or another worker's wait holds them).
-func (lb *leaseBudget) tryTake(want int, gate LeaseGate) int {
-	select {
-	case lb.gather <- struct{}{}:
-	default:
-		return 0 // a worker is waiting for budget: there is none to spare
-	}
-	defer func() { <-lb.gather }()
-	if gate != nil {
-		room, _, _ := gate.LeaseRoom(len(lb.slots))
-		if room == 0 {
-			return 0
-		}
-		if room > 0 {
-			want = min(want, room)
-		}
-	}
-	n := 0
-	for n < want {
-		select {
-		case lb.slots <- struct{}{}:
-			n++
-		default:
-			return n
-		}
-	}
-	return n
 }

@@ -202,18 +202,11 @@ func (b *batch) run() {
 // handle runs the handler on one message, unless the listener is shutting down. start is
 // when the call begins (zero: read the clock); it returns when the call ended.
 func (l *Listener) handle(m *Message, start time.Time) (end time.Time, v Verdict) {
-	unstarted := Verdict{Outcome: OutcomeFailed, Err: errUnstarted}
-	if l.stopping.Load() {
-		return time.Time{}, unstarted
+	if !l.enterCall() {
+		return time.Time{}, Verdict{Outcome: OutcomeFailed, Err: errUnstarted}
 	}
-	if lim := l.cfg.Limiter; lim != nil {
-		if lim.Acquire(l.hctx) != nil {
-			return time.Time{}, unstarted
-		}
-		defer lim.Release()
-		if l.stopping.Load() {
-			return time.Time{}, unstarted
-		}
+	defer l.leaveCall()
+	if l.cfg.Limiter != nil {
 		start = time.Time{} // the wait for the limiter is not handler latency
 	}
 	l.c.inFlight.Add(1)
@@ -232,6 +225,33 @@ func (l *Listener) handle(m *Message, start time.Time) (end time.Time, v Verdict
 		return time.Time{}, l.vh.HandleMessage(l.hctx, m)
 	}
 	return time.Time{}, VerdictOf(l.cfg.Handler.Handle(l.hctx, m))
+}
+
+// enterCall admits a handler call: false when the listener is stopping or the Limiter
+// refused (ctx ended while waiting for it). A call admitted must leaveCall.
+func (l *Listener) enterCall() bool {
+	if l.stopping.Load() {
+		return false
+	}
+	lim := l.cfg.Limiter
+	if lim == nil {
+		return true
+	}
+	if lim.Acquire(l.hctx) != nil {
+		return false
+	}
+	if l.stopping.Load() {
+		lim.Release()
+		return false
+	}
+	return true
+}
+
+// leaveCall gives back the Limiter slot of an admitted call.
+func (l *Listener) leaveCall() {
+	if lim := l.cfg.Limiter; lim != nil {
+		lim.Release()
+	}
 }
 
 // tailAfter is how long a batch runs before its finished messages are settled one by one

@@ -31,11 +31,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			// Their leases were renewed with the last batch, which expires at b.expires.
 			at := b.expires.Add(-l.cfg.VisibilityTimeout)
 			b.awaitSettled() // the last call's deletes still use b
-			b.reset(deferred, at)
-			deferred = nil
-			l.gather(ctx, b, at)
-			l.process(ctx, b, at)
-			deferred = l.takeDeferred(b)
+			deferred = l.work(ctx, b, deferred, at)
 			continue
 		}
 		// Lease only what can start: wait for room in the lease budget, ask for no more.
@@ -46,17 +42,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			b.awaitSettled() // before the slot is given back
 			return
 		}
-		sent := time.Now()
-		l.lastReceive.Store(sent.UnixNano())
-		msgs, err := l.receive(ctx, want)
-		l.c.receives.Add(1)
-		l.budget.put(want - len(msgs))
-		if err == nil {
-			l.noteLatency(time.Since(sent))
-			if n := l.c.leasedIdle.Add(int64(len(msgs))); n > l.c.peakLeasedIdle.Load() {
-				l.c.peakLeasedIdle.Store(n) // racy maximum: a display figure
-			}
-		}
+		msgs, sent, err := l.lease(ctx, want)
 		b.awaitSettled() // the last batch's deletes ran alongside this receive
 		if err != nil {
 			if ctx.Err() != nil {
@@ -105,14 +91,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			// A full batch: the backlog may have grown since the scaler was last asked.
 			l.scaleUp(ctx, 0)
 		}
-		b.reset(msgs, sent)
-		if l.bh != nil {
-			l.gather(ctx, b, sent)
-		}
-		l.process(ctx, b, sent)
-		if l.bh != nil {
-			deferred = l.takeDeferred(b)
-		}
+		deferred = l.work(ctx, b, msgs, sent)
 		if !time.Now().Before(sliceEnd) && ctx.Err() == nil && len(deferred) == 0 {
 			// Hand the slot back even under a backlog: the supervisor re-acquires slots
 			// through the scaler, so the worker count follows the load and other bindings
@@ -270,6 +249,37 @@ func (l *Listener) fallbackIn() (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(l.lastReceive.Load() + int64(fb) - time.Now().UnixNano()), true
+}
+
+// lease receives up to want messages, for which it holds want slots of the lease budget
+// (it gives back those not filled), and counts the receive. sent is when it was sent: the
+// leases run from then.
+func (l *Listener) lease(ctx context.Context, want int) (msgs []*Message, sent time.Time, err error) {
+	sent = time.Now()
+	l.lastReceive.Store(sent.UnixNano())
+	msgs, err = l.receive(ctx, want)
+	l.c.receives.Add(1)
+	l.budget.put(want - len(msgs))
+	if err == nil {
+		l.noteLatency(time.Since(sent))
+		if n := l.c.leasedIdle.Add(int64(len(msgs))); n > l.c.peakLeasedIdle.Load() {
+			l.c.peakLeasedIdle.Store(n) // racy maximum: a display figure
+		}
+	}
+	return msgs, sent, err
+}
+
+// work hands msgs, leased at leasedAt, to the handler through b (gathered into one call
+// when batching) and settles them; it returns the messages a batch call left for the next.
+func (l *Listener) work(ctx context.Context, b *batch, msgs []*Message, leasedAt time.Time) (deferred []*Message) {
+	b.reset(msgs, leasedAt)
+	if l.bh == nil {
+		l.process(ctx, b, leasedAt)
+		return nil
+	}
+	l.gather(ctx, b, leasedAt)
+	l.process(ctx, b, leasedAt)
+	return l.takeDeferred(b)
 }
 
 // receive leases up to want messages, leaving bodies above MaxMessageBytes in the store
