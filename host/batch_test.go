@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/wqhost/wqhost/host/config"
 )
 
 // batchGuest is the runtime's batch fixture (runtime/testdata/batchguest): each body is a
@@ -153,20 +150,12 @@ func countOf(ss []string, s string) int {
 // A batching binding whose module has no wqhost_handle_batch export is refused at load,
 // naming the binding and the export.
 func TestBatchBindingNeedsTheExport(t *testing.T) {
-	dir := t.TempDir()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-data_dir: %s
-cache_dir: %s
-admin: {addr: "off"}
-tenants:
+	cfg := hostConfig(t, "", fmt.Sprintf(`
   default:
     bindings:
       bulky: {queue: in, module: %q, batch: {max_messages: 10}}
-`, filepath.Join(dir, "data"), cacheDir, abs(t, flakyWasm))), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = New(context.Background(), cfg, testLogger(t))
+`, abs(t, flakyWasm)))
+	_, err := New(context.Background(), cfg, testLogger(t))
 	if err == nil || !strings.Contains(err.Error(), "tenants.default.bindings.bulky") || !strings.Contains(err.Error(), "wqhost_handle_batch") {
 		t.Fatalf("New = %v; want an error naming the binding and wqhost_handle_batch", err)
 	}

@@ -67,17 +67,26 @@ func newHost(t *testing.T, tenants string) (*Host, *config.Config) {
 // newHostWith is newHost with extra top-level keys.
 func newHostWith(t testing.TB, top, tenants string) (*Host, *config.Config) {
 	t.Helper()
+	cfg := hostConfig(t, top, tenants)
+	h, err := New(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, cfg
+}
+
+// hostConfig is a host config on a temp data dir, the shared compile cache and no admin
+// API (the default port may be taken), with extra top-level keys and a tenants section
+// (indented by 2).
+func hostConfig(t testing.TB, top, tenants string) *config.Config {
+	t.Helper()
 	dir := t.TempDir()
 	yaml := fmt.Sprintf("data_dir: %s\ncache_dir: %s\nadmin: {addr: \"off\"}\n%stenants:\n%s", filepath.Join(dir, "data"), cacheDir, top, tenants)
 	cfg, err := config.Parse([]byte(yaml), dir)
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yaml)
 	}
-	h, err := New(context.Background(), cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h, cfg
+	return cfg
 }
 
 func testLogger(testing.TB) *slog.Logger {
@@ -500,21 +509,13 @@ func TestNewFailsWholeOnABadModule(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not wasm"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// admin off: the default port may be taken (another test run on the machine).
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-data_dir: %s
-cache_dir: %s
-admin: {addr: "off"}
-tenants:
+	cfg := hostConfig(t, "", fmt.Sprintf(`
   default:
     bindings:
       good: {queue: a, module: %q}
       bad: {queue: b, module: %q}
-`, filepath.Join(dir, "data"), cacheDir, abs(t, flakyWasm), bad)), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = New(context.Background(), cfg, testLogger(t))
+`, abs(t, flakyWasm), bad))
+	_, err := New(context.Background(), cfg, testLogger(t))
 	if err == nil || !strings.Contains(err.Error(), "tenants.default.bindings.bad") {
 		t.Fatalf("New = %v; want an error naming the bad binding", err)
 	}
