@@ -80,21 +80,30 @@ func (lb *leaseBudget) take(ctx context.Context, want int, gate LeaseGate) int {
 }
 
 // tryTake takes up to want lease slots without waiting, within the gate's room; it returns
-// how many it took (0 when the budget, the gate or another worker's wait holds them).
+// how many it took (0 when the budget or the gate holds them). It needs the gather lock only
+// for a limited room, which two takers must not both use: it never waits for slots, so it
+// cannot hold a partial take that blocks another, and a worker waiting in take for budget
+// (holding the lock) must not end a batch that is gathering.
 func (lb *leaseBudget) tryTake(want int, gate LeaseGate) int {
-	select {
-	case lb.gather <- struct{}{}:
-	default:
-		return 0 // a worker is waiting for budget: there is none to spare
-	}
-	defer func() { <-lb.gather }()
 	if gate != nil {
 		room, _, _ := gate.LeaseRoom(len(lb.slots))
-		if room == 0 {
+		switch {
+		case room == 0:
 			return 0
-		}
-		if room > 0 {
-			want = min(want, room)
+		case room > 0:
+			select {
+			case lb.gather <- struct{}{}:
+			default:
+				return 0 // another taker is using the room
+			}
+			defer func() { <-lb.gather }()
+			room, _, _ = gate.LeaseRoom(len(lb.slots)) // again, under the lock
+			if room == 0 {
+				return 0
+			}
+			if room > 0 {
+				want = min(want, room)
+			}
 		}
 	}
 	return lb.grab(0, want)
