@@ -22,16 +22,33 @@ import (
 // fails after it (the failure is logged and the instance replaced); outputs are kept only
 // when the resulting status is ok.
 func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
+	out := new(Output)
+	if err := p.CallInto(ctx, in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CallInto is Call writing the verdict into out, which it clears first: a caller that keeps
+// its Input and Output for the next message makes a wqhost/v1 call that allocates nothing
+// unless the guest emits or logs. out is valid only when the error is nil, and its Outputs
+// until out is reused.
+func (p *Pool) CallInto(ctx context.Context, in *Input, out *Output) error {
+	*out = Output{}
 	if p.m.c.abi == ABIWasiStdio {
-		return p.callStdio(ctx, in)
+		o, err := p.callStdio(ctx, in)
+		if err == nil {
+			*out = *o
+		}
+		return err
 	}
 	inst, err := p.checkout(ctx, callee{id: in.ID})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out, discard, err := p.run(ctx, inst, in)
+	discard, err := p.run(ctx, inst, in, out)
 	p.checkin(inst, discard)
-	return out, err
+	return err
 }
 
 // callee names what a call handles, in errors and logs: one message, or a batch of n led by
@@ -66,12 +83,12 @@ func (p *Pool) checkout(ctx context.Context, who callee) (*instance, error) {
 		return nil, fmt.Errorf("runtime: %s: waiting for an instance: %w", who, err)
 	}
 	if p.closed.Load() {
-		p.slots.release(inst)
+		p.slots.unacquire(inst)
 		return nil, fmt.Errorf("runtime: %s: %w", who, ErrPoolClosed)
 	}
 	if inst == nil {
 		if inst, err = p.newInstance(ctx); err != nil {
-			p.slots.release(nil)
+			p.slots.unacquire(nil)
 			return nil, err
 		}
 	}
@@ -98,9 +115,8 @@ func (p *Pool) checkin(inst *instance, discard bool) {
 	}
 }
 
-// run hands in to inst's wqhost_handle and returns the message's verdict.
-func (p *Pool) run(ctx context.Context, inst *instance, in *Input) (*Output, bool, error) {
-	out := &Output{}
+// run hands in to inst's wqhost_handle and writes the message's verdict into out.
+func (p *Pool) run(ctx context.Context, inst *instance, in *Input, out *Output) (bool, error) {
 	out.Outputs = out.first[:0]
 	st := inst.st
 	st.beginSingle(in, out)
@@ -118,16 +134,16 @@ func (p *Pool) run(ctx context.Context, inst *instance, in *Input) (*Output, boo
 				"message_id", in.ID, "status", out.Status, "err", err)
 		}
 	case err != nil:
-		return nil, discard, err
+		return discard, err
 	case rc < 0 || rc > 2:
-		return nil, discard, fmt.Errorf("runtime: message %s: %w %d: %s", in.ID, ErrBadStatus, rc, out.ErrorText)
+		return discard, fmt.Errorf("runtime: message %s: %w %d: %s", in.ID, ErrBadStatus, rc, out.ErrorText)
 	default:
 		out.Status = Status(rc)
 	}
 	if out.Status != StatusOK {
 		out.Outputs = nil
 	}
-	return out, discard, nil
+	return discard, nil
 }
 
 // invoke calls fn, a handle export of inst, for the call inst.st was set up for (beginSingle,
@@ -135,7 +151,6 @@ func (p *Pool) run(ctx context.Context, inst *instance, in *Input) (*Output, boo
 // the guest's log and outbound requests, and whether the instance must be replaced. err is
 // why the call failed, naming who; when it is nil, rc is the status the guest returned.
 func (p *Pool) invoke(ctx context.Context, inst *instance, fn api.Function, who callee) (rc int32, discard bool, err error) {
-	p.calls.Add(1)
 	st := inst.st
 	st.logs, st.logBytes, st.dropped, st.callBytes = 0, 0, 0, 0
 	inst.stdio.reset(who)
@@ -160,44 +175,54 @@ func (p *Pool) invoke(ctx context.Context, inst *instance, fn api.Function, who 
 		abandoned = true
 	}
 	if st.dropped > 0 {
-		// Never silently: one line saying how many were left out.
-		p.logger.Warn("guest log lines dropped", who.logAttrs("dropped", st.dropped,
-			"limit_lines", maxLogsPerCall, "limit_bytes", maxLogBytesPerCall, "source", "guest")...)
+		p.logDropped(who, st.dropped)
 	}
-	timedOut := inst.timer != nil && !inst.timer.Stop() || errors.Is(err, errTimeLimit)
+	timedOut := inst.timer != nil && !inst.timer.Stop()
 	st.out.HTTP = st.closeHTTP()
 	p.http.add(st.out.HTTP)
 	inst.uses++
-	switch {
-	case abandoned:
-		// Not the guest's fault: the caller's reason.
-		return 0, true, fmt.Errorf("runtime: %s: call abandoned: %w", who, context.Cause(ctx))
-	case err == nil:
+	if err == nil && !abandoned {
 		// With timedOut, the watchdog fired after the guest returned: the result stands, the
 		// instance's context is spent.
 		discard = inst.timer != nil && inst.ctx.Err() != nil ||
 			p.cfg.MaxUses > 0 && inst.uses >= p.cfg.MaxUses ||
 			p.cfg.MaxMemoryBytes > 0 && uint64(inst.mod.Memory().Size()) > p.cfg.MaxMemoryBytes
 		return int32(inst.stack[0]), discard, nil
-	case timedOut:
+	}
+	return 0, true, p.failure(ctx, inst, who, err, abandoned, timedOut)
+}
+
+// logDropped says how many of a call's guest log lines were left out: never silently.
+func (p *Pool) logDropped(who callee, dropped int) {
+	p.logger.Warn("guest log lines dropped", who.logAttrs("dropped", dropped,
+		"limit_lines", maxLogsPerCall, "limit_bytes", maxLogBytesPerCall, "source", "guest")...)
+}
+
+// failure says why a call failed, naming who, and counts it. Out of invoke, whose every call
+// would otherwise pay for the larger frame the error paths need.
+func (p *Pool) failure(ctx context.Context, inst *instance, who callee, err error, abandoned, timedOut bool) error {
+	switch {
+	case abandoned:
+		// Not the guest's fault: the caller's reason.
+		return fmt.Errorf("runtime: %s: call abandoned: %w", who, context.Cause(ctx))
+	case timedOut || errors.Is(err, errTimeLimit):
 		p.timeouts.Add(1)
-		err = fmt.Errorf("runtime: %s: %w (%s): %w", who, ErrTimeout, p.cfg.Timeout, err)
+		return fmt.Errorf("runtime: %s: %w (%s): %w", who, ErrTimeout, p.cfg.Timeout, err)
 	case isHostCallError(err):
 		p.traps.Add(1)
-		err = fmt.Errorf("runtime: %s: %w: %w", who, ErrTrap, err)
+		return fmt.Errorf("runtime: %s: %w: %w", who, ErrTrap, err)
 	case isStackOverflow(err):
 		// Before the memory check: a guest near its memory limit that recursed for ever
 		// overflowed its stack, it did not run out of memory.
 		p.traps.Add(1)
-		err = fmt.Errorf("runtime: %s: %w: %w", who, ErrStackOverflow, err)
+		return fmt.Errorf("runtime: %s: %w: %w", who, ErrStackOverflow, err)
 	case p.nearMemLimit(inst):
 		p.traps.Add(1)
-		err = fmt.Errorf("runtime: %s: %w (%d bytes): %w", who, ErrMemoryLimit, p.memLimit, err)
+		return fmt.Errorf("runtime: %s: %w (%d bytes): %w", who, ErrMemoryLimit, p.memLimit, err)
 	default:
 		p.traps.Add(1)
-		err = fmt.Errorf("runtime: %s: %w: %w", who, ErrTrap, err)
+		return fmt.Errorf("runtime: %s: %w: %w", who, ErrTrap, err)
 	}
-	return 0, true, err
 }
 
 // isHostCallError reports a guest's misuse of a host function. Its own function: the target

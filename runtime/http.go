@@ -280,6 +280,9 @@ type httpState struct {
 
 // closeHTTP ends every request the message left open; the pool calls it after each call.
 func (st *callState) closeHTTP() HTTPReport {
+	if len(st.http.open) == 0 && st.http.report == (HTTPReport{}) && st.http.lastErr == "" {
+		return HTTPReport{} // most calls make no request
+	}
 	for _, h := range st.http.open {
 		if h != nil {
 			h.close()

@@ -146,8 +146,8 @@ type Pool struct {
 	closed atomic.Bool
 	total  atomic.Int64
 
-	calls, discarded, traps, timeouts atomic.Int64
-	http                              httpCounters
+	discarded, traps, timeouts atomic.Int64
+	http                       httpCounters
 
 	// trace, when set by tests, sees every checkout (start) and return of an instance.
 	trace func(inst *instance, start bool)
@@ -314,9 +314,15 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		}
 		return nil, fmt.Errorf("runtime: tenant %s binding %s: instantiate %s: %w", p.t.name, p.cfg.Binding, p.m.name, err)
 	}
+	callBase := context.Context(base)
+	if p.v.fuel {
+		// Fuel ends an armed call, never a cancelled context, and wazero asks the call's
+		// context for a value on every call: Background answers without a walk up a chain.
+		callBase = context.Background()
+	}
 	inst := &instance{
 		mod: mod, handle: mod.ExportedFunction("wqhost_handle"), selfTest: mod.ExportedFunction("wqhost_self_test"),
-		st: st, ctx: &callCtx{Context: base, st: st}, cancel: cancel, stdio: logw,
+		st: st, ctx: &callCtx{Context: callBase, st: st}, cancel: cancel, stdio: logw,
 		batch: mod.ExportedFunction("wqhost_handle_batch"),
 	}
 	if p.cfg.Timeout > 0 && !p.v.fuel {
@@ -369,10 +375,10 @@ func (p *Pool) discard(inst *instance) {
 
 // Stats returns the pool's counters.
 func (p *Pool) Stats() PoolStats {
-	idle, busy := p.slots.counts()
+	idle, busy, calls := p.slots.counts()
 	return PoolStats{
 		Instances: int(p.total.Load()), Idle: idle, Busy: busy,
-		Calls: p.calls.Load(), Discarded: p.discarded.Load(), Traps: p.traps.Load(), Timeouts: p.timeouts.Load(),
+		Calls: calls, Discarded: p.discarded.Load(), Traps: p.traps.Load(), Timeouts: p.timeouts.Load(),
 		HTTP: p.http.load(),
 	}
 }

@@ -79,11 +79,11 @@ func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
 	if _, err := p.slots.acquire(ctx); err != nil {
 		return nil, fmt.Errorf("runtime: message %s: waiting for a slot: %w", in.ID, err)
 	}
-	defer p.slots.release(nil)
 	if p.closed.Load() {
+		p.slots.unacquire(nil)
 		return nil, fmt.Errorf("runtime: message %s: %w", in.ID, ErrPoolClosed)
 	}
-	p.calls.Add(1)
+	defer p.slots.release(nil)
 	parent := ctx
 	if p.cfg.Timeout > 0 {
 		var cancel context.CancelFunc

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	wqruntime "github.com/wqhost/wqhost/runtime"
@@ -143,6 +144,15 @@ func Open(ctx context.Context, k Kind, l Logic, conc int, p Paths) (Caller, erro
 type wqhostCaller struct {
 	e    *wqruntime.Engine
 	pool *wqruntime.Pool
+	// spare is a callBuf no call is using: a call takes it (or makes one when calls overlap)
+	// and leaves it back, reusing its Input and Output as a listener worker reuses its own,
+	// so a call allocates only what the guest emits.
+	spare atomic.Pointer[callBuf]
+}
+
+type callBuf struct {
+	in  wqruntime.Input
+	out wqruntime.Output
 }
 
 func openWqhost(ctx context.Context, path, cacheDir string, cfg wqruntime.PoolConfig) (*wqhostCaller, error) {
@@ -173,8 +183,14 @@ func openWqhost(ctx context.Context, path, cacheDir string, cfg wqruntime.PoolCo
 }
 
 func (c *wqhostCaller) Call(ctx context.Context, body []byte) ([]byte, error) {
-	out, err := c.pool.Call(ctx, &wqruntime.Input{ID: "bench", Queue: "bench", Body: body})
-	if err != nil {
+	buf := c.spare.Swap(nil)
+	if buf == nil {
+		buf = new(callBuf)
+	}
+	defer c.spare.Store(buf)
+	buf.in = wqruntime.Input{ID: "bench", Queue: "bench", Body: body}
+	out := &buf.out
+	if err := c.pool.CallInto(ctx, &buf.in, out); err != nil {
 		return nil, err
 	}
 	switch out.Status {
