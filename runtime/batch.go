@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
@@ -81,7 +82,7 @@ func (p *Pool) CallBatch(ctx context.Context, ins []*Input) (*BatchOutput, error
 		case st.vset[i]:
 			// A verdict is final: nothing later in the call changes it.
 		case err != nil:
-			*r = MessageResult{Err: fmt.Errorf("runtime: message %s: %w", ins[i].ID, err)}
+			*r = MessageResult{Err: &inBatchError{id: ins[i].ID, err: err}}
 		default:
 			r.Status, r.ErrorText = Status(rc), out.ErrorText
 			if r.Status == StatusRetry {
@@ -105,10 +106,28 @@ func (p *Pool) CallBatch(ctx context.Context, ins []*Input) (*BatchOutput, error
 // failAll fails every message of a call that never ran with err.
 func (bo *BatchOutput) failAll(ins []*Input, err error) error {
 	for i := range bo.Messages {
-		bo.Messages[i] = MessageResult{Err: fmt.Errorf("runtime: message %s: %w", ins[i].ID, err)}
+		bo.Messages[i] = MessageResult{Err: &inBatchError{id: ins[i].ID, err: err}}
 	}
 	return err
 }
+
+// inBatchError is a batch call's failure as one of its messages reports it: "runtime:
+// message m2 in batch of 4 messages from m0: handler trapped: …", naming the message once
+// and the batch once.
+type inBatchError struct {
+	id  string
+	err error // the call's, from "runtime: batch of …"
+}
+
+func (e *inBatchError) Error() string {
+	s := strings.TrimPrefix(e.err.Error(), "runtime: ")
+	if strings.HasPrefix(s, "batch of ") {
+		return "runtime: message " + e.id + " in " + s
+	}
+	return "runtime: message " + e.id + ": " + s // not the call's own failure (instantiation)
+}
+
+func (e *inBatchError) Unwrap() error { return e.err }
 
 // beginSingle sets up a wqhost_handle call of in: a batch of one, whose outputs are the call's.
 func (st *callState) beginSingle(in *Input, out *Output) {

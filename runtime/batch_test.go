@@ -98,6 +98,9 @@ func checkBatch(t *testing.T, bo *BatchOutput, want []wantMsg, callOutputs []str
 			if !errors.Is(r.Err, w.err) || !strings.Contains(r.Err.Error(), fmt.Sprintf("message m%d", i)) || len(r.Outputs) != 0 {
 				t.Errorf("m%d: %+v; want Err wrapping %v naming the message, no outputs", i, r, w.err)
 			}
+			if text := r.Err.Error(); strings.Count(text, "runtime: ") != 1 {
+				t.Errorf("m%d: error %q: want one \"runtime: \" prefix, naming the message once", i, text)
+			}
 			continue
 		}
 		if r.Err != nil || r.Status != w.status || r.RetryAfter != w.retry || r.ErrorText != w.text ||
