@@ -127,7 +127,7 @@ func TestValidateAndStartRunsStartFunction(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			done := make(chan error, 1)
-			go func() { done <- ValidateAndStart(context.Background(), tc.path, ABIWqhostV1, limit, 0) }()
+			go func() { _, err := ValidateAndStart(context.Background(), tc.path, ABIWqhostV1, limit, 0); done <- err }()
 			select {
 			case err := <-done:
 				if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {

@@ -64,28 +64,38 @@ func Validate(ctx context.Context, path string, abi ABI) error {
 // before a module serves: it instantiates the module once in a runtime of its own, its start
 // function under timeout (0: no limit) and memoryPages (0: the default), and runs its
 // wqhost_self_test export if it has one, under timeout too. A start function or self test
-// that never returns fails with ErrTimeout within the limit. It is what ` + "`wqhost validate`" + ` runs.
-func ValidateAndStart(ctx context.Context, path string, abi ABI, timeout time.Duration, memoryPages uint32) error {
+// that never returns fails with ErrTimeout within the limit. It is what `wqhost validate` runs.
+func ValidateAndStart(ctx context.Context, path string, abi ABI, timeout time.Duration, memoryPages uint32) (ModuleInfo, error) {
 	wasm, err := safefile.Read(path, safefile.DefaultMaxBytes)
 	if err != nil {
-		return fmt.Errorf("runtime: validate %s: %w", path, err)
+		return ModuleInfo{}, fmt.Errorf("runtime: validate %s: %w", path, err)
 	}
 	e, err := NewEngine(ctx, EngineConfig{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return err
+		return ModuleInfo{}, err
 	}
 	defer e.Close(context.WithoutCancel(ctx))
 	m, err := e.Compile(ctx, path, wasm, abi)
 	if err != nil {
-		return err
+		return ModuleInfo{}, err
 	}
+	info := ModuleInfo{HandlesBatches: m.HandlesBatches()}
 	t, err := e.Tenant("validate", TenantLimits{MemoryPages: memoryPages})
 	if err != nil {
-		return err
+		return info, err
 	}
 	// The user's --timeout is the start function's limit too: no floor.
-	return t.Validate(ctx, m, PoolConfig{Binding: "validate", Timeout: timeout, StartTimeout: timeout})
+	return info, t.Validate(ctx, m, PoolConfig{Binding: "validate", Timeout: timeout, StartTimeout: timeout})
 }
+
+// ModuleInfo is what ValidateAndStart learnt of a module that fits its ABI.
+type ModuleInfo struct {
+	// HandlesBatches: the module exports wqhost_handle_batch, so a binding with batch: may
+	// serve it (Module.HandlesBatches).
+	HandlesBatches bool
+}
+
+
 
 func sigString(params, results []api.ValueType) string {
 	names := func(ts []api.ValueType) string {

@@ -47,9 +47,16 @@ func (c *cli) validate(ctx context.Context, args []string) error {
 	}
 	// Loaded as a host loads it: a start function that never returns, or a failing self
 	// test, would pass the static checks but never serve.
-	err := runtime.ValidateAndStart(ctx, path, a, *timeout, 0)
+	info, err := runtime.ValidateAndStart(ctx, path, a, *timeout, 0)
 	if err == nil {
 		fmt.Fprintf(c.stdout, "%s: ok, fits abi %s\n", path, a)
+		if a == runtime.ABIWqhostV1 {
+			if info.HandlesBatches {
+				fmt.Fprintf(c.stdout, "  batches: yes, exports wqhost_handle_batch (a binding may set batch:)\n")
+			} else {
+				fmt.Fprintf(c.stdout, "  batches: no wqhost_handle_batch export (a binding with batch: refuses it)\n")
+			}
+		}
 		return nil
 	}
 	// The static checks join the problems with "; " after "does not fit abi X: ".

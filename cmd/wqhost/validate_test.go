@@ -16,7 +16,8 @@ func TestValidate(t *testing.T) {
 		code  int
 		wants []string
 	}{
-		{[]string{"examples/handlers/billing-go/billing-go.wasm"}, 0, []string{"ok, fits abi wqhost/v1"}},
+		{[]string{"examples/handlers/billing-go/billing-go.wasm"}, 0, []string{"ok, fits abi wqhost/v1", "batches: yes, exports wqhost_handle_batch"}},
+		{[]string{"runtime/testdata/guest/guest.wasm"}, 0, []string{"ok, fits abi wqhost/v1", "batches: no wqhost_handle_batch export"}},
 		{[]string{"--abi", "wasi-stdio", "examples/handlers/upper-stdio/upper-stdio.wasm"}, 0, []string{"ok, fits abi wasi-stdio"}},
 		{[]string{"runtime/testdata/noexport/noexport.wasm"}, 1, []string{"does not fit abi wqhost/v1", "1 problem", "missing export wqhost_handle"}},
 		{[]string{"runtime/testdata/badimport/badimport.wasm"}, 1, []string{"imports unknown host function wqhost.no_such_function"}},
