@@ -34,8 +34,7 @@ func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
 // unless the guest emits or logs. out is valid only when the error is nil, and its Outputs
 // until out is reused.
 func (p *Pool) CallInto(ctx context.Context, in *Input, out *Output) error {
-	*out = Output{}
-	if p.m.c.abi == ABIWasiStdio {
+	if p.stdio {
 		o, err := p.callStdio(ctx, in)
 		if err == nil {
 			*out = *o
@@ -77,7 +76,17 @@ func (c callee) logAttrs(more ...any) []any {
 }
 
 // checkout takes a call slot and an instance for it, instantiating one when none is idle.
+// The common case, the instance the last call parked, is the inlined fast path.
 func (p *Pool) checkout(ctx context.Context, who callee) (*instance, error) {
+	if p.trace == nil && !p.closed.Load() {
+		if inst := p.slots.unpark(); inst != nil {
+			return inst, nil
+		}
+	}
+	return p.checkoutSlow(ctx, who)
+}
+
+func (p *Pool) checkoutSlow(ctx context.Context, who callee) (*instance, error) {
 	inst, err := p.slots.acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %s: waiting for an instance: %w", who, err)
@@ -98,8 +107,16 @@ func (p *Pool) checkout(ctx context.Context, who callee) (*instance, error) {
 	return inst, nil
 }
 
-// checkin gives inst's slot back, and inst with it unless it must be replaced.
+// checkin gives inst's slot back, and inst with it unless it must be replaced. The common
+// case, parking inst for the next call, is the inlined fast path.
 func (p *Pool) checkin(inst *instance, discard bool) {
+	if !discard && p.trace == nil && !p.closed.Load() && p.slots.park(inst) {
+		return
+	}
+	p.checkinSlow(inst, discard)
+}
+
+func (p *Pool) checkinSlow(inst *instance, discard bool) {
 	if p.trace != nil {
 		p.trace(inst, false)
 	}
@@ -117,6 +134,12 @@ func (p *Pool) checkin(inst *instance, discard bool) {
 
 // run hands in to inst's wqhost_handle and writes the message's verdict into out.
 func (p *Pool) run(ctx context.Context, inst *instance, in *Input, out *Output) (bool, error) {
+	// Every field set, rather than out cleared as a whole: a reused out keeps first's
+	// backing, and a call that emitted nothing leaves it as it was.
+	out.Status, out.RetryAfter, out.ErrorText, out.HTTP = 0, 0, "", HTTPReport{}
+	if out.first[0].Body != nil {
+		out.first[0] = Emitted{} // the last call's output, not to be kept alive by out
+	}
 	out.Outputs = out.first[:0]
 	st := inst.st
 	st.beginSingle(in, out)
@@ -178,8 +201,10 @@ func (p *Pool) invoke(ctx context.Context, inst *instance, fn api.Function, who 
 		p.logDropped(who, st.dropped)
 	}
 	timedOut := inst.timer != nil && !inst.timer.Stop()
-	st.out.HTTP = st.closeHTTP()
-	p.http.add(st.out.HTTP)
+	if st.http.used() {
+		st.out.HTTP = st.closeHTTP()
+		p.http.add(st.out.HTTP)
+	}
 	inst.uses++
 	if err == nil && !abandoned {
 		// With timedOut, the watchdog fired after the guest returned: the result stands, the

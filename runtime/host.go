@@ -88,12 +88,18 @@ type callState struct {
 type callCtx struct {
 	context.Context
 	st *callState
+	// bare: Context is Background, which holds no values. wazero asks for one on every
+	// call; answering it here saves a second dynamic call.
+	bare bool
 }
 
 // Value implements context.Context.
 func (c *callCtx) Value(key any) any {
 	if _, ok := key.(stateKey); ok {
 		return c.st
+	}
+	if c.bare {
+		return nil
 	}
 	return c.Context.Value(key)
 }

@@ -278,11 +278,14 @@ type httpState struct {
 	lastErr string
 }
 
+// used reports whether the call touched outbound HTTP, so closeHTTP has work: most calls
+// make no request.
+func (h *httpState) used() bool {
+	return len(h.open) != 0 || h.report != (HTTPReport{}) || h.lastErr != ""
+}
+
 // closeHTTP ends every request the message left open; the pool calls it after each call.
 func (st *callState) closeHTTP() HTTPReport {
-	if len(st.http.open) == 0 && st.http.report == (HTTPReport{}) && st.http.lastErr == "" {
-		return HTTPReport{} // most calls make no request
-	}
 	for _, h := range st.http.open {
 		if h != nil {
 			h.close()

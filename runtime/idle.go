@@ -117,6 +117,7 @@ func (p *Pool) reapIdle(now time.Duration) {
 func (s *slots) reap(cutoff time.Duration, keep int, total *atomic.Int64) []*instance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.unparkLocked() // a pool left alone keeps its last instance parked: it ages like the others
 	n, k := int(total.Load()), 0
 	// release appends and acquire takes from the end: the front has been idle longest.
 	for k < len(s.idle) && n > keep && s.idle[k].idleAt <= cutoff {

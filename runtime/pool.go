@@ -139,6 +139,7 @@ type Pool struct {
 	memLimit uint64
 	httpc    *outbound // nil: outbound HTTP denied
 	v        variant   // how the module was compiled: stop flag, close-on-context-done or neither
+	stdio    bool      // the module's ABI is wasi-stdio: a command instance per call
 
 	slots  *slots
 	wg     sync.WaitGroup // refills in flight
@@ -196,7 +197,7 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 		return nil, err
 	}
 	p := &Pool{
-		t: t, m: m, cfg: cfg, rt: rt, cm: cm, v: v,
+		t: t, m: m, cfg: cfg, rt: rt, cm: cm, v: v, stdio: m.c.abi == ABIWasiStdio,
 		logger:   t.logger.With("binding", cfg.Binding, "module", m.name, "digest", m.c.digest[:12]),
 		memLimit: uint64(t.limits.MemoryPages) * PageBytes,
 		slots:    newSlots(cfg.MaxInstances, &t.e.idle.now),
@@ -322,7 +323,7 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 	}
 	inst := &instance{
 		mod: mod, handle: mod.ExportedFunction("wqhost_handle"), selfTest: mod.ExportedFunction("wqhost_self_test"),
-		st: st, ctx: &callCtx{Context: callBase, st: st}, cancel: cancel, stdio: logw,
+		st: st, ctx: &callCtx{Context: callBase, st: st, bare: p.v.fuel}, cancel: cancel, stdio: logw,
 		batch: mod.ExportedFunction("wqhost_handle_batch"),
 	}
 	if p.cfg.Timeout > 0 && !p.v.fuel {

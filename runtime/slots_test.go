@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -90,6 +91,98 @@ func TestSlotsNeverOverCommit(t *testing.T) {
 	}
 	if s.free != size || len(s.waiters) != 0 {
 		t.Errorf("at the end: free=%d waiters=%d, want %d and 0", s.free, len(s.waiters), size)
+	}
+}
+
+// TestSlotsParkedInstanceStrandsNoWaiter: callers that wait without a deadline, sharing a
+// small pool whose last instance is parked for the next call (the lock-free path), all get
+// their turn: a waiter never sleeps beside a parked instance. The pool never holds more
+// instances than slots, and at the end every slot is back, parked or free.
+func TestSlotsParkedInstanceStrandsNoWaiter(t *testing.T) {
+	for _, size := range []int{1, 2, 3} {
+		s := newSlots(size, new(atomic.Int64))
+		var live, held atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(uint64(g), 2))
+				for range 2000 {
+					inst, err := s.acquire(context.Background())
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if inst == nil {
+						inst = &instance{}
+						if n := live.Add(1); n > int64(size) {
+							t.Errorf("size %d: %d instances live", size, n)
+						}
+					}
+					if n := held.Add(1); n > int64(size) {
+						t.Errorf("size %d: %d slots held at once", size, n)
+					}
+					if r.IntN(4) == 0 {
+						time.Sleep(time.Duration(r.IntN(20)) * time.Microsecond)
+					}
+					held.Add(-1)
+					if !s.release(inst) {
+						live.Add(-1)
+					}
+				}
+			}()
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			s.mu.Lock()
+			t.Fatalf("size %d: callers stuck: %d waiting, %d free, parked %v", size, len(s.waiters), s.free, s.hot.Load() != nil)
+		}
+		idle, busy, calls := s.counts()
+		if busy != 0 || idle != int(live.Load()) || calls != 8*2000 || len(s.waiters) != 0 {
+			t.Errorf("size %d at the end: idle=%d busy=%d calls=%d waiters=%d; want idle=%d (live) busy=0 calls=%d waiters=0",
+				size, idle, busy, calls, len(s.waiters), live.Load(), 8*2000)
+		}
+		if got := s.drainIdle(); len(got) != int(live.Load()) || s.free != size {
+			t.Errorf("size %d: drained %d instances with %d free slots, want %d and %d", size, len(got), s.free, live.Load(), size)
+		}
+	}
+}
+
+// TestSlotsLastReleaseReachesLateWaiter: the race the parked instance invites, run many
+// times: a caller that begins to wait just as the only call parks its instance and leaves
+// for good must still get it (nothing else would ever wake it).
+func TestSlotsLastReleaseReachesLateWaiter(t *testing.T) {
+	s := newSlots(1, new(atomic.Int64))
+	r := rand.New(rand.NewPCG(3, 3))
+	for round := range 20000 {
+		inst, err := s.acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inst == nil {
+			inst = &instance{}
+		}
+		got := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			inst, err := s.acquire(ctx)
+			if err == nil {
+				s.release(inst)
+			}
+			got <- err
+		}()
+		for range r.IntN(200) {
+			goruntime.Gosched()
+		}
+		s.release(inst)
+		if err := <-got; err != nil {
+			t.Fatalf("round %d: the late caller was stranded beside the parked instance: %v", round, err)
+		}
 	}
 }
 

@@ -95,8 +95,6 @@ type ModuleInfo struct {
 	HandlesBatches bool
 }
 
-
-
 func sigString(params, results []api.ValueType) string {
 	names := func(ts []api.ValueType) string {
 		s := make([]string, len(ts))

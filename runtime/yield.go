@@ -59,9 +59,15 @@ func (st *callState) arm(caller context.Context, d time.Duration) {
 // disarm ends the call's limits and the wait context derived from them.
 func (st *callState) disarm() {
 	if st.wcancel != nil {
-		st.wcancel()
+		st.endWait()
 	}
-	st.caller, st.limit, st.deadline, st.wctx, st.wcancel = nil, 0, 0, nil, nil
+	st.caller, st.limit, st.deadline = nil, 0, 0
+}
+
+// endWait releases the wait context a call made (waitCtx); most calls make none.
+func (st *callState) endWait() {
+	st.wcancel()
+	st.wctx, st.wcancel = nil, nil
 }
 
 // clock starts the call's clock on first use and returns the time now (Engine.since).
