@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/internal/fair"
 	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/sharded"
@@ -120,8 +121,8 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 	b.gate = &bindingGate{br: newBreaker(t.conf().Limits.Timeout), suspect: h.suspect, now: time.Now}
 	if t.limiter != nil {
 		// The tenant's cap and weighted share of the host budget, shared by its bindings
-		// (fair.go).
-		b.gate.tenant = t.limiter.binding(name, 1)
+		// (host/internal/fair).
+		b.gate.tenant = t.limiter.Binding(name, 1)
 	}
 	lc.Limiter = b.gate // its circuit breaker (breaker.go)
 	if b.lis, err = listener.New(lc); err != nil {
@@ -388,8 +389,8 @@ func (b *binding) close(ctx context.Context) error {
 	}
 	errs = append(errs, b.closeVersions(ctx))
 	if b.gate != nil {
-		if fb, ok := b.gate.tenant.(*fairBinding); ok {
-			fb.drop()
+		if fb, ok := b.gate.tenant.(*fair.Binding); ok {
+			fb.Drop()
 		}
 	}
 	return errors.Join(errs...)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/internal/fair"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/runtime"
@@ -67,8 +68,8 @@ type Host struct {
 	metrics   *metrics
 	started   time.Time
 	// sched holds the share of every tenant with a limiter; its total is the host-wide
-	// max_concurrency shared by weight (fair.go), 0 for none.
-	sched *fairScheduler
+	// max_concurrency shared by weight (host/internal/fair), 0 for none.
+	sched *fair.Scheduler
 	// suspect are the slots of calls of bindings whose circuit breaker is not closed
 	// (breaker.go).
 	suspect chan struct{}
@@ -123,7 +124,7 @@ type tenant struct {
 	// rt is shared with the tenant this one rebuilt unless its memory limit changed: a
 	// runtime's limit is fixed when the engine creates it.
 	rt      *runtime.Tenant
-	limiter *fairShare // the tenant cap and its share of the budget; nil: neither
+	limiter *fair.Share // the tenant cap and its share of the budget; nil: neither
 	// cfg is the tenant's config in force. Only the settings a config reload applies live
 	// (weight, max_concurrency, token_env) may differ from those its bindings were built
 	// with: a change to any other one rebuilds the tenant.
@@ -161,7 +162,7 @@ func (h *Host) newTenant(name string, tc config.Tenant, hostBudget int, rt *runt
 		}
 	}
 	if needsLimiter(tc, hostBudget) {
-		t.limiter = h.sched.newShare(name, tc.Weight, tc.MaxConcurrency)
+		t.limiter = h.sched.NewShare(name, tc.Weight, tc.MaxConcurrency)
 	}
 	t.rt = rt
 	return t, nil
@@ -234,7 +235,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		tenants:  map[string]*tenant{},
 		started:  time.Now(),
 		debounce: defaultDebounce,
-		sched:    newFairScheduler(cfg.MaxConcurrency),
+		sched:    fair.New(cfg.MaxConcurrency),
 		suspect:  make(chan struct{}, suspectSlots()),
 		pinned:   map[*runtime.Tenant]bool{},
 		hooks:    hooks,
@@ -252,7 +253,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 			continue
 		}
 		if t.limiter != nil {
-			h.sched.add(t.limiter)
+			h.sched.Add(t.limiter)
 		}
 		h.setTenant(tn, t)
 		for _, bn := range slices.Sorted(maps.Keys(tc.Bindings)) {
