@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/internal/breaker"
 	"github.com/wqhost/wqhost/host/internal/fair"
 	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/listener"
@@ -40,7 +41,8 @@ type binding struct {
 	stop     context.CancelFunc // stops the listener started by Run
 	done     chan struct{}      // closed when that listener has returned
 	latency  prometheus.Observer
-	gate     *bindingGate // circuit breaker and slots (breaker.go)
+	gate     *breaker.Gate // circuit breaker and slots (host/internal/breaker)
+	share    *fair.Binding // its part of the tenant's share of the fair scheduler; nil: none
 
 	outMu   sync.Mutex
 	outputs map[string]listener.Queue // by tenant-local name
@@ -118,13 +120,15 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 			return nil, err
 		}
 	}
-	b.gate = &bindingGate{br: newBreaker(t.conf().Limits.Timeout), suspect: h.suspect, now: time.Now}
+	var share listener.Limiter // nil, not a nil *fair.Binding: the gate skips it
 	if t.limiter != nil {
 		// The tenant's cap and weighted share of the host budget, shared by its bindings
 		// (host/internal/fair).
-		b.gate.tenant = t.limiter.Binding(name, 1)
+		b.share = t.limiter.Binding(name, 1)
+		share = b.share
 	}
-	lc.Limiter = b.gate // its circuit breaker (breaker.go)
+	b.gate = breaker.NewGate(t.conf().Limits.Timeout, h.suspect, share)
+	lc.Limiter = b.gate // its circuit breaker (host/internal/breaker)
 	if b.lis, err = listener.New(lc); err != nil {
 		return nil, err
 	}
@@ -249,7 +253,7 @@ func (b *binding) HandleMessage(ctx context.Context, m *listener.Message) listen
 	}
 	out, took, err := b.call(ctx, &in)
 	b.latency.Observe(took.Seconds())
-	b.gate.record(err, took)
+	b.gate.Record(err, took)
 	if err != nil {
 		return b.verdict(ctx, m, runtime.MessageResult{Err: err}, nil)
 	}
@@ -281,7 +285,7 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*listener.Message, vs []
 	out, err := v.pool.CallBatch(ctx, ins)
 	took := time.Since(start)
 	b.latency.Observe(took.Seconds())
-	b.gate.record(err, took)
+	b.gate.Record(err, took)
 	// The call's own outputs (emit without a message) go first: if they cannot be sent,
 	// every message that ended ok fails with them, so none is deleted without its output.
 	var sendErr error
@@ -388,10 +392,8 @@ func (b *binding) close(ctx context.Context) error {
 		errs = append(errs, np.p.Close())
 	}
 	errs = append(errs, b.closeVersions(ctx))
-	if b.gate != nil {
-		if fb, ok := b.gate.tenant.(*fair.Binding); ok {
-			fb.Drop()
-		}
+	if b.share != nil {
+		b.share.Drop()
 	}
 	return errors.Join(errs...)
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/internal/breaker"
 	"github.com/wqhost/wqhost/host/internal/fair"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
@@ -71,7 +72,7 @@ type Host struct {
 	// max_concurrency shared by weight (host/internal/fair), 0 for none.
 	sched *fair.Scheduler
 	// suspect are the slots of calls of bindings whose circuit breaker is not closed
-	// (breaker.go).
+	// (host/internal/breaker).
 	suspect chan struct{}
 	// tokens are the admin API's bearer tokens in force; a config reload replaces them.
 	tokens atomic.Pointer[admin.Tokens]
@@ -236,7 +237,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		started:  time.Now(),
 		debounce: defaultDebounce,
 		sched:    fair.New(cfg.MaxConcurrency),
-		suspect:  make(chan struct{}, suspectSlots()),
+		suspect:  breaker.NewSuspectSlots(),
 		pinned:   map[*runtime.Tenant]bool{},
 		hooks:    hooks,
 	}

@@ -215,7 +215,7 @@ func (b *binding) swap(v *version) {
 	old := b.cur.Swap(v)
 	b.setErr(nil)
 	if b.gate != nil {
-		b.gate.br.reset() // the new version is judged on its own calls
+		b.gate.Reset() // the new version is judged on its own calls
 	}
 	b.mu.Lock()
 	b.reloads++

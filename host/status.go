@@ -245,7 +245,8 @@ func (b *binding) status(ctx context.Context) BindingStatus {
 		},
 	}
 	bs.HTTP = httpStatus(ps.HTTP, old.HTTP)
-	bs.Running, bs.Breaker = b.gate.running.Load(), b.gate.br.status()
+	gs := b.gate.Status()
+	bs.Running, bs.Breaker = gs.Running, BreakerStatus{State: gs.State, Trips: gs.Trips, CooldownMs: ms(gs.Cooldown)}
 	if lastErr != "" {
 		bs.LastReloadErrorAt = &lastErrAt
 	}
