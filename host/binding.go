@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/internal/backends"
 	"github.com/wqhost/wqhost/host/internal/breaker"
 	"github.com/wqhost/wqhost/host/internal/fair"
 	"github.com/wqhost/wqhost/host/source"
@@ -70,7 +71,7 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 			_ = b.close(context.Background())
 		}
 	}()
-	if b.backend, err = h.backs.get(ctx, bc.Backend); err != nil {
+	if b.backend, err = h.backs.Get(ctx, bc.Backend); err != nil {
 		return nil, err
 	}
 	if b.queue, err = b.openInput(ctx); err != nil {
@@ -135,20 +136,6 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 	b.log.Info("binding loaded", "queue", b.physical, "output", bc.Output, "module", bc.Module,
 		"abi", bc.ABI, "digest", v.module.Digest()[:12])
 	return b, nil
-}
-
-// allowOwnQueue refuses names that are not a queue of tenant's own on backend: a guest's
-// emits and the CLI's sends alike. A "-poison" name is refused as reserved (ERR_DENIED for
-// a guest), anything else as invalid (ERR_INVALID).
-func allowOwnQueue(cfg *config.Config, tenant, backend, q string) error {
-	err := cfg.CheckQueue(tenant, backend, q)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, config.ErrReservedQueue):
-		return fmt.Errorf("%.80q is not a queue a tenant may write to: %w", q, err)
-	}
-	return fmt.Errorf("%w: %.80q is not a queue of this tenant: %w", ErrInvalidQueue, q, err)
 }
 
 func (b *binding) openInput(ctx context.Context) (listener.Queue, error) {
@@ -375,7 +362,7 @@ func (b *binding) outputQueue(ctx context.Context, name string) (listener.Queue,
 	if q, ok := b.outputs[name]; ok {
 		return q, nil
 	}
-	if err := allowOwnQueue(b.h.cfg, b.tenant.name, b.cfg.Backend, name); err != nil {
+	if err := backends.CheckOwnQueue(b.h.cfg, b.tenant.name, b.cfg.Backend, name); err != nil {
 		return nil, err
 	}
 	q, err := b.backend.Open(ctx, b.h.cfg.PhysicalQueue(b.tenant.name, b.cfg.Backend, name))

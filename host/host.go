@@ -28,10 +28,9 @@ import (
 
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/internal/backends"
 	"github.com/wqhost/wqhost/host/internal/breaker"
 	"github.com/wqhost/wqhost/host/internal/fair"
-	"github.com/wqhost/wqhost/listener"
-	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -44,7 +43,7 @@ var ErrNotFound = errors.New("not found")
 
 // ErrInvalidQueue reports a queue name that no tenant can own. It wraps
 // runtime.ErrInvalidName, so a guest's emit of such a name gets ERR_INVALID.
-var ErrInvalidQueue = fmt.Errorf("invalid queue name (%w)", runtime.ErrInvalidName)
+var ErrInvalidQueue = backends.ErrInvalidQueue
 
 // ErrReservedQueue reports a well-formed queue name no tenant may write to: a "-poison"
 // queue, which only the host's dead-lettering fills. A guest's emit gets ERR_DENIED.
@@ -59,7 +58,7 @@ type Host struct {
 	live   atomic.Pointer[config.Config]
 	log    *slog.Logger
 	engine *runtime.Engine
-	backs  *backends
+	backs  *backends.Set
 	// tenants is changed by config reloads (under tenantsMu); read it through tenantNamed
 	// and tenantList.
 	tenantsMu sync.RWMutex
@@ -232,7 +231,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	}
 	h := &Host{
 		cfg: cfg, log: logger, engine: engine,
-		backs:    newBackends(cfg, logger),
+		backs:    backends.NewSet(cfg, logger),
 		tenants:  map[string]*tenant{},
 		started:  time.Now(),
 		debounce: defaultDebounce,
@@ -322,7 +321,7 @@ func (h *Host) Run(ctx context.Context) error {
 	h.adminMu.Lock()
 	srvErr := h.srvErr // nil, never ready, without an admin server
 	h.adminMu.Unlock()
-	stopWatch := h.backs.watchExternal(ctx)
+	stopWatch := h.backs.WatchExternal(ctx)
 	stopFiles := h.watchFiles(ctx)
 
 	h.runMu.Lock()
@@ -369,7 +368,7 @@ func (h *Host) Close(ctx context.Context) error {
 		for _, b := range h.bindings() {
 			errs = append(errs, b.close(ctx))
 		}
-		errs = append(errs, h.backs.close(), h.engine.Close(ctx))
+		errs = append(errs, h.backs.Close(), h.engine.Close(ctx))
 		h.closeErr = errors.Join(errs...)
 	})
 	return h.closeErr
@@ -498,68 +497,3 @@ func (a adminHost) Reload(ctx context.Context) (any, error)          { return a.
 func (a adminHost) HasTenant(name string) bool                       { return a.h.tenantNamed(name) != nil }
 func (a adminHost) Notify(_ context.Context, tenant, q string) error { return a.h.Notify(tenant, q) }
 func (a adminHost) IsNotFound(err error) bool                        { return errors.Is(err, ErrNotFound) }
-
-// backends opens each configured backend once, on first use.
-type backends struct {
-	cfg    *config.Config
-	log    *slog.Logger
-	mu     sync.Mutex
-	open   map[string]listener.Backend
-	closed bool
-}
-
-func newBackends(cfg *config.Config, log *slog.Logger) *backends {
-	return &backends{cfg: cfg, log: log, open: map[string]listener.Backend{}}
-}
-
-func (bs *backends) get(ctx context.Context, name string) (listener.Backend, error) {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	if b, ok := bs.open[name]; ok {
-		return b, nil
-	}
-	if bs.closed {
-		return nil, fmt.Errorf("backend %s: host closed", name)
-	}
-	b, err := openBackend(ctx, bs.cfg, name, bs.log)
-	if err != nil {
-		return nil, err
-	}
-	bs.open[name] = b
-	return b, nil
-}
-
-func (bs *backends) watchExternal(ctx context.Context) (stop func()) {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	var watchers []*local.ExternalWatcher
-	for name, b := range bs.open {
-		if lb, ok := b.(*local.Backend); ok {
-			w, err := lb.WatchExternal(ctx)
-			if err != nil {
-				bs.log.Warn("local backend: cross-process wake-up off; other processes' messages wait for the next poll", "backend", name, "err", err)
-				continue
-			}
-			watchers = append(watchers, w)
-		}
-	}
-	return func() {
-		for _, w := range watchers {
-			w.Close()
-		}
-	}
-}
-
-func (bs *backends) close() error {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	var errs []error
-	for name, b := range bs.open {
-		if err := b.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("backend %s: %w", name, err))
-		}
-	}
-	bs.open = map[string]listener.Backend{}
-	bs.closed = true
-	return errors.Join(errs...)
-}

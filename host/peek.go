@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/internal/backends"
 	"github.com/wqhost/wqhost/listener"
 )
 
@@ -30,7 +31,7 @@ type PeekedMessage struct {
 // consuming them, in receive order. It opens the queue through cfg as the host would, so it
 // may run beside a running host.
 func PeekMessages(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) ([]PeekedMessage, error) {
-	qs, closer, err := openQueues(ctx, cfg, tenant, queue)
+	qs, closer, err := backends.OpenQueues(ctx, cfg, tenant, queue)
 	if err != nil {
 		return nil, err
 	}

@@ -5,116 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/internal/backends"
 	"github.com/wqhost/wqhost/listener"
-	"github.com/wqhost/wqhost/listener/azure"
-	"github.com/wqhost/wqhost/listener/local"
-	"github.com/wqhost/wqhost/listener/memory"
 )
-
-// openBackend opens the named backend of cfg.
-func openBackend(ctx context.Context, cfg *config.Config, name string, log *slog.Logger) (listener.Backend, error) {
-	bc, ok := cfg.BackendFor(name)
-	if !ok {
-		return nil, fmt.Errorf("backend %q is not configured", name)
-	}
-	switch bc.Type {
-	case config.BackendLocal:
-		path := cfg.LocalPath(bc)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, fmt.Errorf("backends.%s: %w", name, err)
-		}
-		sync := local.SyncFull
-		if bc.Sync == "normal" {
-			sync = local.SyncNormal
-		}
-		// The store refuses a body above the largest limits.max_message_bytes (and
-		// max_output_bytes) a config can set, and never loads one into memory.
-		b, err := local.Open(ctx, path, local.Options{Sync: sync, Logger: log, MaxBodyBytes: int64(config.MaxMessageBytesCap)})
-		if err != nil {
-			return nil, fmt.Errorf("backends.%s: %w", name, err)
-		}
-		return b, nil
-	case config.BackendMemory:
-		return memory.New(memory.Options{}), nil
-	case config.BackendAzure:
-		opts := azure.Options{
-			AccountName: bc.AccountName, ServiceURL: bc.ServiceURL, DefaultCredential: bc.DefaultCredential,
-			Encoding: azure.Encoding(bc.Encoding), CreateQueues: bc.CreateQueues, PoisonTTL: bc.PoisonTTL, Logger: log,
-		}
-		secret := func(key, env string) (string, error) {
-			if env == "" {
-				return "", nil
-			}
-			v := os.Getenv(env)
-			if v == "" {
-				return "", fmt.Errorf("backends.%s.%s: environment variable %s is empty or unset", name, key, env)
-			}
-			return v, nil
-		}
-		var errs []error
-		var err error
-		opts.ConnectionString, err = secret("connection_string_env", bc.ConnectionStringEnv)
-		errs = append(errs, err)
-		opts.AccountKey, err = secret("account_key_env", bc.AccountKeyEnv)
-		errs = append(errs, err)
-		opts.SASURL, err = secret("sas_url_env", bc.SASURLEnv)
-		errs = append(errs, err)
-		if err := errors.Join(errs...); err != nil {
-			return nil, err
-		}
-		b, err := azure.Open(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("backends.%s: %w", name, err)
-		}
-		return b, nil
-	}
-	return nil, fmt.Errorf("backends.%s: unknown type %q", name, bc.Type)
-}
 
 // OpenQueue opens a tenant's queue (its tenant-local name, e.g. "transactions" or
 // "transactions-poison") through the same config a running host uses, without starting
 // anything: for `wqhost send` and the poison commands. Close the returned Closer when done
 // (it closes the backend). Note that a memory backend is private to this call.
 func OpenQueue(ctx context.Context, cfg *config.Config, tenant, queue string) (listener.Queue, io.Closer, error) {
-	qs, closer, err := openQueues(ctx, cfg, tenant, queue)
+	qs, closer, err := backends.OpenQueues(ctx, cfg, tenant, queue)
 	if err != nil {
 		return nil, nil, err
 	}
 	return qs[0], closer, nil
-}
-
-// openQueues opens tenant's queues on the backend of the first one, opened once.
-func openQueues(ctx context.Context, cfg *config.Config, tenant string, queues ...string) ([]listener.Queue, io.Closer, error) {
-	bname, err := cfg.QueueBackend(tenant, queues[0])
-	if err != nil {
-		return nil, nil, fmt.Errorf("open queue %s/%s: %w", tenant, queues[0], err)
-	}
-	for _, q := range queues {
-		if err := allowOwnQueue(cfg, tenant, bname, strings.TrimSuffix(q, config.PoisonSuffix)); err != nil {
-			return nil, nil, fmt.Errorf("open queue %s/%s: %w", tenant, q, err)
-		}
-	}
-	b, err := openBackend(ctx, cfg, bname, slog.Default())
-	if err != nil {
-		return nil, nil, fmt.Errorf("open queue %s/%s: %w", tenant, queues[0], err)
-	}
-	out := make([]listener.Queue, len(queues))
-	for i, name := range queues {
-		if out[i], err = b.Open(ctx, cfg.PhysicalQueue(tenant, bname, name)); err != nil {
-			_ = b.Close()
-			return nil, nil, fmt.Errorf("open queue %s/%s: %w", tenant, name, err)
-		}
-	}
-	return out, b, nil
 }
 
 // OpenQueue opens a tenant's queue on the running host's own backends (the same store, and
@@ -124,10 +34,10 @@ func (h *Host) OpenQueue(ctx context.Context, tenant, queue string) (listener.Qu
 	if err != nil {
 		return nil, fmt.Errorf("open queue %s/%s: %w", tenant, queue, err)
 	}
-	if err := allowOwnQueue(h.cfg, tenant, bname, strings.TrimSuffix(queue, config.PoisonSuffix)); err != nil {
+	if err := backends.CheckOwnQueue(h.cfg, tenant, bname, strings.TrimSuffix(queue, config.PoisonSuffix)); err != nil {
 		return nil, fmt.Errorf("open queue %s/%s: %w", tenant, queue, err)
 	}
-	b, err := h.backs.get(ctx, bname)
+	b, err := h.backs.Get(ctx, bname)
 	if err != nil {
 		return nil, err
 	}
@@ -197,12 +107,12 @@ const peekLease = 30 * time.Second
 
 // withPoison opens tenant's <queue>-poison and runs fn on it.
 func withPoison(ctx context.Context, cfg *config.Config, tenant, queue string, fn func(dead listener.Queue) error) error {
-	dead, closer, err := OpenQueue(ctx, cfg, tenant, strings.TrimSuffix(queue, config.PoisonSuffix)+config.PoisonSuffix)
+	qs, closer, err := backends.OpenQueues(ctx, cfg, tenant, strings.TrimSuffix(queue, config.PoisonSuffix)+config.PoisonSuffix)
 	if err != nil {
 		return err
 	}
 	defer closer.Close()
-	return fn(dead)
+	return fn(qs[0])
 }
 
 // receiveUnread leases up to want messages of q, loading no body above maxBody where the
@@ -387,7 +297,7 @@ func walkLeasing(ctx context.Context, dead listener.Queue, opts ListOptions, emi
 // memory whatever the bodies' sizes.
 func RequeueDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) (int, error) {
 	queue = strings.TrimSuffix(queue, config.PoisonSuffix)
-	qs, closer, err := openQueues(ctx, cfg, tenant, queue, queue+config.PoisonSuffix)
+	qs, closer, err := backends.OpenQueues(ctx, cfg, tenant, queue, queue+config.PoisonSuffix)
 	if err != nil {
 		return 0, err
 	}

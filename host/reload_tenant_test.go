@@ -29,7 +29,7 @@ func tenantBinding(module string, extra string) string {
 func rawQueue(t *testing.T, h *Host, tenant, queue string) listener.Queue {
 	t.Helper()
 	ctx := context.Background()
-	b, err := h.backs.get(ctx, "mem")
+	b, err := h.backs.Get(ctx, "mem")
 	if err != nil {
 		t.Fatal(err)
 	}
