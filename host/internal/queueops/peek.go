@@ -1,4 +1,9 @@
-package host
+// Package queueops are the operations on a tenant's queues that run beside a host, or
+// without one, through the config alone (the CLI's peek and poison commands): peek at a
+// queue, and list, requeue or purge its dead letters. Each opens the queues it needs on a
+// backend of its own (backends.OpenQueues) and closes it on return; nothing is shared and
+// nothing is locked.
+package queueops
 
 import (
 	"context"
