@@ -39,11 +39,14 @@ type binding struct {
 	dead     listener.Queue
 	lis      *listener.Listener
 	plugins  []namedPlugin
-	stop     context.CancelFunc // stops the listener started by Run
-	done     chan struct{}      // closed when that listener has returned
-	latency  prometheus.Observer
-	gate     *breaker.Gate // circuit breaker and slots (host/internal/breaker)
-	share    *fair.Binding // its part of the tenant's share of the fair scheduler; nil: none
+	// Under Host.run's lock: stop stops the listener Run started, done is closed when it
+	// has returned; stopped is set once a reload stops the binding, so it never starts.
+	stop    context.CancelFunc
+	done    chan struct{}
+	stopped bool
+	latency prometheus.Observer
+	gate    *breaker.Gate // circuit breaker and slots (host/internal/breaker)
+	share   *fair.Binding // its part of the tenant's share of the fair scheduler; nil: none
 
 	outMu   sync.Mutex
 	outputs map[string]listener.Queue // by tenant-local name

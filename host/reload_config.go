@@ -447,28 +447,15 @@ func changedKeys(prefix string, a, b reflect.Value, skip map[string]bool) []stri
 
 // addBinding makes b serve: listed in status and, if Run is running, started.
 func (h *Host) addBinding(b *binding) {
-	h.bindsMu.Lock()
-	h.binds = append(h.binds, b)
-	slices.SortFunc(h.binds, func(x, y *binding) int {
-		return strings.Compare(x.tenant.name+"\x00"+x.name, y.tenant.name+"\x00"+y.name)
-	})
-	h.bindsMu.Unlock()
-	h.runMu.Lock()
-	defer h.runMu.Unlock()
-	if h.runCtx != nil && !h.runDone {
-		h.startLocked(b)
-	}
+	h.addServing(b)
+	h.run.start(b)
 }
 
 // stopBinding stops b's listener (in-flight messages finish within its shutdown grace,
 // leased ones are released), removes it from the host and closes it.
 func (h *Host) stopBinding(ctx context.Context, b *binding) error {
-	h.bindsMu.Lock()
-	h.binds = slices.DeleteFunc(h.binds, func(x *binding) bool { return x == b })
-	h.bindsMu.Unlock()
-	h.runMu.Lock()
-	stop, done := b.stop, b.done
-	h.runMu.Unlock()
+	h.removeServing(b)
+	stop, done := h.run.stopping(b)
 	if stop != nil {
 		stop()
 		select {
