@@ -91,11 +91,12 @@ type Host struct {
 	closeErr  error // set inside closeOnce
 
 	// The host's locks, each guarding its own part. Lock order: reloadMu first; it is the
-	// only one held while another is taken (a reload reads and changes the serving set,
-	// starts and stops listeners, opens backends, registers scheduler shares). servingMu,
-	// run.mu and adminMu are leaves: none is held while another lock is taken. The locks of
-	// a binding (outMu; reloadMu, then mu, of its reloader), of configErr, backs, sched and
-	// the breakers are leaves too, taken under reloadMu or none.
+	// only one of them held while another is taken (a reload reads and changes the serving
+	// set, starts and stops listeners, opens backends, registers scheduler shares, swaps
+	// module versions). servingMu, run.mu and adminMu are leaves: none is held while another
+	// lock is taken. Below them, a binding's module reload takes the binding's reloadMu, then
+	// its mu or its breaker's; those, outMu, configErr's, backs' and the scheduler's never
+	// take one of the host's.
 
 	// reloadMu serialises reloads (file watcher, SIGHUP, admin API) and Close.
 	reloadMu   sync.Mutex
