@@ -15,6 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/internal/backends"
+	"github.com/wqhost/wqhost/host/internal/breaker"
+	"github.com/wqhost/wqhost/host/internal/fair"
 	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/sharded"
@@ -36,10 +39,14 @@ type binding struct {
 	dead     listener.Queue
 	lis      *listener.Listener
 	plugins  []namedPlugin
-	stop     context.CancelFunc // stops the listener started by Run
-	done     chan struct{}      // closed when that listener has returned
-	latency  prometheus.Observer
-	gate     *bindingGate // circuit breaker and slots (breaker.go)
+	// Under Host.run's lock: stop stops the listener Run started, done is closed when it
+	// has returned; stopped is set once a reload stops the binding, so it never starts.
+	stop    context.CancelFunc
+	done    chan struct{}
+	stopped bool
+	latency prometheus.Observer
+	gate    *breaker.Gate // circuit breaker and slots (host/internal/breaker)
+	share   *fair.Binding // its part of the tenant's share of the fair scheduler; nil: none
 
 	outMu   sync.Mutex
 	outputs map[string]listener.Queue // by tenant-local name
@@ -67,7 +74,7 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 			_ = b.close(context.Background())
 		}
 	}()
-	if b.backend, err = h.backs.get(ctx, bc.Backend); err != nil {
+	if b.backend, err = h.backs.Get(ctx, bc.Backend); err != nil {
 		return nil, err
 	}
 	if b.queue, err = b.openInput(ctx); err != nil {
@@ -117,33 +124,21 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 			return nil, err
 		}
 	}
-	b.gate = &bindingGate{br: newBreaker(t.conf().Limits.Timeout), suspect: h.suspect, now: time.Now}
+	var share listener.Limiter // nil, not a nil *fair.Binding: the gate skips it
 	if t.limiter != nil {
 		// The tenant's cap and weighted share of the host budget, shared by its bindings
-		// (fair.go).
-		b.gate.tenant = t.limiter.binding(name, 1)
+		// (host/internal/fair).
+		b.share = t.limiter.Binding(name, 1)
+		share = b.share
 	}
-	lc.Limiter = b.gate // its circuit breaker (breaker.go)
+	b.gate = breaker.NewGate(t.conf().Limits.Timeout, h.suspect, share)
+	lc.Limiter = b.gate // its circuit breaker (host/internal/breaker)
 	if b.lis, err = listener.New(lc); err != nil {
 		return nil, err
 	}
 	b.log.Info("binding loaded", "queue", b.physical, "output", bc.Output, "module", bc.Module,
 		"abi", bc.ABI, "digest", v.module.Digest()[:12])
 	return b, nil
-}
-
-// allowOwnQueue refuses names that are not a queue of tenant's own on backend: a guest's
-// emits and the CLI's sends alike. A "-poison" name is refused as reserved (ERR_DENIED for
-// a guest), anything else as invalid (ERR_INVALID).
-func allowOwnQueue(cfg *config.Config, tenant, backend, q string) error {
-	err := cfg.CheckQueue(tenant, backend, q)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, config.ErrReservedQueue):
-		return fmt.Errorf("%.80q is not a queue a tenant may write to: %w", q, err)
-	}
-	return fmt.Errorf("%w: %.80q is not a queue of this tenant: %w", ErrInvalidQueue, q, err)
 }
 
 func (b *binding) openInput(ctx context.Context) (listener.Queue, error) {
@@ -248,7 +243,7 @@ func (b *binding) HandleMessage(ctx context.Context, m *listener.Message) listen
 	}
 	out, took, err := b.call(ctx, &in)
 	b.latency.Observe(took.Seconds())
-	b.gate.record(err, took)
+	b.gate.Record(err, took)
 	if err != nil {
 		return b.verdict(ctx, m, runtime.MessageResult{Err: err}, nil)
 	}
@@ -280,7 +275,7 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*listener.Message, vs []
 	out, err := v.pool.CallBatch(ctx, ins)
 	took := time.Since(start)
 	b.latency.Observe(took.Seconds())
-	b.gate.record(err, took)
+	b.gate.Record(err, took)
 	// The call's own outputs (emit without a message) go first: if they cannot be sent,
 	// every message that ended ok fails with them, so none is deleted without its output.
 	var sendErr error
@@ -370,7 +365,7 @@ func (b *binding) outputQueue(ctx context.Context, name string) (listener.Queue,
 	if q, ok := b.outputs[name]; ok {
 		return q, nil
 	}
-	if err := allowOwnQueue(b.h.cfg, b.tenant.name, b.cfg.Backend, name); err != nil {
+	if err := backends.CheckOwnQueue(b.h.cfg, b.tenant.name, b.cfg.Backend, name); err != nil {
 		return nil, err
 	}
 	q, err := b.backend.Open(ctx, b.h.cfg.PhysicalQueue(b.tenant.name, b.cfg.Backend, name))
@@ -387,10 +382,8 @@ func (b *binding) close(ctx context.Context) error {
 		errs = append(errs, np.p.Close())
 	}
 	errs = append(errs, b.closeVersions(ctx))
-	if b.gate != nil {
-		if fb, ok := b.gate.tenant.(*fairBinding); ok {
-			fb.drop()
-		}
+	if b.share != nil {
+		b.share.Drop()
 	}
 	return errors.Join(errs...)
 }

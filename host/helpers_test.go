@@ -8,23 +8,6 @@ import (
 	"github.com/wqhost/wqhost/host/config"
 )
 
-// tenant registers a tenant; weight < 1 counts as 1, maxConcurrency 0 means no cap.
-func (s *fairScheduler) tenant(name string, weight, maxConcurrency int) *fairShare {
-	t := s.newShare(name, weight, maxConcurrency)
-	s.add(t)
-	return t
-}
-
-// settings returns t's weight and cap in force.
-func (t *fairShare) settings() (weight, maxConcurrency int) {
-	t.s.mu.Lock()
-	defer t.s.mu.Unlock()
-	return t.weight, t.cap
-}
-
-// request is the default binding's request.
-func (t *fairShare) request() *fairWaiter { return t.def.request() }
-
 func (h *Host) bindingNamed(tenant, name string) *binding {
 	for _, b := range h.bindings() {
 		if b.tenant.name == tenant && b.name == name {

@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,8 +27,9 @@ import (
 
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/listener"
-	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/host/internal/backends"
+	"github.com/wqhost/wqhost/host/internal/breaker"
+	"github.com/wqhost/wqhost/host/internal/fair"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -42,7 +42,7 @@ var ErrNotFound = errors.New("not found")
 
 // ErrInvalidQueue reports a queue name that no tenant can own. It wraps
 // runtime.ErrInvalidName, so a guest's emit of such a name gets ERR_INVALID.
-var ErrInvalidQueue = fmt.Errorf("invalid queue name (%w)", runtime.ErrInvalidName)
+var ErrInvalidQueue = backends.ErrInvalidQueue
 
 // ErrReservedQueue reports a well-formed queue name no tenant may write to: a "-poison"
 // queue, which only the host's dead-lettering fills. A guest's emit gets ERR_DENIED.
@@ -50,72 +50,81 @@ var ErrReservedQueue = config.ErrReservedQueue
 
 // Host runs every binding of a config. Create it with New, then call Run once.
 type Host struct {
+	// Set by New and read-only after; each part locks itself (host/internal/...).
+
 	// cfg is the config as loaded. A config reload changes tenants and the host-wide
 	// max_concurrency only (see live); the settings read from cfg need a restart.
-	cfg *config.Config
-	// live is the config in force: cfg, or the last config reload applied.
-	live   atomic.Pointer[config.Config]
-	log    *slog.Logger
-	engine *runtime.Engine
-	backs  *backends
-	// tenants is changed by config reloads (under tenantsMu); read it through tenantNamed
-	// and tenantList.
-	tenantsMu sync.RWMutex
-	tenants   map[string]*tenant
-	bindsMu   sync.RWMutex
-	binds     []*binding // sorted by tenant, then name; changed by config reloads
-	metrics   *metrics
-	started   time.Time
+	cfg     *config.Config
+	log     *slog.Logger
+	engine  *runtime.Engine
+	backs   *backends.Set // the backends, each opened once (host/internal/backends)
+	metrics *metrics
+	started time.Time
 	// sched holds the share of every tenant with a limiter; its total is the host-wide
-	// max_concurrency shared by weight (fair.go), 0 for none.
-	sched *fairScheduler
+	// max_concurrency shared by weight (host/internal/fair), 0 for none.
+	sched *fair.Scheduler
 	// suspect are the slots of calls of bindings whose circuit breaker is not closed
-	// (breaker.go).
+	// (host/internal/breaker).
 	suspect chan struct{}
+	// debounce is how long the watcher waits after the last event on a file before reading
+	// it: editors and copies write in several steps (truncate, writes, rename).
+	debounce time.Duration
+	// rtClosed, if set, is called after a reload closed a runtime tenant (a test hook).
+	rtClosed func(*runtime.Tenant)
+	hooks    startHooks
+	// startTotal is the bindings New builds, set before the admin API serves.
+	startTotal int
+
+	// Replaced or flipped whole, without a lock.
+
+	// live is the config in force: cfg, or the last config reload applied.
+	live atomic.Pointer[config.Config]
 	// tokens are the admin API's bearer tokens in force; a config reload replaces them.
 	tokens atomic.Pointer[admin.Tokens]
+	ready  atomic.Bool
+	// starting is true while New builds the bindings: startUp of startTotal are built (the
+	// progress /readyz and /v1/status report).
+	starting  atomic.Bool
+	startUp   atomic.Int64
+	runOnce   atomic.Bool
+	closeOnce sync.Once
+	closeErr  error // set inside closeOnce
+
+	// The host's locks, each guarding its own part. Lock order: reloadMu first; it is the
+	// only one of them held while another is taken (a reload reads and changes the serving
+	// set, starts and stops listeners, opens backends, registers scheduler shares, swaps
+	// module versions). servingMu, run.mu and adminMu are leaves: none is held while another
+	// lock is taken. Below them, a binding's module reload takes the binding's reloadMu, then
+	// its mu or its breaker's; those, outMu, configErr's, backs' and the scheduler's never
+	// take one of the host's.
+
+	// reloadMu serialises reloads (file watcher, SIGHUP, admin API) and Close.
+	reloadMu   sync.Mutex
+	loadConfig func() (*config.Config, error) // under reloadMu; see SetConfigLoader
+	closed     bool                           // under reloadMu
 	// pinned holds the runtime tenants of bindings a reload failed to stop (or close): their
 	// pools may still be live, and closing a runtime under live pools breaks their calls, so
 	// a reload never closes these; the engine does when the host stops. Under reloadMu.
-	pinned map[*runtime.Tenant]bool
-	// rtClosed, if set, is called after a reload closed a runtime tenant (a test hook).
-	rtClosed func(*runtime.Tenant)
+	pinned    map[*runtime.Tenant]bool
+	configErr lastError // the last failed config reload, cleared by one that succeeds
 
-	ready     atomic.Bool
-	closeOnce sync.Once
-	closeErr  error
-	runOnce   atomic.Bool
+	// tenants and binds are the tenants and bindings serving now (serving.go): New fills
+	// them, config reloads change them; read them through tenantNamed, tenantList and
+	// bindings. Under servingMu.
+	servingMu sync.RWMutex
+	tenants   map[string]*tenant
+	binds     []*binding // sorted by tenant, then name
 
-	// starting is true while New builds the bindings: startUp of startTotal are built (the
-	// progress /readyz and /v1/status report).
-	starting   atomic.Bool
-	startUp    atomic.Int64
-	startTotal int // set before the admin API serves, read-only after
-	hooks      startHooks
+	// run is the state of Run that config reloads need to start and stop bindings (run.go,
+	// under run.mu).
+	run runner
 
 	// The admin server starts in New (start.go), so it answers while bindings are built;
-	// Run or Close stops it.
+	// Run or Close stops it. Under adminMu.
 	adminMu   sync.Mutex
 	adminAddr net.Addr
 	srv       *http.Server
 	srvErr    chan error // receives Serve's error
-
-	// reloadMu serialises reloads (file watcher, SIGHUP, admin API).
-	reloadMu   sync.Mutex
-	configErr  lastError                      // the last failed config reload, cleared by one that succeeds
-	loadConfig func() (*config.Config, error) // under reloadMu; see SetConfigLoader
-	closed     bool                           // under reloadMu
-	// debounce is how long the watcher waits after the last event on a file before reading
-	// it: editors and copies write in several steps (truncate, writes, rename).
-	debounce time.Duration
-
-	// run is the state of Run that config reloads need to start and stop bindings.
-	runMu     sync.Mutex
-	runCtx    context.Context // nil until Run starts
-	runCancel context.CancelFunc
-	runWG     sync.WaitGroup
-	runErrs   []error
-	runDone   bool
 }
 
 type tenant struct {
@@ -123,7 +132,7 @@ type tenant struct {
 	// rt is shared with the tenant this one rebuilt unless its memory limit changed: a
 	// runtime's limit is fixed when the engine creates it.
 	rt      *runtime.Tenant
-	limiter *fairShare // the tenant cap and its share of the budget; nil: neither
+	limiter *fair.Share // the tenant cap and its share of the budget; nil: neither
 	// cfg is the tenant's config in force. Only the settings a config reload applies live
 	// (weight, max_concurrency, token_env) may differ from those its bindings were built
 	// with: a change to any other one rebuilds the tenant.
@@ -161,7 +170,7 @@ func (h *Host) newTenant(name string, tc config.Tenant, hostBudget int, rt *runt
 		}
 	}
 	if needsLimiter(tc, hostBudget) {
-		t.limiter = h.sched.newShare(name, tc.Weight, tc.MaxConcurrency)
+		t.limiter = h.sched.NewShare(name, tc.Weight, tc.MaxConcurrency)
 	}
 	t.rt = rt
 	return t, nil
@@ -230,12 +239,12 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	}
 	h := &Host{
 		cfg: cfg, log: logger, engine: engine,
-		backs:    newBackends(cfg, logger),
+		backs:    backends.NewSet(cfg, logger),
 		tenants:  map[string]*tenant{},
 		started:  time.Now(),
 		debounce: defaultDebounce,
-		sched:    newFairScheduler(cfg.MaxConcurrency),
-		suspect:  make(chan struct{}, suspectSlots()),
+		sched:    fair.New(cfg.MaxConcurrency),
+		suspect:  breaker.NewSuspectSlots(),
 		pinned:   map[*runtime.Tenant]bool{},
 		hooks:    hooks,
 	}
@@ -252,7 +261,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 			continue
 		}
 		if t.limiter != nil {
-			h.sched.add(t.limiter)
+			h.sched.Add(t.limiter)
 		}
 		h.setTenant(tn, t)
 		for _, bn := range slices.Sorted(maps.Keys(tc.Bindings)) {
@@ -272,9 +281,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	// Every binding is built even after an error above, so one start reports all of them.
 	begin, par := time.Now(), startParallelism()
 	binds, berrs := h.buildBindings(ctx, jobs, par)
-	h.bindsMu.Lock()
-	h.binds = binds
-	h.bindsMu.Unlock()
+	h.setBindings(binds)
 	errs = append(errs, berrs...)
 	h.log.Debug("bindings built", "bindings", len(binds), "parallelism", par, "took", time.Since(begin))
 	h.starting.Store(false)
@@ -320,33 +327,24 @@ func (h *Host) Run(ctx context.Context) error {
 	h.adminMu.Lock()
 	srvErr := h.srvErr // nil, never ready, without an admin server
 	h.adminMu.Unlock()
-	stopWatch := h.backs.watchExternal(ctx)
+	stopWatch := h.backs.WatchExternal(ctx)
 	stopFiles := h.watchFiles(ctx)
 
-	h.runMu.Lock()
-	h.runCtx, h.runCancel = ctx, cancel
+	h.run.begin(ctx, cancel)
 	for _, b := range h.bindings() {
-		h.startLocked(b)
+		h.run.start(b)
 	}
-	h.runMu.Unlock()
 	select {
 	case <-ctx.Done():
 	case err := <-srvErr:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			h.runMu.Lock()
-			h.runErrs = append(h.runErrs, fmt.Errorf("host: admin server: %w", err))
-			h.runMu.Unlock()
-			cancel()
+			h.run.fail(fmt.Errorf("host: admin server: %w", err))
 		}
 	}
 	h.ready.Store(false)
 	h.log.Info("host shutting down")
 	stopFiles()
-	h.runMu.Lock()
-	h.runDone = true
-	h.runMu.Unlock()
-	h.runWG.Wait()
-	errs := h.runErrs
+	errs := h.run.finish()
 	stopWatch()
 	h.stopAdmin()
 	errs = append(errs, h.Close(context.Background()))
@@ -367,7 +365,7 @@ func (h *Host) Close(ctx context.Context) error {
 		for _, b := range h.bindings() {
 			errs = append(errs, b.close(ctx))
 		}
-		errs = append(errs, h.backs.close(), h.engine.Close(ctx))
+		errs = append(errs, h.backs.Close(), h.engine.Close(ctx))
 		h.closeErr = errors.Join(errs...)
 	})
 	return h.closeErr
@@ -407,63 +405,6 @@ func (h *Host) SetConfigLoader(load func() (*config.Config, error)) {
 	h.loadConfig = load
 }
 
-// tenantNamed returns the tenant serving under name, or nil.
-func (h *Host) tenantNamed(name string) *tenant {
-	h.tenantsMu.RLock()
-	defer h.tenantsMu.RUnlock()
-	return h.tenants[name]
-}
-
-// tenantList returns the tenants serving now, sorted by name.
-func (h *Host) tenantList() []*tenant {
-	h.tenantsMu.RLock()
-	defer h.tenantsMu.RUnlock()
-	ts := slices.Collect(maps.Values(h.tenants))
-	slices.SortFunc(ts, func(a, b *tenant) int { return strings.Compare(a.name, b.name) })
-	return ts
-}
-
-// setTenant makes t serve under name, or removes name when t is nil.
-func (h *Host) setTenant(name string, t *tenant) {
-	h.tenantsMu.Lock()
-	defer h.tenantsMu.Unlock()
-	if t == nil {
-		delete(h.tenants, name)
-		return
-	}
-	h.tenants[name] = t
-}
-
-// bindings returns the bindings serving now.
-func (h *Host) bindings() []*binding {
-	h.bindsMu.RLock()
-	defer h.bindsMu.RUnlock()
-	return slices.Clone(h.binds)
-}
-
-// startLocked runs b's listener under Run's context; h.runMu must be held. A listener that
-// fails stops the host (as at startup); one stopped by a config reload does not.
-func (h *Host) startLocked(b *binding) {
-	ctx, cancel := context.WithCancel(h.runCtx)
-	b.stop, b.done = cancel, make(chan struct{})
-	h.runWG.Add(1)
-	go func() {
-		defer h.runWG.Done()
-		defer close(b.done)
-		v := b.cur.Load()
-		b.log.Info("binding started", "queue", b.physical, "module", v.module.Name(), "digest", v.module.Digest()[:12])
-		if err := b.lis.Run(ctx); err != nil {
-			b.log.Error("binding stopped with an error", "err", err)
-			h.runMu.Lock()
-			h.runErrs = append(h.runErrs, fmt.Errorf("tenants.%s.bindings.%s: %w", b.tenant.name, b.name, err))
-			h.runMu.Unlock()
-			h.runCancel()
-			return
-		}
-		b.log.Info("binding stopped")
-	}()
-}
-
 // Registry returns the host's own Prometheus registry (no global state): per tenant,
 // binding and queue counters and gauges, handler latency, pool instances, plugin state.
 func (h *Host) Registry() *prometheus.Registry { return h.metrics.reg }
@@ -496,68 +437,3 @@ func (a adminHost) Reload(ctx context.Context) (any, error)          { return a.
 func (a adminHost) HasTenant(name string) bool                       { return a.h.tenantNamed(name) != nil }
 func (a adminHost) Notify(_ context.Context, tenant, q string) error { return a.h.Notify(tenant, q) }
 func (a adminHost) IsNotFound(err error) bool                        { return errors.Is(err, ErrNotFound) }
-
-// backends opens each configured backend once, on first use.
-type backends struct {
-	cfg    *config.Config
-	log    *slog.Logger
-	mu     sync.Mutex
-	open   map[string]listener.Backend
-	closed bool
-}
-
-func newBackends(cfg *config.Config, log *slog.Logger) *backends {
-	return &backends{cfg: cfg, log: log, open: map[string]listener.Backend{}}
-}
-
-func (bs *backends) get(ctx context.Context, name string) (listener.Backend, error) {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	if b, ok := bs.open[name]; ok {
-		return b, nil
-	}
-	if bs.closed {
-		return nil, fmt.Errorf("backend %s: host closed", name)
-	}
-	b, err := openBackend(ctx, bs.cfg, name, bs.log)
-	if err != nil {
-		return nil, err
-	}
-	bs.open[name] = b
-	return b, nil
-}
-
-func (bs *backends) watchExternal(ctx context.Context) (stop func()) {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	var watchers []*local.ExternalWatcher
-	for name, b := range bs.open {
-		if lb, ok := b.(*local.Backend); ok {
-			w, err := lb.WatchExternal(ctx)
-			if err != nil {
-				bs.log.Warn("local backend: cross-process wake-up off; other processes' messages wait for the next poll", "backend", name, "err", err)
-				continue
-			}
-			watchers = append(watchers, w)
-		}
-	}
-	return func() {
-		for _, w := range watchers {
-			w.Close()
-		}
-	}
-}
-
-func (bs *backends) close() error {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	var errs []error
-	for name, b := range bs.open {
-		if err := b.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("backend %s: %w", name, err))
-		}
-	}
-	bs.open = map[string]listener.Backend{}
-	bs.closed = true
-	return errors.Join(errs...)
-}

@@ -137,6 +137,9 @@ var bindingMetrics = []metricSpec{
 	spec("wqhost_pool_timeouts_total", "Handler calls that exceeded the time limit.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Pool.Timeouts) }),
 }
 
+// breakerGauge is the value of wqhost_breaker_state for each state.
+var breakerGauge = map[string]float64{"closed": 0, "open": 1, "half-open": 2}
+
 // queueCallNames are the values of wqhost_queue_calls_total's call label.
 var queueCallNames = []string{"receive", "empty_receive", "delete", "update", "send", "error", "depth"}
 

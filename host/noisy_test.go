@@ -63,7 +63,7 @@ func runNoisy(t testing.TB, aCap int) noisyRun {
 			t.Fatal(err)
 		}
 		_ = h.Notify("a", "in")
-		eventually(t, "tenant A spinning", func() bool { return h.tenants["a"].limiter.held.Load() > 0 })
+		eventually(t, "tenant A spinning", func() bool { return h.tenants["a"].limiter.Stats().Held > 0 })
 	}
 	// B's backlog becomes visible all at once, at begin: the drain is timed from there.
 	bodies := make([][]byte, noisyB)
@@ -89,10 +89,10 @@ func runNoisy(t testing.TB, aCap int) noisyRun {
 		time.Sleep(2 * time.Millisecond)
 	}
 	r.bRate = noisyB / time.Since(begin).Seconds()
-	r.bPeak = h.tenants["b"].limiter.peak.Load()
-	r.bWaits = h.tenants["b"].limiter.waits.Load()
+	r.bPeak = h.tenants["b"].limiter.Stats().Peak
+	r.bWaits = h.tenants["b"].limiter.Stats().Waits
 	if aCap >= 0 {
-		r.aPeak = h.tenants["a"].limiter.peak.Load()
+		r.aPeak = h.tenants["a"].limiter.Stats().Peak
 		r.aLeft = depth(t, h, "a", "in")
 	}
 	if err := stop(); err != nil {

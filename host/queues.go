@@ -2,119 +2,26 @@ package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/internal/backends"
+	"github.com/wqhost/wqhost/host/internal/queueops"
 	"github.com/wqhost/wqhost/listener"
-	"github.com/wqhost/wqhost/listener/azure"
-	"github.com/wqhost/wqhost/listener/local"
-	"github.com/wqhost/wqhost/listener/memory"
 )
-
-// openBackend opens the named backend of cfg.
-func openBackend(ctx context.Context, cfg *config.Config, name string, log *slog.Logger) (listener.Backend, error) {
-	bc, ok := cfg.BackendFor(name)
-	if !ok {
-		return nil, fmt.Errorf("backend %q is not configured", name)
-	}
-	switch bc.Type {
-	case config.BackendLocal:
-		path := cfg.LocalPath(bc)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, fmt.Errorf("backends.%s: %w", name, err)
-		}
-		sync := local.SyncFull
-		if bc.Sync == "normal" {
-			sync = local.SyncNormal
-		}
-		// The store refuses a body above the largest limits.max_message_bytes (and
-		// max_output_bytes) a config can set, and never loads one into memory.
-		b, err := local.Open(ctx, path, local.Options{Sync: sync, Logger: log, MaxBodyBytes: int64(config.MaxMessageBytesCap)})
-		if err != nil {
-			return nil, fmt.Errorf("backends.%s: %w", name, err)
-		}
-		return b, nil
-	case config.BackendMemory:
-		return memory.New(memory.Options{}), nil
-	case config.BackendAzure:
-		opts := azure.Options{
-			AccountName: bc.AccountName, ServiceURL: bc.ServiceURL, DefaultCredential: bc.DefaultCredential,
-			Encoding: azure.Encoding(bc.Encoding), CreateQueues: bc.CreateQueues, PoisonTTL: bc.PoisonTTL, Logger: log,
-		}
-		secret := func(key, env string) (string, error) {
-			if env == "" {
-				return "", nil
-			}
-			v := os.Getenv(env)
-			if v == "" {
-				return "", fmt.Errorf("backends.%s.%s: environment variable %s is empty or unset", name, key, env)
-			}
-			return v, nil
-		}
-		var errs []error
-		var err error
-		opts.ConnectionString, err = secret("connection_string_env", bc.ConnectionStringEnv)
-		errs = append(errs, err)
-		opts.AccountKey, err = secret("account_key_env", bc.AccountKeyEnv)
-		errs = append(errs, err)
-		opts.SASURL, err = secret("sas_url_env", bc.SASURLEnv)
-		errs = append(errs, err)
-		if err := errors.Join(errs...); err != nil {
-			return nil, err
-		}
-		b, err := azure.Open(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("backends.%s: %w", name, err)
-		}
-		return b, nil
-	}
-	return nil, fmt.Errorf("backends.%s: unknown type %q", name, bc.Type)
-}
 
 // OpenQueue opens a tenant's queue (its tenant-local name, e.g. "transactions" or
 // "transactions-poison") through the same config a running host uses, without starting
 // anything: for `wqhost send` and the poison commands. Close the returned Closer when done
 // (it closes the backend). Note that a memory backend is private to this call.
 func OpenQueue(ctx context.Context, cfg *config.Config, tenant, queue string) (listener.Queue, io.Closer, error) {
-	qs, closer, err := openQueues(ctx, cfg, tenant, queue)
+	qs, closer, err := backends.OpenQueues(ctx, cfg, tenant, queue)
 	if err != nil {
 		return nil, nil, err
 	}
 	return qs[0], closer, nil
-}
-
-// openQueues opens tenant's queues on the backend of the first one, opened once.
-func openQueues(ctx context.Context, cfg *config.Config, tenant string, queues ...string) ([]listener.Queue, io.Closer, error) {
-	bname, err := cfg.QueueBackend(tenant, queues[0])
-	if err != nil {
-		return nil, nil, fmt.Errorf("open queue %s/%s: %w", tenant, queues[0], err)
-	}
-	for _, q := range queues {
-		if err := allowOwnQueue(cfg, tenant, bname, strings.TrimSuffix(q, config.PoisonSuffix)); err != nil {
-			return nil, nil, fmt.Errorf("open queue %s/%s: %w", tenant, q, err)
-		}
-	}
-	b, err := openBackend(ctx, cfg, bname, slog.Default())
-	if err != nil {
-		return nil, nil, fmt.Errorf("open queue %s/%s: %w", tenant, queues[0], err)
-	}
-	out := make([]listener.Queue, len(queues))
-	for i, name := range queues {
-		if out[i], err = b.Open(ctx, cfg.PhysicalQueue(tenant, bname, name)); err != nil {
-			_ = b.Close()
-			return nil, nil, fmt.Errorf("open queue %s/%s: %w", tenant, name, err)
-		}
-	}
-	return out, b, nil
 }
 
 // OpenQueue opens a tenant's queue on the running host's own backends (the same store, and
@@ -124,328 +31,62 @@ func (h *Host) OpenQueue(ctx context.Context, tenant, queue string) (listener.Qu
 	if err != nil {
 		return nil, fmt.Errorf("open queue %s/%s: %w", tenant, queue, err)
 	}
-	if err := allowOwnQueue(h.cfg, tenant, bname, strings.TrimSuffix(queue, config.PoisonSuffix)); err != nil {
+	if err := backends.CheckOwnQueue(h.cfg, tenant, bname, strings.TrimSuffix(queue, config.PoisonSuffix)); err != nil {
 		return nil, fmt.Errorf("open queue %s/%s: %w", tenant, queue, err)
 	}
-	b, err := h.backs.get(ctx, bname)
+	b, err := h.backs.Get(ctx, bname)
 	if err != nil {
 		return nil, err
 	}
 	return b.Open(ctx, h.cfg.PhysicalQueue(tenant, bname, queue))
 }
 
+// The operations on a tenant's queues that run through the config alone, beside a running
+// host or without one (the CLI's peek and poison commands), live in host/internal/queueops;
+// these are their names in package host.
+
 // DeadLetter is one message of a <queue>-poison queue, with what the listener recorded.
-type DeadLetter struct {
-	ID string `json:"id"`
-	// Body is the message's body when it is at most ListBodyBytes long (listing never reads
-	// a larger one); BodyBytes is its size either way.
-	Body           []byte            `json:"body,omitempty"`
-	BodyBytes      int64             `json:"body_bytes"`
-	Reason         string            `json:"reason"`
-	OriginalID     string            `json:"original_id"`
-	OriginalQueue  string            `json:"original_queue"`
-	DequeueCount   int               `json:"dequeue_count"`
-	DeadLetteredAt string            `json:"dead_lettered_at"`
-	HandlerVersion string            `json:"handler_version,omitempty"`
-	Attributes     map[string]string `json:"attributes,omitempty"`
-	// Repeats counts further dead letters of the same original message, listed as this
-	// one: without transactions (Azure) a message whose lease ran out before its dead
-	// letter's delete can be dead-lettered again by the listener that got it next.
-	Repeats int `json:"repeats,omitempty"`
-}
+type DeadLetter = queueops.DeadLetter
+
+// ListOptions page a listing of dead letters (WalkDeadLetters).
+type ListOptions = queueops.ListOptions
 
 // ListBodyBytes is the largest body a listing of dead letters includes: a listing needs the
 // metadata, and must not load a queue of large bodies into memory.
-const ListBodyBytes = 4 << 10
+const ListBodyBytes = queueops.ListBodyBytes
 
-func deadLetterOf(m *listener.Message) DeadLetter {
-	a := m.Attributes
-	n, _ := strconv.Atoi(a[listener.AttrDequeueCount])
-	d := DeadLetter{
-		ID: m.ID, BodyBytes: int64(len(m.Body)), Reason: a[listener.AttrReason], OriginalID: a[listener.AttrOriginalID],
-		OriginalQueue: a[listener.AttrOriginalQueue], DequeueCount: n,
-		DeadLetteredAt: a[listener.AttrDeadLetteredAt], HandlerVersion: a[listener.AttrHandlerVersion],
-		Attributes: userAttributes(a),
-	}
-	if m.Oversize > 0 {
-		d.BodyBytes = m.Oversize
-	} else if len(m.Body) <= ListBodyBytes {
-		d.Body = m.Body
-	}
-	return d
-}
+// Peeker is implemented by queues that can show their messages without leasing or changing
+// them (the local, memory and Azure backends). max <= 0 asks for the backend's maximum.
+type Peeker = queueops.Peeker
 
-// userAttributes drops the dead-letter bookkeeping, keeping what the message came with.
-func userAttributes(a map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range a {
-		switch k {
-		case listener.AttrReason, listener.AttrOriginalID, listener.AttrOriginalQueue,
-			listener.AttrDequeueCount, listener.AttrDeadLetteredAt, listener.AttrHandlerVersion:
-			continue
-		}
-		out[k] = v
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
-// peekLease is how long listing holds dead letters before releasing them.
-const peekLease = 30 * time.Second
-
-// withPoison opens tenant's <queue>-poison and runs fn on it.
-func withPoison(ctx context.Context, cfg *config.Config, tenant, queue string, fn func(dead listener.Queue) error) error {
-	dead, closer, err := OpenQueue(ctx, cfg, tenant, strings.TrimSuffix(queue, config.PoisonSuffix)+config.PoisonSuffix)
-	if err != nil {
-		return err
-	}
-	defer closer.Close()
-	return fn(dead)
-}
-
-// receiveUnread leases up to want messages of q, loading no body above maxBody where the
-// queue can leave it in its store (local: listener.Message.Oversize).
-func receiveUnread(ctx context.Context, q listener.Queue, want int, maxBody int64) ([]*listener.Message, error) {
-	if bl, ok := q.(listener.BodyLimiter); ok {
-		return bl.ReceiveLimited(ctx, want, peekLease, maxBody)
-	}
-	return q.Receive(ctx, want, peekLease)
-}
-
-// drain leases the visible messages of dead in batches and calls fn for each, which settles
-// it or leaves it leased. At most limit messages (0 = all); it returns how many fn took.
-// Bodies above maxBody are not loaded where the backend can leave them in its store, so a
-// batch holds at most MaxBatch × maxBody bytes there (Azure: its 64 KiB message limit).
-func drain(ctx context.Context, dead listener.Queue, limit int, maxBody int64, fn func(m *listener.Message) error) (int, error) {
-	n := 0
-	for limit <= 0 || n < limit {
-		want := listener.MaxBatch
-		if limit > 0 {
-			want = min(want, limit-n)
-		}
-		ms, err := receiveUnread(ctx, dead, want, maxBody)
-		if err != nil {
-			return n, fmt.Errorf("%s: receive: %w", dead.Name(), err)
-		}
-		if len(ms) == 0 {
-			break
-		}
-		for _, m := range ms {
-			if err := fn(m); err != nil {
-				return n, err
-			}
-			n++
-		}
-	}
-	return n, nil
-}
-
-// ListOptions page a listing of dead letters.
-type ListOptions struct {
-	// Limit is the most dead letters listed; 0 lists all.
-	Limit int
-	// After continues an earlier listing: the cursor WalkDeadLetters returned.
-	After string
-}
-
-// lister is a queue that can list its messages without leasing them (the local store):
-// rows one at a time, bodies above maxBody left unread, a cursor to continue.
-type lister interface {
-	List(ctx context.Context, after string, max int, maxBody int64, fn func(*listener.Message) error) (string, error)
-}
+// PeekedMessage is one message as PeekMessages shows it.
+type PeekedMessage = queueops.PeekedMessage
 
 // WalkDeadLetters calls fn for the dead letters of tenant's queue (its <queue>-poison), in
-// bounded memory: a body above ListBodyBytes is never loaded (BodyBytes gives its size),
-// and each dead letter is handed to fn and dropped before the next is read. It returns a
-// cursor for ListOptions.After when more follow the Limit, "" otherwise.
-//
-// On the local store the listing reads the rows without leasing them and the cursor is a
-// position in the queue. Elsewhere (Azure) it leases the dead letters 32 at a time and
-// releases each batch once listed (see walkLeasing); there the cursor is the insertion time
-// of the last dead letter listed.
-// fn sees repeats of one original message (Azure: see DeadLetter.Repeats) with Repeats -1.
+// bounded memory: a body above ListBodyBytes is never loaded. It returns a cursor for
+// ListOptions.After when more follow the Limit, "" otherwise (see
+// queueops.WalkDeadLetters).
 func WalkDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue string, opts ListOptions, fn func(DeadLetter) error) (next string, err error) {
-	err = withPoison(ctx, cfg, tenant, queue, func(dead listener.Queue) error {
-		seen := map[string]bool{} // original ids listed: their ids only, not their dead letters
-		emit := func(m *listener.Message) error {
-			d := deadLetterOf(m)
-			if d.OriginalID != "" {
-				if seen[d.OriginalID] {
-					d.Repeats = -1
-				}
-				seen[d.OriginalID] = true
-			}
-			return fn(d)
-		}
-		if l, ok := dead.(lister); ok {
-			var err error
-			next, err = l.List(ctx, opts.After, opts.Limit, ListBodyBytes, emit)
-			return err
-		}
-		return walkLeasing(ctx, dead, opts, emit, &next)
-	})
-	return next, err
-}
-
-// walkLeasing lists dead letters of a queue that has no cursor of its own (Azure): it
-// leases a batch, takes the dead letters it has not seen, and releases the batch at once
-// (whole: on Azure an update rewrites the message with the text it is given), so it holds
-// one batch (at most 32 × 64 KiB on Azure) and the ids seen so far. A released message
-// becomes visible after the ones not yet leased, so the walk ends when a batch brings
-// nothing new. Without a Limit each dead letter is listed as it comes. With one, the walk
-// keeps the Limit+1 first by (dead-lettered time, id) after the cursor "t<ns>.<id>" (a
-// bounded selection, not the queue) and lists them in that order, so pages follow each
-// other whatever order the service returns messages in.
-func walkLeasing(ctx context.Context, dead listener.Queue, opts ListOptions, emit func(*listener.Message) error, next *string) error {
-	type keyed struct {
-		t int64
-		m *listener.Message
-	}
-	less := func(a, b keyed) bool { return a.t < b.t || a.t == b.t && a.m.ID < b.m.ID }
-	var after keyed
-	if opts.After != "" {
-		t, id, ok := strings.Cut(strings.TrimPrefix(opts.After, "t"), ".")
-		n, err := strconv.ParseInt(t, 10, 64)
-		if !ok || err != nil || !strings.HasPrefix(opts.After, "t") {
-			return fmt.Errorf("%s: cursor %q is not one this queue gave", dead.Name(), opts.After)
-		}
-		after = keyed{n, &listener.Message{ID: id}}
-	}
-	seen := map[string]bool{}
-	var page []keyed // with a Limit: the first Limit+1 after the cursor, sorted
-	for {
-		ms, err := receiveUnread(ctx, dead, listener.MaxBatch, ListBodyBytes)
-		if err != nil {
-			return fmt.Errorf("%s: receive: %w", dead.Name(), err)
-		}
-		fresh := 0
-		var errs []error
-		for _, m := range ms {
-			if seen[m.ID] {
-				continue
-			}
-			seen[m.ID] = true
-			fresh++
-			d := &listener.Message{ID: m.ID, Attributes: m.Attributes, Body: m.Body}
-			if len(m.Body) > ListBodyBytes {
-				// Azure bodies (at most 64 KiB) arrive whole: list only the size.
-				d = &listener.Message{ID: m.ID, Attributes: m.Attributes, Oversize: int64(len(m.Body))}
-			}
-			k := keyed{0, d}
-			if at, err := time.Parse(time.RFC3339Nano, m.Attributes[listener.AttrDeadLetteredAt]); err == nil {
-				k.t = at.UnixNano()
-			}
-			if opts.Limit <= 0 {
-				errs = append(errs, emit(d))
-				continue
-			}
-			if opts.After != "" && !less(after, k) {
-				continue
-			}
-			i, _ := slices.BinarySearchFunc(page, k, func(a, b keyed) int {
-				if less(a, b) {
-					return -1
-				}
-				return 1
-			})
-			if i <= opts.Limit {
-				page = slices.Insert(page, i, k)
-				page = page[:min(len(page), opts.Limit+1)]
-			}
-		}
-		for _, m := range ms {
-			if rerr := dead.UpdateVisibility(ctx, m, 0); rerr != nil {
-				errs = append(errs, fmt.Errorf("release %s: %w", m.ID, rerr))
-			}
-		}
-		if err := errors.Join(errs...); err != nil {
-			return err
-		}
-		if fresh == 0 {
-			break
-		}
-	}
-	for i, k := range page {
-		if i == opts.Limit {
-			last := page[i-1]
-			*next = fmt.Sprintf("t%d.%s", last.t, last.m.ID)
-			break
-		}
-		if err := emit(k.m); err != nil {
-			return err
-		}
-	}
-	return nil
+	return queueops.WalkDeadLetters(ctx, cfg, tenant, queue, opts, fn)
 }
 
 // RequeueDeadLetters moves up to limit (0 = all) dead letters of tenant's queue back to the
-// queue: each is sent again with its original attributes (the dead-letter bookkeeping
-// dropped), then deleted from <queue>-poison. It returns how many moved. On the local store
-// each moves in one transaction without its body being loaded, so a requeue runs in bounded
-// memory whatever the bodies' sizes.
+// queue, with their original attributes, and returns how many moved (see
+// queueops.RequeueDeadLetters).
 func RequeueDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) (int, error) {
-	queue = strings.TrimSuffix(queue, config.PoisonSuffix)
-	qs, closer, err := openQueues(ctx, cfg, tenant, queue, queue+config.PoisonSuffix)
-	if err != nil {
-		return 0, err
-	}
-	defer closer.Close()
-	dst, dead := qs[0], qs[1]
-	// On Azure (no transactions) a message can be dead-lettered twice, by a listener whose
-	// lease ran out before its delete and by the one that got the redelivery: repeats of one
-	// original id are requeued once, the others only deleted.
-	requeued := map[string]bool{}
-	return drain(ctx, dead, limit, 0, func(m *listener.Message) error {
-		if orig := m.Attributes[listener.AttrOriginalID]; orig != "" {
-			if requeued[orig] {
-				if err := dead.Delete(ctx, m); err != nil {
-					return fmt.Errorf("requeue %s: delete repeated dead letter of %s: %w", m.ID, orig, err)
-				}
-				return nil
-			}
-			requeued[orig] = true
-		}
-		opts := listener.SendOptions{Attributes: userAttributes(m.Attributes)}
-		// A store with transactions (local) moves the dead letter back in one: a requeue
-		// cut short can neither lose it nor leave it in both queues. A body left unread
-		// (Oversize) moves inside the store.
-		if mv, ok := dead.(listener.Mover); ok {
-			err := mv.MoveTo(ctx, m, dst, m.Body, opts)
-			if err == nil {
-				return nil
-			}
-			if !errors.Is(err, errors.ErrUnsupported) {
-				return fmt.Errorf("requeue %s to %s: %w", m.ID, queue, err)
-			}
-		}
-		if m.Oversize > 0 {
-			return fmt.Errorf("requeue %s to %s: its body (%d bytes) was left in a store that cannot move it", m.ID, queue, m.Oversize)
-		}
-		if _, err := dst.Send(ctx, m.Body, opts); err != nil {
-			return fmt.Errorf("requeue %s to %s: %w", m.ID, queue, err)
-		}
-		if err := dead.Delete(ctx, m); err != nil {
-			return fmt.Errorf("requeue %s: delete from poison queue: %w", m.ID, err)
-		}
-		return nil
-	})
+	return queueops.RequeueDeadLetters(ctx, cfg, tenant, queue, limit)
 }
 
 // PurgeDeadLetters deletes up to limit (0 = all) dead letters of tenant's queue and returns
 // how many. It loads no body where the backend can leave it in its store (local).
 func PurgeDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) (int, error) {
-	n := 0
-	err := withPoison(ctx, cfg, tenant, queue, func(dead listener.Queue) error {
-		var err error
-		n, err = drain(ctx, dead, limit, 0, func(m *listener.Message) error {
-			if err := dead.Delete(ctx, m); err != nil {
-				return fmt.Errorf("purge %s: %w", m.ID, err)
-			}
-			return nil
-		})
-		return err
-	})
-	return n, err
+	return queueops.PurgeDeadLetters(ctx, cfg, tenant, queue, limit)
+}
+
+// PeekMessages returns up to limit (0: the backend's maximum, all for the local and memory
+// backends) messages of tenant's queue — an input, output or <queue>-poison queue — without
+// consuming them, in receive order. It opens the queue through cfg as the host would, so it
+// may run beside a running host.
+func PeekMessages(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) ([]PeekedMessage, error) {
+	return queueops.PeekMessages(ctx, cfg, tenant, queue, limit)
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wqhost/wqhost/host/internal/backends"
 	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/runtime"
 )
@@ -84,7 +85,7 @@ func (b *binding) poolConfig() runtime.PoolConfig {
 		Timeout:        t.Limits.Timeout,
 		Config:         bc.Config,
 		OutputQueue:    bc.Output,
-		AllowEmit:      func(q string) error { return allowOwnQueue(b.h.cfg, b.tenant.name, bc.Backend, q) },
+		AllowEmit:      func(q string) error { return backends.CheckOwnQueue(b.h.cfg, b.tenant.name, bc.Backend, q) },
 		MaxOutputBytes: int(t.Limits.MaxOutputBytes),
 		HTTP:           httpPolicy(bc.HTTP),
 		// 0 leaves the runtime's default, 4 × MaxOutputBytes.
@@ -215,7 +216,7 @@ func (b *binding) swap(v *version) {
 	old := b.cur.Swap(v)
 	b.setErr(nil)
 	if b.gate != nil {
-		b.gate.br.reset() // the new version is judged on its own calls
+		b.gate.Reset() // the new version is judged on its own calls
 	}
 	b.mu.Lock()
 	b.reloads++

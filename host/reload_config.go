@@ -104,7 +104,7 @@ func (h *Host) reloadConfig(ctx context.Context) (configReload, error) {
 	// tenant's bindings drain.
 	h.tokens.Store(&tokens)
 	if budgetChanged {
-		h.sched.setTotal(next.MaxConcurrency)
+		h.sched.SetTotal(next.MaxConcurrency)
 		h.log.Info("config reload: host max_concurrency changed", "from", cur.MaxConcurrency, "to", next.MaxConcurrency)
 	}
 	var stopped []*binding
@@ -254,7 +254,7 @@ func (h *Host) closeRuntime(ctx context.Context, rt *runtime.Tenant) error {
 func (h *Host) installTenant(p *tenantPlan) {
 	h.setTenant(p.name, p.new)
 	if p.new.limiter != nil {
-		h.sched.add(p.new.limiter)
+		h.sched.Add(p.new.limiter)
 	}
 	for _, c := range p.binds {
 		if c.new != nil {
@@ -287,7 +287,7 @@ func (h *Host) applyTenant(ctx context.Context, p *tenantPlan, res *configReload
 			h.pinned[p.old.rt] = true
 		}
 		if p.old.limiter != nil {
-			h.sched.remove(p.old.limiter)
+			h.sched.Remove(p.old.limiter)
 		}
 		if p.result == ReloadRemoved || p.new.rt != p.old.rt {
 			// Every binding on the old runtime has stopped and closed its pools (or pinned it).
@@ -308,7 +308,7 @@ func (h *Host) applyTenant(ctx context.Context, p *tenantPlan, res *configReload
 		t := p.old
 		t.cfg.Store(&p.cfg)
 		if t.limiter != nil {
-			t.limiter.set(p.cfg.Weight, p.cfg.MaxConcurrency)
+			t.limiter.Set(p.cfg.Weight, p.cfg.MaxConcurrency)
 		}
 		for _, c := range p.binds {
 			if c.old != nil {
@@ -447,28 +447,15 @@ func changedKeys(prefix string, a, b reflect.Value, skip map[string]bool) []stri
 
 // addBinding makes b serve: listed in status and, if Run is running, started.
 func (h *Host) addBinding(b *binding) {
-	h.bindsMu.Lock()
-	h.binds = append(h.binds, b)
-	slices.SortFunc(h.binds, func(x, y *binding) int {
-		return strings.Compare(x.tenant.name+"\x00"+x.name, y.tenant.name+"\x00"+y.name)
-	})
-	h.bindsMu.Unlock()
-	h.runMu.Lock()
-	defer h.runMu.Unlock()
-	if h.runCtx != nil && !h.runDone {
-		h.startLocked(b)
-	}
+	h.addServing(b)
+	h.run.start(b)
 }
 
 // stopBinding stops b's listener (in-flight messages finish within its shutdown grace,
 // leased ones are released), removes it from the host and closes it.
 func (h *Host) stopBinding(ctx context.Context, b *binding) error {
-	h.bindsMu.Lock()
-	h.binds = slices.DeleteFunc(h.binds, func(x *binding) bool { return x == b })
-	h.bindsMu.Unlock()
-	h.runMu.Lock()
-	stop, done := b.stop, b.done
-	h.runMu.Unlock()
+	h.removeServing(b)
+	stop, done := h.run.stopping(b)
 	if stop != nil {
 		stop()
 		select {

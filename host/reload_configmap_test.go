@@ -74,11 +74,11 @@ func TestHotReloadConfigMapSymlinkSwap(t *testing.T) {
 		t.Fatalf("debounce %v, want the default %v", h.debounce, defaultDebounce)
 	}
 	stop := run(t, h)
-	// Run sets runCtx after the watcher has added its watches: a swap before would be missed.
+	// Run sets run.ctx after the watcher has added its watches: a swap before would be missed.
 	eventually(t, "Run to start watching", func() bool {
-		h.runMu.Lock()
-		defer h.runMu.Unlock()
-		return h.runCtx != nil
+		h.run.mu.Lock()
+		defer h.run.mu.Unlock()
+		return h.run.ctx != nil
 	})
 	aBefore := h.bindingNamed("a", "w")
 

@@ -29,7 +29,7 @@ func tenantBinding(module string, extra string) string {
 func rawQueue(t *testing.T, h *Host, tenant, queue string) listener.Queue {
 	t.Helper()
 	ctx := context.Background()
-	b, err := h.backs.get(ctx, "mem")
+	b, err := h.backs.Get(ctx, "mem")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestHotReloadTenantSettingsChange(t *testing.T) {
 		binding: ", min_workers: 3",
 		check: func(t *testing.T, e env) {
 			send(t, e.h, "a", "in", "sleep:500", "sleep:500", "sleep:500")
-			eventually(t, "3 calls at once under the raised cap", func() bool { return e.h.tenantNamed("a").limiter.peak.Load() == 3 })
+			eventually(t, "3 calls at once under the raised cap", func() bool { return e.h.tenantNamed("a").limiter.Stats().Peak == 3 })
 			if ts := tenantStatus(t, e.h, "a"); ts.MaxConcurrency != 3 {
 				t.Errorf("status max_concurrency %d, want 3", ts.MaxConcurrency)
 			}
@@ -296,7 +296,7 @@ func TestHotReloadTenantSettingsChange(t *testing.T) {
 		check: func(t *testing.T, e env) {
 			send(t, e.h, "a", "in", "sleep:200", "sleep:200", "sleep:200")
 			eventually(t, "a's outputs", func() bool { return depth(t, e.h, "a", "out") == 3 })
-			if p := e.h.tenantNamed("a").limiter.peak.Load(); p != 1 {
+			if p := e.h.tenantNamed("a").limiter.Stats().Peak; p != 1 {
 				t.Errorf("peak calls %d under the new cap 1", p)
 			}
 		},
@@ -306,7 +306,7 @@ func TestHotReloadTenantSettingsChange(t *testing.T) {
 		top:      [2]string{"max_concurrency: 8\n", "max_concurrency: 8\n"},
 		result:   ReloadUpdated, changed: []string{"weight"},
 		check: func(t *testing.T, e env) {
-			if w, _ := e.h.tenantNamed("a").limiter.settings(); w != 7 {
+			if w := e.h.tenantNamed("a").limiter.Stats().Weight; w != 7 {
 				t.Errorf("scheduler weight %d, want 7", w)
 			}
 			if ts := tenantStatus(t, e.h, "a"); ts.Weight != 7 {
@@ -325,7 +325,7 @@ func TestHotReloadTenantSettingsChange(t *testing.T) {
 			send(t, e.h, "b", "in", "sleep:200", "sleep:200", "sleep:200")
 			peak := int64(0)
 			eventually(t, "outputs under the new budget", func() bool {
-				peak = max(peak, e.h.sched.held.Load())
+				peak = max(peak, e.h.sched.Held())
 				return depth(t, e.h, "a", "out") == 3 && depth(t, e.h, "b", "out") == 3
 			})
 			if peak > 2 {

@@ -168,11 +168,11 @@ func (h *Host) StatusPage(ctx context.Context, q StatusQuery) Status {
 	rd := h.Readiness()
 	st := Status{
 		Ready: rd.Ready, StartedAt: h.started, BindingsUp: rd.BindingsUp, BindingsTotal: rd.BindingsTotal,
-		MaxConcurrency: h.sched.budget(), Tenants: []TenantStatus{},
+		MaxConcurrency: h.sched.Budget(), Tenants: []TenantStatus{},
 	}
 	st.LastConfigReloadError, st.LastConfigReloadErrorAt = h.configErr.get()
 	if st.MaxConcurrency > 0 {
-		st.Running = h.sched.held.Load()
+		st.Running = h.sched.Held()
 	}
 	tenants := map[string]*tenant{}
 	var order []*tenant
@@ -196,7 +196,7 @@ func (h *Host) StatusPage(ctx context.Context, q StatusQuery) Status {
 		tc := t.conf()
 		ts := TenantStatus{Name: t.name, Weight: tc.Weight, MaxConcurrency: tc.MaxConcurrency, Bindings: []BindingStatus{}}
 		if t.limiter != nil {
-			ts.Running = t.limiter.held.Load()
+			ts.Running = t.limiter.Stats().Held
 		}
 		byTenant[t.name] = len(st.Tenants)
 		st.Tenants = append(st.Tenants, ts)
@@ -245,7 +245,8 @@ func (b *binding) status(ctx context.Context) BindingStatus {
 		},
 	}
 	bs.HTTP = httpStatus(ps.HTTP, old.HTTP)
-	bs.Running, bs.Breaker = b.gate.running.Load(), b.gate.br.status()
+	gs := b.gate.Status()
+	bs.Running, bs.Breaker = gs.Running, BreakerStatus{State: gs.State, Trips: gs.Trips, CooldownMs: ms(gs.Cooldown)}
 	if lastErr != "" {
 		bs.LastReloadErrorAt = &lastErrAt
 	}

@@ -1,4 +1,9 @@
-package host
+// Package queueops are the operations on a tenant's queues that run beside a host, or
+// without one, through the config alone (the CLI's peek and poison commands): peek at a
+// queue, and list, requeue or purge its dead letters. Each opens the queues it needs on a
+// backend of its own (backends.OpenQueues) and closes it on return; nothing is shared and
+// nothing is locked.
+package queueops
 
 import (
 	"context"
@@ -6,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/internal/backends"
 	"github.com/wqhost/wqhost/listener"
 )
 
@@ -30,7 +36,7 @@ type PeekedMessage struct {
 // consuming them, in receive order. It opens the queue through cfg as the host would, so it
 // may run beside a running host.
 func PeekMessages(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) ([]PeekedMessage, error) {
-	qs, closer, err := openQueues(ctx, cfg, tenant, queue)
+	qs, closer, err := backends.OpenQueues(ctx, cfg, tenant, queue)
 	if err != nil {
 		return nil, err
 	}

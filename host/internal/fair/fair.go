@@ -1,4 +1,12 @@
-package host
+// Package fair is the fair scheduler of handler calls: the host-wide budget
+// (max_concurrency) shared by weight among the tenants that have work, each within its own
+// cap, and a tenant's slots shared the same way among its bindings. It knows nothing of the
+// host: the host registers a Share per tenant and a Binding per binding, and the listener
+// acquires through them (listener.Limiter).
+//
+// One lock, Scheduler.mu, guards every share and binding of a scheduler; nothing else is
+// locked under it.
+package fair
 
 import (
 	"context"
@@ -10,7 +18,7 @@ import (
 	"github.com/wqhost/wqhost/listener"
 )
 
-// fairScheduler shares the host-wide budget of handler calls (max_concurrency) among the
+// Scheduler shares the host-wide budget of handler calls (max_concurrency) among the
 // tenants that have work, in proportion to their weights, each within its own cap.
 //
 // Slots are handed out one at a time: when one is free, it goes to the waiting tenant with
@@ -27,19 +35,19 @@ import (
 // to their time limit holds its slots longer, but each slot it frees goes to a binding
 // below its share first, so it cannot keep more than its share of the tenant's slots while
 // the others have work.
-type fairScheduler struct {
+type Scheduler struct {
 	total int          // host-wide budget; 0 = no budget (tenant caps only); guarded by mu
 	held  atomic.Int64 // slots granted, for status
 
 	mu      sync.Mutex
 	inUse   int
 	seq     uint64 // waiter arrival order, for ties
-	tenants []*fairShare
+	tenants []*Share
 }
 
-// fairShare is one tenant's view of the scheduler: the listener.Limiter its bindings use.
-type fairShare struct {
-	s      *fairScheduler
+// Share is one tenant's view of the scheduler: the listener.Limiter its bindings use.
+type Share struct {
+	s      *Scheduler
 	name   string
 	weight int          // guarded by s.mu
 	cap    int          // 0 = no cap of its own; guarded by s.mu
@@ -49,94 +57,96 @@ type fairShare struct {
 
 	// Guarded by s.mu.
 	inUse    int
-	nwait    int            // waiters over all its bindings
-	bindings []*fairBinding // those registered
-	def      *fairBinding   // the share's own Acquire (tests, and callers without bindings)
+	nwait    int        // waiters over all its bindings
+	bindings []*Binding // those registered
+	def      *Binding   // the share's own Acquire (tests, and callers without bindings)
 }
 
-// fairBinding is one binding's view of its tenant's share: the listener.Limiter it uses.
-type fairBinding struct {
-	t      *fairShare
+// Binding is one binding's view of its tenant's share: the listener.Limiter it uses.
+type Binding struct {
+	t      *Share
 	name   string
 	weight int          // guarded by t.s.mu
 	held   atomic.Int64 // calls in flight, for status
 
 	// Guarded by t.s.mu.
 	inUse   int
-	waiters []*fairWaiter // FIFO
+	waiters []*waiter // FIFO
 }
 
-type fairWaiter struct {
+type waiter struct {
 	seq     uint64
 	ready   chan struct{} // closed when granted
 	granted bool
 }
 
-func newFairScheduler(total int) *fairScheduler { return &fairScheduler{total: total} }
+// New returns a scheduler of total slots shared by the tenants added; 0 means no budget
+// (tenant caps only).
+func New(total int) *Scheduler { return &Scheduler{total: total} }
 
-// newShare returns a share that is not registered yet: a config reload builds a tenant's
+// NewShare returns a share that is not registered yet: a config reload builds a tenant's
 // share with its bindings and registers it only once nothing can fail any more. Its calls
-// must not Acquire before add (they would never be dispatched a slot).
-func (s *fairScheduler) newShare(name string, weight, maxConcurrency int) *fairShare {
-	t := &fairShare{s: s, name: name, weight: max(weight, 1), cap: maxConcurrency}
-	t.def = &fairBinding{t: t, weight: 1}
-	t.bindings = []*fairBinding{t.def}
+// must not Acquire before Add (they would never be dispatched a slot).
+func (s *Scheduler) NewShare(name string, weight, maxConcurrency int) *Share {
+	t := &Share{s: s, name: name, weight: max(weight, 1), cap: maxConcurrency}
+	t.def = &Binding{t: t, weight: 1}
+	t.bindings = []*Binding{t.def}
 	return t
 }
 
-// binding registers a binding of t with weight (< 1 counts as 1): its calls share t's
+// Binding registers a binding of t with weight (< 1 counts as 1): its calls share t's
 // slots with t's other bindings by weight.
-func (t *fairShare) binding(name string, weight int) *fairBinding {
+func (t *Share) Binding(name string, weight int) *Binding {
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
-	b := &fairBinding{t: t, name: name, weight: max(weight, 1)}
+	b := &Binding{t: t, name: name, weight: max(weight, 1)}
 	t.bindings = append(t.bindings, b)
 	return b
 }
 
-// drop unregisters b (a binding removed or rebuilt) once its listener has stopped. Calls
+// Drop unregisters b (a binding removed or rebuilt) once its listener has stopped. Calls
 // still holding one of its slots release them as usual.
-func (b *fairBinding) drop() {
+func (b *Binding) Drop() {
 	s := b.t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b.t.bindings = slices.DeleteFunc(b.t.bindings, func(x *fairBinding) bool { return x == b })
+	b.t.bindings = slices.DeleteFunc(b.t.bindings, func(x *Binding) bool { return x == b })
 }
 
-// add registers t, so free slots are dispatched to its waiters.
-func (s *fairScheduler) add(t *fairShare) {
+// Add registers t, so free slots are dispatched to its waiters.
+func (s *Scheduler) Add(t *Share) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tenants = append(s.tenants, t)
 }
 
-// remove unregisters t (a tenant removed or rebuilt by a config reload) once its bindings
+// Remove unregisters t (a tenant removed or rebuilt by a config reload) once its bindings
 // have stopped. Calls still holding one of its slots release them as usual.
-func (s *fairScheduler) remove(t *fairShare) {
+func (s *Scheduler) Remove(t *Share) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tenants = slices.DeleteFunc(s.tenants, func(x *fairShare) bool { return x == t })
+	s.tenants = slices.DeleteFunc(s.tenants, func(x *Share) bool { return x == t })
 }
 
-// setTotal changes the host-wide budget (a config reload); 0 means no budget. Lowering it
+// SetTotal changes the host-wide budget (a config reload); 0 means no budget. Lowering it
 // below the slots in use lets the running calls finish: new ones wait until there is room.
-func (s *fairScheduler) setTotal(total int) {
+func (s *Scheduler) SetTotal(total int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.total = total
 	s.dispatchLocked()
 }
 
-// budget returns the host-wide budget in force; 0 means none.
-func (s *fairScheduler) budget() int {
+// Budget returns the host-wide budget in force; 0 means none.
+func (s *Scheduler) Budget() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.total
 }
 
-// set changes t's weight and cap in place (a config reload), so the tenant's bindings keep
+// Set changes t's weight and cap in place (a config reload), so the tenant's bindings keep
 // running. Lowering the cap below the calls in flight lets them finish.
-func (t *fairShare) set(weight, maxConcurrency int) {
+func (t *Share) Set(weight, maxConcurrency int) {
 	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -144,12 +154,31 @@ func (t *fairShare) set(weight, maxConcurrency int) {
 	s.dispatchLocked()
 }
 
+// Held returns the slots of the budget granted now.
+func (s *Scheduler) Held() int64 { return s.held.Load() }
+
+// ShareStats is a tenant's share as status shows it.
+type ShareStats struct {
+	Weight, Cap int   // in force (Set)
+	Held        int64 // calls in flight
+	Peak        int64 // highest calls in flight seen
+	Waits       int64 // calls that had to queue for a slot
+}
+
+// Stats returns t's settings in force and its counts.
+func (t *Share) Stats() ShareStats {
+	t.s.mu.Lock()
+	weight, limit := t.weight, t.cap
+	t.s.mu.Unlock()
+	return ShareStats{Weight: weight, Cap: limit, Held: t.held.Load(), Peak: t.peak.Load(), Waits: t.waits.Load()}
+}
+
 // canRunLocked reports whether t may take one more slot now.
-func (s *fairScheduler) canRunLocked(t *fairShare) bool {
+func (s *Scheduler) canRunLocked(t *Share) bool {
 	return (t.cap == 0 || t.inUse < t.cap) && (s.total == 0 || s.inUse < s.total)
 }
 
-func (s *fairScheduler) grantLocked(b *fairBinding) {
+func (s *Scheduler) grantLocked(b *Binding) {
 	t := b.t
 	b.inUse++
 	b.held.Add(1)
@@ -162,9 +191,9 @@ func (s *fairScheduler) grantLocked(b *fairBinding) {
 }
 
 // dispatchLocked hands free slots to waiters, lowest in-flight/weight first.
-func (s *fairScheduler) dispatchLocked() {
+func (s *Scheduler) dispatchLocked() {
 	for s.total == 0 || s.inUse < s.total {
-		var best *fairShare
+		var best *Share
 		for _, t := range s.tenants {
 			if t.nwait == 0 || (t.cap > 0 && t.inUse >= t.cap) {
 				continue
@@ -176,7 +205,7 @@ func (s *fairScheduler) dispatchLocked() {
 		if best == nil {
 			return
 		}
-		var bb *fairBinding
+		var bb *Binding
 		for _, b := range best.bindings {
 			if len(b.waiters) == 0 {
 				continue
@@ -195,7 +224,7 @@ func (s *fairScheduler) dispatchLocked() {
 }
 
 // oldestLocked returns the arrival of t's oldest waiter (t has one).
-func (t *fairShare) oldestLocked() uint64 {
+func (t *Share) oldestLocked() uint64 {
 	oldest := uint64(math.MaxUint64)
 	for _, b := range t.bindings {
 		if len(b.waiters) > 0 {
@@ -216,13 +245,13 @@ func before(aUse, aWeight int, aSeq uint64, bUse, bWeight int, bSeq uint64) bool
 }
 
 // Acquire implements listener.Limiter (for the tenant's own calls, outside its bindings).
-func (t *fairShare) Acquire(ctx context.Context) error { return t.def.Acquire(ctx) }
+func (t *Share) Acquire(ctx context.Context) error { return t.def.Acquire(ctx) }
 
 // Release implements listener.Limiter.
-func (t *fairShare) Release() { t.def.Release() }
+func (t *Share) Release() { t.def.Release() }
 
 // Acquire implements listener.Limiter.
-func (b *fairBinding) Acquire(ctx context.Context) error {
+func (b *Binding) Acquire(ctx context.Context) error {
 	w := b.request()
 	if w == nil {
 		return nil
@@ -232,7 +261,7 @@ func (b *fairBinding) Acquire(ctx context.Context) error {
 
 // request takes a slot at once if b's tenant may run and has no earlier waiter (it
 // returns nil), or queues a waiter for the next slot dispatched to b.
-func (b *fairBinding) request() *fairWaiter {
+func (b *Binding) request() *waiter {
 	t := b.t
 	s := t.s
 	s.mu.Lock()
@@ -245,13 +274,13 @@ func (b *fairBinding) request() *fairWaiter {
 	}
 	t.waits.Add(1)
 	s.seq++
-	w := &fairWaiter{seq: s.seq, ready: make(chan struct{})}
+	w := &waiter{seq: s.seq, ready: make(chan struct{})}
 	b.waiters = append(b.waiters, w)
 	t.nwait++
 	return w
 }
 
-func (b *fairBinding) wait(ctx context.Context, w *fairWaiter) error {
+func (b *Binding) wait(ctx context.Context, w *waiter) error {
 	t := b.t
 	s := t.s
 	select {
@@ -277,13 +306,13 @@ func (b *fairBinding) wait(ctx context.Context, w *fairWaiter) error {
 }
 
 // Release implements listener.Limiter.
-func (b *fairBinding) Release() {
+func (b *Binding) Release() {
 	b.t.s.mu.Lock()
 	defer b.t.s.mu.Unlock()
 	b.t.s.releaseLocked(b)
 }
 
-func (s *fairScheduler) releaseLocked(b *fairBinding) {
+func (s *Scheduler) releaseLocked(b *Binding) {
 	t := b.t
 	b.inUse--
 	b.held.Add(-1)
@@ -295,6 +324,6 @@ func (s *fairScheduler) releaseLocked(b *fairBinding) {
 }
 
 var (
-	_ listener.Limiter = (*fairShare)(nil)
-	_ listener.Limiter = (*fairBinding)(nil)
+	_ listener.Limiter = (*Share)(nil)
+	_ listener.Limiter = (*Binding)(nil)
 )

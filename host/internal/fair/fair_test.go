@@ -1,4 +1,4 @@
-package host
+package fair
 
 import (
 	"context"
@@ -7,22 +7,22 @@ import (
 	"time"
 )
 
-// fairSim drives a fairScheduler deterministically: every busy tenant always has more work
+// fairSim drives a Scheduler deterministically: every busy tenant always has more work
 // than it can run (each finished call is followed by a new request), and the oldest call in
 // flight finishes first.
 type fairSim struct {
-	s       *fairScheduler
-	shares  map[string]*fairShare
-	holders []*fairShare // calls in flight, oldest first
-	pending []simWaiter  // queued requests, in arrival order
+	s       *Scheduler
+	shares  map[string]*Share
+	holders []*Share    // calls in flight, oldest first
+	pending []simWaiter // queued requests, in arrival order
 }
 
 type simWaiter struct {
-	t *fairShare
-	w *fairWaiter
+	t *Share
+	w *waiter
 }
 
-func (f *fairSim) request(t *fairShare) {
+func (f *fairSim) request(t *Share) {
 	if w := t.request(); w != nil {
 		f.pending = append(f.pending, simWaiter{t, w})
 		return
@@ -93,7 +93,7 @@ func TestFairSchedulerShares(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fairSim{s: newFairScheduler(tc.total), shares: map[string]*fairShare{}}
+			f := &fairSim{s: New(tc.total), shares: map[string]*Share{}}
 			busy := map[string]bool{}
 			for _, ts := range tc.tenants {
 				f.shares[ts.name] = f.s.tenant(ts.name, ts.weight, ts.cap)
@@ -142,7 +142,7 @@ func (f *fairSim) running() map[string]int64 {
 func TestFairSchedulerNoStarvationAtEqualRatios(t *testing.T) {
 	// Budget 1, three tenants always busy: the slot must rotate, not stick to the tenant
 	// registered first (every tenant is at ratio 0 when the slot frees).
-	f := &fairSim{s: newFairScheduler(1), shares: map[string]*fairShare{}}
+	f := &fairSim{s: New(1), shares: map[string]*Share{}}
 	busy := map[string]bool{"a": true, "b": true, "c": true}
 	for _, n := range []string{"a", "b", "c"} {
 		f.shares[n] = f.s.tenant(n, 1, 0)
@@ -163,7 +163,7 @@ func TestFairSchedulerNoStarvationAtEqualRatios(t *testing.T) {
 }
 
 func TestFairShareAcquireCancelled(t *testing.T) {
-	s := newFairScheduler(1)
+	s := New(1)
 	a, b := s.tenant("a", 1, 0), s.tenant("b", 1, 0)
 	if err := a.Acquire(context.Background()); err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func TestFairShareAcquireCancelled(t *testing.T) {
 }
 
 func TestFairShareBlocksAtCapWithoutHoldingBudget(t *testing.T) {
-	s := newFairScheduler(2)
+	s := New(2)
 	a, b := s.tenant("a", 1, 1), s.tenant("b", 1, 0)
 	if err := a.Acquire(context.Background()); err != nil {
 		t.Fatal(err)
@@ -251,23 +251,23 @@ func TestFairBindingsShareTenantSlots(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newFairScheduler(0)
+			s := New(0)
 			tn := s.tenant("a", 1, tt.cap)
-			byName := map[string]*fairBinding{}
-			var pending []*fairWaiter
-			var owner []*fairBinding // of pending
-			var slow, fast []*fairBinding
+			byName := map[string]*Binding{}
+			var pending []*waiter
+			var owner []*Binding // of pending
+			var slow, fast []*Binding
 			// calls in flight per binding, oldest first, as a simple queue of owners
-			var slowCalls, fastCalls []*fairBinding
-			take := func(b *fairBinding, isSlow bool) {
+			var slowCalls, fastCalls []*Binding
+			take := func(b *Binding, isSlow bool) {
 				if isSlow {
 					slowCalls = append(slowCalls, b)
 				} else {
 					fastCalls = append(fastCalls, b)
 				}
 			}
-			isSlow := map[*fairBinding]bool{}
-			request := func(b *fairBinding) {
+			isSlow := map[*Binding]bool{}
+			request := func(b *Binding) {
 				if w := b.request(); w != nil {
 					pending, owner = append(pending, w), append(owner, b)
 					return
@@ -287,7 +287,7 @@ func TestFairBindingsShareTenantSlots(t *testing.T) {
 				pending, owner = kp, ko
 			}
 			for _, sp := range tt.bindings {
-				b := tn.binding(sp.name, sp.weight)
+				b := tn.Binding(sp.name, sp.weight)
 				byName[sp.name] = b
 				isSlow[b] = sp.slow
 				if sp.slow {
@@ -308,7 +308,7 @@ func TestFairBindingsShareTenantSlots(t *testing.T) {
 					request(b)
 				}
 			}
-			share := func(b *fairBinding) int {
+			share := func(b *Binding) int {
 				total := 0
 				for _, sp := range tt.bindings {
 					total += sp.weight

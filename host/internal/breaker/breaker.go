@@ -1,4 +1,11 @@
-package host
+// Package breaker is a binding's circuit breaker and the gate its handler calls pass: the
+// breaker decides how many messages the binding may lease (listener.LeaseGate), and the
+// Gate (listener.Limiter) holds one of the host's suspect slots for each call while the
+// breaker is not closed, then the tenant's share of the fair scheduler if any.
+//
+// One lock per breaker (breaker.mu); a Gate takes it, then releases it, before it waits on
+// the suspect slots or the tenant's share, so it is never held with another lock.
+package breaker
 
 import (
 	"context"
@@ -20,7 +27,7 @@ import (
 //     success in between) open it.
 //   - open: the binding leases no message for a cool-down (its messages stay in the queue,
 //     their dequeue counts untouched). The first cool-down is the tenant's time limit; each
-//     failed probe doubles it, up to breakerMaxCooldown time limits, so a binding that only
+//     failed probe doubles it, up to MaxCooldown time limits, so a binding that only
 //     spins spends at most about half its time spinning at first and a ninth at worst.
 //   - half-open: after the cool-down the binding leases one message at a time (a probe). A
 //     probe that runs without a trap or timeout closes the breaker; one that fails opens it
@@ -40,8 +47,8 @@ import (
 // at most a time limit plus the cool-down (or the slot's rest) and the poison policy's
 // retry delay.
 const (
-	breakerThreshold   = 3
-	breakerMaxCooldown = 8 // × the tenant's time limit
+	breakerThreshold = 3
+	MaxCooldown      = 8 // × the tenant's time limit
 )
 
 // breakerState is a circuit breaker's state.
@@ -63,9 +70,6 @@ func (s breakerState) String() string {
 	return "closed"
 }
 
-// breakerGauge is the value of wqhost_breaker_state for each state.
-var breakerGauge = map[string]float64{"closed": 0, "open": 1, "half-open": 2}
-
 // breaker is one binding's circuit breaker; its time is passed in, so its rules are tested
 // without a clock.
 type breaker struct {
@@ -84,7 +88,7 @@ type breaker struct {
 
 func newBreaker(timeout time.Duration) *breaker {
 	base := max(timeout, 10*time.Millisecond)
-	return &breaker{base: base, max: breakerMaxCooldown * base, wake: make(chan struct{})}
+	return &breaker{base: base, max: MaxCooldown * base, wake: make(chan struct{})}
 }
 
 // room implements the lease rule (listener.LeaseGate) at now, with held messages leased.
@@ -164,10 +168,10 @@ func (b *breaker) setLocked(s breakerState) {
 // open until the listener asks to lease).
 func (b *breaker) stateNow() breakerState { return breakerState(b.st.Load()) }
 
-func (b *breaker) status() BreakerStatus {
+func (b *breaker) status() Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return BreakerStatus{State: b.state.String(), Trips: b.trips.Load(), CooldownMs: ms(b.cooldown)}
+	return Status{State: b.state.String(), Trips: b.trips.Load(), Cooldown: b.cooldown}
 }
 
 // callFailed reports whether a handler call's error is one the breaker counts: the guest
@@ -176,14 +180,15 @@ func callFailed(err error) bool {
 	return errors.Is(err, wrt.ErrTimeout) || errors.Is(err, wrt.ErrTrap) || errors.Is(err, wrt.ErrMemoryLimit)
 }
 
-// suspectSlots returns the default number of calls of bindings whose breaker is not closed
-// that may run at once host-wide: half the cores Go uses, at least one.
-func suspectSlots() int { return max(runtime.GOMAXPROCS(0)/2, 1) }
+// NewSuspectSlots returns the host's suspect slots, shared by the gates of all its
+// bindings: as many calls of bindings whose breaker is not closed may run at once
+// host-wide as half the cores Go uses, at least one.
+func NewSuspectSlots() chan struct{} { return make(chan struct{}, max(runtime.GOMAXPROCS(0)/2, 1)) }
 
-// bindingGate is the listener.Limiter of one binding: its circuit breaker (which gates
+// Gate is the listener.Limiter of one binding: its circuit breaker (which gates
 // leasing), the host's suspect slots for its calls while the breaker is not closed, and
 // the tenant's share of the fair scheduler (nil when the tenant has none).
-type bindingGate struct {
+type Gate struct {
 	br      *breaker
 	tenant  listener.Limiter // may be nil
 	suspect chan struct{}    // the host's suspect slots
@@ -193,8 +198,34 @@ type bindingGate struct {
 	now     func() time.Time
 }
 
+// NewGate returns the gate of a binding whose tenant has the time limit timeout: its own
+// breaker, the host's suspect slots (NewSuspectSlots), and tenant, the tenant's share of
+// the fair scheduler, or nil when it has none.
+func NewGate(timeout time.Duration, suspect chan struct{}, tenant listener.Limiter) *Gate {
+	return &Gate{br: newBreaker(timeout), suspect: suspect, tenant: tenant, now: time.Now}
+}
+
+// Status is a gate's state, for status and metrics.
+type Status struct {
+	State    string        // closed, open or half-open
+	Trips    uint64        // times the breaker opened
+	Cooldown time.Duration // the current (last) cool-down
+	Running  int64         // calls holding a slot of the gate
+}
+
+// Status returns the gate's state now.
+func (g *Gate) Status() Status {
+	st := g.br.status()
+	st.Running = g.running.Load()
+	return st
+}
+
+// Reset closes the breaker and forgets its cool-down: a new module version swapped in is
+// judged on its own calls.
+func (g *Gate) Reset() { g.br.reset() }
+
 // Acquire implements listener.Limiter.
-func (g *bindingGate) Acquire(ctx context.Context) error {
+func (g *Gate) Acquire(ctx context.Context) error {
 	if g.br.stateNow() != breakerClosed {
 		select {
 		case g.suspect <- struct{}{}:
@@ -214,7 +245,7 @@ func (g *bindingGate) Acquire(ctx context.Context) error {
 }
 
 // Release implements listener.Limiter.
-func (g *bindingGate) Release() {
+func (g *Gate) Release() {
 	g.running.Add(-1)
 	if g.tenant != nil {
 		g.tenant.Release()
@@ -224,7 +255,7 @@ func (g *bindingGate) Release() {
 
 // releaseSuspect hands back a suspect slot if this binding's calls hold one: the slots are
 // interchangeable, so counting them is enough.
-func (g *bindingGate) releaseSuspect() {
+func (g *Gate) releaseSuspect() {
 	for {
 		n := g.holding.Load()
 		if n == 0 {
@@ -244,12 +275,12 @@ func (g *bindingGate) releaseSuspect() {
 }
 
 // LeaseRoom implements listener.LeaseGate.
-func (g *bindingGate) LeaseRoom(held int) (int, <-chan struct{}, time.Duration) {
+func (g *Gate) LeaseRoom(held int) (int, <-chan struct{}, time.Duration) {
 	return g.br.room(g.now(), held)
 }
 
-// record notes the outcome of a handler call that ran for d, for the breaker.
-func (g *bindingGate) record(err error, d time.Duration) {
+// Record notes the outcome of a handler call that ran for d, for the breaker.
+func (g *Gate) Record(err error, d time.Duration) {
 	switch {
 	case err == nil:
 		g.br.record(g.now(), false)
@@ -262,6 +293,6 @@ func (g *bindingGate) record(err error, d time.Duration) {
 }
 
 var (
-	_ listener.Limiter   = (*bindingGate)(nil)
-	_ listener.LeaseGate = (*bindingGate)(nil)
+	_ listener.Limiter   = (*Gate)(nil)
+	_ listener.LeaseGate = (*Gate)(nil)
 )
