@@ -250,7 +250,7 @@ func (l *Listener) waitForWork(ctx context.Context) bool {
 		if ok && d <= 0 {
 			return true
 		}
-		woke, timedOut := l.idleWait(ctx, d)
+		woke, timedOut := l.idleWait(ctx, d, nil)
 		timedOut = timedOut && ok
 		if ctx.Err() != nil {
 			return false
@@ -384,13 +384,14 @@ func (l *Listener) refreshDepth(ctx context.Context) {
 }
 
 // idleWait sleeps up to d (d <= 0: until woken) unless woken earlier by Notify, the Waiter
-// backend or, with push, a retry of ours falling due. It reports whether it was woken
-// (rather than timing out), and false for both when ctx ended.
+// backend or, with push, a retry of ours falling due; a receive on grant ends it as a time-out
+// does. It reports whether it was woken (rather than timing out), and false for both when ctx
+// ended.
 //
 // Wake-ups that found nothing (a backend whose Wait fires spuriously, or a competing
 // listener that took the message) must not become a loop: after k of them in a row,
 // wake-ups are ignored for MinIdle·2^(k-1), up to MaxIdle.
-func (l *Listener) idleWait(ctx context.Context, d time.Duration) (woke bool, timedOut bool) {
+func (l *Listener) idleWait(ctx context.Context, d time.Duration, grant <-chan struct{}) (woke bool, timedOut bool) {
 	if k := l.spurious.Load(); k > 0 {
 		quiet := min(l.cfg.MinIdle<<min(k-1, 20), l.cfg.MaxIdle)
 		if d > 0 && quiet >= d {
@@ -444,7 +445,18 @@ func (l *Listener) idleWait(ctx context.Context, d time.Duration) (woke bool, ti
 		return true, false
 	case <-wait.Timeout(d):
 		return false, true
+	case <-grant:
+		return false, true
 	}
+}
+
+// pacedWait waits for the IdlePacer's grant of the next idle receive, or a wake-up as
+// idleWait; it reports whether a wake-up (rather than the grant) ended it.
+func (l *Listener) pacedWait(ctx context.Context) bool {
+	p := l.cfg.IdlePacer
+	defer p.Withdraw()
+	woke, _ := l.idleWait(ctx, 0, p.Enrol())
+	return woke
 }
 
 // errDelay is the pause before the next call after n consecutive backend errors:
