@@ -124,6 +124,9 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		b.gate.tenant = t.limiter.binding(name, 1)
 	}
 	lc.Limiter = b.gate // its circuit breaker (breaker.go)
+	if lc.IdlePacer, err = h.idle.pacer(h.cfg, bc); err != nil {
+		return nil, err
+	}
 	if b.lis, err = listener.New(lc); err != nil {
 		return nil, err
 	}

@@ -58,6 +58,7 @@ type Host struct {
 	log    *slog.Logger
 	engine *runtime.Engine
 	backs  *backends
+	idle   idleBudgets // azure backends' idle polling budgets (idlebudget.go)
 	// tenants is changed by config reloads (under tenantsMu); read it through tenantNamed
 	// and tenantList.
 	tenantsMu sync.RWMutex
@@ -286,6 +287,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		return nil, fmt.Errorf("host: %w", errors.Join(errs...))
 	}
 	h.ready.Store(true)
+	h.logIdleBudgets()
 	h.log.Info("host ready", "tenants", len(h.tenantList()), "bindings", len(h.binds), "data_dir", cfg.DataDir)
 	return h, nil
 }
