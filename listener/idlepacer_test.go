@@ -53,8 +53,8 @@ func (p pacedEnv) receives() int {
 }
 
 // TestIdlePacerSpendsTheBudget: ten idle listeners sharing 60 receives an hour make 60 in
-// a simulated hour between them (alone, each would poll up to every 60s: 600 or more), and
-// every queue is polled within the budget's bound.
+// a simulated hour between them (alone, each would poll up to every 60s: 600 or more),
+// every queue is polled within the budget's bound, and an idle listener keeps no worker.
 func TestIdlePacerSpendsTheBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, perHour = 10, 60
@@ -69,6 +69,11 @@ func TestIdlePacerSpendsTheBudget(t *testing.T) {
 		synctest.Wait()
 		if got := p.receives() - before; got < perHour-1 || got > perHour+1 {
 			t.Errorf("%d idle receives in an hour, want the budget's %d ±1", got, perHour)
+		}
+		for i, l := range p.ls {
+			if w := l.State().ActiveWorkers; w != 0 {
+				t.Errorf("idle listener %d keeps %d workers, want none (Run's goroutine waits for the grant)", i, w)
+			}
 		}
 		bound := p.budget.Bound(n)
 		for i, q := range p.qs {

@@ -223,12 +223,13 @@ func (l *Listener) supervise(ctx context.Context) {
 		case <-l.rescaleCh:
 			l.scaleUp(ctx, 1)
 		case <-l.emptyCh:
-			if !l.waitForWork(ctx) {
+			ok, woken := l.waitForWork(ctx)
+			if !ok {
 				return
 			}
 			l.mu.Lock()
 			if l.active == 0 {
-				l.startLocked(ctx, true, true)
+				l.startLocked(ctx, true, woken)
 			}
 			l.mu.Unlock()
 		}
@@ -236,8 +237,19 @@ func (l *Listener) supervise(ctx context.Context) {
 }
 
 // waitForWork blocks until a wake-up: Notify, the Waiter backend, or the earliest retry this
-// listener scheduled becoming due. It reports false when ctx ended.
-func (l *Listener) waitForWork(ctx context.Context) bool {
+// listener scheduled becoming due; with an IdlePacer, until the pacer's grant or a wake-up.
+// It reports false when ctx ended, and whether the worker to start was woken (rather than
+// granted a receive).
+func (l *Listener) waitForWork(ctx context.Context) (ok, woken bool) {
+	if l.cfg.IdlePacer != nil {
+		woke := l.pacedWait(ctx)
+		return ctx.Err() == nil, woke
+	}
+	return l.waitForWake(ctx), true
+}
+
+// waitForWake is waitForWork without a pacer.
+func (l *Listener) waitForWake(ctx context.Context) bool {
 	for {
 		l.mu.Lock()
 		idle := l.active == 0
@@ -281,7 +293,7 @@ func (l *Listener) startLocked(ctx context.Context, asIfIdle, woken bool) {
 func (l *Listener) exitLocked() {
 	l.active--
 	l.c.activeW.Store(int64(l.active))
-	if l.active == 0 && l.cfg.Push {
+	if l.active == 0 && (l.cfg.Push || l.cfg.IdlePacer != nil) {
 		select {
 		case l.emptyCh <- struct{}{}:
 		default:

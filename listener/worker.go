@@ -163,6 +163,13 @@ func (l *Listener) onEmpty(ctx context.Context, s *workerSlot, idle int) (int, b
 		if l.waiting {
 			return 0, false, l.yieldLocked(ctx, s)
 		}
+		if l.cfg.IdlePacer != nil && l.active == 1 {
+			// The last worker hands its wait to the supervisor, which waits for the grant
+			// in Run's goroutine: an idle paced listener keeps no worker goroutine.
+			s.releaseLocked()
+			l.mu.Unlock()
+			return idle, false, false
+		}
 		// Claim the waiter's role before asking: workers that find the queue empty while
 		// the policy answers yield to this one instead of asking too.
 		l.waiting = true

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,7 +74,8 @@ func (c *stepClock) advance(d time.Duration) {
 // the listeners' own clocks are real, so a back-off timer of theirs would show up as extra
 // calls. The storage transactions counted in that hour must be the budget's within 10%.
 // Then a message put on a random queue must be processed within the budget's bound for
-// 1,000 queues (simulated).
+// 1,000 queues (simulated). An idle listener holds one goroutine, Run's, waiting for its
+// grant.
 //
 //	go test -race -run IdleBudgetAzurite -v ./listener/azure/
 func TestIdleBudgetAzurite(t *testing.T) {
@@ -92,6 +95,7 @@ func TestIdleBudgetAzurite(t *testing.T) {
 	}
 	qs := make([]*azure.Queue, n)
 	ls := make([]*listener.Listener, n)
+	goroutines0 := runtime.NumGoroutine()
 	for i := range n {
 		qs[i] = queue(t, be, fmt.Sprintf("idlebudget-%04d", i))
 		ls[i], _ = run(t, be, qs[i], func(context.Context, *listener.Message) error { return nil },
@@ -124,6 +128,14 @@ func TestIdleBudgetAzurite(t *testing.T) {
 		}
 	}
 	settle("start", 0, 0, 0)
+	// Each listener's Run goroutine waits for its grant: no worker, no timer of its own.
+	// (The other goroutines are the HTTP client's kept-alive connections, two each, opened
+	// by the start's burst of receives, and the budget's one.)
+	if got := listenerGoroutines(); got != n {
+		t.Errorf("%d goroutines in listener code for %d idle listeners, want one each (Run's, waiting for its grant)", got, n)
+	}
+	t.Logf("goroutines: %d in listener code for %d idle listeners; %d in all since they started",
+		listenerGoroutines(), n, runtime.NumGoroutine()-goroutines0)
 	tx0, recv0 := transactions()
 	grant0 := budget.Grants()
 
@@ -158,4 +170,18 @@ func TestIdleBudgetAzurite(t *testing.T) {
 	}
 	t.Logf("message on queue %d (seed %d) processed %s (simulated) after it was sent; bound for %d queues: %s",
 		pick, seed, clk.Now().Sub(sent), n, bound)
+}
+
+// listenerGoroutines counts the goroutines running listener code (a Listener's method on
+// their stack).
+func listenerGoroutines() int {
+	buf := make([]byte, 64<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "wqhost/listener.(*Listener).") {
+			n++
+		}
+	}
+	return n
 }
