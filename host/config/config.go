@@ -235,9 +235,10 @@ type Backend struct {
 	PoisonTTL time.Duration `koanf:"poison_ttl"`
 	// azure: IdleCallsPerHour, when above 0, is the rate of idle receives shared by all the
 	// backend's bindings without push (listener/pollbudget): least recently polled queues
-	// and recently active ones first, each queue at least every 2·n/IdleCallsPerHour hours
-	// with n such bindings (logged at start). 0 (default): each binding polls on its own
-	// back-off, up to backoff.max apart (60 calls an hour at the 60s default).
+	// and recently active ones first, each idle queue at least every
+	// 0.1s + 2·n·3600s/IdleCallsPerHour with n such bindings (logged at start). 0 (default):
+	// each binding polls on its own back-off, up to backoff.max apart (60 calls an hour at
+	// the 60s default).
 	IdleCallsPerHour int `koanf:"idle_calls_per_hour"`
 }
 

@@ -19,8 +19,8 @@
 //     budget. Its grants go to the fair share when no such queue is due.
 //
 // No queue is granted a receive sooner than MinInterval after it enrolled. A grant that finds
-// no eligible queue is not saved up, so the budget is a ceiling: idle listeners fewer than
-// Interval ÷ MinInterval spend less than it.
+// no eligible queue is not saved up, so the budget is a ceiling: fewer idle queues than
+// MinInterval ÷ Interval cannot spend it all.
 package pollbudget
 
 import (
