@@ -133,6 +133,9 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 	}
 	b.gate = breaker.NewGate(t.conf().Limits.Timeout, h.suspect, share)
 	lc.Limiter = b.gate // its circuit breaker (host/internal/breaker)
+	if lc.IdlePacer, err = h.idle.pacer(h.cfg, bc); err != nil {
+		return nil, err
+	}
 	if b.lis, err = listener.New(lc); err != nil {
 		return nil, err
 	}

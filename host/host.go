@@ -58,6 +58,7 @@ type Host struct {
 	log     *slog.Logger
 	engine  *runtime.Engine
 	backs   *backends.Set // the backends, each opened once (host/internal/backends)
+	idle    idleBudgets   // azure backends' idle polling budgets (idlebudget.go)
 	metrics *metrics
 	started time.Time
 	// sched holds the share of every tenant with a limiter; its total is the host-wide
@@ -293,6 +294,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		return nil, fmt.Errorf("host: %w", errors.Join(errs...))
 	}
 	h.ready.Store(true)
+	h.logIdleBudgets()
 	h.log.Info("host ready", "tenants", len(h.tenantList()), "bindings", len(h.binds), "data_dir", cfg.DataDir)
 	return h, nil
 }

@@ -82,6 +82,15 @@ type Config struct {
 	Batch BatchConfig
 	// Limiter gates handler calls. Optional.
 	Limiter Limiter
+	// IdlePacer, when set, paces the idle receives of a listener without Push from a budget
+	// shared with other listeners (listener/pollbudget): the waiting worker's next receive
+	// waits for the pacer's grant, or a wake-up, instead of the Backoff's delay (the Backoff
+	// still decides when surplus workers stop). Receives that find messages, and the pause
+	// after a failed receive, are not paced. The last worker stops when the queue is empty
+	// and Run's goroutine waits for the grant, then starts one: an idle paced listener keeps
+	// no worker (MinWorkers applies while it has work; above 1, the others park as without
+	// a pacer). Optional; not allowed with Push, whose idle receives are PushFallbackPoll's.
+	IdlePacer IdlePacer
 	// Logger receives the listener's logs; default slog.Default().
 	Logger *slog.Logger
 }
@@ -224,6 +233,9 @@ func (c *Config) withDefaults() (Config, error) {
 		cfg.PushFallbackPoll = DefaultPushFallbackPoll
 	case cfg.PushFallbackPoll < 0:
 		cfg.PushFallbackPoll = 0 // off
+	}
+	if cfg.IdlePacer != nil && cfg.Push {
+		return bad("IdlePacer", "set with Push: a push listener's only idle receives are PushFallbackPoll's")
 	}
 	if cfg.MinIdle > cfg.MaxIdle {
 		return bad("MinIdle", "%s exceeds MaxIdle %s", cfg.MinIdle, cfg.MaxIdle)

@@ -28,6 +28,7 @@ func TestConfigValidation(t *testing.T) {
 		{"idle bounds inverted", func(c *listener.Config) { c.MinIdle, c.MaxIdle = time.Minute, time.Second }, "MinIdle: 1m0s exceeds MaxIdle 1s"},
 		{"negative grace", func(c *listener.Config) { c.ShutdownGrace = -time.Second }, "ShutdownGrace: -1s is negative"},
 		{"tiny lease", func(c *listener.Config) { c.VisibilityTimeout = time.Millisecond }, "VisibilityTimeout: 1ms is below 1s"},
+		{"pacer with push", func(c *listener.Config) { c.Push, c.IdlePacer = true, stubPacer{} }, "IdlePacer: set with Push"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := baseConfig(e.q, e.dl)
@@ -57,3 +58,10 @@ func TestConfigValidation(t *testing.T) {
 		}
 	})
 }
+
+// stubPacer never grants.
+type stubPacer struct{}
+
+func (stubPacer) Enrol() <-chan struct{} { return nil }
+func (stubPacer) Withdraw()              {}
+func (stubPacer) Found()                 {}

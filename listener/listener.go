@@ -223,12 +223,13 @@ func (l *Listener) supervise(ctx context.Context) {
 		case <-l.rescaleCh:
 			l.scaleUp(ctx, 1)
 		case <-l.emptyCh:
-			if !l.waitForWork(ctx) {
+			ok, woken := l.waitForWork(ctx)
+			if !ok {
 				return
 			}
 			l.mu.Lock()
 			if l.active == 0 {
-				l.startLocked(ctx, true, true)
+				l.startLocked(ctx, true, woken)
 			}
 			l.mu.Unlock()
 		}
@@ -236,8 +237,19 @@ func (l *Listener) supervise(ctx context.Context) {
 }
 
 // waitForWork blocks until a wake-up: Notify, the Waiter backend, or the earliest retry this
-// listener scheduled becoming due. It reports false when ctx ended.
-func (l *Listener) waitForWork(ctx context.Context) bool {
+// listener scheduled becoming due; with an IdlePacer, until the pacer's grant or a wake-up.
+// It reports false when ctx ended, and whether the worker to start was woken (rather than
+// granted a receive).
+func (l *Listener) waitForWork(ctx context.Context) (ok, woken bool) {
+	if l.cfg.IdlePacer != nil {
+		woke := l.pacedWait(ctx)
+		return ctx.Err() == nil, woke
+	}
+	return l.waitForWake(ctx), true
+}
+
+// waitForWake is waitForWork without a pacer.
+func (l *Listener) waitForWake(ctx context.Context) bool {
 	for {
 		l.mu.Lock()
 		idle := l.active == 0
@@ -250,7 +262,7 @@ func (l *Listener) waitForWork(ctx context.Context) bool {
 		if ok && d <= 0 {
 			return true
 		}
-		woke, timedOut := l.idleWait(ctx, d)
+		woke, timedOut := l.idleWait(ctx, d, nil)
 		timedOut = timedOut && ok
 		if ctx.Err() != nil {
 			return false
@@ -281,7 +293,7 @@ func (l *Listener) startLocked(ctx context.Context, asIfIdle, woken bool) {
 func (l *Listener) exitLocked() {
 	l.active--
 	l.c.activeW.Store(int64(l.active))
-	if l.active == 0 && l.cfg.Push {
+	if l.active == 0 && (l.cfg.Push || l.cfg.IdlePacer != nil) {
 		select {
 		case l.emptyCh <- struct{}{}:
 		default:
@@ -384,13 +396,14 @@ func (l *Listener) refreshDepth(ctx context.Context) {
 }
 
 // idleWait sleeps up to d (d <= 0: until woken) unless woken earlier by Notify, the Waiter
-// backend or, with push, a retry of ours falling due. It reports whether it was woken
-// (rather than timing out), and false for both when ctx ended.
+// backend or, with push, a retry of ours falling due; a receive on grant ends it as a time-out
+// does. It reports whether it was woken (rather than timing out), and false for both when ctx
+// ended.
 //
 // Wake-ups that found nothing (a backend whose Wait fires spuriously, or a competing
 // listener that took the message) must not become a loop: after k of them in a row,
 // wake-ups are ignored for MinIdle·2^(k-1), up to MaxIdle.
-func (l *Listener) idleWait(ctx context.Context, d time.Duration) (woke bool, timedOut bool) {
+func (l *Listener) idleWait(ctx context.Context, d time.Duration, grant <-chan struct{}) (woke bool, timedOut bool) {
 	if k := l.spurious.Load(); k > 0 {
 		quiet := min(l.cfg.MinIdle<<min(k-1, 20), l.cfg.MaxIdle)
 		if d > 0 && quiet >= d {
@@ -444,7 +457,18 @@ func (l *Listener) idleWait(ctx context.Context, d time.Duration) (woke bool, ti
 		return true, false
 	case <-wait.Timeout(d):
 		return false, true
+	case <-grant:
+		return false, true
 	}
+}
+
+// pacedWait waits for the IdlePacer's grant of the next idle receive, or a wake-up as
+// idleWait; it reports whether a wake-up (rather than the grant) ended it.
+func (l *Listener) pacedWait(ctx context.Context) bool {
+	p := l.cfg.IdlePacer
+	defer p.Withdraw()
+	woke, _ := l.idleWait(ctx, 0, p.Enrol())
+	return woke
 }
 
 // errDelay is the pause before the next call after n consecutive backend errors:

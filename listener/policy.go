@@ -68,6 +68,21 @@ type Backoff interface {
 	Next(ctx context.Context, s IdleState) (delay time.Duration, stop bool)
 }
 
+// IdlePacer grants a listener's idle receives from a budget it shares with other listeners
+// (Config.IdlePacer; listener/pollbudget implements it). The listener enrols when its queue
+// is empty and waits for the grant in the same select as its wake-ups, so an idle listener
+// holds no timer of its own.
+type IdlePacer interface {
+	// Enrol puts the listener in line for its next idle receive and returns a channel that
+	// receives when that receive may be made.
+	Enrol() <-chan struct{}
+	// Withdraw ends the wait Enrol began, whether the grant came or the listener stopped
+	// waiting for another reason (a wake-up, shutdown).
+	Withdraw()
+	// Found reports that a receive found messages: the pacer favours recently active queues.
+	Found()
+}
+
 // Scaler decides how many dequeue workers a listener should run when work appears.
 type Scaler interface {
 	// Desired returns the wanted number of workers; the listener clamps it to min..max.

@@ -79,6 +79,9 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			continue
 		}
 		woken = false
+		if l.cfg.IdlePacer != nil {
+			l.cfg.IdlePacer.Found()
+		}
 		if l.spurious.Load() != 0 {
 			l.spurious.Store(0)
 		}
@@ -145,10 +148,10 @@ func (l *Listener) canStopLocked() bool {
 
 // onEmpty handles an empty receive. Only one worker waits on an empty queue (seed 000's
 // peek mode): the others stop, or park without calling the queue when MinWorkers keeps
-// them. The waiter sleeps as the back-off policy says, waking early on Notify or a Waiter
-// backend; with Push it does not poll at all, since a wake-up announces any work. It
-// returns the idle count, whether a wake-up ended the wait, and false when the worker is to
-// stop.
+// them. The waiter sleeps as the back-off policy says (with an IdlePacer, until its grant),
+// waking early on Notify or a Waiter backend; with Push it does not poll at all, since a
+// wake-up announces any work. It returns the idle count, whether a wake-up ended the wait,
+// and false when the worker is to stop.
 func (l *Listener) onEmpty(ctx context.Context, s *workerSlot, idle int) (int, bool, bool) {
 	for {
 		idle++
@@ -159,6 +162,13 @@ func (l *Listener) onEmpty(ctx context.Context, s *workerSlot, idle int) (int, b
 		l.mu.Lock()
 		if l.waiting {
 			return 0, false, l.yieldLocked(ctx, s)
+		}
+		if l.cfg.IdlePacer != nil && l.active == 1 {
+			// The last worker hands its wait to the supervisor, which waits for the grant
+			// in Run's goroutine: an idle paced listener keeps no worker goroutine.
+			s.releaseLocked()
+			l.mu.Unlock()
+			return idle, false, false
 		}
 		// Claim the waiter's role before asking: workers that find the queue empty while
 		// the policy answers yield to this one instead of asking too.
@@ -180,7 +190,12 @@ func (l *Listener) onEmpty(ctx context.Context, s *workerSlot, idle int) (int, b
 		if fb, ok := l.fallbackIn(); ok {
 			delay = min(delay, fb) // the safety-net receive is due first
 		}
-		woke, _ := l.idleWait(ctx, delay)
+		var woke bool
+		if l.cfg.IdlePacer != nil {
+			woke = l.pacedWait(ctx)
+		} else {
+			woke, _ = l.idleWait(ctx, delay, nil)
+		}
 
 		l.mu.Lock()
 		l.waiting = false

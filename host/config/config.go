@@ -233,6 +233,13 @@ type Backend struct {
 	CreateQueues bool `koanf:"create_queues"`
 	// azure: PoisonTTL is the time to live of dead letters (0 = never expire).
 	PoisonTTL time.Duration `koanf:"poison_ttl"`
+	// azure: IdleCallsPerHour, when above 0, is the rate of idle receives shared by all the
+	// backend's bindings without push (listener/pollbudget): least recently polled queues
+	// and recently active ones first, each idle queue at least every
+	// 0.1s + 2·n·3600s/IdleCallsPerHour with n such bindings (logged at start). 0 (default):
+	// each binding polls on its own back-off, up to backoff.max apart (60 calls an hour at
+	// the 60s default).
+	IdleCallsPerHour int `koanf:"idle_calls_per_hour"`
 }
 
 // Tenant is the unit of isolation: its own bindings, queue namespace, limits and token.

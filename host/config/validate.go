@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/pollbudget"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -239,9 +240,15 @@ func (c *Config) validateBackend(fail failFunc, path string, b Backend) {
 		if b.PoisonTTL < 0 {
 			fail(path+".poison_ttl", "must not be negative")
 		}
+		if b.IdleCallsPerHour < 0 || b.IdleCallsPerHour > pollbudget.MaxCallsPerHour {
+			fail(path+".idle_calls_per_hour", "%d is outside 0..%d", b.IdleCallsPerHour, pollbudget.MaxCallsPerHour)
+		}
 	case BackendMemory:
 	default:
 		fail(path+".type", "%q is not one of local, azure, memory", b.Type)
+	}
+	if b.IdleCallsPerHour != 0 && (b.Type == BackendLocal || b.Type == BackendMemory) {
+		fail(path+".idle_calls_per_hour", "applies to azure backends only: a %s backend wakes its idle bindings when a message arrives", b.Type)
 	}
 }
 
