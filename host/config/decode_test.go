@@ -58,6 +58,8 @@ func TestDecodeProblems(t *testing.T) {
 			[]string{bp + "http.allow: expected a list, got 3"}},
 		{"numeric names are map keys, not indexes", "tenants:\n  \"1\":\n    bindings:\n      \"2\": {queue: q, module: x, shards: [a, 3]}\n",
 			[]string{"tenants.1.bindings.2.shards[1]: expected a string, got 3"}},
+		{"keys holding brackets", binding("        config: {\"a]b\": [1], \"c[0]\": {d: 1}, \"e]\": ~}\n"),
+			[]string{bp + "config.a]b: expected a string, got a list", bp + "config.c[0]: expected a string, got a mapping", bp + "config.e]: expected a string, got nothing"}},
 		{"a binding that does not decode is still validated", binding("        batch_size: many\n        max_workers: 2000\n"),
 			[]string{bp + `batch_size: expected an integer, got "many"`, bp + "max_workers: 2000 is outside 1..1024"}},
 		{"and still consumes its queue", binding("        batch_size: many\n      again: {queue: orders, module: 'builtin:echo-go'}\n"),
