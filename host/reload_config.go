@@ -148,7 +148,7 @@ func (h *Host) planTenants(ctx context.Context, cur, next *config.Config, curTok
 		case !inCur:
 			p.result = ReloadAdded
 		default:
-			p.changed = changedKeys("", reflect.ValueOf(oc), reflect.ValueOf(nc), map[string]bool{"bindings": true})
+			p.changed = config.Diff(oc, nc, "bindings")
 			if curTok.Tenants[tn] != nextTok.Tenants[tn] && !slices.Contains(p.changed, "token_env") {
 				p.changed = append(p.changed, "token_env") // same variable, another value
 			}
@@ -404,45 +404,7 @@ func (h *Host) forgetSeries(stopped []*binding) {
 // the settings outside the tenants other than max_concurrency and max_bindings.
 func restartOnlyChanges(cur, next *config.Config) []string {
 	// max_bindings only bounds the config a load accepts: the new config passed it.
-	return changedKeys("", reflect.ValueOf(*cur), reflect.ValueOf(*next), map[string]bool{"tenants": true, "max_concurrency": true, "max_bindings": true})
-}
-
-// changedKeys lists the config keys (koanf names, dotted, after prefix) whose values differ
-// between a and b, two values of the same struct type: nested structs are compared field by
-// field, anything else whole. Keys in skip are left out.
-func changedKeys(prefix string, a, b reflect.Value, skip map[string]bool) []string {
-	var out []string
-	t := a.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		tag, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
-		if tag == "-" {
-			continue
-		}
-		key, sub := prefix+tag, prefix+tag+"."
-		switch {
-		case tag == "" && f.Anonymous:
-			key, sub = strings.TrimSuffix(prefix, "."), prefix // squashed into its parent
-		case tag == "":
-			key = prefix + strings.ToLower(f.Name)
-			sub = key + "."
-		}
-		if skip[key] {
-			continue
-		}
-		fa, fb := a.Field(i), b.Field(i)
-		if f.Type.Kind() == reflect.Struct && f.Type.NumField() > 0 && f.Type.Field(0).IsExported() {
-			out = append(out, changedKeys(sub, fa, fb, skip)...)
-			continue
-		}
-		if !reflect.DeepEqual(fa.Interface(), fb.Interface()) {
-			out = append(out, key)
-		}
-	}
-	return out
+	return config.Diff(*cur, *next, "tenants", "max_concurrency", "max_bindings")
 }
 
 // addBinding makes b serve: listed in status and, if Run is running, started.

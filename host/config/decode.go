@@ -1,327 +1,329 @@
 package config
 
 import (
+	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/v2"
 )
 
-// ByteSize is a size in bytes. In the config it is an integer or a string with a unit:
-// "64KiB", "128MiB", "1GiB" (powers of 1024) or "64KB", "128MB", "1GB" (powers of 1000).
-type ByteSize int64
-
-// String formats the size with the largest binary unit that divides it.
-func (b ByteSize) String() string {
-	for _, u := range []struct {
-		s string
-		n int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if b != 0 && int64(b)%u.n == 0 {
-			return strconv.FormatInt(int64(b)/u.n, 10) + u.s
-		}
-	}
-	return strconv.FormatInt(int64(b), 10)
-}
-
-// MarshalText lets status and config dumps show "128MiB".
-func (b ByteSize) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
-
-var byteUnits = []struct {
-	s string
-	n int64
-}{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
-}
-
-// ParseByteSize parses "128MiB", "64KB", "1048576".
-func ParseByteSize(s string) (ByteSize, error) {
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range byteUnits {
-		if strings.HasSuffix(t, u.s) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.s)), u.n
-			break
-		}
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n < 0 || n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("expected a size such as \"64MiB\", got %q", s)
-	}
-	return ByteSize(n * mult), nil
-}
+// tagName is the struct tag naming each field's config key, for decoding and for Diff.
+const tagName = "koanf"
 
 var (
-	durationType = reflect.TypeOf(time.Duration(0))
-	byteSizeType = reflect.TypeOf(ByteSize(0))
+	durationType = reflect.TypeFor[time.Duration]()
+	byteSizeType = reflect.TypeFor[ByteSize]()
 )
 
-// decoder turns the merged koanf map into typed values, one error per bad key.
-type decoder struct {
-	errs   []error
-	failed []string // key paths of errs, so validation can skip what did not decode
-}
+// problem is one key that did not decode.
+type problem struct{ path, msg string }
 
-func (d *decoder) fail(path, format string, args ...any) {
-	d.errs = append(d.errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
-	d.failed = append(d.failed, path)
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
+func (p problem) err() error {
+	if p.path == "" {
+		return errors.New(p.msg)
 	}
-	return path + "." + key
+	return fmt.Errorf("%s: %s", p.path, p.msg)
 }
 
-func describe(raw any) string {
-	switch v := raw.(type) {
-	case string:
-		return strconv.Quote(v)
-	case map[string]any, map[any]any:
-		return "a mapping"
-	case []any:
-		return "a list"
-	case nil:
-		return "nothing"
+// nothing stands for a YAML null below a mapping or a list. mapstructure leaves a nil
+// value alone without calling the hook, so a missing value would silently keep its default;
+// this one reaches the hook, which says where the value is missing.
+type nothing struct{}
+
+// decode unmarshals the merged configuration in k onto the defaults with koanf's
+// unmarshal: mapstructure walks the koanf tags, and the hook (decoding.hook) converts and
+// checks each value on the way. It returns one problem per key that did not decode, in key
+// order.
+func decode(k *koanf.Koanf) (Config, []problem) {
+	cfg := defaultConfig()
+	strict := &decoding{keys: map[reflect.Type]structKeys{}, unknown: map[uintptr]unknownKeys{}}
+	err := strict.unmarshal(k, &cfg)
+	if err == nil && len(strict.unknown) == 0 {
+		return cfg, nil
 	}
-	return fmt.Sprint(raw)
-}
-
-// asMap accepts the map shapes YAML and koanf produce.
-func asMap(raw any) (map[string]any, bool) {
-	switch m := raw.(type) {
-	case map[string]any:
-		return m, true
-	case map[any]any:
-		out := make(map[string]any, len(m))
-		for k, v := range m {
-			out[fmt.Sprint(k)] = v
-		}
-		return out, true
+	strict.collect(err)
+	strict.locateUnknown("", strict.root)
+	slices.SortStableFunc(strict.problems, func(a, b problem) int { return comparePaths(a.path, b.path) })
+	if err != nil {
+		// mapstructure leaves out a map element (a tenant, a binding) with any value that
+		// did not decode, and validation and checks must still see it, so that one report
+		// lists every problem: decode again, each such value keeping its default.
+		cfg = defaultConfig()
+		lenient := &decoding{lenient: true, keys: strict.keys}
+		_ = lenient.unmarshal(k, &cfg) // nothing fails: the hook passes over what does not decode
 	}
-	return nil, false
+	return cfg, strict.problems
 }
 
-// fieldsOf maps koanf keys to struct fields, following ",squash" embeddings.
-func fieldsOf(v reflect.Value) map[string]reflect.Value {
-	out := map[string]reflect.Value{}
-	t := v.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("koanf")
-		if tag == "-" || !f.IsExported() {
-			continue
-		}
-		if strings.HasSuffix(tag, ",squash") {
-			for k, fv := range fieldsOf(v.Field(i)) {
-				out[k] = fv
+// decoding is one unmarshal of a merged configuration.
+type decoding struct {
+	// lenient passes over a value that does not decode (it keeps its default) instead of
+	// failing it.
+	lenient bool
+	// root is the merged map as mapstructure decodes it: the hook's first input.
+	root any
+	// keys caches the keys of each struct type met.
+	keys map[reflect.Type]structKeys
+	// unknown holds the unknown keys of each mapping that had some, by the mapping's
+	// identity: the hook does not know where it is, locateUnknown finds it in root.
+	unknown  map[uintptr]unknownKeys
+	problems []problem
+}
+
+type structKeys struct {
+	set  map[string]bool
+	list string // sorted, for "known keys here"
+}
+
+type unknownKeys struct {
+	keys  []string
+	known string
+}
+
+func (d *decoding) unmarshal(k *koanf.Koanf, cfg *Config) error {
+	return k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{Tag: tagName, DecoderConfig: &mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.DecodeHookFuncValue(d.hook),
+		// Keys are exact: "Batch_Size" is an unknown key, not batch_size.
+		MatchName: func(key, field string) bool { return key == field },
+	}})
+}
+
+// hook converts raw, mapstructure's next input, to what the target to takes, or fails it
+// with a message naming what was expected. It is called for every value, the whole merged
+// map first.
+func (d *decoding) hook(from, to reflect.Value) (any, error) {
+	raw := from.Interface()
+	if d.root == nil {
+		d.root = raw
+	}
+	v, msg := d.convert(raw, to)
+	switch {
+	case msg == "":
+		return v, nil
+	case d.lenient:
+		return nil, nil // mapstructure leaves the target as it is
+	}
+	return nil, errors.New(msg)
+}
+
+func (d *decoding) convert(raw any, to reflect.Value) (any, string) {
+	switch to.Type() {
+	case durationType:
+		if s, ok := raw.(string); ok {
+			if dur, err := time.ParseDuration(strings.TrimSpace(s)); err == nil {
+				return dur, ""
 			}
-			continue
+		} else if n, ok := integer(raw); ok && n == 0 {
+			return time.Duration(0), ""
 		}
-		if tag == "" {
-			continue
+		return nil, expected(`a duration such as "30s" or "100ms"`, raw)
+	case byteSizeType:
+		if s, ok := raw.(string); ok {
+			n, err := ParseByteSize(s)
+			if err != nil {
+				return nil, err.Error()
+			}
+			return n, ""
 		}
-		out[tag] = v.Field(i)
+		if n, ok := integer(raw); ok && n >= 0 {
+			return ByteSize(n), ""
+		}
+		return nil, expected(`a size such as "64MiB"`, raw)
+	}
+	switch to.Kind() {
+	case reflect.Struct:
+		if def, ok := elementDefaults(to.Type()); ok && to.CanSet() {
+			// A fresh map element: keys the file leaves out keep their documented defaults.
+			to.Set(def)
+		}
+		m, ok := raw.(map[string]any)
+		if !ok {
+			return nil, expected("a mapping", raw)
+		}
+		return d.known(m, to.Type()), ""
+	case reflect.Map:
+		switch x := raw.(type) {
+		case nothing:
+			return nil, ""
+		case map[string]any:
+			if to.Type().Elem().Kind() == reflect.String {
+				return stringValues(x), ""
+			}
+			return markNulls(x), ""
+		}
+		return nil, expected("a mapping", raw)
+	case reflect.Slice:
+		switch x := raw.(type) {
+		case nothing:
+			return nil, ""
+		case []any:
+			return markNullItems(x), ""
+		case string:
+			// Environment variables give lists as comma-separated strings.
+			if to.Type().Elem().Kind() == reflect.String {
+				return splitList(x), ""
+			}
+		}
+		return nil, expected("a list", raw)
+	case reflect.String:
+		if s, ok := raw.(string); ok {
+			return s, ""
+		}
+		return nil, expected("a string", raw)
+	case reflect.Bool:
+		switch x := raw.(type) {
+		case bool:
+			return x, ""
+		case string:
+			if b, err := strconv.ParseBool(x); err == nil {
+				return b, ""
+			}
+		}
+		return nil, expected("true or false", raw)
+	case reflect.Int, reflect.Int64:
+		n, ok := integer(raw)
+		if !ok {
+			return nil, expected("an integer", raw)
+		}
+		if to.OverflowInt(n) {
+			return nil, fmt.Sprintf("%d is out of range", n)
+		}
+		return n, ""
+	}
+	return raw, ""
+}
+
+func expected(what string, raw any) string { return "expected " + what + ", got " + describe(raw) }
+
+// elementDefaults returns the documented defaults of a map element type that has them.
+func elementDefaults(t reflect.Type) (reflect.Value, bool) {
+	switch t {
+	case reflect.TypeFor[Tenant]():
+		return reflect.ValueOf(defaultTenant()), true
+	case reflect.TypeFor[Binding]():
+		return reflect.ValueOf(defaultBinding()), true
+	case reflect.TypeFor[Backend]():
+		return reflect.ValueOf(defaultBackend()), true
+	}
+	return reflect.Value{}, false
+}
+
+// known returns the keys of m that struct type t takes, nulls marked, and notes the others
+// as unknown. Unknown keys never reach mapstructure, which would take "-" for the fields
+// tagged "-".
+func (d *decoding) known(m map[string]any, t reflect.Type) map[string]any {
+	keys, ok := d.keys[t]
+	if !ok {
+		list := keysOf(t)
+		keys = structKeys{set: make(map[string]bool, len(list)), list: strings.Join(list, ", ")}
+		for _, k := range list {
+			keys.set[k] = true
+		}
+		d.keys[t] = keys
+	}
+	var unknown []string
+	clean := true
+	for k, v := range m {
+		if !keys.set[k] {
+			unknown = append(unknown, k)
+		}
+		clean = clean && v != nil
+	}
+	if !d.lenient && len(unknown) > 0 {
+		slices.Sort(unknown)
+		d.unknown[reflect.ValueOf(m).Pointer()] = unknownKeys{keys: unknown, known: keys.list}
+	}
+	if clean && len(unknown) == 0 {
+		return m
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if keys.set[k] {
+			out[k] = nullable(v)
+		}
 	}
 	return out
 }
 
-// newElem returns a fresh map element, pre-filled with the documented defaults where the
-// element type has them, so that keys a file leaves out keep their defaults.
-func newElem(t reflect.Type) reflect.Value {
-	v := reflect.New(t).Elem()
-	switch t {
-	case reflect.TypeOf(Tenant{}):
-		v.Set(reflect.ValueOf(defaultTenant()))
-	case reflect.TypeOf(Binding{}):
-		v.Set(reflect.ValueOf(defaultBinding()))
-	case reflect.TypeOf(Backend{}):
-		v.Set(reflect.ValueOf(defaultBackend()))
+// keysOf returns the keys struct type t takes, as mapstructure matches them: the koanf tags
+// of its fields and of its ",squash" embeddings. Fields tagged "-" are no config keys.
+func keysOf(t reflect.Type) []string {
+	var md mapstructure.Metadata
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{TagName: tagName, Metadata: &md, Result: reflect.New(t).Interface()})
+	if err == nil {
+		err = dec.Decode(map[string]any{}) // an empty mapping leaves every key unset
+	}
+	if err != nil {
+		panic(fmt.Sprintf("config: listing the keys of %s: %v", t, err)) // t is one of the config's structs
+	}
+	keys := slices.DeleteFunc(md.Unset, func(k string) bool { return k == "-" })
+	slices.Sort(keys)
+	return keys
+}
+
+func nullable(v any) any {
+	if v == nil {
+		return nothing{}
 	}
 	return v
 }
 
-func (d *decoder) decode(path string, raw any, v reflect.Value) {
-	switch v.Type() {
-	case durationType:
-		d.duration(path, raw, v)
-		return
-	case byteSizeType:
-		switch x := raw.(type) {
-		case string:
-			n, err := ParseByteSize(x)
-			if err != nil {
-				d.fail(path, "%v", err)
-				return
+// markNulls returns m with its nulls marked (see nothing).
+func markNulls(m map[string]any) map[string]any {
+	for _, v := range m {
+		if v == nil {
+			out := make(map[string]any, len(m))
+			for k, v := range m {
+				out[k] = nullable(v)
 			}
-			v.SetInt(int64(n))
-		default:
-			n, ok := integer(raw)
-			if !ok || n < 0 {
-				d.fail(path, "expected a size such as \"64MiB\", got %s", describe(raw))
-				return
-			}
-			v.SetInt(n)
+			return out
 		}
-		return
 	}
-	switch v.Kind() {
-	case reflect.Struct:
-		m, ok := asMap(raw)
-		if !ok {
-			d.fail(path, "expected a mapping, got %s", describe(raw))
-			return
-		}
-		fields := fieldsOf(v)
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			f, ok := fields[k]
-			if !ok {
-				known := make([]string, 0, len(fields))
-				for name := range fields {
-					known = append(known, name)
-				}
-				sort.Strings(known)
-				d.fail(join(path, k), "unknown key (known keys here: %s)", strings.Join(known, ", "))
-				continue
-			}
-			d.decode(join(path, k), m[k], f)
-		}
-	case reflect.Map:
-		if raw == nil {
-			return
-		}
-		m, ok := asMap(raw)
-		if !ok {
-			d.fail(path, "expected a mapping, got %s", describe(raw))
-			return
-		}
-		if v.IsNil() {
-			v.Set(reflect.MakeMap(v.Type()))
-		}
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			e := newElem(v.Type().Elem())
-			if old := v.MapIndex(reflect.ValueOf(k)); old.IsValid() {
-				e.Set(old)
-			}
-			if v.Type().Elem().Kind() == reflect.String {
-				// Free-form string maps (guest config, plugin env) take any scalar.
-				s, ok := scalarString(m[k])
-				if !ok {
-					d.fail(join(path, k), "expected a string, got %s", describe(m[k]))
-					continue
-				}
-				e.SetString(s)
-			} else {
-				d.decode(join(path, k), m[k], e)
-			}
-			v.SetMapIndex(reflect.ValueOf(k), e)
-		}
-	case reflect.Slice:
-		var items []any
-		switch x := raw.(type) {
-		case nil:
-			v.Set(reflect.Zero(v.Type()))
-			return
-		case []any:
-			items = x
-		case string:
-			// Environment variables give lists as comma-separated strings.
-			if v.Type().Elem().Kind() != reflect.String {
-				d.fail(path, "expected a list, got %s", describe(raw))
-				return
-			}
-			for _, s := range strings.Split(x, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					items = append(items, s)
-				}
-			}
-		default:
-			d.fail(path, "expected a list, got %s", describe(raw))
-			return
-		}
-		out := reflect.MakeSlice(v.Type(), len(items), len(items))
-		for i, it := range items {
-			d.decode(fmt.Sprintf("%s[%d]", path, i), it, out.Index(i))
-		}
-		v.Set(out)
-	case reflect.String:
-		s, ok := raw.(string)
-		if !ok {
-			d.fail(path, "expected a string, got %s", describe(raw))
-			return
-		}
-		v.SetString(s)
-	case reflect.Bool:
-		switch x := raw.(type) {
-		case bool:
-			v.SetBool(x)
-		case string:
-			b, err := strconv.ParseBool(x)
-			if err != nil {
-				d.fail(path, "expected true or false, got %s", describe(raw))
-				return
-			}
-			v.SetBool(b)
-		default:
-			d.fail(path, "expected true or false, got %s", describe(raw))
-		}
-	case reflect.Int, reflect.Int64:
-		n, ok := integer(raw)
-		if !ok {
-			d.fail(path, "expected an integer, got %s", describe(raw))
-			return
-		}
-		if v.OverflowInt(n) {
-			d.fail(path, "%d is out of range", n)
-			return
-		}
-		v.SetInt(n)
-	case reflect.Float64:
-		switch x := raw.(type) {
-		case float64:
-			v.SetFloat(x)
-		case int:
-			v.SetFloat(float64(x))
-		case int64:
-			v.SetFloat(float64(x))
-		case string:
-			f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
-			if err != nil {
-				d.fail(path, "expected a number, got %s", describe(raw))
-				return
-			}
-			v.SetFloat(f)
-		default:
-			d.fail(path, "expected a number, got %s", describe(raw))
-		}
-	default:
-		d.fail(path, "unsupported config type %s", v.Type())
-	}
+	return m
 }
 
-func (d *decoder) duration(path string, raw any, v reflect.Value) {
-	s, ok := raw.(string)
-	if !ok {
-		if n, isInt := integer(raw); isInt && n == 0 {
-			v.SetInt(0)
-			return
+// markNullItems returns items with their nulls marked (see nothing).
+func markNullItems(items []any) []any {
+	if !slices.Contains(items, nil) {
+		return items
+	}
+	out := make([]any, len(items))
+	for i, v := range items {
+		out[i] = nullable(v)
+	}
+	return out
+}
+
+// stringValues gives a free-form string map (guest config, plugin env) its scalars as
+// they are written; anything else is left for the hook to refuse.
+func stringValues(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		switch x := v.(type) {
+		case bool, int, int64, uint64, float64:
+			out[k] = fmt.Sprint(x)
+		default:
+			out[k] = nullable(v)
 		}
-		d.fail(path, "expected a duration such as \"30s\" or \"100ms\", got %s", describe(raw))
-		return
 	}
-	dur, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		d.fail(path, "expected a duration such as \"30s\" or \"100ms\", got %s", describe(raw))
-		return
+	return out
+}
+
+func splitList(s string) []any {
+	var items []any
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
 	}
-	v.SetInt(int64(dur))
+	return items
 }
 
 func integer(raw any) (int64, bool) {
@@ -347,12 +349,16 @@ func integer(raw any) (int64, bool) {
 	return 0, false
 }
 
-func scalarString(raw any) (string, bool) {
-	switch x := raw.(type) {
+func describe(raw any) string {
+	switch v := raw.(type) {
 	case string:
-		return x, true
-	case bool, int, int64, uint64, float64:
-		return fmt.Sprint(x), true
+		return strconv.Quote(v)
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case nothing, nil:
+		return "nothing"
 	}
-	return "", false
+	return fmt.Sprint(raw)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -82,7 +83,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	envp := env.Provider(".", env.Opt{
 		Prefix:        EnvPrefix,
 		EnvironFunc:   func() []string { return environ },
-		TransformFunc: envKey,
+		TransformFunc: envKey(keysOf(reflect.TypeFor[Config]())),
 	})
 	if err := k.Load(envp, nil); err != nil {
 		return nil, fmt.Errorf("config: environment: %w", err)
@@ -99,7 +100,7 @@ func Load(opts LoadOptions) (*Config, error) {
 			return nil, fmt.Errorf("config: flags: %w", err)
 		}
 	}
-	cfg, err := build(k.Raw(), opts.BaseDir, opts.Checks)
+	cfg, err := build(k, opts.BaseDir, opts.Checks)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +115,7 @@ func Parse(data []byte, baseDir string, checks ...Check) (*Config, error) {
 	if err := loadYAML(k, data); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return build(k.Raw(), baseDir, checks)
+	return build(k, baseDir, checks)
 }
 
 // Error is an invalid configuration: one problem per bad key, each naming its key path.
@@ -187,41 +188,34 @@ func nameOf(file string) string {
 	return file
 }
 
-// envKey maps WQHOST_TENANTS__ACME__BATCH_SIZE to tenants.acme.batch_size. A variable whose
-// first part names no top-level key (WQHOST_ADMIN_TOKEN, a secret a *_env key points at) is
-// not an override and is ignored; below a known top-level key, every part is checked.
-func envKey(k, v string) (string, any) {
-	k = strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(k, EnvPrefix)), "__", ".")
-	top, _, _ := strings.Cut(k, ".")
-	if _, ok := topLevelKeys[top]; !ok {
-		return "", nil
+// envKey returns the transform of environment variables to config keys: it maps
+// WQHOST_TENANTS__ACME__BATCH_SIZE to tenants.acme.batch_size. A variable whose first part
+// is none of the top-level keys (WQHOST_ADMIN_TOKEN, a secret a *_env key points at) is not
+// an override and is ignored; below a known top-level key, every part is checked.
+func envKey(topLevel []string) func(k, v string) (string, any) {
+	return func(k, v string) (string, any) {
+		k = strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(k, EnvPrefix)), "__", ".")
+		top, _, _ := strings.Cut(k, ".")
+		if !slices.Contains(topLevel, top) {
+			return "", nil
+		}
+		return k, v
 	}
-	return k, v
 }
 
-var topLevelKeys = func() map[string]bool {
-	keys := map[string]bool{}
-	for k := range fieldsOf(reflect.ValueOf(&Config{}).Elem()) {
-		keys[k] = true
-	}
-	return keys
-}()
-
-func build(raw map[string]any, base string, checks []Check) (*Config, error) {
-	cfg := defaultConfig()
-	d := &decoder{}
-	d.decode("", raw, reflect.ValueOf(&cfg).Elem())
+func build(k *koanf.Koanf, base string, checks []Check) (*Config, error) {
+	cfg, failed := decode(k)
 	// Validation runs even when some keys did not decode (they keep their defaults), so one
 	// report lists every problem; its findings on or around a key that did not decode are
 	// left out, being the decoding problem seen again.
 	cfg.BaseDir = base
-	problems := d.errs
+	problems := problemsErr(failed)
 	found := cfg.validate()
 	for _, check := range checks {
 		found = append(found, check(&cfg)...)
 	}
 	for _, err := range found {
-		if !nearFailed(err.Error(), d.failed) {
+		if !nearFailed(err.Error(), failed) {
 			problems = append(problems, err)
 		}
 	}
@@ -233,10 +227,10 @@ func build(raw map[string]any, base string, checks []Check) (*Config, error) {
 
 // nearFailed reports whether a problem's key path (its text before ": ") is a key that did
 // not decode, inside one, or encloses one.
-func nearFailed(problem string, failed []string) bool {
-	key, _, _ := strings.Cut(problem, ": ")
-	for _, f := range failed {
-		if key == f || strings.HasPrefix(key, f+".") || strings.HasPrefix(f, key+".") || f == "" {
+func nearFailed(text string, failed []problem) bool {
+	key, _, _ := strings.Cut(text, ": ")
+	for _, p := range failed {
+		if f := p.path; key == f || strings.HasPrefix(key, f+".") || strings.HasPrefix(f, key+".") || f == "" {
 			return true
 		}
 	}
