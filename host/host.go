@@ -27,6 +27,7 @@ import (
 
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/host/internal/backends"
 	"github.com/wqhost/wqhost/host/internal/breaker"
 	"github.com/wqhost/wqhost/host/internal/fair"
@@ -217,6 +218,11 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	}
 	if logger == nil {
 		logger = slog.Default()
+	}
+	// A config from config.Parse without checks (a library user's) gets the module and
+	// plugin file checks here, each problem naming its key, as source.LoadConfig's does.
+	if errs := source.Check(cfg); len(errs) > 0 {
+		return nil, fmt.Errorf("host: %w", &config.Error{Problems: errs})
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("host: data_dir %s: %w", cfg.DataDir, err)

@@ -262,3 +262,23 @@ func TestStatusPaging(t *testing.T) {
 		get(t, srv.URL+"/v1/status"+tc.query, "", tc.code)
 	}
 }
+
+// TestNewChecksModuleFiles: a config a library user built with config.Parse (no file
+// checks) and whose modules are missing is refused by New with every missing one named by
+// its key, before anything is built, as the command line's loader reports them.
+func TestNewChecksModuleFiles(t *testing.T) {
+	dir := t.TempDir()
+	cfg := hostConfig(t, "", fmt.Sprintf("  acme:\n    bindings:\n      a: {queue: qa, module: %q}\n      b: {queue: qb, module: %q}\n",
+		filepath.Join(dir, "gone-a.wasm"), filepath.Join(dir, "gone-b.wasm")))
+	h, err := New(context.Background(), cfg, testLogger(t))
+	if err == nil {
+		_ = h.Close(context.Background())
+		t.Fatal("New accepted missing modules")
+	}
+	var ce *config.Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 2 ||
+		!strings.HasPrefix(ce.Problems[0].Error(), "tenants.acme.bindings.a.module: ") ||
+		!strings.HasPrefix(ce.Problems[1].Error(), "tenants.acme.bindings.b.module: ") {
+		t.Fatalf("New: %v; want a config.Error naming both bindings' module keys", err)
+	}
+}
