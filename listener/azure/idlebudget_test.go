@@ -6,67 +6,14 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/clock/clocktest"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure"
 	"github.com/wqhost/wqhost/listener/pollbudget"
 )
-
-// stepClock is a pollbudget.Clock that moves only when the test advances it.
-type stepClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []stepWaiter
-}
-
-type stepWaiter struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.waiters = append(c.waiters, stepWaiter{at: c.now.Add(d), ch: ch})
-	return ch
-}
-
-// sleepers is the number of After channels not yet fired: 1 once the budget's goroutine
-// is asleep until its next grant.
-func (c *stepClock) sleepers() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.waiters)
-}
-
-func (c *stepClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if w.at.After(c.now) {
-			kept = append(kept, w)
-			continue
-		}
-		w.ch <- c.now
-	}
-	c.waiters = kept
-}
 
 // TestIdleBudgetAzurite: 1,000 idle listeners on Azurite share idle_calls_per_hour 3600.
 // The budget's clock is stepped through a simulated hour, one grant interval (1s) at a time,
@@ -88,7 +35,7 @@ func TestIdleBudgetAzurite(t *testing.T) {
 	)
 	srv := server(t)
 	be := open(t, srv, azure.EncodingBase64)
-	clk := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	clk := clocktest.New(time.Unix(1_700_000_000, 0))
 	budget, err := pollbudget.New(pollbudget.Options{CallsPerHour: perHour, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -117,12 +64,12 @@ func TestIdleBudgetAzurite(t *testing.T) {
 		for {
 			_, r := transactions()
 			g := budget.Grants()
-			if budget.Waiting() == n && clk.sleepers() == 1 && g >= grants && r-recv0 >= g-grant0 {
+			if budget.Waiting() == n && clk.Waiters() == 1 && g >= grants && r-recv0 >= g-grant0 {
 				return
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: after a minute %d of %d listeners wait, %d grants (want %d), %d receives for %d grants, budget asleep: %v",
-					what, budget.Waiting(), n, g, grants, r-recv0, g-grant0, clk.sleepers() == 1)
+					what, budget.Waiting(), n, g, grants, r-recv0, g-grant0, clk.Waiters() == 1)
 			}
 			time.Sleep(200 * time.Microsecond)
 		}
@@ -141,7 +88,7 @@ func TestIdleBudgetAzurite(t *testing.T) {
 
 	interval := budget.Interval()
 	for i := range int(time.Hour / interval) {
-		clk.advance(interval)
+		clk.Advance(interval)
 		settle(fmt.Sprintf("step %d", i+1), grant0+uint64(i)+1, grant0, recv0)
 	}
 	tx1, recv1 := transactions()
@@ -165,7 +112,7 @@ func TestIdleBudgetAzurite(t *testing.T) {
 		}
 		g := budget.Grants()
 		_, r := transactions()
-		clk.advance(interval)
+		clk.Advance(interval)
 		settle("waiting for the message", g+1, g, r)
 	}
 	t.Logf("message on queue %d (seed %d) processed %s (simulated) after it was sent; bound for %d queues: %s",

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/clock/clocktest"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 )
@@ -17,7 +18,7 @@ import (
 // both insert nothing, so a message is never dead-lettered twice.
 func TestMoveToIsOneTransactionPerLease(t *testing.T) {
 	ctx := context.Background()
-	clk := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	b := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{Now: clk.Now})
 	q, err := b.Queue(ctx, "work")
 	if err != nil {

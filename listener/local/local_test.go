@@ -3,31 +3,14 @@ package local_test
 import (
 	"context"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/clock/clocktest"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/queuetest"
 )
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 func openStore(t testing.TB, path string, opts local.Options) *local.Backend {
 	t.Helper()
@@ -50,7 +33,7 @@ func TestConformance(t *testing.T) {
 	}{{"full", local.SyncFull}, {"normal", local.SyncNormal}} {
 		t.Run(mode.name, func(t *testing.T) {
 			queuetest.Run(t, func(t *testing.T) (listener.Backend, func(time.Duration)) {
-				clk := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+				clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 				b := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{Sync: mode.sync, Now: clk.Now})
 				return b, clk.Advance
 			})
@@ -61,7 +44,7 @@ func TestConformance(t *testing.T) {
 func TestReopenKeepsMessagesAndLeases(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "q.db")
-	clk := &fakeClock{now: time.Unix(1_000_000, 0)}
+	clk := clocktest.New(time.Unix(1_000_000, 0))
 	b, err := local.Open(ctx, path, local.Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)

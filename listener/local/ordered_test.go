@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/clock/clocktest"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/plugins/builtin"
@@ -20,7 +21,7 @@ import (
 // for its retry, the next group once the last message of the lower one is deleted.
 func TestOrderedReceiveGate(t *testing.T) {
 	ctx := context.Background()
-	clk := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	be := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{Sync: local.SyncNormal, Now: clk.Now})
 	q, err := be.Queue(ctx, "work")
 	if err != nil {

@@ -6,32 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/clock/clocktest"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/memory"
 	"github.com/wqhost/wqhost/listener/queuetest"
 )
 
-// fakeClock is a manually advanced clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 func TestConformance(t *testing.T) {
 	queuetest.Run(t, func(t *testing.T) (listener.Backend, func(time.Duration)) {
-		clk := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+		clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 		b := memory.New(memory.Options{Now: clk.Now})
 		t.Cleanup(func() { b.Close() })
 		return b, clk.Advance
@@ -97,7 +80,7 @@ func TestWaitWakesWhenLeaseExpires(t *testing.T) {
 
 func TestWaitInjectedClock(t *testing.T) {
 	ctx := context.Background()
-	clk := &fakeClock{now: time.Unix(1000, 0)}
+	clk := clocktest.New(time.Unix(1000, 0))
 	b := memory.New(memory.Options{Now: clk.Now})
 	q, _ := b.Queue(ctx, "w")
 	if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{Delay: time.Minute}); err != nil {

@@ -30,19 +30,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wqhost/wqhost/internal/clock"
 )
-
-// Clock is a Budget's time source. Tests inject a fake one; nil means the real clock.
-type Clock interface {
-	Now() time.Time
-	// After returns a channel that receives once d has passed (at once for d <= 0).
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // DefaultMinInterval is Options.MinInterval's default: the listener's own shortest idle
 // delay (listener.DefaultMinIdle).
@@ -59,14 +49,15 @@ type Options struct {
 	// MinInterval is the shortest time between a queue's enrolment and its grant; default
 	// DefaultMinInterval.
 	MinInterval time.Duration
-	// Clock is the time source; nil means the real clock.
-	Clock Clock
+	// Clock is the time source; nil means the real clock. A test whose listeners do real
+	// network I/O (so testing/synctest cannot hold them) steps a fake one.
+	Clock clock.Clock
 }
 
 // Budget grants idle receives to the queues that share it. Create it with New; it needs no
 // closing (its goroutine ends when no queue waits).
 type Budget struct {
-	clock   Clock
+	clock   clock.Clock
 	every   time.Duration
 	minGap  time.Duration
 	kick    chan struct{} // buffered 1: the last waiter left, the goroutine may end
@@ -91,7 +82,7 @@ func New(o Options) (*Budget, error) {
 		o.MinInterval = DefaultMinInterval
 	}
 	if o.Clock == nil {
-		o.Clock = realClock{}
+		o.Clock = clock.Real{}
 	}
 	return &Budget{
 		clock: o.Clock, every: time.Hour / time.Duration(o.CallsPerHour), minGap: o.MinInterval,

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/clock"
 	"github.com/wqhost/wqhost/listener"
 )
 
@@ -61,8 +62,9 @@ type Config struct {
 	Limits Limits
 	// Logger receives the supervisor's events and the plugin's stderr (default slog.Default()).
 	Logger *slog.Logger
-	// Clock drives restart back-off and health checks (default the real clock).
-	Clock Clock
+	// Clock drives restart back-off and health checks (default the real clock). Tests of a
+	// real plugin process, which testing/synctest cannot hold, step a fake one.
+	Clock clock.Clock
 }
 
 func (c Config) withDefaults() Config {
@@ -94,7 +96,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	if c.Clock == nil {
-		c.Clock = realClock{}
+		c.Clock = clock.Real{}
 	}
 	return c
 }

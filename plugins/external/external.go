@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/wqhost/wqhost/internal/clock"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/plugins/internal/handshake"
 	policyv1 "github.com/wqhost/wqhost/plugins/proto"
@@ -85,7 +86,7 @@ func (i *instance) retire() {
 type Plugin struct {
 	cfg   Config
 	log   *slog.Logger
-	clock Clock
+	clock clock.Clock
 
 	cur atomic.Pointer[instance]
 

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/clock/clocktest"
 	"github.com/wqhost/wqhost/listener"
 )
 
@@ -51,49 +52,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// fakeClock fires After channels only when the test advances it.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []fakeWaiter
-}
-
-type fakeWaiter struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), ch: ch})
-	return ch
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if !w.at.After(c.now) {
-			w.ch <- c.now
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	c.waiters = kept
 }
 
 // fixed policies stand in for the built-ins, with answers no plugin here gives.
@@ -217,7 +175,7 @@ func TestDecisionsReachCaller(t *testing.T) {
 
 func TestCrashFallsBackAndRestarts(t *testing.T) {
 	ctx := context.Background()
-	clock := newFakeClock()
+	clock := clocktest.New(time.Unix(1_700_000_000, 0))
 	p := start(t, Config{Path: bins.slow, Clock: clock, RestartMin: time.Second, RestartMax: 4 * time.Second})
 	s := listener.State{Queue: "q", MaxWorkers: 100}
 	if got := p.Scaler().Desired(ctx, s); got != 3 {
@@ -282,7 +240,7 @@ func TestSlowAnswerFallsBackWithoutStall(t *testing.T) {
 
 func TestHungPluginRestarted(t *testing.T) {
 	ctx := context.Background()
-	clock := newFakeClock()
+	clock := clocktest.New(time.Unix(1_700_000_000, 0))
 	p := start(t, Config{Path: bins.slow, CallTimeout: 100 * time.Millisecond, MaxTimeouts: 2, Clock: clock})
 	slow := listener.State{Queue: "slow", MaxWorkers: 100}
 	fast := listener.State{Queue: "q", MaxWorkers: 100}
@@ -417,7 +375,7 @@ func TestReloadAndFailed(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "plugin")
 	copyFile(t, bins.slow, bin)
-	clock := newFakeClock()
+	clock := clocktest.New(time.Unix(1_700_000_000, 0))
 	p := start(t, Config{Path: bin, Clock: clock, MaxRestarts: 2, RestartMin: time.Second})
 	first := p.Status().Pid
 

@@ -195,14 +195,13 @@ type Gate struct {
 	holding atomic.Int64     // suspect slots held by this binding's calls
 	rest    atomic.Int64     // how long the next suspect slot released rests (ns): the failed call's duration
 	running atomic.Int64     // calls holding a slot of this gate, for status
-	now     func() time.Time
 }
 
 // NewGate returns the gate of a binding whose tenant has the time limit timeout: its own
 // breaker, the host's suspect slots (NewSuspectSlots), and tenant, the tenant's share of
 // the fair scheduler, or nil when it has none.
 func NewGate(timeout time.Duration, suspect chan struct{}, tenant listener.Limiter) *Gate {
-	return &Gate{br: newBreaker(timeout), suspect: suspect, tenant: tenant, now: time.Now}
+	return &Gate{br: newBreaker(timeout), suspect: suspect, tenant: tenant}
 }
 
 // Status is a gate's state, for status and metrics.
@@ -276,16 +275,16 @@ func (g *Gate) releaseSuspect() {
 
 // LeaseRoom implements listener.LeaseGate.
 func (g *Gate) LeaseRoom(held int) (int, <-chan struct{}, time.Duration) {
-	return g.br.room(g.now(), held)
+	return g.br.room(time.Now(), held)
 }
 
 // Record notes the outcome of a handler call that ran for d, for the breaker.
 func (g *Gate) Record(err error, d time.Duration) {
 	switch {
 	case err == nil:
-		g.br.record(g.now(), false)
+		g.br.record(time.Now(), false)
 	case callFailed(err):
-		g.br.record(g.now(), true)
+		g.br.record(time.Now(), true)
 		if g.holding.Load() > 0 {
 			g.rest.Store(int64(d))
 		}

@@ -129,42 +129,43 @@ func TestBreakerRules(t *testing.T) {
 // the host's suspect slots, shared with every other such binding; a closed one does not
 // touch them.
 func TestBindingGateSuspectSlots(t *testing.T) {
-	suspect := make(chan struct{}, 1)
-	now := time.Unix(1e9, 0)
-	clock := func() time.Time { return now }
-	sick := &Gate{br: newBreaker(time.Second), suspect: suspect, now: clock}
-	other := &Gate{br: newBreaker(time.Second), suspect: suspect, now: clock}
-	healthy := &Gate{br: newBreaker(time.Second), suspect: suspect, now: clock}
-	for _, g := range []*Gate{sick, other} {
-		for range breakerThreshold {
-			g.br.record(now, true)
+	synctest.Test(t, func(t *testing.T) {
+		suspect := make(chan struct{}, 1)
+		now := time.Now() // the bubble's clock stands still until every goroutine in it blocks
+		sick := &Gate{br: newBreaker(time.Second), suspect: suspect}
+		other := &Gate{br: newBreaker(time.Second), suspect: suspect}
+		healthy := &Gate{br: newBreaker(time.Second), suspect: suspect}
+		for _, g := range []*Gate{sick, other} {
+			for range breakerThreshold {
+				g.br.record(now, true)
+			}
 		}
-	}
-	ctx := context.Background()
-	if err := sick.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
-	defer cancel()
-	if err := other.Acquire(short); err == nil {
-		t.Fatal("a second suspect call ran while the only suspect slot was held")
-	}
-	for range 3 {
-		if err := healthy.Acquire(ctx); err != nil {
-			t.Fatalf("a closed binding waited for a suspect slot: %v", err)
+		ctx := context.Background()
+		if err := sick.Acquire(ctx); err != nil {
+			t.Fatal(err)
 		}
-	}
-	sick.Release()
-	if err := other.Acquire(ctx); err != nil {
-		t.Fatalf("the freed suspect slot was not handed on: %v", err)
-	}
-	other.Release()
-	for range 3 {
-		healthy.Release()
-	}
-	if n := len(suspect); n != 0 {
-		t.Errorf("%d suspect slots still held after every call released", n)
-	}
+		short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+		defer cancel()
+		if err := other.Acquire(short); err == nil {
+			t.Fatal("a second suspect call ran while the only suspect slot was held")
+		}
+		for range 3 {
+			if err := healthy.Acquire(ctx); err != nil {
+				t.Fatalf("a closed binding waited for a suspect slot: %v", err)
+			}
+		}
+		sick.Release()
+		if err := other.Acquire(ctx); err != nil {
+			t.Fatalf("the freed suspect slot was not handed on: %v", err)
+		}
+		other.Release()
+		for range 3 {
+			healthy.Release()
+		}
+		if n := len(suspect); n != 0 {
+			t.Errorf("%d suspect slots still held after every call released", n)
+		}
+	})
 }
 
 // A suspect slot whose call failed after d rests for d before the next suspect call takes
@@ -173,8 +174,8 @@ func TestBindingGateSuspectSlots(t *testing.T) {
 func TestBindingGateSuspectSlotRests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		suspect := make(chan struct{}, 1)
-		sick := &Gate{br: newBreaker(time.Second), suspect: suspect, now: time.Now}
-		healthy := &Gate{br: newBreaker(time.Second), suspect: suspect, now: time.Now}
+		sick := &Gate{br: newBreaker(time.Second), suspect: suspect}
+		healthy := &Gate{br: newBreaker(time.Second), suspect: suspect}
 		for range breakerThreshold {
 			sick.Record(fmt.Errorf("call: %w", wrt.ErrTimeout), time.Second)
 		}
