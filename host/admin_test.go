@@ -6,11 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/wqhost/wqhost/host/config"
 )
 
 func get(t *testing.T, url, token string, want int) string {
@@ -40,35 +37,7 @@ func do(t *testing.T, method, url, token, body string, want int) string {
 }
 
 func TestAdminAuth(t *testing.T) {
-	t.Setenv("TEST_WQ_HOST_TOKEN", "host-secret")
-	t.Setenv("TEST_WQ_ACME_TOKEN", "acme-secret")
-	t.Setenv("TEST_WQ_BETA_TOKEN", "beta-secret")
-	dir := t.TempDir()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-data_dir: %s
-cache_dir: %s
-admin: {addr: "127.0.0.1:0", token_env: TEST_WQ_HOST_TOKEN, max_body_bytes: 1KiB}
-tenants:
-  acme:
-    token_env: TEST_WQ_ACME_TOKEN
-    bindings:
-      a: {queue: in, module: %q}
-  beta:
-    token_env: TEST_WQ_BETA_TOKEN
-    bindings:
-      b: {queue: in, module: %q}
-`, filepath.Join(dir, "data"), cacheDir, abs(t, flakyWasm), abs(t, flakyWasm))), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(context.Background(), cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
-	srv := httptest.NewServer(h.AdminHandler())
-	defer srv.Close()
-	u := srv.URL
+	u := twoTenantAdmin(t, ", max_body_bytes: 1KiB")
 	cases := []struct {
 		name, method, path, token string
 		want                      int

@@ -3,22 +3,13 @@ package host
 import (
 	"fmt"
 	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 )
 
 func TestPluginPolicyRunsAndDiesWithTheHost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a plugin binary")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "latency-scaler")
-	if out, err := exec.Command("go", "build", "-o", bin, "../examples/policies/latency-scaler").CombinedOutput(); err != nil {
-		t.Fatalf("build plugin: %v\n%s", err, out)
-	}
+	bin := buildLatencyScaler(t)
 	h, _ := newHost(t, fmt.Sprintf(`
   default:
     bindings:

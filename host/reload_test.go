@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -413,14 +412,7 @@ func TestHotReloadByAdminAndConfig(t *testing.T) {
 // TestHotReloadPluginBinary: a plugin binary replaced on disk is restarted from the new file
 // (new pid), while messages keep flowing.
 func TestHotReloadPluginBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a plugin binary")
-	}
-	dir0 := t.TempDir()
-	bin := filepath.Join(dir0, "latency-scaler")
-	if out, err := exec.Command("go", "build", "-o", bin, "../examples/policies/latency-scaler").CombinedOutput(); err != nil {
-		t.Fatalf("build plugin: %v\n%s", err, out)
-	}
+	bin := buildLatencyScaler(t)
 	h, _ := reloadHost(t, fmt.Sprintf(`
   default:
     bindings:

@@ -5,13 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/listener"
 )
 
-// Repeats of one original id in a poison queue (on Azure a message can be dead-lettered by
-// a listener whose lease ran out before its delete, and again by the one that got the
-// redelivery) are requeued once; the repeats are only deleted.
-func TestRequeueTreatsRepeatsOfOneOriginalAsOne(t *testing.T) {
+// deadLettersOf makes a host with tenant acme's binding on queue in and puts one dead letter
+// in in-poison for each original message id in origs, in order; the queue it returns is
+// that poison queue.
+func deadLettersOf(t *testing.T, origs ...string) (*config.Config, listener.Queue) {
+	t.Helper()
 	echo := abs(t, "../examples/handlers/echo-rust/echo-rust.wasm")
 	_, cfg := newHost(t, "  acme:\n    bindings:\n      echo: {queue: in, module: \""+echo+"\"}\n")
 	ctx := context.Background()
@@ -19,13 +21,22 @@ func TestRequeueTreatsRepeatsOfOneOriginalAsOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closer.Close()
-	for _, orig := range []string{"7", "7", "8"} {
+	t.Cleanup(func() { closer.Close() })
+	for _, orig := range origs {
 		attrs := map[string]string{listener.AttrOriginalID: orig, listener.AttrReason: "rejected"}
 		if _, err := dead.Send(ctx, []byte("m"+orig), listener.SendOptions{Attributes: attrs}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return cfg, dead
+}
+
+// Repeats of one original id in a poison queue (on Azure a message can be dead-lettered by
+// a listener whose lease ran out before its delete, and again by the one that got the
+// redelivery) are requeued once; the repeats are only deleted.
+func TestRequeueTreatsRepeatsOfOneOriginalAsOne(t *testing.T) {
+	cfg, dead := deadLettersOf(t, "7", "7", "8")
+	ctx := context.Background()
 	n, err := RequeueDeadLetters(ctx, cfg, "acme", "in", 0)
 	if err != nil || n != 3 {
 		t.Fatalf("requeue = %d, %v; want 3 dead letters taken", n, err)
@@ -46,20 +57,8 @@ func TestRequeueTreatsRepeatsOfOneOriginalAsOne(t *testing.T) {
 
 // Listing shows repeats of one original id as one dead letter with its repeat count.
 func TestListTreatsRepeatsOfOneOriginalAsOne(t *testing.T) {
-	echo := abs(t, "../examples/handlers/echo-rust/echo-rust.wasm")
-	_, cfg := newHost(t, "  acme:\n    bindings:\n      echo: {queue: in, module: \""+echo+"\"}\n")
+	cfg, dead := deadLettersOf(t, "7", "7", "7", "8")
 	ctx := context.Background()
-	dead, closer, err := OpenQueue(ctx, cfg, "acme", "in"+listener.PoisonSuffix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closer.Close()
-	for _, orig := range []string{"7", "7", "7", "8"} {
-		attrs := map[string]string{listener.AttrOriginalID: orig, listener.AttrReason: "rejected"}
-		if _, err := dead.Send(ctx, []byte("m"+orig), listener.SendOptions{Attributes: attrs}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	ls, err := ListDeadLetters(ctx, cfg, "acme", "in", 0)
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("list = %d entries, %v; want 2 (original 7 and 8)", len(ls), err)

@@ -3,12 +3,8 @@ package host
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/wqhost/wqhost/host/config"
 )
 
 // TestTenantCrossTenantSendRefused: a guest can emit to its own tenant's queues only. An
@@ -80,36 +76,7 @@ func TestTenantCrossTenantSendRefused(t *testing.T) {
 // own tenant only: status and metrics leave the other tenants out, notifying another
 // tenant's queue and host-wide operations are forbidden; the host token reaches all.
 func TestTenantTokenCannotReadOrNotifyAnotherTenant(t *testing.T) {
-	t.Setenv("TEST_WQ_HOST_TOKEN", "host-secret")
-	t.Setenv("TEST_WQ_ACME_TOKEN", "acme-secret")
-	t.Setenv("TEST_WQ_BETA_TOKEN", "beta-secret")
-	dir := t.TempDir()
-	mod := abs(t, flakyWasm)
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-data_dir: %s
-cache_dir: %s
-admin: {addr: "127.0.0.1:0", token_env: TEST_WQ_HOST_TOKEN}
-tenants:
-  acme:
-    token_env: TEST_WQ_ACME_TOKEN
-    bindings:
-      a: {queue: in, module: %q}
-  beta:
-    token_env: TEST_WQ_BETA_TOKEN
-    bindings:
-      b: {queue: in, module: %q}
-`, filepath.Join(dir, "data"), cacheDir, mod, mod)), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(context.Background(), cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
-	srv := httptest.NewServer(h.AdminHandler())
-	defer srv.Close()
-	u := srv.URL
+	u := twoTenantAdmin(t, "")
 	for _, c := range []struct{ own, other, token string }{
 		{"acme", "beta", "acme-secret"},
 		{"beta", "acme", "beta-secret"},

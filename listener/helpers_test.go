@@ -215,3 +215,34 @@ type fixedBackoff struct {
 func (f fixedBackoff) Next(context.Context, listener.IdleState) (time.Duration, bool) {
 	return f.d, f.stop
 }
+
+// callCount counts a handler's calls per message id.
+type callCount struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+// countCalls returns a Handler that counts each call in the returned callCount, then runs h.
+func countCalls(h func(context.Context, *listener.Message) error) (*callCount, listener.Handler) {
+	c := &callCount{calls: map[string]int{}}
+	return c, listener.HandlerFunc(func(ctx context.Context, m *listener.Message) error {
+		c.mu.Lock()
+		c.calls[m.ID]++
+		c.mu.Unlock()
+		return h(ctx, m)
+	})
+}
+
+// checkOnce fails the test for each message handled more than once, and returns how many
+// messages were handled.
+func (c *callCount) checkOnce(t *testing.T) int {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, n := range c.calls {
+		if n != 1 {
+			t.Errorf("message %s handled %d times, want once", id, n)
+		}
+	}
+	return len(c.calls)
+}

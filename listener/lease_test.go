@@ -224,15 +224,11 @@ func TestRenewalKeepsUpWithSlowStore(t *testing.T) {
 		cfg := baseConfig(q, e.dl)
 		cfg.BatchSize, cfg.Concurrency, cfg.MaxWorkers = 32, 32, 1
 		cfg.Scaler = fixedScaler(1)
-		var mu sync.Mutex
-		handled := map[string]int{}
-		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
-			mu.Lock()
-			handled[m.ID]++
-			mu.Unlock()
+		handled, handler := countCalls(func(_ context.Context, m *listener.Message) error {
 			time.Sleep(3 * time.Minute) // six visibility timeouts
 			return nil
 		})
+		cfg.Handler = handler
 		e.send(t, 32)
 		l := start(t, cfg)
 		waitFor(t, time.Millisecond, time.Minute, "the batch running", func() bool { return l.State().InFlight == 32 })
@@ -244,13 +240,7 @@ func TestRenewalKeepsUpWithSlowStore(t *testing.T) {
 		if s := l.State(); s.LeasesLost != 0 || other.State().Processed != 0 {
 			t.Errorf("%d leases lost, %d messages taken by the other listener; want 0 and 0", s.LeasesLost, other.State().Processed)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		for id, n := range handled {
-			if n != 1 {
-				t.Errorf("message %s handled %d times", id, n)
-			}
-		}
+		handled.checkOnce(t)
 	})
 }
 
@@ -285,15 +275,11 @@ func TestFailedRenewalRetriedWithinLease(t *testing.T) {
 		cfg := baseConfig(q, e.dl)
 		cfg.BatchSize, cfg.MaxWorkers = 4, 1
 		cfg.Scaler = fixedScaler(1)
-		var mu sync.Mutex
-		handled := map[string]int{}
-		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
-			mu.Lock()
-			handled[m.ID]++
-			mu.Unlock()
+		handled, handler := countCalls(func(_ context.Context, m *listener.Message) error {
 			time.Sleep(2 * time.Minute)
 			return nil
 		})
+		cfg.Handler = handler
 		e.send(t, 4)
 		l := start(t, cfg)
 		waitFor(t, time.Millisecond, time.Minute, "the batch running", func() bool { return l.State().InFlight == 4 })
@@ -305,13 +291,7 @@ func TestFailedRenewalRetriedWithinLease(t *testing.T) {
 			t.Errorf("leases lost %d, taken by the other listener %d, renewal errors %d; want 0, 0, > 0",
 				s.LeasesLost, other.State().Processed, s.Errors)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		for id, n := range handled {
-			if n != 1 {
-				t.Errorf("message %s handled %d times", id, n)
-			}
-		}
+		handled.checkOnce(t)
 	})
 }
 

@@ -155,17 +155,13 @@ func TestLeaseRenewalPreventsRedelivery(t *testing.T) {
 		cfg.VisibilityTimeout = 30 * time.Second
 		cfg.BatchSize = 1
 		cfg.Scaler = fixedScaler(4) // idle workers around that would take a lost lease
-		var mu sync.Mutex
-		deliveries := map[string]int{}
-		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
-			mu.Lock()
-			deliveries[m.ID]++
-			mu.Unlock()
+		deliveries, handler := countCalls(func(_ context.Context, m *listener.Message) error {
 			if m.Body[0] == 0 {
 				time.Sleep(5 * time.Minute) // ten visibility timeouts
 			}
 			return nil
 		})
+		cfg.Handler = handler
 		e.send(t, 5)
 		l := start(t, cfg)
 		// A second listener on the same queue polls too: it would get the message the
@@ -176,13 +172,7 @@ func TestLeaseRenewalPreventsRedelivery(t *testing.T) {
 		waitFor(t, time.Second, time.Hour, "all processed", func() bool {
 			return l.State().Processed+other.State().Processed == 5
 		})
-		mu.Lock()
-		defer mu.Unlock()
-		for id, n := range deliveries {
-			if n != 1 {
-				t.Errorf("message %s delivered %d times, want 1", id, n)
-			}
-		}
+		deliveries.checkOnce(t)
 		s, o := l.State(), other.State()
 		if u, lost := s.Updates+o.Updates, s.LeasesLost+o.LeasesLost; u < 9 || lost != 0 {
 			t.Errorf("%d visibility updates, %d leases lost; want >= 9 renewals for 5 minutes at 15s, 0 lost", u, lost)
@@ -284,12 +274,7 @@ func TestAtMostOnce(t *testing.T) {
 		e := newMem(t)
 		cfg := baseConfig(e.q, e.dl)
 		cfg.AtMostOnce = true
-		var mu sync.Mutex
-		runs := map[string]int{}
-		cfg.Handler = listener.HandlerFunc(func(ctx context.Context, m *listener.Message) error {
-			mu.Lock()
-			runs[m.ID]++
-			mu.Unlock()
+		runs, handler := countCalls(func(ctx context.Context, m *listener.Message) error {
 			if d, _ := e.q.Depth(ctx); d != 0 {
 				return fmt.Errorf("message %s still in the queue while handled (depth %d)", m.ID, d)
 			}
@@ -298,6 +283,7 @@ func TestAtMostOnce(t *testing.T) {
 			}
 			return nil
 		})
+		cfg.Handler = handler
 		e.send(t, 10)
 		l := start(t, cfg)
 		time.Sleep(time.Hour)
@@ -306,15 +292,8 @@ func TestAtMostOnce(t *testing.T) {
 		if s.Processed != 5 || s.Poisoned != 5 || s.Retried != 0 {
 			t.Errorf("processed %d, poisoned %d, retried %d; want 5, 5, 0", s.Processed, s.Poisoned, s.Retried)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		for id, n := range runs {
-			if n != 1 {
-				t.Errorf("message %s handled %d times under at-most-once", id, n)
-			}
-		}
-		if len(runs) != 10 {
-			t.Errorf("%d messages handled, want 10", len(runs))
+		if n := runs.checkOnce(t); n != 10 {
+			t.Errorf("%d messages handled, want 10", n)
 		}
 	})
 }

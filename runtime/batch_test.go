@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
-	"github.com/wqhost/wqhost/internal/testcache"
 	"github.com/wqhost/wqhost/internal/wasmtest"
 )
 
@@ -331,11 +329,7 @@ func TestBatchSingleCall(t *testing.T) {
 // batch_* functions see each; a single call is a batch of one; log lines name the batch.
 func TestBatchMessageView(t *testing.T) {
 	var buf syncBuffer
-	e, err := NewEngine(context.Background(), EngineConfig{CacheDir: testcache.Dir(t), Logger: slog.New(slog.NewTextHandler(&buf, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close(context.Background())
+	e := engineLoggingTo(t, &buf)
 	p := batchPool(t, e, PoolConfig{})
 	bo, err := p.CallBatch(context.Background(), batch("probe;log hello;report", "none"))
 	if err != nil {

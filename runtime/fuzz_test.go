@@ -110,15 +110,7 @@ func FuzzHostFunctions(f *testing.F) {
 		},
 	}}
 
-	rt := wazero.NewRuntime(ctx)
-	f.Cleanup(func() { rt.Close(ctx) })
-	if _, err := hostModule(rt).Instantiate(ctx); err != nil {
-		f.Fatal(err)
-	}
-	cm, err := rt.CompileModule(ctx, forwarderModule(fns))
-	if err != nil {
-		f.Fatalf("forwarder module: %v", err)
-	}
+	forward := forwarders(f, fns)
 
 	// Seeds: each function with in-range, edge and wild arguments.
 	for i := range fns {
@@ -135,19 +127,8 @@ func FuzzHostFunctions(f *testing.F) {
 		extra := int(which) / len(fns)
 		idx := int32(extra%4) - 1
 		batchCall := extra/4%2 == 1
-		mod, err := rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName(""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer mod.Close(ctx)
-		// Memory: the seed at 0 (keys the fuzzer can point at), a known pattern elsewhere.
+		mod, pattern := forward(t, seed)
 		mem := mod.Memory()
-		pattern := make([]byte, fuzzMemSize)
-		for i := range pattern {
-			pattern[i] = byte(i * 31)
-		}
-		copy(pattern, seed)
-		mem.Write(0, pattern)
 
 		in := &Input{ID: "msg-1", Queue: "jobs", Body: bytes.Repeat([]byte("body"), 10), DequeueCount: 2, InsertedAt: time.Unix(1700000000, 0)}
 		out := &Output{}
@@ -190,34 +171,9 @@ func FuzzHostFunctions(f *testing.F) {
 		case "set_error":
 			ranges = [][2]uint32{{a, b}}
 		}
-		inside := true
-		for _, r := range ranges {
-			if uint64(r[0])+uint64(r[1]) > fuzzMemSize {
-				inside = false
-			}
-		}
-		if err != nil {
-			var hce *HostCallError
-			var rte goruntime.Error
-			switch {
-			case errors.As(err, &rte):
-				t.Fatalf("%s%v: Go runtime error in a host function: %v", fn.name, args, err)
-			case !errors.As(err, &hce):
-				t.Fatalf("%s%v: error that is not a HostCallError: %v", fn.name, args, err)
-			case inside:
-				t.Fatalf("%s%v: trapped on ranges %v inside guest memory: %v", fn.name, args, ranges, err)
-			}
+		after := checkHostCall(t, fn.name, args, ranges, dst, err, mem, pattern)
+		if after == nil {
 			return
-		}
-		if !inside {
-			t.Fatalf("%s%v: ranges %v outside guest memory accepted", fn.name, args, ranges)
-		}
-		// Nothing outside the destination range may change.
-		after, _ := mem.Read(0, fuzzMemSize)
-		for i := range after {
-			if (uint32(i) < dst[0] || uint64(i) >= uint64(dst[0])+uint64(dst[1])) && after[i] != pattern[i] {
-				t.Fatalf("%s%v: wrote byte %d outside its destination [%d, %d+%d)", fn.name, args, i, dst[0], dst[0], dst[1])
-			}
 		}
 		if len(fn.results) == 0 {
 			return
@@ -306,4 +262,74 @@ func FuzzHostFunctions(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkHostCall holds one fuzzed host function call to the memory rules: with every (ptr,
+// len) range of ranges inside guest memory it must not trap, with one outside it must trap
+// with a HostCallError (never a Go runtime error), and a call that returns leaves every byte
+// of mem outside dst as pattern put it. It returns guest memory after the call, or nil when
+// the call trapped (and has no result to check). Failures name the call as fn(args).
+func checkHostCall(t *testing.T, fn string, args []uint64, ranges [][2]uint32, dst [2]uint32, err error, mem api.Memory, pattern []byte) []byte {
+	t.Helper()
+	inside := true
+	for _, r := range ranges {
+		if uint64(r[0])+uint64(r[1]) > fuzzMemSize {
+			inside = false
+		}
+	}
+	if err != nil {
+		var hce *HostCallError
+		var rte goruntime.Error
+		switch {
+		case errors.As(err, &rte):
+			t.Fatalf("%s%v: Go runtime error in a host function: %v", fn, args, err)
+		case !errors.As(err, &hce):
+			t.Fatalf("%s%v: error that is not a HostCallError: %v", fn, args, err)
+		case inside:
+			t.Fatalf("%s%v: trapped on ranges %v inside guest memory: %v", fn, args, ranges, err)
+		}
+		return nil
+	}
+	if !inside {
+		t.Fatalf("%s%v: ranges %v outside guest memory accepted", fn, args, ranges)
+	}
+	after, _ := mem.Read(0, fuzzMemSize)
+	for i := range after {
+		if (uint32(i) < dst[0] || uint64(i) >= uint64(dst[0])+uint64(dst[1])) && after[i] != pattern[i] {
+			t.Fatalf("%s%v: wrote byte %d outside its destination [%d, %d+%d)", fn, args, i, dst[0], dst[0], dst[1])
+		}
+	}
+	return after
+}
+
+// forwarders compiles the forwarder module of fns in a wazero runtime of its own, beside the
+// wqhost host module, and returns what instantiates it for one fuzz input: a module whose
+// memory is pattern, the seed at 0 (keys the fuzzer can point at) and a known pattern
+// elsewhere, closed when the input's test ends.
+func forwarders(f *testing.F, fns []hostFn) func(t *testing.T, seed []byte) (mod api.Module, pattern []byte) {
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	f.Cleanup(func() { rt.Close(ctx) })
+	if _, err := hostModule(rt).Instantiate(ctx); err != nil {
+		f.Fatal(err)
+	}
+	cm, err := rt.CompileModule(ctx, forwarderModule(fns))
+	if err != nil {
+		f.Fatalf("forwarder module: %v", err)
+	}
+	return func(t *testing.T, seed []byte) (api.Module, []byte) {
+		t.Helper()
+		mod, err := rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mod.Close(ctx) })
+		pattern := make([]byte, fuzzMemSize)
+		for i := range pattern {
+			pattern[i] = byte(i * 31)
+		}
+		copy(pattern, seed)
+		mod.Memory().Write(0, pattern)
+		return mod, pattern
+	}
 }

@@ -32,21 +32,11 @@ func benchOutbound(b *testing.B, mod string) {
 		_, _ = w.Write(payload)
 	}))
 	defer srv.Close()
-	e := testEngine(b)
-	ten, err := e.Tenant("acme", TenantLimits{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	path := fmt.Sprintf("../examples/handlers/%s/%s.wasm", mod, mod)
-	p, err := ten.NewPool(context.Background(), load(b, e, path, ABIWqhostV1), PoolConfig{
+	p := examplePool(b, mod, PoolConfig{
 		Binding: "hooks", MinInstances: 1, MaxInstances: 1,
 		Config: map[string]string{"url": srv.URL + "/hook"},
 		HTTP:   &HTTPPolicy{Allow: rules(b, "http://127.0.0.1:*/hook")},
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close(context.Background())
 	in := &Input{ID: "m-1", Body: []byte(`{"event":"paid"}`)}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	defer client.CloseIdleConnections()

@@ -3,13 +3,9 @@ package runtime
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"log/slog"
-	goruntime "runtime"
 	"testing"
-
-	"github.com/tetratelabs/wazero"
 )
 
 // FuzzHTTPHostFunctions calls each outbound HTTP host function, through wazero, with
@@ -34,15 +30,7 @@ func FuzzHTTPHostFunctions(f *testing.F) {
 		Credentials: map[string]Credential{"c": {Header: "X-Key", Value: "secret", Hosts: []string{"127.0.0.1"}}}}
 	pool := &Pool{t: ten, logger: logger, cfg: PoolConfig{Binding: "b"}, httpc: newOutbound(pol, ten.httpSem)}
 
-	rt := wazero.NewRuntime(ctx)
-	f.Cleanup(func() { rt.Close(ctx) })
-	if _, err := hostModule(rt).Instantiate(ctx); err != nil {
-		f.Fatal(err)
-	}
-	cm, err := rt.CompileModule(ctx, forwarderModule(fns))
-	if err != nil {
-		f.Fatalf("forwarder module: %v", err)
-	}
+	forward := forwarders(f, fns)
 	req := []byte("POSThttp://127.0.0.1:1/x")
 	for i := range fns {
 		f.Add(uint8(i), uint32(0), uint32(4), uint32(4), uint32(20), req)
@@ -52,18 +40,8 @@ func FuzzHTTPHostFunctions(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, a, b, c, d uint32, seed []byte) {
 		fn := fns[int(which)%len(fns)]
-		mod, err := rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName(""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer mod.Close(ctx)
+		mod, pattern := forward(t, seed)
 		mem := mod.Memory()
-		pattern := make([]byte, fuzzMemSize)
-		for i := range pattern {
-			pattern[i] = byte(i * 31)
-		}
-		copy(pattern, seed)
-		mem.Write(0, pattern)
 
 		st := &callState{pool: pool, in: &Input{ID: "m"}, out: &Output{}}
 		defer st.closeHTTP()
@@ -91,33 +69,8 @@ func FuzzHTTPHostFunctions(f *testing.F) {
 			ranges, dst = [][2]uint32{{a, b}}, [2]uint32{a, b}
 		}
 		res, err := mod.ExportedFunction("f_"+fn.name).Call(context.WithValue(ctx, stateKey{}, st), args...)
-		inside := true
-		for _, r := range ranges {
-			if uint64(r[0])+uint64(r[1]) > fuzzMemSize {
-				inside = false
-			}
-		}
-		if err != nil {
-			var hce *HostCallError
-			var rte goruntime.Error
-			switch {
-			case errors.As(err, &rte):
-				t.Fatalf("%s%v: Go runtime error in a host function: %v", fn.name, args, err)
-			case !errors.As(err, &hce):
-				t.Fatalf("%s%v: error that is not a HostCallError: %v", fn.name, args, err)
-			case inside:
-				t.Fatalf("%s%v: trapped on ranges %v inside guest memory: %v", fn.name, args, ranges, err)
-			}
+		if checkHostCall(t, fn.name, args, ranges, dst, err, mem, pattern) == nil {
 			return
-		}
-		if !inside {
-			t.Fatalf("%s%v: ranges %v outside guest memory accepted", fn.name, args, ranges)
-		}
-		after, _ := mem.Read(0, fuzzMemSize)
-		for i := range after {
-			if (uint32(i) < dst[0] || uint64(i) >= uint64(dst[0])+uint64(dst[1])) && after[i] != pattern[i] {
-				t.Fatalf("%s%v: wrote byte %d outside its destination [%d, %d+%d)", fn.name, args, i, dst[0], dst[0], dst[1])
-			}
 		}
 		rc := int32(uint32(res[0]))
 		switch fn.name {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/internal/testcache"
 	"github.com/wqhost/wqhost/netpolicy"
 )
 
@@ -40,11 +38,7 @@ func rules(t testing.TB, ss ...string) netpolicy.Rules {
 func httpPool(t testing.TB, cfg PoolConfig, pol *HTTPPolicy, hosts map[string]string) (*Pool, *syncBuffer) {
 	t.Helper()
 	buf := &syncBuffer{}
-	e, err := NewEngine(context.Background(), EngineConfig{CacheDir: testcache.Dir(t), Logger: slog.New(slog.NewTextHandler(buf, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close(context.Background()) })
+	e := engineLoggingTo(t, buf)
 	ten, err := e.Tenant("acme", TenantLimits{MemoryPages: 1024})
 	if err != nil {
 		t.Fatal(err)

@@ -19,9 +19,15 @@ import (
 
 func testEngine(t testing.TB) *Engine {
 	t.Helper()
+	return engineLoggingTo(t, io.Discard)
+}
+
+// engineLoggingTo is testEngine with its log written to w.
+func engineLoggingTo(t testing.TB, w io.Writer) *Engine {
+	t.Helper()
 	e, err := NewEngine(context.Background(), EngineConfig{
 		CacheDir: testcache.Dir(t),
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:   slog.New(slog.NewTextHandler(w, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -444,11 +450,7 @@ func TestStdio(t *testing.T) {
 
 func TestGuestLogsReachSlog(t *testing.T) {
 	var buf syncBuffer
-	e, err := NewEngine(context.Background(), EngineConfig{CacheDir: testcache.Dir(t), Logger: slog.New(slog.NewTextHandler(&buf, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close(context.Background())
+	e := engineLoggingTo(t, &buf)
 	p := guestPool(t, e, "acme", PoolConfig{Binding: "b"})
 	if _, err := p.Call(context.Background(), &Input{ID: "m-7", Body: []byte("log:careful")}); err != nil {
 		t.Fatal(err)

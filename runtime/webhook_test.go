@@ -41,21 +41,11 @@ func TestWebhookVerdicts(t *testing.T) {
 		{"webhook-delivery-rust", "max_retry_after_ms", "60000"},
 	} {
 		t.Run(mod.name, func(t *testing.T) {
-			e := testEngine(t)
-			ten, err := e.Tenant("acme", TenantLimits{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := fmt.Sprintf("../examples/handlers/%s/%s.wasm", mod.name, mod.name)
-			p, err := ten.NewPool(context.Background(), load(t, e, path, ABIWqhostV1), PoolConfig{
+			p := examplePool(t, mod.name, PoolConfig{
 				Binding: "hooks",
 				Config:  map[string]string{"url": srv.URL + "/in?sig=querysecret", mod.capKey: mod.capVal},
 				HTTP:    &HTTPPolicy{Allow: rules(t, "http://127.0.0.1:*/in")},
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close(context.Background())
 			for _, tt := range []struct {
 				body   string
 				status Status
@@ -104,21 +94,11 @@ func TestWebhookSDKReadsLongValuesAndCapsTheBody(t *testing.T) {
 	defer srv.Close()
 	for _, mod := range []string{"webhook-delivery-go", "webhook-delivery-tinygo", "webhook-delivery-rust"} {
 		t.Run(mod, func(t *testing.T) {
-			e := testEngine(t)
-			ten, err := e.Tenant("acme", TenantLimits{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := fmt.Sprintf("../examples/handlers/%s/%s.wasm", mod, mod)
-			p, err := ten.NewPool(context.Background(), load(t, e, path, ABIWqhostV1), PoolConfig{
+			p := examplePool(t, mod, PoolConfig{
 				Binding: "hooks",
 				Config:  map[string]string{"url": srv.URL + "/in?pad=" + pad},
 				HTTP:    &HTTPPolicy{Allow: rules(t, "http://127.0.0.1:*/in")},
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close(context.Background())
 			out, err := p.Call(context.Background(), &Input{ID: "m-1", Body: []byte("{}")})
 			if err != nil {
 				t.Fatal(err)
@@ -146,20 +126,10 @@ func TestWebhookBadConfigRejectsEveryMessage(t *testing.T) {
 		{"webhook-delivery-rust", map[string]string{"url": "http://127.0.0.1:9/in", "max_retry_after_ms": "-1"}, `max_retry_after_ms "-1" is not a count of milliseconds`},
 	} {
 		t.Run(tc.mod, func(t *testing.T) {
-			e := testEngine(t)
-			ten, err := e.Tenant("acme", TenantLimits{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := fmt.Sprintf("../examples/handlers/%s/%s.wasm", tc.mod, tc.mod)
-			p, err := ten.NewPool(context.Background(), load(t, e, path, ABIWqhostV1), PoolConfig{
+			p := examplePool(t, tc.mod, PoolConfig{
 				Binding: "hooks", MaxInstances: 1, Config: tc.config,
 				HTTP: &HTTPPolicy{Allow: rules(t, "http://127.0.0.1:*/in")},
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close(context.Background())
 			for i := range 2 {
 				out, err := p.Call(context.Background(), &Input{ID: fmt.Sprintf("m-%d", i), Body: []byte("{}")})
 				if err != nil {
@@ -171,4 +141,22 @@ func TestWebhookBadConfigRejectsEveryMessage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// examplePool is a pool of the example handler mod (examples/handlers/<mod>/<mod>.wasm) with
+// cfg, in tenant acme of its own engine; it is closed when the test ends.
+func examplePool(t testing.TB, mod string, cfg PoolConfig) *Pool {
+	t.Helper()
+	e := testEngine(t)
+	ten, err := e.Tenant("acme", TenantLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := fmt.Sprintf("../examples/handlers/%s/%s.wasm", mod, mod)
+	p, err := ten.NewPool(context.Background(), load(t, e, path, ABIWqhostV1), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p
 }
