@@ -53,13 +53,13 @@ func BenchmarkTinyGo(b *testing.B) {
 	pooled, closePooled := pooledNoop(b, p)
 	defer closePooled()
 	for _, c := range []struct {
-		name string
-		call func() error
+		name  string
+		calls func(n int) error
 	}{{"raw-wazero-tinygo", raw}, {"pooled-tinygo", pooled}} {
 		b.Run("per-call/noop/"+c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := c.call(); err != nil {
+				if err := c.calls(1); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -121,20 +121,19 @@ func BenchmarkTinyGo(b *testing.B) {
 // fastestRounds times a and b in alternating rounds of calls and returns each one's
 // fastest round, in ns per call. On a shared machine a round is slowed by whatever else
 // runs; alternating exposes both to the same moments, and the fastest round of each is its
-// cost with the least of that noise: the fair ratio of two costs.
-func fastestRounds(a, b func() error) (nsA, nsB float64, err error) {
+// cost with the least of that noise: the fair ratio of two costs. a and b make n calls in
+// a loop of their own, so no per-call indirection is added to either.
+func fastestRounds(a, b func(n int) error) (nsA, nsB float64, err error) {
 	const rounds, calls = 40, 20000
 	bestA, bestB := time.Duration(1<<62), time.Duration(1<<62)
 	for range rounds {
 		for _, x := range []struct {
-			call func() error
-			best *time.Duration
+			calls func(n int) error
+			best  *time.Duration
 		}{{a, &bestA}, {b, &bestB}} {
 			start := time.Now()
-			for range calls {
-				if err := x.call(); err != nil {
-					return 0, 0, err
-				}
+			if err := x.calls(calls); err != nil {
+				return 0, 0, err
 			}
 			*x.best = min(*x.best, time.Since(start))
 		}
@@ -143,10 +142,10 @@ func fastestRounds(a, b func() error) (nsA, nsB float64, err error) {
 }
 
 // pooledNoop opens noop-tinygo in a wqhost pool as the host runs it (the default 30 s
-// time limit, fuel-instrumented) and returns one call of it, made the way rawWazeroNoop's
-// calls wazero: one caller owning its Input and Output (Pool.CallInto), as a listener
+// time limit, fuel-instrumented) and returns a loop of n calls of it, made the way
+// rawWazeroNoop's calls wazero: one caller owning its Input and Output (Pool.CallInto), as a listener
 // worker does.
-func pooledNoop(b *testing.B, p engine.Paths) (call func() error, closeIt func()) {
+func pooledNoop(b *testing.B, p engine.Paths) (calls func(n int) error, closeIt func()) {
 	ctx := context.Background()
 	path, err := p.ModulePath(engine.Noop, engine.WqhostTinyGo)
 	if err != nil {
@@ -174,21 +173,23 @@ func pooledNoop(b *testing.B, p engine.Paths) (call func() error, closeIt func()
 		b.Fatal(err)
 	}
 	in, out := &wqruntime.Input{ID: "bench", Queue: "bench", Body: suite.SampleBody(engine.Noop, 1024)}, &wqruntime.Output{}
-	call = func() error {
-		if err := pool.CallInto(ctx, in, out); err != nil {
-			return err
-		}
-		if out.Status != wqruntime.StatusOK {
-			return fmt.Errorf("pooled noop: status %d", out.Status)
+	calls = func(n int) error {
+		for range n {
+			if err := pool.CallInto(ctx, in, out); err != nil {
+				return err
+			}
+			if out.Status != wqruntime.StatusOK {
+				return fmt.Errorf("pooled noop: status %d", out.Status)
+			}
 		}
 		return nil
 	}
-	return call, func() { _ = pool.Close(ctx); _ = e.Close(ctx) }
+	return calls, func() { _ = pool.Close(ctx); _ = e.Close(ctx) }
 }
 
 // rawWazeroNoop opens noop-tinygo for bare wazero calls of its wqhost_handle (one instance,
-// host functions that do nothing, no pool, no time limit) and returns one call.
-func rawWazeroNoop(b *testing.B, p engine.Paths) (call func() error, closeIt func()) {
+// host functions that do nothing, no pool, no time limit) and returns a loop of n calls.
+func rawWazeroNoop(b *testing.B, p engine.Paths) (calls func(n int) error, closeIt func()) {
 	ctx := context.Background()
 	path, err := p.ModulePath(engine.Noop, engine.WqhostTinyGo)
 	if err != nil {
@@ -227,6 +228,13 @@ func rawWazeroNoop(b *testing.B, p engine.Paths) (call func() error, closeIt fun
 	}
 	fn := mod.ExportedFunction("wqhost_handle")
 	stack := make([]uint64, 1)
-	call = func() error { return fn.CallWithStack(ctx, stack) }
-	return call, func() { _ = rt.Close(ctx) }
+	calls = func(n int) error {
+		for range n {
+			if err := fn.CallWithStack(ctx, stack); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return calls, func() { _ = rt.Close(ctx) }
 }
