@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -51,5 +52,90 @@ func TestWaitWokenByDelayedReleaseWaitsForVisibility(t *testing.T) {
 	}
 	if len(got) != 1 {
 		t.Fatalf("Wait returned %s after the release, before the message was visible (%s): the receive found nothing", time.Since(at), delay)
+	}
+}
+
+// Watch, the listener's channel form of Wait, tells a leased message from a visible one and
+// follows a release: a message leased for a minute is due in at most a minute; releasing it
+// for a retry 50 ms later closes the channel of the Watch taken before, and the next Watch
+// shows it due within those 50 ms (not visible at once: a listener woken then would count an
+// empty receive as a spurious wake-up); once that time has passed it is visible and received.
+func TestWatchFollowsDelayedRelease(t *testing.T) {
+	ctx := context.Background()
+	b := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{})
+	q, err := b.Queue(ctx, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := q.Receive(ctx, 1, time.Minute)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("receive: %v %d", err, len(ms))
+	}
+	ch, in, stop, err := q.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if in <= 0 || in > time.Minute {
+		t.Fatalf("Watch with the only message leased for a minute: visibleIn %s, want in (0, 1m]", in)
+	}
+	const delay = 50 * time.Millisecond
+	if err := q.UpdateVisibility(ctx, ms[0], delay); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second): // only a lost wake-up gets here
+		t.Fatal("a release did not close the channel of a Watch taken before it")
+	}
+	_, in, stop2, err := q.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop2()
+	if in <= 0 || in > delay {
+		t.Fatalf("Watch after a release for %s: visibleIn %s, want in (0, %s]", delay, in, delay)
+	}
+	time.Sleep(in + time.Millisecond)
+	if _, in, stop3, err := q.Watch(ctx); err != nil || in != 0 {
+		t.Fatalf("Watch once the release's delay passed: visibleIn %s, %v; want 0", in, err)
+	} else {
+		stop3()
+	}
+	if got, err := q.Receive(ctx, 1, time.Minute); err != nil || len(got) != 1 {
+		t.Fatalf("receive after the release's delay: %d messages, %v; want 1", len(got), err)
+	}
+}
+
+// Closing the store closes the channel of a Watch waiting on it, and a Watch after that
+// fails with ErrClosed: a listener waiting on the channel then receives, and meets the error.
+func TestCloseEndsWatch(t *testing.T) {
+	ctx := context.Background()
+	b, err := local.Open(ctx, filepath.Join(t.TempDir(), "q.db"), local.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := b.Queue(ctx, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, _, stop, err := q.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	default:
+		t.Fatal("Close did not close the channel of a Watch")
+	}
+	if _, _, _, err := q.Watch(ctx); !errors.Is(err, local.ErrClosed) {
+		t.Fatalf("Watch after Close: %v, want ErrClosed", err)
 	}
 }
