@@ -11,12 +11,10 @@ import (
 	"github.com/wqhost/wqhost/listener/local"
 )
 
-// A Wait that is woken by a write which makes no message visible yet (a leased message
-// released for a retry 50 ms later) keeps waiting until the message is visible: the
-// receive after it finds the message. Returning at the write made a listener count an
-// empty receive as a spurious wake-up and back off for its whole idle minimum (30 s in
-// cmd/wqhost's TestRetryAndPoisonEndToEnd, which then timed out).
-func TestWaitWokenByDelayedReleaseWaitsForVisibility(t *testing.T) {
+// leasedOne opens a store on the real clock with one message in queue jobs, leased for a
+// minute.
+func leasedOne(t *testing.T) (*local.Queue, []*listener.Message) {
+	t.Helper()
 	ctx := context.Background()
 	b := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{})
 	q, err := b.Queue(ctx, "jobs")
@@ -30,6 +28,17 @@ func TestWaitWokenByDelayedReleaseWaitsForVisibility(t *testing.T) {
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("receive: %v %d", err, len(ms))
 	}
+	return q, ms
+}
+
+// A Wait that is woken by a write which makes no message visible yet (a leased message
+// released for a retry 50 ms later) keeps waiting until the message is visible: the
+// receive after it finds the message. Returning at the write made a listener count an
+// empty receive as a spurious wake-up and back off for its whole idle minimum (30 s in
+// cmd/wqhost's TestRetryAndPoisonEndToEnd, which then timed out).
+func TestWaitWokenByDelayedReleaseWaitsForVisibility(t *testing.T) {
+	ctx := context.Background()
+	q, ms := leasedOne(t)
 	const delay = 50 * time.Millisecond
 	released := make(chan time.Time, 1)
 	go func() {
@@ -62,23 +71,17 @@ func TestWaitWokenByDelayedReleaseWaitsForVisibility(t *testing.T) {
 // empty receive as a spurious wake-up); once that time has passed it is visible and received.
 func TestWatchFollowsDelayedRelease(t *testing.T) {
 	ctx := context.Background()
-	b := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{})
-	q, err := b.Queue(ctx, "jobs")
-	if err != nil {
-		t.Fatal(err)
+	q, ms := leasedOne(t)
+	watch := func() (<-chan struct{}, time.Duration) {
+		t.Helper()
+		ch, in, stop, err := q.Watch(ctx)
+		if err != nil {
+			t.Fatalf("Watch: %v", err)
+		}
+		t.Cleanup(stop)
+		return ch, in
 	}
-	if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ms, err := q.Receive(ctx, 1, time.Minute)
-	if err != nil || len(ms) != 1 {
-		t.Fatalf("receive: %v %d", err, len(ms))
-	}
-	ch, in, stop, err := q.Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	ch, in := watch()
 	if in <= 0 || in > time.Minute {
 		t.Fatalf("Watch with the only message leased for a minute: visibleIn %s, want in (0, 1m]", in)
 	}
@@ -91,19 +94,12 @@ func TestWatchFollowsDelayedRelease(t *testing.T) {
 	case <-time.After(30 * time.Second): // only a lost wake-up gets here
 		t.Fatal("a release did not close the channel of a Watch taken before it")
 	}
-	_, in, stop2, err := q.Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop2()
-	if in <= 0 || in > delay {
+	if _, in = watch(); in <= 0 || in > delay {
 		t.Fatalf("Watch after a release for %s: visibleIn %s, want in (0, %s]", delay, in, delay)
 	}
 	time.Sleep(in + time.Millisecond)
-	if _, in, stop3, err := q.Watch(ctx); err != nil || in != 0 {
-		t.Fatalf("Watch once the release's delay passed: visibleIn %s, %v; want 0", in, err)
-	} else {
-		stop3()
+	if _, in = watch(); in != 0 {
+		t.Fatalf("Watch once the release's delay passed: visibleIn %s, want 0", in)
 	}
 	if got, err := q.Receive(ctx, 1, time.Minute); err != nil || len(got) != 1 {
 		t.Fatalf("receive after the release's delay: %d messages, %v; want 1", len(got), err)
