@@ -22,7 +22,10 @@ type Config struct {
 	Poison PoisonPolicy
 
 	// MinWorkers is the number of dequeue workers kept alive; default 1. Zero is allowed
-	// (and is the default) only with Push.
+	// (and is the default) only with Push. With Push or an IdlePacer it applies while the
+	// listener has work: when the queue is found empty, a last worker stops and Run's
+	// goroutine waits for the wake-up (or grant) that starts one again, so an idle listener
+	// holds that one goroutine (above 1, the others park as long as one waits).
 	MinWorkers int
 	// MaxWorkers caps the dequeue workers; default 16.
 	MaxWorkers int
@@ -54,8 +57,9 @@ type Config struct {
 	// TimeSlice is how long a worker keeps its slot under a backlog before handing it back
 	// to the scaling logic, so that many bindings share a host fairly; default 10s.
 	TimeSlice time.Duration
-	// Push says wake-ups (Notify, or a Waiter backend) reach the listener: an idle
-	// listener then makes no queue calls beyond PushFallbackPoll and its last worker may stop.
+	// Push says wake-ups (Notify, or a Watcher or Waiter backend) reach the listener: an
+	// idle listener then makes no queue calls beyond PushFallbackPoll and its last worker
+	// stops (see MinWorkers; with MinWorkers 0, when the Backoff says so).
 	Push bool
 	// PushFallbackPoll is, with Push, how long an idle listener goes without a receive: a
 	// producer that never notifies cannot strand a message for longer. Default

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/wqhost/wqhost/internal/wait"
 )
 
 // Limiter gates handler calls: tenant caps and the host-wide fair share are built on it.
@@ -32,6 +30,7 @@ type Listener struct {
 	q       Queue
 	batcher Batcher        // nil when the queue has none
 	waiter  Waiter         // nil when the queue cannot block
+	watcher Watcher        // nil when the queue cannot announce a change on a channel
 	renewer Renewer        // nil when renewal is a plain UpdateVisibility
 	vh      VerdictHandler // the handler, when it returns verdicts
 	bh      BatchHandler   // the handler, when Config.Batch is on
@@ -97,6 +96,7 @@ func New(cfg Config) (*Listener, error) {
 	}
 	l.batcher, _ = c.Queue.(Batcher)
 	l.waiter, _ = c.Queue.(Waiter)
+	l.watcher, _ = c.Queue.(Watcher)
 	l.renewer, _ = c.Queue.(Renewer)
 	l.vh, _ = c.Handler.(VerdictHandler)
 	l.c.deadDirty.Store(true) // read once, at the first empty receive
@@ -213,8 +213,9 @@ func (l *Listener) shutdown() error {
 		l.q.Name(), inFlight, l.cfg.ShutdownGrace)
 }
 
-// supervise restarts workers when one hands back its slot (time slice) and, with push,
-// waits at zero queue calls for a wake-up once the last worker stopped.
+// supervise restarts workers when one hands back its slot (time slice) and, with push or an
+// IdlePacer, waits (waitForWork) once the last worker stopped: an idle listener's one
+// goroutine.
 func (l *Listener) supervise(ctx context.Context) {
 	for {
 		select {
@@ -232,43 +233,6 @@ func (l *Listener) supervise(ctx context.Context) {
 				l.startLocked(ctx, true, woken)
 			}
 			l.mu.Unlock()
-		}
-	}
-}
-
-// waitForWork blocks until a wake-up: Notify, the Waiter backend, or the earliest retry this
-// listener scheduled becoming due; with an IdlePacer, until the pacer's grant or a wake-up.
-// It reports false when ctx ended, and whether the worker to start was woken (rather than
-// granted a receive).
-func (l *Listener) waitForWork(ctx context.Context) (ok, woken bool) {
-	if l.cfg.IdlePacer != nil {
-		woke := l.pacedWait(ctx)
-		return ctx.Err() == nil, woke
-	}
-	return l.waitForWake(ctx), true
-}
-
-// waitForWake is waitForWork without a pacer.
-func (l *Listener) waitForWake(ctx context.Context) bool {
-	for {
-		l.mu.Lock()
-		idle := l.active == 0
-		l.mu.Unlock()
-		if !idle {
-			return true
-		}
-		// The safety net: without a wake-up, one receive per PushFallbackPoll.
-		d, ok := l.fallbackIn()
-		if ok && d <= 0 {
-			return true
-		}
-		woke, timedOut := l.idleWait(ctx, d, nil)
-		timedOut = timedOut && ok
-		if ctx.Err() != nil {
-			return false
-		}
-		if woke || timedOut {
-			return true
 		}
 	}
 }
@@ -395,82 +359,6 @@ func (l *Listener) refreshDepth(ctx context.Context) {
 	l.c.depth.Store(d)
 }
 
-// idleWait sleeps up to d (d <= 0: until woken) unless woken earlier by Notify, the Waiter
-// backend or, with push, a retry of ours falling due; a receive on grant ends it as a time-out
-// does. It reports whether it was woken (rather than timing out), and false for both when ctx
-// ended.
-//
-// Wake-ups that found nothing (a backend whose Wait fires spuriously, or a competing
-// listener that took the message) must not become a loop: after k of them in a row,
-// wake-ups are ignored for MinIdle·2^(k-1), up to MaxIdle.
-func (l *Listener) idleWait(ctx context.Context, d time.Duration, grant <-chan struct{}) (woke bool, timedOut bool) {
-	if k := l.spurious.Load(); k > 0 {
-		quiet := min(l.cfg.MinIdle<<min(k-1, 20), l.cfg.MaxIdle)
-		if d > 0 && quiet >= d {
-			return false, l.sleep(ctx, d)
-		}
-		if !l.sleep(ctx, quiet) {
-			return false, false
-		}
-		if d > 0 {
-			d -= quiet
-		}
-	}
-	if due := l.nextDue.Load(); due != 0 && l.cfg.Push {
-		in := time.Duration(due - time.Now().UnixNano())
-		if in <= 0 {
-			l.nextDue.CompareAndSwap(due, 0)
-			return true, false
-		}
-		if d <= 0 || in < d {
-			defer func() {
-				if timedOut {
-					l.nextDue.CompareAndSwap(due, 0)
-					woke, timedOut = true, false
-				}
-			}()
-			d = in
-		}
-	}
-	var waited chan struct{}
-	if l.waiter != nil {
-		wctx, cancel := context.WithCancel(ctx)
-		waited = make(chan struct{})
-		wdone := make(chan struct{})
-		go func() {
-			defer close(wdone)
-			if l.waiter.Wait(wctx, 0) == nil {
-				close(waited)
-			}
-		}()
-		defer func() {
-			cancel()
-			<-wdone
-		}()
-	}
-	select {
-	case <-ctx.Done():
-		return false, false
-	case <-l.notifyCh:
-		return true, false
-	case <-waited:
-		return true, false
-	case <-wait.Timeout(d):
-		return false, true
-	case <-grant:
-		return false, true
-	}
-}
-
-// pacedWait waits for the IdlePacer's grant of the next idle receive, or a wake-up as
-// idleWait; it reports whether a wake-up (rather than the grant) ended it.
-func (l *Listener) pacedWait(ctx context.Context) bool {
-	p := l.cfg.IdlePacer
-	defer p.Withdraw()
-	woke, _ := l.idleWait(ctx, 0, p.Enrol())
-	return woke
-}
-
 // errDelay is the pause before the next call after n consecutive backend errors:
 // doubling from MinIdle, capped at ErrorBackoffMax.
 func (l *Listener) errDelay(n int64) time.Duration {
@@ -479,18 +367,6 @@ func (l *Listener) errDelay(n int64) time.Duration {
 		d *= 2
 	}
 	return min(d, l.cfg.ErrorBackoffMax)
-}
-
-// sleep waits d; it reports false when ctx ended first.
-func (l *Listener) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 var errUnstarted = errors.New("not started")

@@ -116,11 +116,26 @@ type BodyLimiter interface {
 }
 
 // Waiter is implemented by queues that can block until a message may be available, so an
-// idle listener costs no queue calls (local and memory backends).
+// idle listener costs no queue calls (local and memory backends). A listener prefers a
+// queue's Watcher; it calls Wait, in a goroutine of the idle wait, only on a queue without one.
 type Waiter interface {
 	// Wait blocks until a message may be visible, ctx is done, or d elapsed (d <= 0: no
 	// limit). It returns ctx.Err() when ctx ended, and nil otherwise.
 	Wait(ctx context.Context, d time.Duration) error
+}
+
+// Watcher is implemented by queues that announce with a channel that a message may have
+// become visible (local and memory backends), so that an idle listener waits for it in its own
+// select, with no goroutine blocked in Waiter.Wait.
+type Watcher interface {
+	// Watch returns a channel closed by the next write to the queue (a send, a release, or
+	// whatever else may make a message visible) and how long until a message is visible: 0
+	// when one is now, the time until the earliest leased or delayed one is (with the real
+	// clock), or -1 when only a write can make one visible. The channel is taken before
+	// visibility is read, so a write that the answer does not show still closes it. stop ends
+	// the watch; call it once the channel is no longer waited on. An error (the store could
+	// not be read, or is closed) means the caller should receive and meet it there.
+	Watch(ctx context.Context) (changed <-chan struct{}, visibleIn time.Duration, stop func(), err error)
 }
 
 // Backend opens named queues of one store or account.

@@ -148,10 +148,11 @@ func (l *Listener) canStopLocked() bool {
 
 // onEmpty handles an empty receive. Only one worker waits on an empty queue (seed 000's
 // peek mode): the others stop, or park without calling the queue when MinWorkers keeps
-// them. The waiter sleeps as the back-off policy says (with an IdlePacer, until its grant),
-// waking early on Notify or a Waiter backend; with Push it does not poll at all, since a
-// wake-up announces any work. It returns the idle count, whether a wake-up ended the wait,
-// and false when the worker is to stop.
+// them. The waiter sleeps as the back-off policy says, waking early on Notify or a Watcher
+// or Waiter backend; with Push it does not poll at all, since a wake-up announces any work.
+// A last worker of a paced listener, or of a push listener at MinWorkers, stops instead and
+// leaves the wait to Run's goroutine (waitForWork). It returns the idle count, whether a
+// wake-up ended the wait, and false when the worker is to stop.
 func (l *Listener) onEmpty(ctx context.Context, s *workerSlot, idle int) (int, bool, bool) {
 	for {
 		idle++
@@ -163,9 +164,10 @@ func (l *Listener) onEmpty(ctx context.Context, s *workerSlot, idle int) (int, b
 		if l.waiting {
 			return 0, false, l.yieldLocked(ctx, s)
 		}
-		if l.cfg.IdlePacer != nil && l.active == 1 {
-			// The last worker hands its wait to the supervisor, which waits for the grant
-			// in Run's goroutine: an idle paced listener keeps no worker goroutine.
+		if l.active == 1 && (l.cfg.IdlePacer != nil || l.cfg.Push && l.cfg.MinWorkers > 0) {
+			// The last worker hands its wait to the supervisor, which waits in Run's
+			// goroutine for the grant or a wake-up: an idle paced or push listener keeps no
+			// worker goroutine. (With Push and MinWorkers 0 the Backoff says when, below.)
 			s.releaseLocked()
 			l.mu.Unlock()
 			return idle, false, false

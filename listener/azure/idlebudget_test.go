@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/wqhost/wqhost/internal/clock/clocktest"
+	"github.com/wqhost/wqhost/internal/goroutinetest"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure"
 	"github.com/wqhost/wqhost/listener/pollbudget"
@@ -121,14 +121,4 @@ func TestIdleBudgetAzurite(t *testing.T) {
 
 // listenerGoroutines counts the goroutines running listener code (a Listener's method on
 // their stack).
-func listenerGoroutines() int {
-	buf := make([]byte, 64<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	n := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "wqhost/listener.(*Listener).") {
-			n++
-		}
-	}
-	return n
-}
+func listenerGoroutines() int { return goroutinetest.Count("wqhost/listener.(*Listener).") }

@@ -130,6 +130,7 @@ var (
 	_ listener.Queue   = (*Queue)(nil)
 	_ listener.Batcher = (*Queue)(nil)
 	_ listener.Waiter  = (*Queue)(nil)
+	_ listener.Watcher = (*Queue)(nil)
 )
 
 // ErrClosed is returned by operations on a closed Backend.
@@ -235,6 +236,7 @@ func (b *Backend) Close() error {
 	var err error
 	b.once.Do(func() {
 		close(b.closed)
+		b.Notify() // a watcher waiting on a queue's channel learns of the close from its Watch
 		<-b.done
 		if _, cerr := b.wconn.ExecContext(context.Background(), "PRAGMA wal_checkpoint(TRUNCATE)"); cerr != nil {
 			b.log.Warn("local queue store: checkpoint on close", "path", b.path, "err", cerr)

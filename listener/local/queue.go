@@ -5,12 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/wqhost/wqhost/internal/wait"
 	"github.com/wqhost/wqhost/listener"
 )
 
@@ -222,72 +220,6 @@ func (q *Queue) Depth(ctx context.Context) (int64, error) {
 		return 0, q.errf("depth of", err)
 	}
 	return n, nil
-}
-
-// nextVisible returns the earliest visible_at in the queue, or MaxInt64 when it is empty.
-func (q *Queue) nextVisible(ctx context.Context) (int64, error) {
-	var v sql.NullInt64
-	if err := q.b.db.QueryRowContext(ctx, `SELECT min(visible_at) FROM messages WHERE queue = ?`, q.name).Scan(&v); err != nil {
-		return 0, q.errf("next visible time of", err)
-	}
-	if !v.Valid {
-		return math.MaxInt64, nil
-	}
-	return v.Int64, nil
-}
-
-// Wait blocks until a message may be visible, ctx ends, or d elapses (d <= 0: no limit). A
-// Send or release in this process wakes it; with the real clock it also wakes when the
-// earliest leased or delayed message becomes visible. Messages sent by another process are
-// seen when d elapses.
-func (q *Queue) Wait(ctx context.Context, d time.Duration) error {
-	var end time.Time
-	if d > 0 {
-		end = time.Now().Add(d)
-	}
-	for {
-		q.mu.Lock()
-		wake := q.wake // taken before the check so a Send committed after it still wakes us
-		q.mu.Unlock()
-		next, err := q.nextVisible(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			// Waking is always safe: the caller's Receive will see the same error.
-			return nil
-		}
-		now := q.b.now().UnixNano()
-		if next <= now {
-			return nil
-		}
-		left := time.Duration(0)
-		if !end.IsZero() {
-			if left = time.Until(end); left <= 0 {
-				return nil
-			}
-		}
-		if q.b.realClk && next != math.MaxInt64 {
-			if until := time.Duration(next-now) + time.Millisecond; left <= 0 || until < left {
-				left = until
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-wake:
-			if !q.b.realClk {
-				return nil
-			}
-			// A write to the queue, but maybe none that is visible yet (a retry released
-			// with a delay): look again rather than have the caller receive nothing, which
-			// a listener counts as a spurious wake-up and backs off from.
-		case <-wait.Timeout(left):
-			return nil
-		case <-q.b.closed:
-			return nil
-		}
-	}
 }
 
 func (q *Queue) scanReady(rows *sql.Rows, now int64, out []*listener.Message, ids []int64) (_ []*listener.Message, _, expired []int64, err error) {

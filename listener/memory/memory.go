@@ -37,6 +37,7 @@ var (
 	_ listener.Queue   = (*Queue)(nil)
 	_ listener.Batcher = (*Queue)(nil)
 	_ listener.Waiter  = (*Queue)(nil)
+	_ listener.Watcher = (*Queue)(nil)
 )
 
 // New returns an empty Backend.
@@ -325,30 +326,44 @@ func (q *Queue) broadcastLocked() {
 	q.wake = make(chan struct{})
 }
 
+// Watch implements listener.Watcher. The channel is closed by a Send or release, and by
+// Backend.Notify; visibleIn is -1 for an empty queue and, with an injected clock, for one
+// whose messages are all leased or delayed (call Backend.Notify after advancing the clock).
+// Call stop once: until then every write closes and replaces the channel.
+func (q *Queue) Watch(context.Context) (changed <-chan struct{}, visibleIn time.Duration, stop func(), err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	visibleIn = -1
+	if len(q.heap) > 0 {
+		nowN := q.b.now().UnixNano()
+		switch {
+		case q.heap[0].visible <= nowN:
+			visibleIn = 0
+		case q.b.realClk:
+			visibleIn = time.Duration(q.heap[0].visible - nowN)
+		}
+	}
+	q.waiting++ // writes close the channel only while someone waits on it
+	return q.wake, visibleIn, q.unwatch, nil
+}
+
+func (q *Queue) unwatch() {
+	q.mu.Lock()
+	q.waiting--
+	q.mu.Unlock()
+}
+
 // Wait blocks until a message may be visible, ctx ends, or d elapses (d <= 0: no limit).
 // With the real clock it also wakes when the earliest leased or delayed message becomes
 // visible; with an injected clock the caller must call Backend.Notify after advancing it.
 func (q *Queue) Wait(ctx context.Context, d time.Duration) error {
-	q.mu.Lock()
-	nowN := q.b.now().UnixNano()
-	if len(q.heap) > 0 && q.heap[0].visible <= nowN {
-		q.mu.Unlock()
+	wake, in, stop, _ := q.Watch(ctx)
+	defer stop()
+	if in == 0 {
 		return nil
 	}
-	next := time.Duration(-1)
-	if len(q.heap) > 0 && q.b.realClk {
-		next = time.Duration(q.heap[0].visible - nowN)
-	}
-	wake := q.wake
-	q.waiting++
-	q.mu.Unlock()
-	defer func() {
-		q.mu.Lock()
-		q.waiting--
-		q.mu.Unlock()
-	}()
-	if next >= 0 && (d <= 0 || next < d) {
-		d = next + time.Millisecond
+	if in > 0 && (d <= 0 || in < d) {
+		d = in + time.Millisecond
 	}
 	select {
 	case <-ctx.Done():

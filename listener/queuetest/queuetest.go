@@ -42,6 +42,8 @@ func Run(t *testing.T, f Factory) {
 		{"ConcurrentReceiversExclusive", false, testConcurrentReceivers},
 		{"BatcherPerMessageErrors", false, testBatcher},
 		{"WaiterWakesOnSend", false, testWaiter},
+		{"WatcherSignalsWrites", false, testWatcher},
+		{"WatcherNoLostWakeUp", false, testWatcherNoLostWakeUp},
 		{"BatchListenerSettlesEachMessage", false, testBatchListener},
 	}
 	for _, c := range cases {
