@@ -51,6 +51,10 @@ func (l *Listener) waitForWork(ctx context.Context) (ok, woken bool) {
 func (l *Listener) idleWait(ctx context.Context, d time.Duration, grant <-chan struct{}) (woke bool, timedOut bool) {
 	if k := l.spurious.Load(); k > 0 {
 		quiet := min(l.cfg.MinIdle<<min(k-1, 20), l.cfg.MaxIdle)
+		if due := l.nextDue.Load(); due != 0 && l.cfg.Push {
+			// A retry of ours is work we know of, not a wake-up to distrust.
+			quiet = max(min(quiet, time.Duration(due-time.Now().UnixNano())), 0)
+		}
 		if d > 0 && quiet >= d {
 			return false, l.sleep(ctx, d)
 		}
@@ -65,12 +69,14 @@ func (l *Listener) idleWait(ctx context.Context, d time.Duration, grant <-chan s
 		in := time.Duration(due - time.Now().UnixNano())
 		if in <= 0 {
 			l.nextDue.CompareAndSwap(due, 0)
+			l.dueWake.Store(true)
 			return true, false
 		}
 		if d <= 0 || in < d {
 			defer func() {
 				if timedOut {
 					l.nextDue.CompareAndSwap(due, 0)
+					l.dueWake.Store(true)
 					woke, timedOut = true, false
 				}
 			}()

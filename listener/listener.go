@@ -56,11 +56,14 @@ type Listener struct {
 	hctx     context.Context
 	hcancel  context.CancelFunc
 
-	errStreak   atomic.Int64 // consecutive failed receives, listener-wide
-	depthAt     atomic.Int64 // unix nanos of the last Depth call
-	deadAt      atomic.Int64 // unix nanos of the last dead-letter Depth call
-	nextDue     atomic.Int64 // earliest retry this listener scheduled (unix nanos), 0 = none
-	spurious    atomic.Int32 // consecutive wake-ups that found nothing
+	errStreak atomic.Int64 // consecutive failed receives, listener-wide
+	depthAt   atomic.Int64 // unix nanos of the last Depth call
+	deadAt    atomic.Int64 // unix nanos of the last dead-letter Depth call
+	nextDue   atomic.Int64 // earliest retry this listener scheduled (unix nanos), 0 = none
+	spurious  atomic.Int32 // consecutive wake-ups that found nothing
+	// dueWake: the last idle wait ended for a retry of ours falling due. A receive that
+	// then finds nothing (the queue's clock a hair behind ours) is no spurious wake-up.
+	dueWake     atomic.Bool
 	callLat     atomic.Int64 // slowest recent queue call (nanos, decaying): sets the renewal margin
 	lastReceive atomic.Int64 // unix nanos of the last receive: the push fallback poll counts from it
 	taking      atomic.Int32 // workers waiting for lease budget: they take what settling frees

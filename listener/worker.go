@@ -66,7 +66,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		if len(msgs) == 0 {
 			l.c.emptyReceives.Add(1)
 			l.refreshIdleDepths(ctx, idle == 0)
-			if woken {
+			if woken && !l.dueWake.Swap(false) {
 				l.spurious.Add(1) // a wake-up that found nothing
 			}
 			var ok bool
@@ -84,6 +84,9 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		}
 		if l.spurious.Load() != 0 {
 			l.spurious.Store(0)
+		}
+		if l.dueWake.Load() {
+			l.dueWake.Store(false)
 		}
 		now := time.Now()
 		switch {
