@@ -21,7 +21,7 @@ import (
 // 30 s time limit) with Extism's Go SDK in one run: per call for noop, vowels and billing;
 // pooled TinyGo noop against a raw wazero call of the same export (no pool, no time limit:
 // the floor), the ratio from their fastest of 40 alternating rounds (fastestRounds); and
-// vowels end to end (memory queue, wqhost listener, 4 workers) against
+// vowels end to end, the best of three alternating drains of each (memory queue, wqhost listener, 4 workers) against
 // Extism's count_vowels. It prints the ratios the docs quote. Run:
 //
 //	cd bench && go test -run '^$' -bench TinyGo
@@ -75,26 +75,32 @@ func BenchmarkTinyGo(b *testing.B) {
 		}
 	})
 
+	// End to end: three alternating drains of each engine, the best of each kept (as
+	// fastestRounds does for the no-op: a drain is slowed by whatever else the machine runs).
 	e2e := map[engine.Kind]float64{}
-	for _, k := range []engine.Kind{engine.WqhostTinyGo, engine.Extism} {
-		b.Run("end-to-end/vowels/"+string(k), func(b *testing.B) {
-			for b.Loop() {
-				// One drain per op; its rate is the figure (msg/s), b.N is irrelevant.
+	b.Run("end-to-end/vowels", func(b *testing.B) {
+		for b.Loop() {
+			// The drains below are the figure (msg/s); b.N is irrelevant.
+		}
+		for range 3 {
+			for _, k := range []engine.Kind{engine.WqhostTinyGo, engine.Extism} {
+				stores := &suite.Stores{Dir: b.TempDir(), Repo: p.Repo}
+				n := 20000
+				if k == engine.Extism {
+					n = 4000
+				}
+				r, err := suite.Run(ctx, stores, p, suite.RunOptions{Backend: suite.Memory, Consumer: consumer.Listener,
+					Engine: k, Logic: engine.Vowels, Messages: n, Size: 1024, Workers: 4, Push: true, Timeout: 3 * time.Minute})
+				if err != nil {
+					b.Fatal(err)
+				}
+				e2e[k] = max(e2e[k], r.MsgPerSec)
 			}
-			stores := &suite.Stores{Dir: b.TempDir(), Repo: p.Repo}
-			n := 20000
-			if k == engine.Extism {
-				n = 4000
-			}
-			r, err := suite.Run(ctx, stores, p, suite.RunOptions{Backend: suite.Memory, Consumer: consumer.Listener,
-				Engine: k, Logic: engine.Vowels, Messages: n, Size: 1024, Workers: 4, Push: true, Timeout: 3 * time.Minute})
-			if err != nil {
-				b.Fatal(err)
-			}
-			e2e[k] = r.MsgPerSec
-			b.ReportMetric(r.MsgPerSec, "msg/s")
-		})
-	}
+		}
+		for k, v := range e2e {
+			b.ReportMetric(v, "msg/s-"+string(k))
+		}
+	})
 
 	b.Run("ratios", func(b *testing.B) {
 		for b.Loop() {

@@ -21,7 +21,7 @@ func handle(m *wqhost.Message) wqhost.Result {
 	if !ok {
 		vowels = defaultVowels
 	}
-	n := countVowels(string(m.Body()), vowels)
+	n := countVowels(m.Body(), vowels)
 	total += n
 	if err := wqhost.Emit("", appendResult(nil, n, total, vowels)); err != nil {
 		return wqhost.Retry(0, err)

@@ -3,15 +3,19 @@ package main
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 const defaultVowels = "aeiouAEIOU"
 
-// countVowels counts the runes of s that appear in vowels, as the plugin's
-// input.chars().filter(|c| vowels.contains(c)) does.
-func countVowels(s, vowels string) int {
+// countVowels counts the runes of b that appear in vowels, as the plugin's
+// input.chars().filter(|c| vowels.contains(c)) does. It reads the body in place: a string
+// of it would copy every message's body.
+func countVowels(b []byte, vowels string) int {
 	n := 0
-	for _, r := range s {
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		b = b[size:]
 		if strings.ContainsRune(vowels, r) {
 			n++
 		}

@@ -13,9 +13,11 @@ func TestCountVowels(t *testing.T) {
 		{"bbbbbbb", defaultVowels, 0},
 		{"ÀEIOU é", defaultVowels, 4},
 		{"hello world", "o", 2},
+		{"a\xffe", defaultVowels, 2},   // invalid UTF-8 is U+FFFD, as in a range over a string
+		{"a\xef\xbf\xbd", "\ufffd", 1}, // and counts as that rune
 	}
 	for _, tc := range tests {
-		if got := countVowels(tc.in, tc.vowels); got != tc.want {
+		if got := countVowels([]byte(tc.in), tc.vowels); got != tc.want {
 			t.Errorf("countVowels(%q, %q) = %d, want %d", tc.in, tc.vowels, got, tc.want)
 		}
 	}
