@@ -1,7 +1,9 @@
 // Package clock is the one time source that the parts which cannot run under testing/synctest
-// take (they wait on real plugin processes or real network I/O while their own timers must
-// be stepped by the test): the Clock interface and the real clock. clocktest holds the one
-// fake clock.
+// take, so that their timers and lease times can be stepped by a test: the plugin supervisor
+// (its tests run real plugin processes), the idle polling budget (its Azurite test does real
+// network I/O) and the local and memory queue stores (the backend conformance suite runs its
+// cases with t.Run, outside any bubble). It holds the Clock interface and the real clock;
+// clocktest holds the one fake clock.
 package clock
 
 import "time"

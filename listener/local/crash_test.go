@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/clock/clocktest"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 )
@@ -149,7 +150,7 @@ func TestCrashDurability(t *testing.T) {
 
 	// Reopen an hour later so every lease the dead process held has expired.
 	later := time.Now().Add(time.Hour)
-	b := openStore(t, path, local.Options{Now: func() time.Time { return later }})
+	b := openStore(t, path, local.Options{Clock: clocktest.New(later)})
 	q, _ := b.Queue(context.Background(), crashQueue)
 	remaining := map[string]bool{}
 	for {

@@ -19,7 +19,7 @@ import (
 func TestMoveToIsOneTransactionPerLease(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	b := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{Now: clk.Now})
+	b := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{Clock: clk})
 	q, err := b.Queue(ctx, "work")
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/clock"
 	"github.com/wqhost/wqhost/listener"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -61,9 +62,10 @@ func (s Sync) pragma() (string, error) {
 type Options struct {
 	// Sync is the durability mode; the zero value is SyncFull.
 	Sync Sync
-	// Now is the clock; nil means time.Now. With an injected clock Wait cannot arm timers
-	// for leases and delays that expire: call Backend.Notify after advancing the clock.
-	Now func() time.Time
+	// Clock tells the time of leases and delays (the project's one time hook,
+	// internal/clock); nil means the system clock. With an injected clock Wait cannot arm
+	// timers for leases and delays that expire: call Backend.Notify after advancing it.
+	Clock clock.Clock
 	// Logger receives maintenance messages; nil means slog.Default().
 	Logger *slog.Logger
 	// MaxGroup caps how many operations one transaction merges; 0 means 512.
@@ -160,13 +162,13 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 	}
 	db.SetMaxOpenConns(4)
 	b := &Backend{
-		path: path, db: db, now: opts.Now, log: opts.Logger, maxGroup: opts.MaxGroup, maxBody: opts.MaxBodyBytes,
+		path: path, db: db, now: time.Now, realClk: opts.Clock == nil, log: opts.Logger, maxGroup: opts.MaxGroup, maxBody: opts.MaxBodyBytes,
 		ops: make(chan *op, 1024), closed: make(chan struct{}), done: make(chan struct{}),
 		queues: map[string]*Queue{},
 		leaseN: map[int]*sql.Stmt{}, deleteN: map[int]*sql.Stmt{},
 	}
-	if b.now == nil {
-		b.now, b.realClk = time.Now, true
+	if opts.Clock != nil {
+		b.now = opts.Clock.Now
 	}
 	if b.log == nil {
 		b.log = slog.Default()

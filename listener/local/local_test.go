@@ -34,7 +34,7 @@ func TestConformance(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			queuetest.Run(t, func(t *testing.T) (listener.Backend, func(time.Duration)) {
 				clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-				b := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{Sync: mode.sync, Now: clk.Now})
+				b := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{Sync: mode.sync, Clock: clk})
 				return b, clk.Advance
 			})
 		})
@@ -45,7 +45,7 @@ func TestReopenKeepsMessagesAndLeases(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "q.db")
 	clk := clocktest.New(time.Unix(1_000_000, 0))
-	b, err := local.Open(ctx, path, local.Options{Now: clk.Now})
+	b, err := local.Open(ctx, path, local.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestReopenKeepsMessagesAndLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b2 := openStore(t, path, local.Options{Now: clk.Now})
+	b2 := openStore(t, path, local.Options{Clock: clk})
 	q2, _ := b2.Open(ctx, "jobs")
 	if d, err := q2.Depth(ctx); err != nil || d != 5 {
 		t.Fatalf("Depth after reopen = %d, %v; want 5", d, err)

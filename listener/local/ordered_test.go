@@ -22,7 +22,7 @@ import (
 func TestOrderedReceiveGate(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	be := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{Sync: local.SyncNormal, Now: clk.Now})
+	be := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{Sync: local.SyncNormal, Clock: clk})
 	q, err := be.Queue(ctx, "work")
 	if err != nil {
 		t.Fatal(err)

@@ -11,15 +11,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/clock"
 	"github.com/wqhost/wqhost/internal/wait"
 	"github.com/wqhost/wqhost/listener"
 )
 
 // Options configure a Backend.
 type Options struct {
-	// Now is the clock; nil means time.Now. With an injected clock Wait cannot arm timers for
-	// leases and delays that expire: call Backend.Notify after advancing the clock.
-	Now func() time.Time
+	// Clock tells the time of leases and delays (the project's one time hook,
+	// internal/clock); nil means the system clock. With an injected clock Wait cannot arm
+	// timers for leases and delays that expire: call Backend.Notify after advancing it.
+	Clock clock.Clock
 }
 
 // Backend holds named in-memory queues. It is safe for concurrent use.
@@ -42,9 +44,9 @@ var (
 
 // New returns an empty Backend.
 func New(opts Options) *Backend {
-	b := &Backend{now: opts.Now, queues: map[string]*Queue{}}
-	if b.now == nil {
-		b.now, b.realClk = time.Now, true
+	b := &Backend{now: time.Now, realClk: opts.Clock == nil, queues: map[string]*Queue{}}
+	if opts.Clock != nil {
+		b.now = opts.Clock.Now
 	}
 	return b
 }

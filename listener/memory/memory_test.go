@@ -15,7 +15,7 @@ import (
 func TestConformance(t *testing.T) {
 	queuetest.Run(t, func(t *testing.T) (listener.Backend, func(time.Duration)) {
 		clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-		b := memory.New(memory.Options{Now: clk.Now})
+		b := memory.New(memory.Options{Clock: clk})
 		t.Cleanup(func() { b.Close() })
 		return b, clk.Advance
 	})
@@ -81,7 +81,7 @@ func TestWaitWakesWhenLeaseExpires(t *testing.T) {
 func TestWaitInjectedClock(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktest.New(time.Unix(1000, 0))
-	b := memory.New(memory.Options{Now: clk.Now})
+	b := memory.New(memory.Options{Clock: clk})
 	q, _ := b.Queue(ctx, "w")
 	if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{Delay: time.Minute}); err != nil {
 		t.Fatal(err)
