@@ -25,6 +25,8 @@ Usage:
                             calls per message, CPU, RSS (progress bar on stderr)
   wqbench percall [flags]   per-call cost of every engine, same handler logic, one run
   wqbench idle    [flags]   queue calls while idle: listener vs naive loop vs 1 s poller
+  wqbench tinygo            the TinyGo handlers against Extism (per call, end to end) and
+                            the pooled no-op against a raw wazero call (BenchmarkTinyGo)
   wqbench all     [flags]   everything above plus the scaling and size sweeps; writes
                             <out>/benchmarks.md, <out>/img/*.png, <out>/img/results.json
   wqbench charts  [flags]   re-render the charts and the report from results.json
@@ -50,6 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
 		"run": cmdRun, "percall": cmdPerCall, "idle": cmdIdle, "all": cmdAll, "charts": cmdCharts,
+		"tinygo": cmdTinyGo,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
