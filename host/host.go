@@ -27,10 +27,10 @@ import (
 
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/host/internal/backends"
 	"github.com/wqhost/wqhost/host/internal/breaker"
 	"github.com/wqhost/wqhost/host/internal/fair"
+	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/runtime"
 )
 
