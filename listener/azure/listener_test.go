@@ -322,7 +322,12 @@ func TestListenerRidesOutOutage(t *testing.T) {
 		}
 		return sum
 	}
-	// In-flight calls finish failing first; then measure a steady 4 s of outage.
+	// In-flight calls finish failing first (their settles and renewals fail too, which on a
+	// loaded machine takes longer than any fixed pause); then measure a steady 4 s of outage.
+	eventually(t, 30*time.Second, "the calls in flight at the outage to end", func() bool {
+		st := l.State()
+		return st.InFlight == 0 && st.Leased == 0
+	})
 	time.Sleep(500 * time.Millisecond)
 	a0, e0 := attempts(), l.State().Errors
 	const outage = 4 * time.Second
