@@ -42,8 +42,10 @@ func Run(t *testing.T, f Factory) {
 		{"ConcurrentReceiversExclusive", false, testConcurrentReceivers},
 		{"BatcherPerMessageErrors", false, testBatcher},
 		{"WaiterWakesOnSend", false, testWaiter},
-		{"WatcherSignalsWrites", false, testWatcher},
-		{"WatcherNoLostWakeUp", false, testWatcherNoLostWakeUp},
+		{"WatcherSignalsWrites", false, watchers(byChan, "Watcher", testWatcher)},
+		{"WatcherNoLostWakeUp", false, watchers(byChan, "Watcher", testWatcherNoLostWakeUp)},
+		{"FuncWatcherSignalsWrites", false, watchers(byFunc, "FuncWatcher", testWatcher)},
+		{"FuncWatcherNoLostWakeUp", false, watchers(byFunc, "FuncWatcher", testWatcherNoLostWakeUp)},
 		{"BatchListenerSettlesEachMessage", false, testBatchListener},
 	}
 	for _, c := range cases {
