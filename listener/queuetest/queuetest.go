@@ -46,6 +46,7 @@ func Run(t *testing.T, f Factory) {
 		{"WatcherNoLostWakeUp", false, watchers(byChan, "Watcher", testWatcherNoLostWakeUp)},
 		{"FuncWatcherSignalsWrites", false, watchers(byFunc, "FuncWatcher", testWatcher)},
 		{"FuncWatcherNoLostWakeUp", false, watchers(byFunc, "FuncWatcher", testWatcherNoLostWakeUp)},
+		{"PushListenerNoLostWakeUp", false, testPushListenerNoLostWakeUp},
 		{"BatchListenerSettlesEachMessage", false, testBatchListener},
 	}
 	for _, c := range cases {
