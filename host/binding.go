@@ -40,10 +40,13 @@ type binding struct {
 	lis      *listener.Listener
 	plugins  []namedPlugin
 	// Under Host.run's lock: stop stops the listener Run started, done is closed when it
-	// has returned; stopped is set once a reload stops the binding, so it never starts.
+	// has returned, wait returns its error; stopped is set once a reload stops the binding,
+	// so it never starts; reaped once its end was logged (runner.reap).
 	stop    context.CancelFunc
-	done    chan struct{}
+	done    <-chan struct{}
+	wait    func() error
 	stopped bool
+	reaped  bool
 	latency prometheus.Observer
 	gate    *breaker.Gate // circuit breaker and slots (host/internal/breaker)
 	share   *fair.Binding // its part of the tenant's share of the fair scheduler; nil: none

@@ -422,7 +422,13 @@ func (h *Host) stopBinding(ctx context.Context, b *binding) error {
 		stop()
 		select {
 		case <-done:
+			h.run.reap(b)
 		case <-ctx.Done():
+			// Its end is still collected (and an error still stops the host) when it comes.
+			go func() {
+				<-done
+				h.run.reap(b)
+			}()
 			return ctx.Err()
 		}
 	}

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -11,13 +12,18 @@ import (
 // host's reloadMu: Run sets ctx and then starts the bindings serving, and a reload adds a
 // binding to the serving set and then starts it, so whichever comes second starts it (start
 // is idempotent); a binding a reload stops is marked so that Run does not start it after.
+//
+// No goroutine waits for a binding's listener: an idle one holds none (listener.Start), and
+// a listener returns an error only once its context ended (handlers outran the shutdown
+// grace), so its end is collected when it is stopped: by finish at shutdown, by
+// stopBinding for a reload.
 type runner struct {
-	mu     sync.Mutex
-	ctx    context.Context // nil until Run starts
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	errs   []error
-	done   bool // Run is shutting down: no listener starts any more
+	mu      sync.Mutex
+	ctx     context.Context // nil until Run starts
+	cancel  context.CancelFunc
+	started []*binding // not reaped yet
+	errs    []error
+	done    bool // Run is shutting down: no listener starts any more
 }
 
 // begin makes ctx the context listeners start under from now on; cancel stops the host.
@@ -37,20 +43,31 @@ func (r *runner) start(b *binding) {
 		return
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
-	b.stop, b.done = cancel, make(chan struct{})
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer close(b.done)
-		v := b.cur.Load()
-		b.log.Info("binding started", "queue", b.physical, "module", v.module.Name(), "digest", v.module.Digest()[:12])
-		if err := b.lis.Run(ctx); err != nil {
-			b.log.Error("binding stopped with an error", "err", err)
-			r.fail(fmt.Errorf("tenants.%s.bindings.%s: %w", b.tenant.name, b.name, err))
-			return
-		}
+	v := b.cur.Load()
+	b.log.Info("binding started", "queue", b.physical, "module", v.module.Name(), "digest", v.module.Digest()[:12])
+	b.stop, b.wait, b.done = cancel, b.lis.Start(ctx), b.lis.Done()
+	r.started = append(r.started, b)
+}
+
+// reap waits for b's listener to return (at once once Done is closed) and, the first time
+// it is called for b, logs how it stopped; an error is recorded for Run to return and stops
+// the host.
+func (r *runner) reap(b *binding) {
+	err := b.wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b.reaped {
+		return
+	}
+	b.reaped = true
+	r.started = slices.DeleteFunc(r.started, func(x *binding) bool { return x == b })
+	if err == nil {
 		b.log.Info("binding stopped")
-	}()
+		return
+	}
+	b.log.Error("binding stopped with an error", "err", err)
+	r.errs = append(r.errs, fmt.Errorf("tenants.%s.bindings.%s: %w", b.tenant.name, b.name, err))
+	r.cancel()
 }
 
 // fail records err for Run to return and stops the host.
@@ -70,13 +87,16 @@ func (r *runner) stopping(b *binding) (stop context.CancelFunc, done <-chan stru
 	return b.stop, b.done
 }
 
-// finish starts no listener any more, waits for those running to return and returns the
-// errors Run reports.
+// finish starts no listener any more, waits for those started to return (Run's context has
+// ended: they are stopping) and returns the errors Run reports.
 func (r *runner) finish() []error {
 	r.mu.Lock()
 	r.done = true
+	started := slices.Clone(r.started) // reap edits r.started
 	r.mu.Unlock()
-	r.wg.Wait()
+	for _, b := range started {
+		r.reap(b)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.errs

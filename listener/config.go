@@ -91,9 +91,9 @@ type Config struct {
 	// waits for the pacer's grant, or a wake-up, instead of the Backoff's delay (the Backoff
 	// still decides when surplus workers stop). Receives that find messages, and the pause
 	// after a failed receive, are not paced. The last worker stops when the queue is empty
-	// and Run's goroutine waits for the grant, then starts one: an idle paced listener keeps
-	// no worker (MinWorkers applies while it has work; above 1, the others park as without
-	// a pacer). Optional; not allowed with Push, whose idle receives are PushFallbackPoll's.
+	// and the supervisor's goroutine waits for the grant, then starts one: an idle paced
+	// listener keeps no worker (MinWorkers applies while it has work; above 1, the others
+	// park as without a pacer). Optional; not allowed with Push, whose idle receives are PushFallbackPoll's.
 	IdlePacer IdlePacer
 	// Logger receives the listener's logs; default slog.Default().
 	Logger *slog.Logger

@@ -80,11 +80,12 @@ func baseConfig(q, dl listener.Queue) listener.Config {
 	}
 }
 
-// running is a listener started with start; stop cancels it and returns Run's result.
+// running is a listener started with start; stop cancels it and returns Run's result. It
+// holds no goroutine of its own, so that a test can count the listener's.
 type running struct {
 	*listener.Listener
 	cancel context.CancelFunc
-	done   chan error
+	wait   func() error
 }
 
 func start(t *testing.T, cfg listener.Config) *running {
@@ -94,19 +95,14 @@ func start(t *testing.T, cfg listener.Config) *running {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{Listener: l, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- l.Run(ctx) }()
+	r := &running{Listener: l, cancel: cancel, wait: l.Start(ctx)}
 	t.Cleanup(func() { r.stop() })
 	return r
 }
 
 func (r *running) stop() error {
 	r.cancel()
-	err, ok := <-r.done
-	if ok {
-		close(r.done)
-	}
-	return err
+	return r.wait()
 }
 
 // waitFor advances the fake clock in steps of step until cond holds, failing after limit.

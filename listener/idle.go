@@ -7,11 +7,12 @@ import (
 	"github.com/wqhost/wqhost/internal/wait"
 )
 
-// waitForWork is Run's wait while the listener has no worker (with Push or an IdlePacer):
-// until a wake-up (Notify, the queue's Watcher or Waiter, the earliest retry this listener
-// scheduled becoming due), the push fallback poll, or the IdlePacer's grant. It reports
-// false when ctx ended, and whether a wake-up (rather than a time-out or a grant) ended it:
-// a receive made for a time-out that finds nothing is no spurious wake-up.
+// waitForWork is supervise's wait, in its goroutine, while a listener that cannot doze
+// (dormant.go) has no worker (with Push or an IdlePacer): until a wake-up (Notify, the
+// queue's Watcher or Waiter, the earliest retry this listener scheduled becoming due), the
+// push fallback poll, or the IdlePacer's grant. It reports false when ctx ended, and whether
+// a wake-up (rather than a time-out or a grant) ended it: a receive made for a time-out that
+// finds nothing is no spurious wake-up.
 func (l *Listener) waitForWork(ctx context.Context) (ok, woken bool) {
 	if l.cfg.IdlePacer != nil {
 		woke := l.pacedWait(ctx)

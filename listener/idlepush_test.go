@@ -12,6 +12,13 @@ import (
 	"github.com/wqhost/wqhost/listener/memory"
 )
 
+// watcherOnly hides a queue's FuncWatcher and Waiter and leaves its Watcher: a backend that
+// announces a write on a channel only, waited on in a select.
+type watcherOnly struct {
+	listener.Queue
+	listener.Watcher
+}
+
 // waiterOnly hides a queue's Watcher and leaves its Waiter: a backend whose only wake-up
 // blocks the caller.
 type waiterOnly struct {
@@ -45,13 +52,14 @@ func pushEnv(t *testing.T, n int, wrap func(*memory.Queue) listener.Queue, edit 
 	return e, qs, ls
 }
 
-// TestIdlePushListenerHoldsOneGoroutine: an idle push listener at MinWorkers 1 keeps no
-// worker: Run's goroutine waits, in one select, for the queue's change channel (Watcher),
-// Notify and the fallback poll, so n of them hold n goroutines in listener code. A queue that
-// can only block (Waiter) costs one more goroutine, in the wait; MinWorkers 2 keeps the
-// waiting worker and a parked one, as with an IdlePacer. A message sent to any of them is
+// TestIdlePushListenerGoroutines: an idle push listener at MinWorkers 1 keeps no worker. On a
+// queue that calls back on a write (FuncWatcher), or has no wake-up of its own (Notify only),
+// it waits dormant and holds no goroutine at all: its wake-ups are callbacks. A queue that
+// announces writes on a channel only (Watcher) keeps Run's goroutine waiting in one select;
+// one that can only block (Waiter) costs one more goroutine, in the wait; MinWorkers 2 keeps
+// the waiting worker and a parked one, as with an IdlePacer. A message sent to any of them is
 // handled at once, with no fake time passing, and the listener is idle again after it.
-func TestIdlePushListenerHoldsOneGoroutine(t *testing.T) {
+func TestIdlePushListenerGoroutines(t *testing.T) {
 	for _, tt := range []struct {
 		name       string
 		wrap       func(*memory.Queue) listener.Queue
@@ -59,9 +67,10 @@ func TestIdlePushListenerHoldsOneGoroutine(t *testing.T) {
 		notify     bool // only Notify wakes the listener
 		perIdle    int  // goroutines in listener code per idle listener
 	}{
-		{"watcher", func(q *memory.Queue) listener.Queue { return q }, 1, false, 1},
+		{"func watcher", func(q *memory.Queue) listener.Queue { return q }, 1, false, 0},
+		{"watcher only", func(q *memory.Queue) listener.Queue { return watcherOnly{q, q} }, 1, false, 1},
 		{"waiter only", func(q *memory.Queue) listener.Queue { return waiterOnly{q, q} }, 1, false, 2},
-		{"notify only", func(q *memory.Queue) listener.Queue { return &spyQueue{Queue: q} }, 1, true, 1},
+		{"notify only", func(q *memory.Queue) listener.Queue { return &spyQueue{Queue: q} }, 1, true, 0},
 		{"min workers 2", func(q *memory.Queue) listener.Queue { return q }, 2, false, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,13 +24,17 @@ type Limiter interface {
 const depthEvery = time.Second
 
 // Listener drains one queue with an auto-scaling set of dequeue workers. Create it with New
-// and start it with Run.
+// and start it with Run or Start.
 type Listener struct {
 	cfg     Config
 	q       Queue
-	batcher Batcher        // nil when the queue has none
-	waiter  Waiter         // nil when the queue cannot block
-	watcher Watcher        // nil when the queue cannot announce a change on a channel
+	batcher Batcher     // nil when the queue has none
+	waiter  Waiter      // nil when the queue cannot block
+	watcher Watcher     // nil when the queue cannot announce a change on a channel
+	fwatch  FuncWatcher // nil when the queue cannot call back on a change
+	// canDoze: an idle listener waits dormant, with no goroutine (dormant.go): push, no
+	// IdlePacer, and the queue's wake-ups (if any) come by callback.
+	canDoze bool
 	renewer Renewer        // nil when renewal is a plain UpdateVisibility
 	vh      VerdictHandler // the handler, when it returns verdicts
 	bh      BatchHandler   // the handler, when Config.Batch is on
@@ -55,6 +59,12 @@ type Listener struct {
 	stopping atomic.Bool
 	hctx     context.Context
 	hcancel  context.CancelFunc
+	unstop   func() bool   // unregisters the AfterFunc that sets stopping
+	done     chan struct{} // closed once the listener stopped, after err is set
+	err      error         // what Run returns
+
+	dorm       atomic.Pointer[dormant] // the current dormant spell, nil while awake
+	quietUntil atomic.Int64            // unix nanos: end of the idle quiet after spurious wake-ups, 0 = none set
 
 	errStreak atomic.Int64 // consecutive failed receives, listener-wide
 	depthAt   atomic.Int64 // unix nanos of the last Depth call
@@ -96,10 +106,13 @@ func New(cfg Config) (*Listener, error) {
 		rescaleCh: make(chan struct{}, 1),
 		emptyCh:   make(chan struct{}, 1),
 		unparkCh:  make(chan struct{}, c.MaxWorkers),
+		done:      make(chan struct{}),
 	}
 	l.batcher, _ = c.Queue.(Batcher)
 	l.waiter, _ = c.Queue.(Waiter)
 	l.watcher, _ = c.Queue.(Watcher)
+	l.fwatch, _ = c.Queue.(FuncWatcher)
+	l.canDoze = c.Push && c.IdlePacer == nil && (l.fwatch != nil || l.watcher == nil && l.waiter == nil)
 	l.renewer, _ = c.Queue.(Renewer)
 	l.vh, _ = c.Handler.(VerdictHandler)
 	l.c.deadDirty.Store(true) // read once, at the first empty receive
@@ -123,6 +136,11 @@ func (l *Listener) Notify() {
 	select {
 	case l.notifyCh <- struct{}{}:
 	default:
+	}
+	// After the token: a listener going dormant looks for the token after publishing its
+	// spell, so one of the two sees the other.
+	if d := l.dorm.Load(); d != nil && !d.quiet {
+		d.fire(wakeNotify)
 	}
 }
 
@@ -166,15 +184,33 @@ func (l *Listener) State() State {
 // nil; it returns an error if handlers were still running when the grace period ended
 // (their messages stay leased and are redelivered when the lease expires).
 func (l *Listener) Run(ctx context.Context) error {
+	return l.Start(ctx)()
+}
+
+// Start is Run without the wait: it starts the listener and returns at once; wait blocks
+// until the listener stopped and returns what Run would. An idle push listener whose queue
+// can call back on a write (FuncWatcher), or has no wake-up of its own, then holds no
+// goroutine at all, so that a host of many idle bindings costs none per binding.
+func (l *Listener) Start(ctx context.Context) (wait func() error) {
 	if !l.running.CompareAndSwap(false, true) {
-		return fmt.Errorf("listener for queue %q: Run called twice", l.q.Name())
+		err := fmt.Errorf("listener for queue %q: Run called twice", l.q.Name())
+		return func() error { return err }
 	}
 	// Handlers and settlement outlive ctx by the grace period.
 	l.hctx, l.hcancel = context.WithCancel(context.WithoutCancel(ctx))
-	defer l.hcancel()
-	stop := context.AfterFunc(ctx, func() { l.stopping.Store(true) })
-	defer stop()
+	l.unstop = context.AfterFunc(ctx, func() { l.stopping.Store(true) })
+	go l.run(ctx)
+	return func() error {
+		<-l.done
+		return l.err
+	}
+}
 
+// Done returns a channel closed once a started listener has stopped (Run or Start's wait
+// then returns at once).
+func (l *Listener) Done() <-chan struct{} { return l.done }
+
+func (l *Listener) run(ctx context.Context) {
 	// The depths status pages show are the listener's own: read them once at start (two
 	// counted calls), so that a backlog present at start-up is not shown as empty.
 	l.refreshIdleDepths(ctx, true)
@@ -189,7 +225,14 @@ func (l *Listener) Run(ctx context.Context) error {
 	l.mu.Unlock()
 
 	l.supervise(ctx)
-	return l.shutdown()
+}
+
+// end records how the listener stopped and releases Run.
+func (l *Listener) end(err error) {
+	l.unstop()
+	l.hcancel()
+	l.err = err
+	close(l.done)
 }
 
 func (l *Listener) shutdown() error {
@@ -217,19 +260,32 @@ func (l *Listener) shutdown() error {
 }
 
 // supervise restarts workers when one hands back its slot (time slice) and, with push or an
-// IdlePacer, waits (waitForWork) once the last worker stopped: an idle listener's one
-// goroutine.
+// IdlePacer, waits once the last worker stopped: dormant with no goroutine when it can
+// (doze), otherwise in this goroutine (waitForWork), an idle listener's one goroutine. It
+// shuts the listener down once ctx ends.
 func (l *Listener) supervise(ctx context.Context) {
 	for {
+		if ctx.Err() != nil {
+			// Before the select, which may pick a slot handed back instead.
+			l.end(l.shutdown())
+			return
+		}
 		select {
 		case <-ctx.Done():
+			l.end(l.shutdown())
 			return
 		case <-l.rescaleCh:
 			l.scaleUp(ctx, 1)
 		case <-l.emptyCh:
+			if l.canDoze {
+				if l.doze(ctx) {
+					return // dormant: the wake-up supervises again
+				}
+				continue // a worker runs, or ctx ended
+			}
 			ok, woken := l.waitForWork(ctx)
 			if !ok {
-				return
+				continue // ctx ended
 			}
 			l.mu.Lock()
 			if l.active == 0 {

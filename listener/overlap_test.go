@@ -44,8 +44,10 @@ func TestDeletesOverlapNextReceive(t *testing.T) {
 		}
 		l.cancel()
 		synctest.Wait()
-		if len(l.done) != 0 {
+		select {
+		case <-l.Done():
 			t.Fatal("Run returned with deletes still under way")
+		default:
 		}
 		close(q.release)
 		if err := l.stop(); err != nil {

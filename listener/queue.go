@@ -138,6 +138,18 @@ type Watcher interface {
 	Watch(ctx context.Context) (changed <-chan struct{}, visibleIn time.Duration, stop func(), err error)
 }
 
+// FuncWatcher is implemented by queues that can call a function on their next write (local
+// and memory backends), so that an idle push listener waits with no goroutine at all.
+type FuncWatcher interface {
+	// WatchFunc registers fn to be called once by the next write to the queue (what would
+	// close Watcher's channel) and returns how long until a message is visible, as Watch
+	// does. fn is registered before visibility is read, so a write that the answer does not
+	// show still calls it. fn runs in the writer's goroutine: it must not block nor call the
+	// queue. stop unregisters fn if it has not run; it may be called more than once. An error
+	// means the caller should receive and meet it there; fn is not registered then.
+	WatchFunc(ctx context.Context, fn func()) (visibleIn time.Duration, stop func(), err error)
+}
+
 // Backend opens named queues of one store or account.
 type Backend interface {
 	// Open returns the named queue, creating it if the backend is configured to.

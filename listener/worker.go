@@ -154,7 +154,7 @@ func (l *Listener) canStopLocked() bool {
 // them. The waiter sleeps as the back-off policy says, waking early on Notify or a Watcher
 // or Waiter backend; with Push it does not poll at all, since a wake-up announces any work.
 // A last worker of a paced listener, or of a push listener at MinWorkers, stops instead and
-// leaves the wait to Run's goroutine (waitForWork). It returns the idle count, whether a
+// leaves the wait to the supervisor (doze, or waitForWork). It returns the idle count, whether a
 // wake-up ended the wait, and false when the worker is to stop.
 func (l *Listener) onEmpty(ctx context.Context, s *workerSlot, idle int) (int, bool, bool) {
 	for {
@@ -168,9 +168,9 @@ func (l *Listener) onEmpty(ctx context.Context, s *workerSlot, idle int) (int, b
 			return 0, false, l.yieldLocked(ctx, s)
 		}
 		if l.active == 1 && (l.cfg.IdlePacer != nil || l.cfg.Push && l.cfg.MinWorkers > 0) {
-			// The last worker hands its wait to the supervisor, which waits in Run's
-			// goroutine for the grant or a wake-up: an idle paced or push listener keeps no
-			// worker goroutine. (With Push and MinWorkers 0 the Backoff says when, below.)
+			// The last worker hands its wait to the supervisor, which waits for the grant or
+			// a wake-up, dormant when it can: an idle paced or push listener keeps no worker
+			// goroutine. (With Push and MinWorkers 0 the Backoff says when, below.)
 			s.releaseLocked()
 			l.mu.Unlock()
 			return idle, false, false

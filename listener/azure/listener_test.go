@@ -81,7 +81,7 @@ func (s *seen) missing(n int) []string {
 }
 
 // run starts a listener on q (dead letters to <q>-poison) and returns a stop function that
-// ends it and returns Run's error.
+// ends it and returns Run's error (the same each time).
 func run(tb testing.TB, b *azure.Backend, q listener.Queue, h listener.HandlerFunc, mod func(*listener.Config)) (*listener.Listener, func() error) {
 	tb.Helper()
 	dl := queue(tb, b, q.Name()+listener.PoisonSuffix)
@@ -101,16 +101,10 @@ func run(tb testing.TB, b *azure.Backend, q listener.Queue, h listener.HandlerFu
 		tb.Fatalf("listener.New: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	var once sync.Once
-	var runErr error
+	wait := l.Start(ctx) // no goroutine of the test's: idle-cost tests count the listener's
 	stop := func() error {
-		once.Do(func() {
-			cancel()
-			runErr = <-done
-		})
-		return runErr
+		cancel()
+		return wait()
 	}
 	tb.Cleanup(func() { _ = stop() })
 	return l, stop

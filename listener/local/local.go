@@ -128,11 +128,12 @@ type Backend struct {
 }
 
 var (
-	_ listener.Backend = (*Backend)(nil)
-	_ listener.Queue   = (*Queue)(nil)
-	_ listener.Batcher = (*Queue)(nil)
-	_ listener.Waiter  = (*Queue)(nil)
-	_ listener.Watcher = (*Queue)(nil)
+	_ listener.Backend     = (*Backend)(nil)
+	_ listener.Queue       = (*Queue)(nil)
+	_ listener.Batcher     = (*Queue)(nil)
+	_ listener.Waiter      = (*Queue)(nil)
+	_ listener.Watcher     = (*Queue)(nil)
+	_ listener.FuncWatcher = (*Queue)(nil)
 )
 
 // ErrClosed is returned by operations on a closed Backend.
@@ -275,7 +276,7 @@ func (b *Backend) Queue(_ context.Context, name string) (*Queue, error) {
 	defer b.mu.Unlock()
 	q, ok := b.queues[name]
 	if !ok {
-		q = &Queue{name: name, b: b, wake: make(chan struct{})}
+		q = &Queue{name: name, b: b}
 		b.queues[name] = q
 	}
 	return q, nil

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/wake"
 	"github.com/wqhost/wqhost/listener"
 )
 
@@ -17,19 +17,13 @@ type Queue struct {
 	name string
 	b    *Backend
 
-	mu   sync.Mutex
-	wake chan struct{} // closed and replaced to wake all waiters
+	wake wake.Set // the waiters until the next write
 }
 
 // Name returns the queue's name.
 func (q *Queue) Name() string { return q.name }
 
-func (q *Queue) broadcast() {
-	q.mu.Lock()
-	close(q.wake)
-	q.wake = make(chan struct{})
-	q.mu.Unlock()
-}
+func (q *Queue) broadcast() { q.wake.Fire() }
 
 func (q *Queue) errf(what string, err error) error {
 	return fmt.Errorf("local: %s %s: %w", what, q.name, err)

@@ -27,26 +27,46 @@ func (q *Queue) nextVisible(ctx context.Context) (int64, error) {
 // waiter nothing to drop.
 func (q *Queue) Watch(ctx context.Context) (changed <-chan struct{}, visibleIn time.Duration, stop func(), err error) {
 	stop = func() {}
-	q.mu.Lock()
-	wake := q.wake // taken before the reads, so a write or close after them still closes it
-	q.mu.Unlock()
+	wake := q.wake.Chan() // taken before the reads, so a write or close after them still closes it
+	in, err := q.visibleIn(ctx)
+	if err != nil {
+		return nil, 0, stop, err
+	}
+	return wake, in, stop, nil
+}
+
+// WatchFunc implements listener.FuncWatcher: fn is called once by whatever would close
+// Watch's channel (in the writer's goroutine), unless stop is called first. visibleIn is as
+// Watch's.
+func (q *Queue) WatchFunc(ctx context.Context, fn func()) (visibleIn time.Duration, stop func(), err error) {
+	stop = q.wake.Func(fn) // registered before the reads, as Watch takes its channel
+	in, err := q.visibleIn(ctx)
+	if err != nil {
+		stop()
+		return 0, func() {}, err
+	}
+	return in, stop, nil
+}
+
+// visibleIn reads how long until a message is visible for Watch and WatchFunc.
+func (q *Queue) visibleIn(ctx context.Context) (time.Duration, error) {
 	select {
 	case <-q.b.closed:
-		return nil, 0, stop, q.errf("watch", ErrClosed)
+		return 0, q.errf("watch", ErrClosed)
 	default:
 	}
 	next, err := q.nextVisible(ctx)
 	if err != nil {
-		return nil, 0, stop, err
+		return 0, err
 	}
 	now := q.b.now().UnixNano()
 	switch {
 	case next <= now:
-		return wake, 0, stop, nil
+		return 0, nil
 	case next == math.MaxInt64 || !q.b.realClk:
-		return wake, -1, stop, nil
+		return -1, nil
 	}
-	return wake, time.Duration(next - now), stop, nil
+	return time.Duration(next - now), nil
 }
 
 // Wait blocks until a message may be visible, ctx ends, or d elapses (d <= 0: no limit). A

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wqhost/wqhost/internal/clock"
 	"github.com/wqhost/wqhost/internal/wait"
+	"github.com/wqhost/wqhost/internal/wake"
 	"github.com/wqhost/wqhost/listener"
 )
 
@@ -35,11 +36,12 @@ type Backend struct {
 }
 
 var (
-	_ listener.Backend = (*Backend)(nil)
-	_ listener.Queue   = (*Queue)(nil)
-	_ listener.Batcher = (*Queue)(nil)
-	_ listener.Waiter  = (*Queue)(nil)
-	_ listener.Watcher = (*Queue)(nil)
+	_ listener.Backend     = (*Backend)(nil)
+	_ listener.Queue       = (*Queue)(nil)
+	_ listener.Batcher     = (*Queue)(nil)
+	_ listener.Waiter      = (*Queue)(nil)
+	_ listener.Watcher     = (*Queue)(nil)
+	_ listener.FuncWatcher = (*Queue)(nil)
 )
 
 // New returns an empty Backend.
@@ -68,7 +70,7 @@ func (b *Backend) Queue(_ context.Context, name string) (*Queue, error) {
 	}
 	q, ok := b.queues[name]
 	if !ok {
-		q = &Queue{name: name, b: b, byID: map[string]*item{}, wake: make(chan struct{})}
+		q = &Queue{name: name, b: b, byID: map[string]*item{}}
 		b.queues[name] = q
 	}
 	return q, nil
@@ -145,13 +147,12 @@ type Queue struct {
 	name string
 	b    *Backend
 
-	mu      sync.Mutex
-	heap    itemHeap
-	byID    map[string]*item
-	seq     uint64
-	tokens  uint64
-	wake    chan struct{} // closed and replaced to wake all waiters
-	waiting int
+	mu     sync.Mutex
+	heap   itemHeap
+	byID   map[string]*item
+	seq    uint64
+	tokens uint64
+	wake   wake.Set // the waiters until the next write
 }
 
 // Name returns the queue's name.
@@ -278,7 +279,7 @@ func (q *Queue) UpdateVisibility(_ context.Context, m *listener.Message, d time.
 	m.VisibleAt = until
 	if d <= 0 {
 		q.broadcastLocked()
-	} else if q.b.realClk && q.waiting > 0 {
+	} else if q.b.realClk {
 		// A waiter's timer may target an earlier time; it re-checks then.
 		q.broadcastLocked()
 	}
@@ -320,39 +321,41 @@ func (q *Queue) Depth(context.Context) (int64, error) {
 	return int64(len(q.heap)), nil
 }
 
-func (q *Queue) broadcastLocked() {
-	if q.waiting == 0 {
-		return
-	}
-	close(q.wake)
-	q.wake = make(chan struct{})
-}
+func (q *Queue) broadcastLocked() { q.wake.Fire() }
 
 // Watch implements listener.Watcher. The channel is closed by a Send or release, and by
 // Backend.Notify; visibleIn is -1 for an empty queue and, with an injected clock, for one
 // whose messages are all leased or delayed (call Backend.Notify after advancing the clock).
-// Call stop once: until then every write closes and replaces the channel.
+// stop does nothing: the channel costs a waiter nothing to drop.
 func (q *Queue) Watch(context.Context) (changed <-chan struct{}, visibleIn time.Duration, stop func(), err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	visibleIn = -1
-	if len(q.heap) > 0 {
-		nowN := q.b.now().UnixNano()
-		switch {
-		case q.heap[0].visible <= nowN:
-			visibleIn = 0
-		case q.b.realClk:
-			visibleIn = time.Duration(q.heap[0].visible - nowN)
-		}
-	}
-	q.waiting++ // writes close the channel only while someone waits on it
-	return q.wake, visibleIn, q.unwatch, nil
+	return q.wake.Chan(), q.visibleInLocked(), func() {}, nil
 }
 
-func (q *Queue) unwatch() {
+// WatchFunc implements listener.FuncWatcher: fn is called once by the next Send, release or
+// Backend.Notify (in the writer's goroutine, under the queue's lock), unless stop is called
+// first. visibleIn is as Watch's.
+func (q *Queue) WatchFunc(_ context.Context, fn func()) (visibleIn time.Duration, stop func(), err error) {
 	q.mu.Lock()
-	q.waiting--
-	q.mu.Unlock()
+	defer q.mu.Unlock()
+	return q.visibleInLocked(), q.wake.Func(fn), nil
+}
+
+// visibleInLocked is how long until a message is visible: 0 when one is now, -1 when only a
+// write (or, with an injected clock, Backend.Notify) can make one visible.
+func (q *Queue) visibleInLocked() time.Duration {
+	if len(q.heap) == 0 {
+		return -1
+	}
+	nowN := q.b.now().UnixNano()
+	switch {
+	case q.heap[0].visible <= nowN:
+		return 0
+	case q.b.realClk:
+		return time.Duration(q.heap[0].visible - nowN)
+	}
+	return -1
 }
 
 // Wait blocks until a message may be visible, ctx ends, or d elapses (d <= 0: no limit).

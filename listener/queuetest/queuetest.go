@@ -42,8 +42,11 @@ func Run(t *testing.T, f Factory) {
 		{"ConcurrentReceiversExclusive", false, testConcurrentReceivers},
 		{"BatcherPerMessageErrors", false, testBatcher},
 		{"WaiterWakesOnSend", false, testWaiter},
-		{"WatcherSignalsWrites", false, testWatcher},
-		{"WatcherNoLostWakeUp", false, testWatcherNoLostWakeUp},
+		{"WatcherSignalsWrites", false, watchers(byChan, "Watcher", testWatcher)},
+		{"WatcherNoLostWakeUp", false, watchers(byChan, "Watcher", testWatcherNoLostWakeUp)},
+		{"FuncWatcherSignalsWrites", false, watchers(byFunc, "FuncWatcher", testWatcher)},
+		{"FuncWatcherNoLostWakeUp", false, watchers(byFunc, "FuncWatcher", testWatcherNoLostWakeUp)},
+		{"PushListenerNoLostWakeUp", false, testPushListenerNoLostWakeUp},
 		{"BatchListenerSettlesEachMessage", false, testBatchListener},
 	}
 	for _, c := range cases {

@@ -21,9 +21,45 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-func watch(t *testing.T, w listener.Watcher) (<-chan struct{}, time.Duration, func()) {
+// watchVia is one way a consumer watches a queue, as Watcher.Watch reports it; ok is false
+// when the queue does not offer it.
+type watchVia func(q listener.Queue) (w func(ctx context.Context) (<-chan struct{}, time.Duration, func(), error), ok bool)
+
+// byChan watches with Watcher.
+func byChan(q listener.Queue) (func(context.Context) (<-chan struct{}, time.Duration, func(), error), bool) {
+	w, ok := q.(listener.Watcher)
+	if !ok {
+		return nil, false
+	}
+	return w.Watch, true
+}
+
+// byFunc watches with FuncWatcher, whose callback closes a channel: a second call panics.
+func byFunc(q listener.Queue) (func(context.Context) (<-chan struct{}, time.Duration, func(), error), bool) {
+	w, ok := q.(listener.FuncWatcher)
+	if !ok {
+		return nil, false
+	}
+	return func(ctx context.Context) (<-chan struct{}, time.Duration, func(), error) {
+		ch := make(chan struct{})
+		in, stop, err := w.WatchFunc(ctx, func() { close(ch) })
+		return ch, in, stop, err
+	}, true
+}
+
+// watchers runs test for each way the queue can be watched, skipping those it lacks.
+func watchers(via watchVia, name string, test func(t *testing.T, b listener.Backend, advance func(time.Duration), via watchVia)) func(*testing.T, listener.Backend, func(time.Duration)) {
+	return func(t *testing.T, b listener.Backend, advance func(time.Duration)) {
+		if _, ok := via(open(t, b, "watch-probe")); !ok {
+			t.Skipf("queue does not implement listener.%s", name)
+		}
+		test(t, b, advance, via)
+	}
+}
+
+func watch(t *testing.T, w func(context.Context) (<-chan struct{}, time.Duration, func(), error)) (<-chan struct{}, time.Duration, func()) {
 	t.Helper()
-	ch, in, stop, err := w.Watch(context.Background())
+	ch, in, stop, err := w(context.Background())
 	if err != nil {
 		t.Fatalf("Watch: %v", err)
 	}
@@ -31,13 +67,11 @@ func watch(t *testing.T, w listener.Watcher) (<-chan struct{}, time.Duration, fu
 }
 
 // testWatcher: Watch reports an empty queue as -1 (only a write helps), a delayed message as
-// not visible yet, a visible one as 0; a Send closes the channel of a Watch taken before it.
-func testWatcher(t *testing.T, b listener.Backend, advance func(time.Duration)) {
+// not visible yet, a visible one as 0; a Send closes the channel of a Watch taken before it
+// (calls back a WatchFunc registered before it).
+func testWatcher(t *testing.T, b listener.Backend, advance func(time.Duration), via watchVia) {
 	q := open(t, b, "watcher")
-	w, ok := q.(listener.Watcher)
-	if !ok {
-		t.Skip("queue does not implement listener.Watcher")
-	}
+	w, _ := via(q)
 	ch, in, stop := watch(t, w)
 	if in != -1 || isClosed(ch) {
 		t.Fatalf("Watch on an empty queue: visibleIn %s, channel closed %v; want -1 and open", in, isClosed(ch))
@@ -79,12 +113,9 @@ func testWatcher(t *testing.T, b listener.Backend, advance func(time.Duration)) 
 // about to watch, racing the Watch. A send that lands between the channel being taken and the
 // visibility being read must still close the channel, or the consumer waits for lostWakeUp
 // and fails.
-func testWatcherNoLostWakeUp(t *testing.T, b listener.Backend, _ func(time.Duration)) {
+func testWatcherNoLostWakeUp(t *testing.T, b listener.Backend, _ func(time.Duration), via watchVia) {
 	q := open(t, b, "watcher-race")
-	w, ok := q.(listener.Watcher)
-	if !ok {
-		t.Skip("queue does not implement listener.Watcher")
-	}
+	w, _ := via(q)
 	const n = 200
 	ctx, cancel := context.WithCancel(context.Background())
 	poke := make(chan struct{}, 1) // a send is due
@@ -111,7 +142,7 @@ func testWatcherNoLostWakeUp(t *testing.T, b listener.Backend, _ func(time.Durat
 		case poke <- struct{}{}:
 		default: // one is due already
 		}
-		ch, in, stop, err := w.Watch(ctx)
+		ch, in, stop, err := w(ctx)
 		if err != nil {
 			t.Fatalf("Watch: %v", err)
 		}
