@@ -22,8 +22,9 @@ type slots struct {
 	// parked instance.
 	hot     atomic.Pointer[instance]
 	waiting atomic.Int32 // len(waiters)
-	// hotCalls counts the calls that took hot; calls (under mu) the others.
-	hotCalls atomic.Int64
+	// calls counts calls begun (PoolStats.Calls): unpark and acquire count, unacquire
+	// uncounts.
+	calls atomic.Int64
 
 	mu      sync.Mutex
 	size    int
@@ -31,7 +32,6 @@ type slots struct {
 	idle    []*instance     // warm instances, longest idle first; an idle instance holds no slot
 	waiters []chan struct{} // callers waiting for a slot, oldest first
 	clock   *atomic.Int64   // stamps instances going idle (janitor.now)
-	calls   int64
 }
 
 func newSlots(n int, clock *atomic.Int64) *slots {
@@ -45,7 +45,11 @@ func (s *slots) acquire(ctx context.Context) (*instance, error) {
 	if inst := s.unpark(); inst != nil {
 		return inst, nil
 	}
-	return s.take(ctx, true)
+	inst, err := s.take(ctx, true)
+	if err == nil {
+		s.calls.Add(1)
+	}
+	return inst, err
 }
 
 // unpark takes the parked instance and its slot for a call, counting it, or returns nil.
@@ -55,7 +59,7 @@ func (s *slots) unpark() *instance {
 	}
 	inst := s.hot.Swap(nil)
 	if inst != nil {
-		s.hotCalls.Add(1)
+		s.calls.Add(1)
 	}
 	return inst
 }
@@ -78,13 +82,11 @@ func (s *slots) park(inst *instance) bool {
 // unacquire gives back the slot (and instance, if not nil) of an acquire whose call was not
 // made, uncounting it.
 func (s *slots) unacquire(inst *instance) {
-	s.mu.Lock()
-	s.calls--
-	s.mu.Unlock()
+	s.calls.Add(-1)
 	s.release(inst)
 }
 
-// take takes a slot; forCall takes an idle instance with it and counts a call.
+// take takes a slot; forCall takes an idle instance with it.
 func (s *slots) take(ctx context.Context, forCall bool) (*instance, error) {
 	s.mu.Lock()
 	if s.free > 0 {
@@ -92,7 +94,6 @@ func (s *slots) take(ctx context.Context, forCall bool) (*instance, error) {
 		var inst *instance
 		if forCall {
 			inst = s.popLocked()
-			s.calls++
 		}
 		s.mu.Unlock()
 		return inst, nil
@@ -126,7 +127,6 @@ func (s *slots) take(ctx context.Context, forCall bool) (*instance, error) {
 	if !forCall {
 		return nil, nil
 	}
-	s.calls++
 	return s.popLocked(), nil
 }
 
@@ -149,7 +149,6 @@ func (s *slots) tookHot(inst *instance, forCall bool) *instance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if forCall {
-		s.calls++
 		return inst
 	}
 	s.insertIdleLocked(inst)
@@ -249,7 +248,7 @@ func (s *slots) counts() (idle, held int, calls int64) {
 	if s.hot.Load() != nil {
 		idle, held = idle+1, held-1
 	}
-	return idle, held, s.calls + s.hotCalls.Load()
+	return idle, held, s.calls.Load()
 }
 
 // waitIdle waits until no slot is held (no call in flight) or ctx is done. It takes every
