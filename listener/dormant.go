@@ -139,16 +139,10 @@ func (l *Listener) arm(ctx context.Context) (start, woken, asleep bool) {
 	d := &dormant{l: l, ctx: ctx}
 	now := time.Now()
 	if k := l.spurious.Load(); k > 0 {
-		// Wake-ups that found nothing must not become a loop (see idleWait): after k of them
-		// in a row, wake-ups are ignored for MinIdle·2^(k-1), up to MaxIdle.
+		// Wake-ups that found nothing must not become a loop (quietSpell).
 		until := l.quietUntil.Load()
 		if until == 0 {
-			quiet := min(l.cfg.MinIdle<<min(k-1, 20), l.cfg.MaxIdle)
-			if due := l.nextDue.Load(); due != 0 {
-				// A retry of ours is work we know of, not a wake-up to distrust.
-				quiet = max(min(quiet, time.Duration(due-now.UnixNano())), 0)
-			}
-			until = now.Add(quiet).UnixNano()
+			until = now.Add(l.quietSpell(k, now)).UnixNano()
 			l.quietUntil.Store(until)
 		}
 		if in := time.Duration(until - now.UnixNano()); in > 0 {

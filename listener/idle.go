@@ -51,11 +51,7 @@ func (l *Listener) waitForWork(ctx context.Context) (ok, woken bool) {
 // wake-ups are ignored for MinIdle·2^(k-1), up to MaxIdle.
 func (l *Listener) idleWait(ctx context.Context, d time.Duration, grant <-chan struct{}) (woke bool, timedOut bool) {
 	if k := l.spurious.Load(); k > 0 {
-		quiet := min(l.cfg.MinIdle<<min(k-1, 20), l.cfg.MaxIdle)
-		if due := l.nextDue.Load(); due != 0 && l.cfg.Push {
-			// A retry of ours is work we know of, not a wake-up to distrust.
-			quiet = max(min(quiet, time.Duration(due-time.Now().UnixNano())), 0)
-		}
+		quiet := l.quietSpell(k, time.Now())
 		if d > 0 && quiet >= d {
 			return false, l.sleep(ctx, d)
 		}
@@ -180,6 +176,17 @@ func (l *Listener) watch(ctx context.Context, d time.Duration, grant <-chan stru
 		}
 		// A write, or a message due to be visible by now: look again.
 	}
+}
+
+// quietSpell is how long wake-ups are ignored after k in a row that found nothing:
+// MinIdle·2^(k-1), up to MaxIdle, but never past a retry of ours falling due (noteDue, push
+// only), which is work we know of, not a wake-up to distrust.
+func (l *Listener) quietSpell(k int32, now time.Time) time.Duration {
+	quiet := min(l.cfg.MinIdle<<min(k-1, 20), l.cfg.MaxIdle)
+	if due := l.nextDue.Load(); due != 0 {
+		quiet = max(min(quiet, time.Duration(due-now.UnixNano())), 0)
+	}
+	return quiet
 }
 
 // pacedWait waits for the IdlePacer's grant of the next idle receive, or a wake-up as
