@@ -253,7 +253,7 @@ func checkSize(k *koanf.Koanf) error {
 	if count <= limit {
 		return nil
 	}
-	return &Error{Problems: []error{fmt.Errorf("max_bindings: %d bindings configured, the limit is %d", count, limit)}}
+	return &Error{Problems: []error{tooManyBindings(count, limit)}}
 }
 
 // nearFailed reports whether a problem's key path (its text before ": ") is a key that did

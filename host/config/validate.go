@@ -51,7 +51,7 @@ func (c *Config) validate() []error {
 	} else if n := c.bindingCount(); n > c.MaxBindings {
 		// Refused for its size alone, before a check per binding: a config of 162,000
 		// bindings fails at once with the two numbers.
-		fail("max_bindings", "%d bindings configured, the limit is %d", n, c.MaxBindings)
+		errs = append(errs, tooManyBindings(n, c.MaxBindings))
 		return errs
 	}
 	if strings.TrimSpace(c.DataDir) == "" {
@@ -166,6 +166,11 @@ func (c *Config) validate() []error {
 type failFunc func(path, format string, args ...any)
 
 // bindingCount is the number of bindings of every tenant together.
+// tooManyBindings is the problem of a config with n bindings over max_bindings' limit.
+func tooManyBindings(n, limit int) error {
+	return fmt.Errorf("max_bindings: %d bindings configured, the limit is %d", n, limit)
+}
+
 func (c *Config) bindingCount() int {
 	n := 0
 	for _, t := range c.Tenants {
