@@ -147,12 +147,9 @@ func fastestRounds(a, b func(n int) error) (nsA, nsB float64, err error) {
 	return float64(bestA.Nanoseconds()) / calls, float64(bestB.Nanoseconds()) / calls, nil
 }
 
-// pooledNoop opens noop-tinygo in a wqhost pool as the host runs it (the default 30 s
-// time limit, fuel-instrumented) and returns a loop of n calls of it, made the way
-// rawWazeroNoop's calls wazero: one caller owning its Input and Output (Pool.CallInto), as a listener
-// worker does.
-func pooledNoop(b *testing.B, p engine.Paths) (calls func(n int) error, closeIt func()) {
-	ctx := context.Background()
+// noopTinyGo returns the path and bytes of noop-tinygo, the module both sides of the no-op
+// comparison run.
+func noopTinyGo(b *testing.B, p engine.Paths) (string, []byte) {
 	path, err := p.ModulePath(engine.Noop, engine.WqhostTinyGo)
 	if err != nil {
 		b.Fatal(err)
@@ -161,6 +158,16 @@ func pooledNoop(b *testing.B, p engine.Paths) (calls func(n int) error, closeIt 
 	if err != nil {
 		b.Fatal(err)
 	}
+	return path, wasm
+}
+
+// pooledNoop opens noop-tinygo in a wqhost pool as the host runs it (the default 30 s
+// time limit, fuel-instrumented) and returns a loop of n calls of it, made the way
+// rawWazeroNoop's calls wazero: one caller owning its Input and Output (Pool.CallInto), as
+// a listener worker does.
+func pooledNoop(b *testing.B, p engine.Paths) (calls func(n int) error, closeIt func()) {
+	ctx := context.Background()
+	path, wasm := noopTinyGo(b, p)
 	e, err := wqruntime.NewEngine(ctx, wqruntime.EngineConfig{CacheDir: p.CacheDir})
 	if err != nil {
 		b.Fatal(err)
@@ -197,14 +204,7 @@ func pooledNoop(b *testing.B, p engine.Paths) (calls func(n int) error, closeIt 
 // host functions that do nothing, no pool, no time limit) and returns a loop of n calls.
 func rawWazeroNoop(b *testing.B, p engine.Paths) (calls func(n int) error, closeIt func()) {
 	ctx := context.Background()
-	path, err := p.ModulePath(engine.Noop, engine.WqhostTinyGo)
-	if err != nil {
-		b.Fatal(err)
-	}
-	wasm, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, wasm := noopTinyGo(b, p)
 	rt := wazero.NewRuntime(ctx)
 	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
 	cm, err := rt.CompileModule(ctx, wasm)
