@@ -56,6 +56,13 @@ func loadChart(t *testing.T) *chart.Chart {
 // values checked against values.schema.json first), and decodes every document strictly.
 func render(t *testing.T, vals map[string]any) (rendered, error) {
 	t.Helper()
+	return renderIn(t, vals, nil)
+}
+
+// renderIn renders as render does, against a cluster whose objects cluster's clients
+// return (Helm's lookup); nil: no cluster, as `helm template`.
+func renderIn(t *testing.T, vals map[string]any, cluster engine.ClientProvider) (rendered, error) {
+	t.Helper()
 	ch := loadChart(t)
 	caps := chartutil.DefaultCapabilities.Copy()
 	kv, err := chartutil.ParseKubeVersion(kubeVersion)
@@ -72,7 +79,12 @@ func render(t *testing.T, vals map[string]any) (rendered, error) {
 	if err != nil {
 		return rendered{}, err
 	}
-	files, err := engine.Render(ch, rv)
+	var files map[string]string
+	if cluster != nil {
+		files, err = engine.RenderWithClientProvider(ch, rv, cluster)
+	} else {
+		files, err = engine.Render(ch, rv)
+	}
 	if err != nil {
 		return rendered{}, err
 	}
