@@ -58,7 +58,14 @@ if [ -f tools/azurite/package-lock.json ]; then
 fi
 if [ -f scripts/install-podman.sh ]; then
 	step "podman (scripts/install-podman.sh)"
-	bash scripts/install-podman.sh
+	if ! bash scripts/install-podman.sh; then
+		# Without podman the image test skips (and says so); CI must run it.
+		if [ "${CI:-}" = "true" ]; then
+			echo "podman is required in CI for the image test" >&2
+			exit 1
+		fi
+		echo "podman could not be installed: the image test will skip" >&2
+	fi
 fi
 gobin=$(go env GOPATH)/bin
 if ! "$gobin/staticcheck" -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
