@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -47,9 +48,9 @@ const (
 
 // HTTPPolicy is a binding's outbound HTTP policy. A pool without one refuses every request.
 type HTTPPolicy struct {
-	// Allow lists the URLs the guest may request; a request matching none is refused, and
-	// special addresses (loopback, private, metadata...) are dialled only when a rule names
-	// them by IP or CIDR.
+	// Allow lists the URLs the guest may request; a request (or redirect) matching none is
+	// refused, and special addresses (loopback, private, metadata...) are dialled only when
+	// the rule the URL matched names them by IP or CIDR.
 	Allow netpolicy.Rules
 	// Timeout bounds one request from sending to the last body byte; default 10s. The
 	// message's own time limit applies too.
@@ -70,8 +71,8 @@ type HTTPPolicy struct {
 }
 
 // Credential is a secret header the host adds to a request when the guest names it and the
-// request's host matches Hosts (netpolicy.HostMatch patterns). Redirects to other hosts
-// lose it.
+// request's host matches Hosts (netpolicy.HostMatch patterns). A redirect to another origin
+// (scheme, host or port) loses it.
 type Credential struct {
 	Header string
 	Value  string
@@ -113,26 +114,41 @@ func (c *httpCounters) load() HTTPReport {
 	return HTTPReport{Requests: int(c.requests.Load()), BytesOut: c.out.Load(), BytesIn: c.in.Load(), Wait: time.Duration(c.wait.Load())}
 }
 
-// outbound is a pool's HTTP client under its policy.
+// outbound is a pool's HTTP client under its policy. Its requests go through the engine's
+// shared Transport (one connection pool for the whole host, capped host-wide); the policy
+// travels with each request, never with a connection (see hop).
 type outbound struct {
 	pol    HTTPPolicy
-	tr     *keepAlive // the pool closes its idle connections when it closes
+	tr     http.RoundTripper // the engine's shared Transport
 	client *http.Client
 	sem    chan struct{} // the tenant's open-request slots
-	dialer *net.Dialer
 	// resolve, when set by tests, maps a host name to the address dialled in its place (a
-	// fake DNS): the dial-time check still sees the address.
+	// fake DNS): the dial-time check still sees the address. An address written
+	// "public:IP" is dialled as if it were not special, for tests of name rules against a
+	// loopback server.
 	resolve func(host string) (string, bool)
 }
+
+// hop is what the dial of one request (the guest's or a redirect's) needs from the policy:
+// the rule its URL matched, which alone may allow a special address.
+type hop struct {
+	rule    *netpolicy.Rule
+	timeout time.Duration
+	resolve func(host string) (string, bool)
+	public  bool // set by dial for a test address written "public:IP"
+}
+
+type hopKey struct{}
 
 // addrDenied is a dial refused because the resolved address is special.
 type addrDenied struct {
 	addr   netip.AddrPort
 	reason string
+	rule   string
 }
 
 func (e *addrDenied) Error() string {
-	return fmt.Sprintf("address %s is %s and no http.allow rule names it by IP", e.addr, e.reason)
+	return fmt.Sprintf("address %s is %s and the http.allow rule the URL matched (%s) does not name it by IP", e.addr, e.reason, e.rule)
 }
 
 // redirectDenied is a redirect the policy does not allow.
@@ -142,7 +158,79 @@ func (e *redirectDenied) Error() string { return e.msg }
 
 type credCtxKey struct{}
 
-func newOutbound(pol HTTPPolicy, sem chan struct{}) *outbound {
+// Bounds of the shared connection pool.
+const (
+	// maxIdle and maxIdlePerHost bound the idle connections of the whole host, all tenants
+	// and bindings together (in all, and per scheme://host:port).
+	maxIdle        = 128
+	maxIdlePerHost = 16
+	// idleTimeout closes a connection unused this long.
+	idleTimeout = 90 * time.Second
+	// tlsHandshakeTimeout bounds a TLS handshake, which runs detached from the request that
+	// asked for it (its connection may serve the next one).
+	tlsHandshakeTimeout = 10 * time.Second
+)
+
+// newHTTPTransport is the engine's one outbound Transport. Its dials are checked against the
+// rule of the request that asked for them (hop, carried in the dial's context), in
+// Dialer.ControlContext, just before connecting: the standard guard against a name that
+// resolves, or re-resolves, to an address it must not reach.
+func newHTTPTransport() *http.Transport {
+	return &http.Transport{
+		// Never a proxy from the environment: the dial check must see the real target.
+		Proxy:                  nil,
+		DialContext:            dialHop,
+		ForceAttemptHTTP2:      true,
+		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
+		MaxIdleConns:           maxIdle,
+		MaxIdleConnsPerHost:    maxIdlePerHost,
+		IdleConnTimeout:        idleTimeout,
+		TLSHandshakeTimeout:    tlsHandshakeTimeout,
+		MaxResponseHeaderBytes: maxHTTPHeaderBytes,
+		// The guest sees the bytes the server sent; no transparent gunzip behind its caps.
+		DisableCompression: true,
+	}
+}
+
+// dialHop dials for a request under the hop its context carries; without one it refuses, so
+// nothing reaches the network unpoliced.
+func dialHop(ctx context.Context, network, addr string) (net.Conn, error) {
+	h, _ := ctx.Value(hopKey{}).(*hop)
+	if h == nil {
+		return nil, fmt.Errorf("outbound http: dial %s without a policy", addr)
+	}
+	if h.resolve != nil {
+		if host, port, err := net.SplitHostPort(addr); err == nil {
+			if ip, ok := h.resolve(host); ok {
+				if ip, ok = strings.CutPrefix(ip, "public:"); ok {
+					c := *h
+					c.public = true
+					ctx = context.WithValue(ctx, hopKey{}, &c)
+				}
+				addr = net.JoinHostPort(ip, port)
+			}
+		}
+	}
+	d := net.Dialer{Timeout: h.timeout, ControlContext: controlHop}
+	return d.DialContext(ctx, network, addr)
+}
+
+// controlHop runs on every resolved address just before connecting, so a name that resolves
+// (or re-resolves, or redirects) to a special address is refused whatever the URL said; only
+// the rule the request's URL matched can allow one, by naming it by IP.
+func controlHop(ctx context.Context, network, address string, _ syscall.RawConn) error {
+	h, _ := ctx.Value(hopKey{}).(*hop)
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil || h == nil {
+		return fmt.Errorf("outbound http: dial %s: unparsable address or no policy", address)
+	}
+	if reason, bad := netpolicy.Special(ap.Addr()); bad && !h.public && !h.rule.AllowsAddr(ap) {
+		return &addrDenied{addr: ap, reason: reason, rule: h.rule.Raw}
+	}
+	return nil
+}
+
+func newOutbound(pol HTTPPolicy, sem chan struct{}, tr http.RoundTripper) *outbound {
 	if pol.Timeout <= 0 {
 		pol.Timeout = DefaultHTTPTimeout
 	}
@@ -158,52 +246,34 @@ func newOutbound(pol HTTPPolicy, sem chan struct{}) *outbound {
 	if pol.MaxRedirects == 0 {
 		pol.MaxRedirects = DefaultHTTPMaxRedirects
 	}
-	o := &outbound{pol: pol, sem: sem}
-	o.dialer = &net.Dialer{Timeout: pol.Timeout, Control: o.control}
-	// Requests go through keepAlive; net/http's Transport takes those it does not (bodies
-	// over 64 KiB), under the same dial check.
-	next := &http.Transport{
-		// Never a proxy from the environment: the dial check must see the real target.
-		Proxy:                  nil,
-		DialContext:            o.dial,
-		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           maxIdle,
-		MaxIdleConnsPerHost:    maxIdlePerHost,
-		IdleConnTimeout:        idleTimeout,
-		TLSHandshakeTimeout:    pol.Timeout,
-		MaxResponseHeaderBytes: maxHTTPHeaderBytes,
-		// The guest sees the bytes the server sent; no transparent gunzip behind its caps.
-		DisableCompression: true,
-	}
-	o.tr = newKeepAlive(o.dial, pol.Timeout, maxHTTPHeaderBytes, next)
-	o.client = &http.Client{Transport: o.tr, CheckRedirect: o.checkRedirect}
+	o := &outbound{pol: pol, sem: sem, tr: tr}
+	o.client = &http.Client{Transport: o, CheckRedirect: o.checkRedirect}
 	return o
 }
 
-func (o *outbound) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	if o.resolve != nil {
-		if host, port, err := net.SplitHostPort(addr); err == nil {
-			if ip, ok := o.resolve(host); ok {
-				addr = net.JoinHostPort(ip, port)
-			}
+// RoundTrip sends one hop (the guest's request or a redirect) with the rule its own URL
+// matches in its context, for the dial check.
+func (o *outbound) RoundTrip(req *http.Request) (*http.Response, error) {
+	r, ok := o.pol.Allow.Match(targetOf(req.URL))
+	if !ok {
+		// request and checkRedirect refuse these first; this keeps the dial from ever
+		// running without a rule.
+		if req.Body != nil {
+			_ = req.Body.Close()
 		}
+		return nil, &redirectDenied{msg: redactURL(req.URL) + " matches no http.allow rule"}
 	}
-	return o.dialer.DialContext(ctx, network, addr)
+	ctx := context.WithValue(req.Context(), hopKey{}, &hop{rule: r, timeout: o.pol.Timeout, resolve: o.resolve})
+	return o.tr.RoundTrip(req.WithContext(ctx))
 }
 
-// control runs on every resolved address just before connecting, so a name that resolves (or
-// re-resolves, or redirects) to a special address is refused whatever the URL said.
-func (o *outbound) control(network, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("outbound http: dial %s: unparsable address: %w", address, err)
-	}
-	if reason, bad := netpolicy.Special(ap.Addr()); bad && !o.pol.Allow.AllowsAddr(ap) {
-		return &addrDenied{addr: ap, reason: reason}
-	}
-	return nil
-}
+// sensitiveHeaders are dropped from a redirect to another origin, like the credential.
+var sensitiveHeaders = []string{"Authorization", "Www-Authenticate", "Cookie", "Cookie2", "Proxy-Authorization"}
 
+// checkRedirect lets a redirect through when it matches a rule (its dial is then checked
+// against that rule), sends no Referer, and keeps the credential and the guest's own
+// authorization headers only on the origin (scheme, host and port) of the first request: a
+// downgrade to http or a move to another port loses them.
 func (o *outbound) checkRedirect(req *http.Request, via []*http.Request) error {
 	if o.pol.MaxRedirects < 0 {
 		return http.ErrUseLastResponse
@@ -214,8 +284,15 @@ func (o *outbound) checkRedirect(req *http.Request, via []*http.Request) error {
 	if _, ok := o.pol.Allow.Match(targetOf(req.URL)); !ok {
 		return &redirectDenied{msg: "redirect to " + redactURL(req.URL) + " matches no http.allow rule"}
 	}
-	if c, ok := req.Context().Value(credCtxKey{}).(*Credential); ok && !c.allows(req.URL.Hostname()) {
-		req.Header.Del(c.Header)
+	// http.Client sets it to the previous URL, query included.
+	req.Header.Del("Referer")
+	if originOf(req.URL) != originOf(via[0].URL) {
+		if c, ok := req.Context().Value(credCtxKey{}).(*Credential); ok {
+			req.Header.Del(c.Header)
+		}
+		for _, h := range sensitiveHeaders {
+			req.Header.Del(h)
+		}
 	}
 	return nil
 }
@@ -227,6 +304,17 @@ func (c *Credential) allows(host string) bool {
 		}
 	}
 	return false
+}
+
+// origin is a target's scheme, host and port.
+type origin struct {
+	scheme, host string
+	port         int
+}
+
+func originOf(u *url.URL) origin {
+	t := targetOf(u)
+	return origin{t.Scheme, t.Host, t.Port}
 }
 
 func targetOf(u *url.URL) netpolicy.Target {
@@ -250,6 +338,7 @@ func redactURL(u *url.URL) string {
 
 // httpResp is an open response, a handle's target.
 type httpResp struct {
+	ctx    context.Context // the request's: http.timeout and the message's time limit
 	resp   *http.Response
 	body   io.ReadCloser
 	read   int64
@@ -489,7 +578,7 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 			return st.httpFail(errNetwork, method, shown, "", msg)
 		}
 	}
-	hr := &httpResp{resp: resp, body: resp.Body, cancel: cancel, sem: o.sem}
+	hr := &httpResp{ctx: rctx, resp: resp, body: resp.Body, cancel: cancel, sem: o.sem}
 	for i, x := range st.http.open {
 		if x == nil {
 			st.http.open[i] = hr
@@ -549,7 +638,7 @@ func (st *callState) readBody(ctx context.Context, hr *httpResp, dst []byte) int
 				return int32(n)
 			}
 			hr.done = true
-			if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+			if ctx.Err() != nil || hr.ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 				return st.httpFail(errTimeout, method, shown, "", "the response body did not finish in time")
 			}
 			return st.httpFail(errNetwork, method, shown, "", "reading the response body: "+err.Error())
