@@ -20,7 +20,6 @@ func serve(t *testing.T, h http.Handler, to Timeouts) string {
 		t.Fatal(err)
 	}
 	srv := NewServer(h, to)
-	srv.ErrorLog = nil
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String()
@@ -41,13 +40,13 @@ func hungUp(t *testing.T, c net.Conn) bool {
 // instead of blocking; a handler that works longer than the write timeout before answering
 // (a reload) still gets its answer through.
 func TestServerTimeouts(t *testing.T) {
-	to := Timeouts{ReadHeader: 150 * time.Millisecond, Read: 200 * time.Millisecond, Write: 150 * time.Millisecond, Idle: 200 * time.Millisecond}
+	to := Timeouts{ReadHeader: 150 * time.Millisecond, Read: 200 * time.Millisecond, Write: 500 * time.Millisecond, Idle: 200 * time.Millisecond}
 	writeErr := make(chan error, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		switch r.URL.Path {
 		case "/late":
-			time.Sleep(4 * to.Write)
+			time.Sleep(3 * to.Write)
 			fmt.Fprint(w, "late but whole")
 		case "/huge":
 			chunk := make([]byte, 1<<20)
@@ -114,7 +113,7 @@ func TestServerTimeouts(t *testing.T) {
 		defer resp.Body.Close()
 		b, err := io.ReadAll(resp.Body)
 		if err != nil || string(b) != "late but whole" {
-			t.Errorf("answer after %s of work: %q, %v", 4*to.Write, b, err)
+			t.Errorf("answer after %s of work: %q, %v", 3*to.Write, b, err)
 		}
 	})
 }
