@@ -2,12 +2,16 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wqhost/wqhost/host/config"
 )
 
 func get(t *testing.T, url, token string, want int) string {
@@ -81,6 +85,53 @@ func TestAdminAuth(t *testing.T) {
 	}
 	// Bodies are size-limited.
 	do(t, "POST", u+"/v1/tenants/acme/queues/in/notify", "acme-secret", strings.Repeat("x", 2048), http.StatusRequestEntityTooLarge)
+}
+
+// TestDuplicateTokensRefusedAtStart: a host whose admin tokens are not all distinct (a
+// tenant's equal to the host's, or two tenants') does not start; the error names both keys
+// of each pair and never the value.
+func TestDuplicateTokensRefusedAtStart(t *testing.T) {
+	t.Setenv("TEST_WQ_HOST_TOKEN", "same-secret")
+	t.Setenv("TEST_WQ_ACME_TOKEN", "same-secret")
+	t.Setenv("TEST_WQ_BETA_TOKEN", "same-secret")
+	dir := t.TempDir()
+	mod := abs(t, flakyWasm)
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+data_dir: %s
+cache_dir: %s
+admin: {addr: "off", token_env: TEST_WQ_HOST_TOKEN}
+tenants:
+  acme:
+    token_env: TEST_WQ_ACME_TOKEN
+    bindings:
+      a: {queue: in, module: %q}
+  beta:
+    token_env: TEST_WQ_BETA_TOKEN
+    bindings:
+      b: {queue: in, module: %q}
+`, filepath.Join(dir, "data"), cacheDir, mod, mod)), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(context.Background(), cfg, testLogger(t))
+	if err == nil {
+		h.Close(context.Background())
+		t.Fatal("a host with one token for three principals started")
+	}
+	if !errors.Is(err, ErrDuplicateToken) {
+		t.Errorf("error %v is not ErrDuplicateToken", err)
+	}
+	for _, want := range []string{
+		"tenants.acme.token_env: the token in TEST_WQ_ACME_TOKEN equals the one admin.token_env names",
+		"tenants.beta.token_env: the token in TEST_WQ_BETA_TOKEN equals the one admin.token_env names",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "same-secret") {
+		t.Errorf("the error shows the token: %v", err)
+	}
 }
 
 func TestReadyzFollowsLifecycle(t *testing.T) {

@@ -178,10 +178,16 @@ func (h *Host) newTenant(name string, tc config.Tenant, hostBudget int, rt *runt
 	return t, nil
 }
 
+// ErrDuplicateToken is a config in which two admin tokens (the host's and a tenant's, or two
+// tenants') have the same value: the admin API could not tell who is calling.
+var ErrDuplicateToken = errors.New("admin tokens must be distinct")
+
 // tokensFor reads the admin tokens a config names from the environment; an empty or unset
-// variable is an error naming its key.
+// variable is an error naming its key, and so is a value another key already has
+// (ErrDuplicateToken, naming both keys, never the value).
 func tokensFor(cfg *config.Config) (admin.Tokens, []error) {
 	var errs []error
+	owner := map[string]string{} // token value -> the first key holding it
 	read := func(key, env string) string {
 		if env == "" {
 			return ""
@@ -189,7 +195,13 @@ func tokensFor(cfg *config.Config) (admin.Tokens, []error) {
 		v := os.Getenv(env)
 		if v == "" {
 			errs = append(errs, fmt.Errorf("%s: environment variable %s is empty or unset", key, env))
+			return ""
 		}
+		if first, ok := owner[v]; ok {
+			errs = append(errs, fmt.Errorf("%s: the token in %s equals the one %s names: %w", key, env, first, ErrDuplicateToken))
+			return ""
+		}
+		owner[v] = key
 		return v
 	}
 	tok := admin.Tokens{Host: read("admin.token_env", cfg.Admin.TokenEnv), Tenants: map[string]string{}}

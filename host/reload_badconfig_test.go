@@ -30,6 +30,7 @@ func tenantStatus(t *testing.T, h *Host, name string) TenantStatus {
 // are closed; the serving tenant's runtime is not.
 func TestHotReloadTenantBadConfigChangesNothing(t *testing.T) {
 	t.Setenv("TEST_WQ_A_TOKEN", "a-secret")
+	t.Setenv("TEST_WQ_C_TOKEN", "a-secret")
 	a := func(settings string) string {
 		return "  a:\n    token_env: TEST_WQ_A_TOKEN\n" + settings + tenantBinding("handler.wasm", "")
 	}
@@ -52,6 +53,8 @@ func TestHotReloadTenantBadConfigChangesNothing(t *testing.T) {
 		{"invalid weight", a("    weight: 0\n"), "tenants.a.weight", 0},
 		{"memory change and a failing tenant", a("    limits: {memory: 64MiB}\n") + "  c:\n" + tenantBinding("bad.wasm", ""), "tenants.c.bindings.w", 2},
 		{"unset token variable", a("") + "  c:\n    token_env: TEST_WQ_UNSET_TOKEN\n" + tenantBinding("handler.wasm", ""), "tenants.c.token_env", 1},
+		{"token equal to another tenant's", a("") + "  c:\n    token_env: TEST_WQ_C_TOKEN\n" + tenantBinding("handler.wasm", ""), "tenants.c.token_env: the token in TEST_WQ_C_TOKEN equals the one tenants.a.token_env names", 1},
+		{"token variable another tenant names", a("") + "  c:\n    token_env: TEST_WQ_A_TOKEN\n" + tenantBinding("handler.wasm", ""), "tenants.c.token_env: names TEST_WQ_A_TOKEN, as tenants.a.token_env does", 0},
 		{"tenant removed and module fails", "  c:\n" + tenantBinding("bad.wasm", ""), "tenants.c.bindings.w", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,6 +65,9 @@ func TestHotReloadTenantBadConfigChangesNothing(t *testing.T) {
 			res, err := h.ReloadAll(context.Background())
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "running config stays") {
 				t.Fatalf("reload error %v; want one naming %s", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "a-secret") {
+				t.Errorf("reload error shows a token: %v", err)
 			}
 			if res.Config != "failed" || len(res.Tenants) != 0 {
 				t.Errorf("result config %q, tenants %+v; want failed and none", res.Config, res.Tenants)

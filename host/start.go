@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	goruntime "runtime"
 	"sync"
 	"sync/atomic"
@@ -113,7 +112,7 @@ func (h *Host) serveAdmin(ln net.Listener) error {
 	}
 	h.adminMu.Lock()
 	h.adminAddr = ln.Addr()
-	h.srv = &http.Server{Handler: h.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	h.srv = admin.NewServer(h.AdminHandler(), admin.Timeouts{})
 	h.srvErr = make(chan error, 1)
 	srv, srvErr := h.srv, h.srvErr
 	h.adminMu.Unlock()

@@ -1,8 +1,9 @@
 // Package netpolicy decides which outbound HTTP requests a handler may make: URL allow rules
 // (scheme, host with wildcards or IP/CIDR, port, path prefix) and the classification of
-// addresses that must never be reached unless a rule names them by IP (loopback, private,
-// link-local, cloud metadata and the rest). It has no state: the runtime applies it to a
-// request's URL before sending and to every resolved address at dial time.
+// addresses that must never be reached unless the rule matching the request names them by IP
+// (loopback, private, link-local, cloud metadata and the rest). It has no state: the runtime
+// matches each request's URL (and each redirect's) to a rule before sending, and checks every
+// resolved address against that rule at dial time.
 package netpolicy
 
 import (
@@ -214,17 +215,13 @@ func (rs Rules) Match(t Target) (*Rule, bool) {
 	return nil, false
 }
 
-// AllowsAddr reports whether a rule names addr (with port) by IP or CIDR: the only way a
-// special address may be dialled.
-func (rs Rules) AllowsAddr(ap netip.AddrPort) bool {
-	a := ap.Addr().Unmap()
-	for i := range rs {
-		r := &rs[i]
-		if r.Prefix.IsValid() && r.Prefix.Contains(a) && (r.Port == AnyPort || r.Port == int(ap.Port())) {
-			return true
-		}
-	}
-	return false
+// AllowsAddr reports whether the rule lets a connection to addr (with port) be made although
+// addr is special: only a rule naming addresses (an IP or CIDR) can, and only for the
+// addresses and port it names. A name rule never does, so a host name is never connected to a
+// special address whatever it resolves to: that is what keeps a pooled connection, keyed by
+// host and port, safe to reuse for any request allowed to that host and port.
+func (r *Rule) AllowsAddr(ap netip.AddrPort) bool {
+	return r.Prefix.IsValid() && r.Prefix.Contains(ap.Addr().Unmap()) && (r.Port == AnyPort || r.Port == int(ap.Port()))
 }
 
 // special ranges, most specific first so the reason names the narrowest class.

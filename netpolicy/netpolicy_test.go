@@ -107,28 +107,30 @@ func TestSpecialAddresses(t *testing.T) {
 	}
 }
 
-func TestAllowsAddrOnlyByIPRule(t *testing.T) {
-	var rs Rules
-	for _, s := range []string{"http://localhost:*", "http://127.0.0.1:8080", "http://[fd00::/8]:*"} {
-		r, err := ParseRule(s)
+// TestAllowsAddrOnlyByTheRuleItself: a special address is allowed by the rule that names it,
+// never by another rule of the list, and never by a name rule (not even "localhost").
+func TestAllowsAddrOnlyByTheRuleItself(t *testing.T) {
+	for _, tt := range []struct {
+		rule, ap string
+		want     bool
+	}{
+		{"http://127.0.0.1:8080", "127.0.0.1:8080", true},
+		{"http://127.0.0.1:8080", "[::ffff:127.0.0.1]:8080", true},
+		{"http://127.0.0.1:8080", "127.0.0.1:8081", false},
+		{"http://127.0.0.1:8080", "127.0.0.2:8080", false},
+		{"http://[127.0.0.1]:18081/public", "127.0.0.1:18081", true},
+		{"http://*:*", "127.0.0.1:18081", false}, // the issue's case: another rule named it
+		{"http://localhost:*", "127.0.0.1:8080", false},
+		{"http://localhost:*", "[::1]:8080", false},
+		{"http://[fd00::/8]:*", "[fd00::5]:1", true},
+		{"http://[fd00::/8]:*", "[::1]:8080", false},
+	} {
+		r, err := ParseRule(tt.rule)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs = append(rs, r)
-	}
-	for _, tt := range []struct {
-		ap   string
-		want bool
-	}{
-		{"127.0.0.1:8080", true},
-		{"[::ffff:127.0.0.1]:8080", true},
-		{"127.0.0.1:8081", false}, // localhost by name does not name the address
-		{"127.0.0.2:8080", false},
-		{"[fd00::5]:1", true},
-		{"[::1]:8080", false},
-	} {
-		if got := rs.AllowsAddr(netip.MustParseAddrPort(tt.ap)); got != tt.want {
-			t.Errorf("AllowsAddr(%s) = %v, want %v", tt.ap, got, tt.want)
+		if got := r.AllowsAddr(netip.MustParseAddrPort(tt.ap)); got != tt.want {
+			t.Errorf("%s: AllowsAddr(%s) = %v, want %v", tt.rule, tt.ap, got, tt.want)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -46,6 +47,9 @@ type Engine struct {
 	idle     janitor   // reaps idle instances (idle.go)
 	logger   *slog.Logger
 	check    *checker
+	// httpTr carries every pool's outbound requests: one connection pool for the host,
+	// capped host-wide; each request brings its own policy (http.go).
+	httpTr *http.Transport
 
 	mu      sync.Mutex
 	modules map[string]*moduleFlight
@@ -114,6 +118,7 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	}
 	e := &Engine{
 		cache: cache, cacheDir: cfg.CacheDir, epoch: time.Now(), logger: logger, check: chk,
+		httpTr:  newHTTPTransport(),
 		modules: map[string]*moduleFlight{},
 		tenants: map[string]*Tenant{},
 		open:    map[*Tenant]bool{},
@@ -328,6 +333,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	if !wasClosed {
 		e.idle.close()
 	}
+	e.httpTr.CloseIdleConnections()
 	var errs []error
 	for t := range open {
 		errs = append(errs, t.close(ctx))

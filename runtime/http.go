@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -47,9 +44,9 @@ const (
 
 // HTTPPolicy is a binding's outbound HTTP policy. A pool without one refuses every request.
 type HTTPPolicy struct {
-	// Allow lists the URLs the guest may request; a request matching none is refused, and
-	// special addresses (loopback, private, metadata...) are dialled only when a rule names
-	// them by IP or CIDR.
+	// Allow lists the URLs the guest may request; a request (or redirect) matching none is
+	// refused, and special addresses (loopback, private, metadata...) are dialled only when
+	// the rule the URL matched names them by IP or CIDR.
 	Allow netpolicy.Rules
 	// Timeout bounds one request from sending to the last body byte; default 10s. The
 	// message's own time limit applies too.
@@ -70,8 +67,8 @@ type HTTPPolicy struct {
 }
 
 // Credential is a secret header the host adds to a request when the guest names it and the
-// request's host matches Hosts (netpolicy.HostMatch patterns). Redirects to other hosts
-// lose it.
+// request's host matches Hosts (netpolicy.HostMatch patterns). A redirect to another origin
+// (scheme, host or port) loses it.
 type Credential struct {
 	Header string
 	Value  string
@@ -113,36 +110,22 @@ func (c *httpCounters) load() HTTPReport {
 	return HTTPReport{Requests: int(c.requests.Load()), BytesOut: c.out.Load(), BytesIn: c.in.Load(), Wait: time.Duration(c.wait.Load())}
 }
 
-// outbound is a pool's HTTP client under its policy.
+// outbound is a pool's HTTP client under its policy. Its requests go through the engine's
+// shared Transport (one connection pool for the whole host, capped host-wide); the policy
+// travels with each request, never with a connection (see hop).
 type outbound struct {
 	pol    HTTPPolicy
-	tr     *keepAlive // the pool closes its idle connections when it closes
+	tr     http.RoundTripper // the engine's shared Transport
 	client *http.Client
 	sem    chan struct{} // the tenant's open-request slots
-	dialer *net.Dialer
 	// resolve, when set by tests, maps a host name to the address dialled in its place (a
-	// fake DNS): the dial-time check still sees the address.
+	// fake DNS): the dial-time check still sees the address. An address written
+	// "public:IP" is dialled as if it were not special, for tests of name rules against a
+	// loopback server.
 	resolve func(host string) (string, bool)
 }
 
-// addrDenied is a dial refused because the resolved address is special.
-type addrDenied struct {
-	addr   netip.AddrPort
-	reason string
-}
-
-func (e *addrDenied) Error() string {
-	return fmt.Sprintf("address %s is %s and no http.allow rule names it by IP", e.addr, e.reason)
-}
-
-// redirectDenied is a redirect the policy does not allow.
-type redirectDenied struct{ msg string }
-
-func (e *redirectDenied) Error() string { return e.msg }
-
-type credCtxKey struct{}
-
-func newOutbound(pol HTTPPolicy, sem chan struct{}) *outbound {
+func newOutbound(pol HTTPPolicy, sem chan struct{}, tr http.RoundTripper) *outbound {
 	if pol.Timeout <= 0 {
 		pol.Timeout = DefaultHTTPTimeout
 	}
@@ -158,66 +141,9 @@ func newOutbound(pol HTTPPolicy, sem chan struct{}) *outbound {
 	if pol.MaxRedirects == 0 {
 		pol.MaxRedirects = DefaultHTTPMaxRedirects
 	}
-	o := &outbound{pol: pol, sem: sem}
-	o.dialer = &net.Dialer{Timeout: pol.Timeout, Control: o.control}
-	// Requests go through keepAlive; net/http's Transport takes those it does not (bodies
-	// over 64 KiB), under the same dial check.
-	next := &http.Transport{
-		// Never a proxy from the environment: the dial check must see the real target.
-		Proxy:                  nil,
-		DialContext:            o.dial,
-		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           maxIdle,
-		MaxIdleConnsPerHost:    maxIdlePerHost,
-		IdleConnTimeout:        idleTimeout,
-		TLSHandshakeTimeout:    pol.Timeout,
-		MaxResponseHeaderBytes: maxHTTPHeaderBytes,
-		// The guest sees the bytes the server sent; no transparent gunzip behind its caps.
-		DisableCompression: true,
-	}
-	o.tr = newKeepAlive(o.dial, pol.Timeout, maxHTTPHeaderBytes, next)
-	o.client = &http.Client{Transport: o.tr, CheckRedirect: o.checkRedirect}
+	o := &outbound{pol: pol, sem: sem, tr: tr}
+	o.client = &http.Client{Transport: o, CheckRedirect: o.checkRedirect}
 	return o
-}
-
-func (o *outbound) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	if o.resolve != nil {
-		if host, port, err := net.SplitHostPort(addr); err == nil {
-			if ip, ok := o.resolve(host); ok {
-				addr = net.JoinHostPort(ip, port)
-			}
-		}
-	}
-	return o.dialer.DialContext(ctx, network, addr)
-}
-
-// control runs on every resolved address just before connecting, so a name that resolves (or
-// re-resolves, or redirects) to a special address is refused whatever the URL said.
-func (o *outbound) control(network, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("outbound http: dial %s: unparsable address: %w", address, err)
-	}
-	if reason, bad := netpolicy.Special(ap.Addr()); bad && !o.pol.Allow.AllowsAddr(ap) {
-		return &addrDenied{addr: ap, reason: reason}
-	}
-	return nil
-}
-
-func (o *outbound) checkRedirect(req *http.Request, via []*http.Request) error {
-	if o.pol.MaxRedirects < 0 {
-		return http.ErrUseLastResponse
-	}
-	if len(via) > o.pol.MaxRedirects {
-		return &redirectDenied{msg: fmt.Sprintf("more than %d redirects (http.max_redirects)", o.pol.MaxRedirects)}
-	}
-	if _, ok := o.pol.Allow.Match(targetOf(req.URL)); !ok {
-		return &redirectDenied{msg: "redirect to " + redactURL(req.URL) + " matches no http.allow rule"}
-	}
-	if c, ok := req.Context().Value(credCtxKey{}).(*Credential); ok && !c.allows(req.URL.Hostname()) {
-		req.Header.Del(c.Header)
-	}
-	return nil
 }
 
 func (c *Credential) allows(host string) bool {
@@ -250,6 +176,7 @@ func redactURL(u *url.URL) string {
 
 // httpResp is an open response, a handle's target.
 type httpResp struct {
+	ctx    context.Context // the request's: http.timeout and the message's time limit
 	resp   *http.Response
 	body   io.ReadCloser
 	read   int64
@@ -489,7 +416,7 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 			return st.httpFail(errNetwork, method, shown, "", msg)
 		}
 	}
-	hr := &httpResp{resp: resp, body: resp.Body, cancel: cancel, sem: o.sem}
+	hr := &httpResp{ctx: rctx, resp: resp, body: resp.Body, cancel: cancel, sem: o.sem}
 	for i, x := range st.http.open {
 		if x == nil {
 			st.http.open[i] = hr
@@ -549,7 +476,7 @@ func (st *callState) readBody(ctx context.Context, hr *httpResp, dst []byte) int
 				return int32(n)
 			}
 			hr.done = true
-			if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+			if ctx.Err() != nil || hr.ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 				return st.httpFail(errTimeout, method, shown, "", "the response body did not finish in time")
 			}
 			return st.httpFail(errNetwork, method, shown, "", "reading the response body: "+err.Error())

@@ -28,7 +28,7 @@ func FuzzHTTPHostFunctions(f *testing.F) {
 	}
 	pol := HTTPPolicy{Allow: rules(f, "http://127.0.0.1:1"), MaxRequestBytes: 64,
 		Credentials: map[string]Credential{"c": {Header: "X-Key", Value: "secret", Hosts: []string{"127.0.0.1"}}}}
-	pool := &Pool{t: ten, logger: logger, cfg: PoolConfig{Binding: "b"}, httpc: newOutbound(pol, ten.httpSem)}
+	pool := &Pool{t: ten, logger: logger, cfg: PoolConfig{Binding: "b"}, httpc: newOutbound(pol, ten.httpSem, e.httpTr)}
 
 	forward := forwarders(f, fns)
 	req := []byte("POSThttp://127.0.0.1:1/x")

@@ -182,10 +182,58 @@ func TestHTTPSpecialAddressesRefusedAtDial(t *testing.T) {
 	if !strings.Contains(reason, "code=-2") {
 		t.Errorf("metadata IP literal: %q", reason)
 	}
-	// Named by IP, loopback is reachable.
+	// A name rule never lets a name reach loopback, even beside a rule naming the address.
 	p2, _ := httpPool(t, PoolConfig{}, &HTTPPolicy{Allow: rules(t, "http://*.test:*", "http://127.0.0.1:"+port)}, hosts)
-	if line, _ := script(t, p2, "GET http://loop.test:"+port+"/"); !strings.HasPrefix(line, "status=200") {
-		t.Errorf("loop.test with 127.0.0.1 allowed by IP: %q", line)
+	if reason, _ := script(t, p2, "GET http://loop.test:"+port+"/"); !strings.Contains(reason, "code=-2") || !strings.Contains(reason, "is loopback") {
+		t.Errorf("loop.test beside a rule naming 127.0.0.1: %q", reason)
+	}
+	if line, _ := script(t, p2, "GET http://127.0.0.1:"+port+"/"); !strings.HasPrefix(line, "status=200") {
+		t.Errorf("127.0.0.1 by IP, allowed by IP: %q", line)
+	}
+}
+
+// TestHTTPSpecialAddressOnlyByTheMatchingRule is the issue's case: with "http://*:*" and
+// "http://[127.0.0.1]:PORT/public", a name resolving to loopback is refused for every path
+// (the rule that matched it, "*", names no address), directly or by a redirect, while the
+// public path by IP is served. Each redirect hop is judged by the rule its own URL matches.
+func TestHTTPSpecialAddressOnlyByTheMatchingRule(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Host+r.URL.Path)
+		mu.Unlock()
+		if to := r.URL.Query().Get("to"); to != "" {
+			http.Redirect(w, r, to, http.StatusFound)
+			return
+		}
+		fmt.Fprint(w, r.URL.Path)
+	}))
+	defer srv.Close()
+	_, port := hostPort(t, srv)
+	hosts := map[string]string{"localhost": "127.0.0.1", "public.test": "public:127.0.0.1"}
+	p, _ := httpPool(t, PoolConfig{}, &HTTPPolicy{Allow: rules(t, "http://*:*", "http://[127.0.0.1]:"+port+"/public")}, hosts)
+	ipPublic := "http://127.0.0.1:" + port + "/public"
+	for _, tc := range []struct{ script, want string }{
+		{"GET http://localhost:" + port + "/secret", "is loopback"},
+		{"GET http://localhost:" + port + "/public", "is loopback"},
+		{"GET " + ipPublic + "?to=" + url.QueryEscape("http://localhost:"+port+"/secret"), "is loopback"},
+		{"GET http://127.0.0.1:" + port + "/secret", "no http.allow rule matches"},
+		{"GET " + ipPublic, "status=200 code=0 read=7 retry-after= body=/public"},
+		// A name the test's DNS calls public, redirected to the IP rule's path: each hop
+		// under its own rule.
+		{"GET http://public.test:" + port + "/x?to=" + url.QueryEscape(ipPublic), "status=200 code=0 read=7 retry-after= body=/public"},
+	} {
+		if got, _ := script(t, p, tc.script); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.script, got, tc.want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range seen {
+		if strings.HasPrefix(s, "localhost") || strings.HasSuffix(s, "/secret") {
+			t.Errorf("the server saw %q; seen %q", s, seen)
+		}
 	}
 }
 
@@ -193,8 +241,8 @@ func TestHTTPWildcardHostRule(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, r.Host) }))
 	defer srv.Close()
 	_, port := hostPort(t, srv)
-	hosts := map[string]string{"a.hooks.test": "127.0.0.1", "b.c.hooks.test": "127.0.0.1", "hooks.test": "127.0.0.1", "evilhooks.test": "127.0.0.1"}
-	p, _ := httpPool(t, PoolConfig{}, &HTTPPolicy{Allow: rules(t, "http://*.hooks.test:"+port, "http://127.0.0.1:"+port)}, hosts)
+	hosts := map[string]string{"a.hooks.test": "public:127.0.0.1", "b.c.hooks.test": "public:127.0.0.1", "hooks.test": "public:127.0.0.1", "evilhooks.test": "public:127.0.0.1"}
+	p, _ := httpPool(t, PoolConfig{}, &HTTPPolicy{Allow: rules(t, "http://*.hooks.test:"+port)}, hosts)
 	for host, ok := range map[string]bool{"a.hooks.test": true, "b.c.hooks.test": true, "hooks.test": false, "evilhooks.test": false} {
 		line, _ := script(t, p, "GET http://"+host+":"+port+"/")
 		if got := strings.HasPrefix(line, "status=200"); got != ok {
@@ -329,9 +377,9 @@ func TestHTTPCredentialNeverVisible(t *testing.T) {
 	defer other.Close()
 	_, apiPort := hostPort(t, api)
 	_, otherPort := hostPort(t, other)
-	hosts := map[string]string{"api.test": "127.0.0.1", "other.test": "127.0.0.1"}
+	hosts := map[string]string{"api.test": "public:127.0.0.1", "other.test": "public:127.0.0.1"}
 	pol := &HTTPPolicy{
-		Allow:       rules(t, "http://*.test:*", "http://127.0.0.1:*"),
+		Allow:       rules(t, "http://*.test:*"),
 		Credentials: map[string]Credential{"payments": {Header: "Authorization", Value: secret, Hosts: []string{"api.test"}}},
 	}
 	p, logs := httpPool(t, PoolConfig{Config: map[string]string{"payments": "not-the-secret"}}, pol, hosts)
@@ -425,7 +473,8 @@ func TestHTTPConnectionReusedAcrossMessages(t *testing.T) {
 // request past the policy. While one binding holds an idle connection to 127.0.0.1 (which its
 // rule names by IP), a path no rule allows is refused on it, and another binding of the same
 // tenant, whose rule allows a name resolving to that address but not the address itself, is
-// refused at dial: connections are never shared across policies.
+// refused at dial: the pool is shared, but a connection is keyed by the URL's host and port
+// and carries no policy, and a special address is only ever reached by a URL naming it by IP.
 func TestHTTPReusedConnectionStillPoliced(t *testing.T) {
 	srv, hits, conns := connCountingServer(t)
 	_, port := hostPort(t, srv)

@@ -203,7 +203,7 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 		slots:    newSlots(cfg.MaxInstances, &t.e.idle.now),
 	}
 	if cfg.HTTP != nil {
-		p.httpc = newOutbound(*cfg.HTTP, t.httpSem)
+		p.httpc = newOutbound(*cfg.HTTP, t.httpSem, t.e.httpTr)
 	} else if m.c.usesHTTP {
 		p.logger.Warn("module uses outbound HTTP but the binding has no http: policy; every request will be denied")
 	}
@@ -407,9 +407,6 @@ func (p *Pool) Close(ctx context.Context) error {
 	for _, inst := range p.slots.drainIdle() {
 		inst.close(ctx)
 		p.total.Add(-1)
-	}
-	if p.httpc != nil {
-		p.httpc.tr.CloseIdleConnections()
 	}
 	if err == nil {
 		// With calls still in flight the compiled code stays: a trap unwinding through it

@@ -10,7 +10,7 @@
 //	POST /v1/reload                                reload config and modules
 //
 // Authentication: when any token is configured, every endpoint but /healthz and /readyz needs
-// "Authorization: Bearer <token>". The host token may do everything; a tenant token sees only
+// "Authorization: Bearer <token>" (the scheme in any case). The host token may do everything; a tenant token sees only
 // its own tenant (status and metrics are filtered to it) and may notify only its own queues.
 // A missing or unknown token is 401; a tenant token on another tenant's resource, or on
 // /v1/reload, is 403. Request bodies are limited in size (413 beyond).
@@ -229,20 +229,42 @@ func (s *server) authenticate(r *http.Request) (principal, bool) {
 	if !t.any() {
 		return principal{host: true}, true
 	}
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || tok == "" {
+	tok, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
 		return principal{}, false
 	}
+	// Every token is compared (no early return, so the time taken says nothing of which
+	// matched), and a token matching two principals authenticates neither: the host refuses
+	// such a config (every token must be distinct), and a handler built with one must not
+	// pick whichever the map yields first.
+	var who principal
+	n := 0
 	if equal(tok, t.Host) {
-		return principal{host: true}, true
+		who, n = principal{host: true}, n+1
 	}
 	for name, v := range t.Tenants {
 		if equal(tok, v) {
-			return principal{tenant: name}, true
+			who, n = principal{tenant: name}, n+1
 		}
 	}
-	return principal{}, false
+	if n != 1 {
+		if n > 1 {
+			s.log.Error("admin API: a bearer token matches more than one principal; refused (every token must be distinct)")
+		}
+		return principal{}, false
+	}
+	return who, true
+}
+
+// bearer is the token of an Authorization header of the Bearer scheme, whose name is
+// case-insensitive (RFC 9110 11.1), followed by one or more spaces.
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimLeft(tok, " ")
+	return tok, tok != ""
 }
 
 func equal(got, want string) bool {

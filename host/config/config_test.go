@@ -132,6 +132,8 @@ func TestBadConfigs(t *testing.T) {
 	}{
 		{"unknown key", binding("        batchsize: 8\n"),
 			[]string{"tenants.acme.bindings.orders.batchsize: unknown key (known keys here: abi,"}},
+		{"one token variable for two principals", "admin: {token_env: ADMIN_TOKEN}\n" + strings.Replace(binding(""), "  acme:\n", "  acme:\n    token_env: ADMIN_TOKEN\n", 1),
+			[]string{"tenants.acme.token_env: names ADMIN_TOKEN, as admin.token_env does: every admin token must be distinct"}},
 		{"unknown top-level key", "tenant: {}\n" + binding(""),
 			[]string{"tenant: unknown key"}},
 		{"wrong type int", binding("        batch_size: many\n"),

@@ -30,7 +30,8 @@ type HTTP struct {
 	// Allow lists URL patterns: scheme://host[:port][/path-prefix]. host is a name,
 	// "*.example.com", "*", an IP, or a CIDR in brackets ("[10.0.0.0/8]"); port a number or
 	// "*" (default: the scheme's). Loopback, private, link-local, multicast and metadata
-	// addresses are reachable only through a rule naming them by IP or CIDR.
+	// addresses are reachable only by a URL naming them by IP, through a rule that names
+	// them by IP or CIDR: a host name never reaches one.
 	Allow []string `koanf:"allow"`
 	// Timeout bounds one request, sending to last body byte (default 10s).
 	Timeout time.Duration `koanf:"timeout"`

@@ -91,6 +91,12 @@ func (c *Config) validate() []error {
 	}
 	type consumer struct{ backend, queue string }
 	consumers := map[consumer]string{}
+	// Every admin token must be distinct (host/admin authenticates a token as one principal):
+	// two keys naming one variable are refused here, equal values at start and reload.
+	tokenKeys := map[string]string{}
+	if c.Admin.TokenEnv != "" {
+		tokenKeys[c.Admin.TokenEnv] = "admin.token_env"
+	}
 	for _, tn := range slices.Sorted(maps.Keys(c.Tenants)) {
 		t := c.Tenants[tn]
 		tp := "tenants." + tn
@@ -113,6 +119,11 @@ func (c *Config) validate() []error {
 			fail(tp+".max_concurrency", "%d is outside 0..%d (0 = no cap)", t.MaxConcurrency, MaxConcurrencyCap)
 		}
 		checkEnvName(fail, tp+".token_env", t.TokenEnv)
+		if first, ok := tokenKeys[t.TokenEnv]; ok && t.TokenEnv != "" {
+			fail(tp+".token_env", "names %s, as %s does: every admin token must be distinct", t.TokenEnv, first)
+		} else if t.TokenEnv != "" {
+			tokenKeys[t.TokenEnv] = tp + ".token_env"
+		}
 		l := t.Limits
 		if l.Memory < MinMemory || l.Memory > MaxMemory {
 			fail(tp+".limits.memory", "%s is outside %s..%s", l.Memory, MinMemory, MaxMemory)
