@@ -139,3 +139,36 @@ func TestImageReproducibleAndLocked(t *testing.T) {
 	t.Logf("CA certificates: %d roots from golang.org/x/crypto/x509roots/fallback", n)
 	fmt.Printf("image: built digest=%s twice-identical=%t size=%.1f MB\n", d1, d1 == d2, float64(size)/1e6)
 }
+
+// TestWriteLayoutReplacesOnlyLayouts: writing the image over a file or a directory that is
+// not an image layout (a mistyped -o) is refused and leaves it alone; over a layout it
+// replaces it.
+func TestWriteLayoutReplacesOnlyLayouts(t *testing.T) {
+	img, err := Assemble(Options{Arch: "amd64", Created: time.Unix(0, 0)}, []byte("not really a binary"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := t.TempDir()
+	keep := filepath.Join(other, "precious.txt")
+	if err := os.WriteFile(keep, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteLayout(other, "wqhost:test", img); err == nil {
+		t.Error("wrote over a directory that is not an image layout")
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("the directory's file is gone: %v", err)
+	}
+	if err := WriteLayout(keep, "wqhost:test", img); err == nil {
+		t.Error("wrote over a file")
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("the file is gone: %v", err)
+	}
+	dir := filepath.Join(t.TempDir(), "layout")
+	for range 2 {
+		if err := WriteLayout(dir, "wqhost:test", img); err != nil {
+			t.Fatalf("write (and replace) a layout: %v", err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package image
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -13,9 +14,19 @@ import (
 // `podman pull oci:DIR:NAME` and `skopeo copy oci:DIR:NAME …` select it by.
 const RefNameAnnotation = "org.opencontainers.image.ref.name"
 
-// WriteLayout writes img as an OCI image layout at dir (replaced if it exists), named name
-// in the index.
+// WriteLayout writes img as an OCI image layout at dir, named name in the index. An
+// existing dir is replaced only if it is empty or an OCI image layout (it holds an
+// oci-layout file): a mistyped -o must not remove anything else.
 func WriteLayout(dir, name string, img v1.Image) error {
+	if _, err := os.Lstat(dir); err == nil {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("image: %s exists and is not an OCI image layout directory; not replacing it: %w", dir, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "oci-layout")); err != nil && len(entries) > 0 {
+			return fmt.Errorf("image: %s exists and is not an OCI image layout; not replacing it", dir)
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("image: replace %s: %w", dir, err)
 	}
