@@ -61,24 +61,26 @@ networkPolicy: {enabled: true}
 // scaling.
 var modes = []struct {
 	name, mode, values string
+	bindings           []string // tenant/binding the host must run, and no other
 }{
-	{"sqlite", "sqlite", "mode: sqlite\n"},
-	{"sqlite-everything", "sqlite", "mode: sqlite\n" + tenantsWithHTTP},
+	{"sqlite", "sqlite", "mode: sqlite\n", []string{"default/billing"}},
+	{"sqlite-everything", "sqlite", "mode: sqlite\n" + tenantsWithHTTP, []string{"acme/hooks", "default/billing"}},
 	{"azure-connection-string-keda", "azure", `
 mode: azure
 azure: {connectionString: {secretName: storage}}
-` + tenantsWithHTTP},
+` + tenantsWithHTTP, []string{"acme/hooks", "default/billing"}},
 	{"azure-workload-identity-private-cloud", "azure", `
 mode: azure
 azure: {auth: workloadIdentity, accountName: wqhoststore, clientId: 00000000-0000-0000-0000-000000000001, cloud: Private, endpointSuffix: queue.core.example.net}
 scaling: {kind: keda, minReplicas: 0, maxReplicas: 20, keda: {activationQueueLength: 5, queueLengthStrategy: visibleonly}}
-`},
+`, []string{"default/billing"}},
 	{"azure-hpa", "azure", `
 mode: azure
 azure: {connectionString: {secretName: storage}}
 scaling: {kind: hpa, minReplicas: 2, maxReplicas: 6}
 shutdown: {graceSeconds: 30, releaseSeconds: 10, preStopSleepSeconds: 0}
-`},
+tenants: {default: {bindings: {jobs: {queue: jobs, module: builtin:echo-go}}}}
+`, []string{"default/jobs"}},
 }
 
 // TestChartRendersStrictly renders every mode and decodes every object strictly into its
@@ -97,7 +99,15 @@ func TestChartRendersStrictly(t *testing.T) {
 			}
 			total += len(r.objects) + len(r.failures)
 			failures += len(r.failures)
-			checkRender(t, m.mode, r)
+			cfg := checkRender(t, m.mode, r)
+			var got []string
+			for _, b := range bindings(cfg) {
+				got = append(got, b.tenant+"/"+b.name)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, m.bindings) {
+				t.Errorf("the host runs bindings %q, want %q", got, m.bindings)
+			}
 		})
 		if !slices.Contains(modeNames, m.mode) {
 			modeNames = append(modeNames, m.mode)
@@ -106,9 +116,9 @@ func TestChartRendersStrictly(t *testing.T) {
 	fmt.Printf("helm render: modes=%s objects=%d strict-decode-failures=%d\n", strings.Join(modeNames, ","), total, failures)
 }
 
-// checkRender checks one render: the config the host will load, the pod's probes, grace,
-// security and secrets, scaling, and the network policy.
-func checkRender(t *testing.T, mode string, r rendered) {
+// checkRender checks one render: the config the host will load (returned), the pod's
+// probes, grace, security and secrets, scaling, and the network policy.
+func checkRender(t *testing.T, mode string, r rendered) *config.Config {
 	dep := r.one(t, "Deployment").typed.(*appsv1.Deployment)
 	pod := dep.Spec.Template.Spec
 	if len(pod.Containers) != 1 {
@@ -179,6 +189,7 @@ func checkRender(t *testing.T, mode string, r rendered) {
 	if nps := r.find("NetworkPolicy"); len(nps) == 1 {
 		checkNetworkPolicy(t, cfg, nps[0])
 	}
+	return cfg
 }
 
 // binding is a config binding with where it lives.

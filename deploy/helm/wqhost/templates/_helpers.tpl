@@ -64,13 +64,29 @@ wqhost.dev/mode: {{ .Values.mode }}
 {{- end -}}
 {{- end -}}
 
+{{/* The values' tenants, or with none the embedded default's billing binding. */}}
+{{- define "wqhost.userTenants" -}}
+{{- if .Values.tenants -}}
+{{- toYaml .Values.tenants -}}
+{{- else -}}
+default:
+  bindings:
+    billing:
+      queue: transactions
+      output: priced
+      module: builtin:billing-go
+      config:
+        tax_rate: "0.2"
+{{- end -}}
+{{- end -}}
+
 {{/*
 The tenants of wqhost.yaml: the values' tenants, each binding on the mode's backend. A
 binding may not name another backend: the chart defines one.
 */}}
 {{- define "wqhost.tenants" -}}
 {{- $backend := ternary "local" "azure" (eq .Values.mode "sqlite") -}}
-{{- $tenants := deepCopy (.Values.tenants | default dict) -}}
+{{- $tenants := deepCopy (include "wqhost.userTenants" . | fromYaml) -}}
 {{- range $tn, $t := $tenants -}}
 {{- range $bn, $b := (get $t "bindings" | default dict) -}}
 {{- $have := get $b "backend" | default $backend -}}
@@ -130,7 +146,7 @@ The input queues KEDA watches, as the host names them on Azure: the tenant "defa
 its names, another tenant T's queue Q is <len(T)>-T-Q. One line per queue: "trigger-name queue".
 */}}
 {{- define "wqhost.azureQueues" -}}
-{{- range $tn, $t := .Values.tenants -}}
+{{- range $tn, $t := (include "wqhost.userTenants" . | fromYaml) -}}
 {{- range $bn, $b := (get $t "bindings" | default dict) -}}
 {{- $qs := get $b "shards" | default (list (get $b "queue")) -}}
 {{- range $i, $q := $qs -}}
@@ -149,7 +165,7 @@ the port as given, the scheme's default, or any with "*".
 */}}
 {{- define "wqhost.httpEgress" -}}
 {{- $rules := list -}}
-{{- range $tn, $t := .Values.tenants -}}
+{{- range $tn, $t := (include "wqhost.userTenants" . | fromYaml) -}}
 {{- range $bn, $b := (get $t "bindings" | default dict) -}}
 {{- range $r := (get (get $b "http" | default dict) "allow" | default list) -}}
 {{- $rules = append $rules $r -}}
