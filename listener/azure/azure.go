@@ -155,12 +155,7 @@ func (b *Backend) Encoding() Encoding { return b.enc }
 
 // MaxBodySize returns the largest body Send accepts without attributes: 64 KiB of message
 // text, so 48 KiB under EncodingBase64.
-func (b *Backend) MaxBodySize() int {
-	if b.enc == EncodingText {
-		return maxMessageText
-	}
-	return maxMessageText / 4 * 3
-}
+func (b *Backend) MaxBodySize() int { return maxBodyFor(b.enc) }
 
 // Close releases idle connections; later operations fail with ErrClosed.
 func (b *Backend) Close() error {
