@@ -315,6 +315,8 @@ type Binding struct {
 	// Batch hands the module many messages per call (its wqhost_handle_batch export);
 	// off unless max_messages is above 1.
 	Batch Batch `koanf:"batch"`
+	// Breaker tunes the binding's circuit breaker (breaker.go).
+	Breaker Breaker `koanf:"breaker"`
 }
 
 // Batch bounds a batch handler's calls (listener.BatchConfig): the listener gathers leased
@@ -421,6 +423,7 @@ func defaultBinding() Binding {
 		Scaler:            Scaler{Policy: builtin.DefaultScalerName},
 		Poison:            Poison{Policy: builtin.DefaultPoisonName, BaseDelay: DefaultPoisonBaseDelay, MaxDelay: DefaultPoisonMaxDelay},
 		Pool:              Pool{MinInstances: DefaultPoolMinInstances, MaxInstances: DefaultPoolMaxInstances, IdleTimeout: DefaultPoolIdleTimeout},
+		Breaker:           Breaker{Threshold: DefaultBreakerThreshold},
 	}
 }
 

@@ -391,6 +391,8 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 		fail(bp+".poison.max_delay", "%s is above the maximum %s", b.Poison.MaxDelay, MaxVisibility)
 	}
 
+	validateBreaker(fail, bp, b.Breaker)
+
 	p := b.Pool
 	if p.MaxInstances < 1 || p.MaxInstances > t.Limits.Instances {
 		fail(bp+".pool.max_instances", "%d is outside 1..%d (tenants.%s.limits.instances)", p.MaxInstances, t.Limits.Instances, tenant)
