@@ -59,6 +59,7 @@ type Backend struct {
 	enc     Encoding
 	create  bool
 	poisonT time.Duration
+	pfmt    PoisonFormat
 	log     *slog.Logger
 	secrets []string
 	closed  atomic.Bool
@@ -75,7 +76,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{
-		enc: opts.Encoding, create: opts.CreateQueues, poisonT: opts.PoisonTTL,
+		enc: opts.Encoding, create: opts.CreateQueues, poisonT: opts.PoisonTTL, pfmt: opts.PoisonFormat,
 		log: opts.Logger, secrets: r.secrets, queues: map[string]*Queue{},
 	}
 	if b.enc == "" {
@@ -484,9 +485,10 @@ func (q *Queue) UpdateVisibility(ctx context.Context, m *listener.Message, d tim
 }
 
 // Send enqueues a message. A zero TTL means never expire, except on a <queue>-poison queue
-// where Options.PoisonTTL applies; attributes travel in the envelope.
+// where Options.PoisonTTL applies; attributes travel in the envelope (on a poison queue under
+// PoisonRaw, in the log).
 func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions) (string, error) {
-	text, err := encode(q.b.enc, body, opts.Attributes)
+	text, err := q.encodeSend(body, opts.Attributes) // poisonformat.go
 	if err != nil {
 		return "", fmt.Errorf("azure: send to %s: %w", q.name, err)
 	}
