@@ -142,7 +142,7 @@ func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
 		out.Status = StatusReject
 		return out, nil
 	}
-	return nil, fmt.Errorf("runtime: message %s: exit code %d: %s: %w", in.ID, code, reason, ErrBadStatus)
+	return nil, exitFailure(in.ID, code, reason)
 }
 
 func lastLine(s string) string {
