@@ -277,6 +277,7 @@ type Queue struct {
 	counts      [numOps]atomic.Uint64
 	unanswered  atomic.Uint64
 	undecodable atomic.Uint64
+	stall       stallWatch // stall.go
 }
 
 // Name returns the queue's name.
@@ -328,12 +329,14 @@ func (q *Queue) call(ctx context.Context, op opKind, what, msgID string, f func(
 }
 
 // callTracked is call that also reports, through ambiguous, attempts whose outcome is unknown.
-func (q *Queue) callTracked(ctx context.Context, op opKind, what, msgID string, ambiguous *atomic.Bool, f func(ctx context.Context) error) error {
+func (q *Queue) callTracked(ctx context.Context, op opKind, what, msgID string, ambiguous *atomic.Bool, f func(ctx context.Context) error) (err error) {
 	if q.b.closed.Load() {
 		return fmt.Errorf("azure: %s %s: %w", what, q.name, ErrClosed)
 	}
+	done := q.watchStall(what) // stall.go: a call that hangs is logged
+	defer func() { done(err) }()
 	tctx := context.WithValue(ctx, tagKey{}, tag{q, op, ambiguous})
-	err := f(tctx)
+	err = f(tctx)
 	if err != nil && q.b.create && queueerror.HasCode(err, queueerror.QueueNotFound) {
 		if cerr := q.ensure(ctx); cerr != nil {
 			return cerr
