@@ -257,12 +257,6 @@ type Gate struct {
 	running atomic.Int64     // calls holding a slot of this gate, for status
 }
 
-// NewGate returns the gate of a binding whose tenant has the time limit timeout, its
-// breaker on the default options: NewGateWith(Options{Timeout: timeout}, ...).
-func NewGate(timeout time.Duration, suspect chan struct{}, tenant listener.Limiter) *Gate {
-	return NewGateWith(Options{Timeout: timeout}, suspect, tenant)
-}
-
 // NewGateWith returns the gate of a binding: its own breaker on o, the host's suspect slots
 // (NewSuspectSlots), and tenant, the tenant's share of the fair scheduler, or nil when it
 // has none.
