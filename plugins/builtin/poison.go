@@ -11,7 +11,8 @@ import (
 
 // Poison policy defaults, also the host's (poison.base_delay and max_delay): with the
 // listener's default MaxDequeueCount of 5 a failing message is retried after 1 s, 2 s, 4 s
-// and 8 s and dead-lettered on its 5th failure, about 15 s after the first. Azure Functions
+// and 8 s (each ±10 %, DefaultJitter) and dead-lettered on its 5th failure, about 15 s
+// (at most 16.5 s) after the first. Azure Functions
 // retries at once (visibilityTimeout 0); a short first delay keeps that promptness without
 // a hot loop. DefaultPoisonMaxDelay also caps a handler's own retry-after.
 const (
