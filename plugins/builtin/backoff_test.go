@@ -75,7 +75,7 @@ func TestBackoffFormula(t *testing.T) {
 		{2, 0.5, 100*ms + 300*ms},
 		{3, 0, 100*ms + 7*80*ms},
 		{8, 1, 100*ms + 255*120*ms},
-		{9, 0, 100*ms + 511*80*ms}, // 40.98 s: the slowest jitter is still under the cap
+		{9, 0, 100*ms + 511*80*ms},    // 40.98 s: the slowest jitter is still under the cap
 		{9, 1, time.Minute - 5990*ms}, // 61.42 s would pass the cap: the cap less its jitter (rand 1: 10 % of 59.9 s)
 		{10, 0, time.Minute},
 		{10, 0.5, time.Minute - 2995*ms},
