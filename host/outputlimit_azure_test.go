@@ -64,6 +64,8 @@ func TestBulkSinkDefaultFitsAzure(t *testing.T) {
 			if len(seen) != 200 {
 				t.Errorf("the arrays hold %d distinct records, want 200", len(seen))
 			}
+			s := b.lis.State()
+			t.Logf("azurite %s default batch: sent=200 processed=%d dead-lettered=%d records out=%d", module, s.Processed, s.Poisoned, len(seen))
 		})
 	}
 }
