@@ -2,10 +2,13 @@ package host
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/wasmtest"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure/azuritetest"
 )
@@ -21,7 +24,7 @@ const trapsPoisonBound = 20 * time.Second
 // long that took and checks each dead letter's dequeue count and reason.
 func poisonAllTrapping(t *testing.T, top, backend string, n, dequeues int, base, maxDelay time.Duration) time.Duration {
 	t.Helper()
-	guest := abs(t, "../runtime/testdata/guest/guest.wasm")
+	guest := trapModule(t)
 	// A 10s time limit: the old breaker's first cool-down would be 10s, doubling to 80s.
 	h, _ := newHostWith(t, top, fmt.Sprintf(`  a:
     limits: {timeout: 10s}
@@ -63,6 +66,24 @@ func poisonAllTrapping(t *testing.T, top, backend string, n, dequeues int, base,
 		}
 	}
 	return took
+}
+
+// trapModule writes a wqhost/v1 module whose handler traps at once (unreachable) and
+// returns its path. It has no start function, so replacing its instance after each trap
+// costs microseconds: the test measures the breaker's and the poison policy's pace, not a
+// guest runtime's start (a standard Go module's, tens to hundreds of milliseconds under
+// -race, adds that to each delivery, spread over the pool's instances).
+func trapModule(t *testing.T) string {
+	t.Helper()
+	mod := wasmtest.Module(
+		wasmtest.Func{Export: "wqhost_abi_v1"},
+		wasmtest.Func{Export: "wqhost_handle", Results: []byte{wasmtest.I32}, Body: []byte{0x00}}, // unreachable
+	)
+	path := filepath.Join(t.TempDir(), "trap.wasm")
+	if err := os.WriteFile(path, mod, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // retryDelays is the sum of the poison policy's delays before a message's last delivery,
