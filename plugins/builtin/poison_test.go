@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 func failure(count, maxDequeue int, err error) listener.Failure {
 	return listener.Failure{
-		Message:         &listener.Message{ID: "m1", Queue: "orders", DequeueCount: count},
+		Message:         &queue.Message{ID: "m1", Queue: "orders", DequeueCount: count},
 		Err:             err,
 		MaxDequeueCount: maxDequeue,
 	}
@@ -70,12 +71,12 @@ func TestPoisonDecisions(t *testing.T) {
 		{"limit 0 means 5: fourth", PoisonOptions{}, failure(4, 0, boom), listener.Decision{Action: listener.ActionRetry, Delay: 8 * s}},
 		{"limit 0 means 5: fifth", PoisonOptions{}, failure(5, 0, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
 		{"negative limit means 5", PoisonOptions{}, failure(5, -3, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
-		{"reject: dead-letter now", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 1}, Err: listener.Reject(boom), Reject: true, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "rejected: boom"}},
+		{"reject: dead-letter now", PoisonOptions{}, listener.Failure{Message: &queue.Message{DequeueCount: 1}, Err: listener.Reject(boom), Reject: true, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "rejected: boom"}},
 		{"reject without error", PoisonOptions{}, listener.Failure{Reject: true}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "handler failed"}},
-		{"retry-after honoured", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 2}, Err: boom, RetryAfter: 3 * s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: 3 * s}},
-		{"retry-after capped", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 2}, Err: boom, RetryAfter: 100 * time.Hour, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: DefaultPoisonMaxDelay}},
-		{"retry-after does not outlive the limit", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 5}, Err: boom, RetryAfter: s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
-		{"negative retry-after ignored", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 1}, Err: boom, RetryAfter: -s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: s}},
+		{"retry-after honoured", PoisonOptions{}, listener.Failure{Message: &queue.Message{DequeueCount: 2}, Err: boom, RetryAfter: 3 * s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: 3 * s}},
+		{"retry-after capped", PoisonOptions{}, listener.Failure{Message: &queue.Message{DequeueCount: 2}, Err: boom, RetryAfter: 100 * time.Hour, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: DefaultPoisonMaxDelay}},
+		{"retry-after does not outlive the limit", PoisonOptions{}, listener.Failure{Message: &queue.Message{DequeueCount: 5}, Err: boom, RetryAfter: s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
+		{"negative retry-after ignored", PoisonOptions{}, listener.Failure{Message: &queue.Message{DequeueCount: 1}, Err: boom, RetryAfter: -s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: s}},
 		{"nil message counts as first", PoisonOptions{}, listener.Failure{Err: boom, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: s}},
 		{"zero dequeue count counts as first", PoisonOptions{}, failure(0, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: s}},
 		{"custom 1", custom, failure(1, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: s}},
