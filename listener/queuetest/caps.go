@@ -194,10 +194,12 @@ func testMaxBytes(t *testing.T, b queue.Backend, _ func(time.Duration)) {
 	if n <= 0 {
 		t.Skipf("MaxMessageBytes = %d: no limit known", n)
 	}
-	body := bytes.Repeat([]byte{0xa5}, n)
+	// A store's large limit (local: 64 MiB) is its own tests' to prove; a body of up to
+	// 1 MiB of it is sent here, which covers the service limits (Azure: 48 KiB raw).
+	body := bytes.Repeat([]byte{0xa5}, min(n, 1<<20))
 	send(t, q, body, queue.SendOptions{})
 	if m := receiveOne(t, q, time.Minute); !bytes.Equal(m.Body, body) {
-		t.Fatalf("a body of MaxMessageBytes (%d) came back as %d bytes", n, len(m.Body))
+		t.Fatalf("a body of %d bytes (MaxMessageBytes %d) came back as %d bytes", len(body), n, len(m.Body))
 	}
 }
 
