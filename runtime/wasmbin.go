@@ -240,8 +240,9 @@ func countFuncTypes(payload []byte) (uint32, error) {
 	return n, r.err
 }
 
-// countImports returns the numbers of imported functions and globals.
-func countImports(payload []byte) (funcs, globals uint32, err error) {
+// countImports returns the numbers of imports of every kind (the section's own count), of
+// imported functions and of imported globals.
+func countImports(payload []byte) (all, funcs, globals uint32, err error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	for range n {
@@ -268,13 +269,13 @@ func countImports(payload []byte) (funcs, globals uint32, err error) {
 			r.fail(fmt.Errorf("unknown import kind 0x%02x", kind))
 		}
 		if r.err != nil {
-			return 0, 0, r.err
+			return 0, 0, 0, r.err
 		}
 	}
 	if r.err == nil && r.i != len(payload) {
 		r.fail(errors.New("trailing bytes"))
 	}
-	return funcs, globals, r.err
+	return n, funcs, globals, r.err
 }
 
 // appendVec appends one entry to a vector's encoding: payload is the vector (count first) or
