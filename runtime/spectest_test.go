@@ -1,0 +1,475 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+)
+
+// The official WebAssembly spec test suite run through the fuel instrumenter: every module
+// of wazero's copy of the suite (wast2json output in the Go module cache, read where `go
+// mod download` put it, never copied into this repository) is instantiated twice, as it is
+// in one runtime and instrumented in another, and every command runs in both; any
+// difference in results, traps or instantiation is a defect of the instrumenter. The
+// original's results are also checked against the suite's expectations, so a harness that
+// ran nothing right could not pass.
+
+// specSuites are the suites run, with the features they need. The exception-handling and
+// typed-function-references suites are not: the instrumenter refuses those modules (tags
+// and typed references are outside WebAssembly 2.0, and wqhost's runtimes do not enable
+// them, so no module using them gets this far).
+var specSuites = []struct {
+	dir      string
+	features api.CoreFeatures
+}{
+	{"v2", api.CoreFeaturesV2},
+	{"tail-call", api.CoreFeaturesV2 | experimental.CoreFeaturesTailCall},
+	{"extended-const", api.CoreFeaturesV2 | experimental.CoreFeaturesExtendedConst},
+	{"threads", api.CoreFeaturesV2 | experimental.CoreFeaturesThreads},
+}
+
+type specScript struct {
+	Commands []specCommand `json:"commands"`
+}
+
+type specCommand struct {
+	Type       string      `json:"type"`
+	Line       int         `json:"line"`
+	Name       string      `json:"name"`
+	Filename   string      `json:"filename"`
+	As         string      `json:"as"`
+	ModuleType string      `json:"module_type"`
+	Action     specAction  `json:"action"`
+	Expected   []specValue `json:"expected"`
+}
+
+type specAction struct {
+	Type   string      `json:"type"`
+	Module string      `json:"module"`
+	Field  string      `json:"field"`
+	Args   []specValue `json:"args"`
+}
+
+type specValue struct {
+	Type     string `json:"type"`
+	LaneType string `json:"lane_type"`
+	Value    any    `json:"value"`
+}
+
+// specDir is wazero's spec test directory in the module cache, or "" if it is not there.
+func specDir(t *testing.T) string {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/tetratelabs/wazero").Output()
+	if err != nil {
+		return ""
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "internal", "integration_test", "spectest")
+	if _, err := os.Stat(filepath.Join(dir, "v2", "testdata")); err != nil {
+		return ""
+	}
+	return dir
+}
+
+// specStats are the suite's totals.
+type specStats struct {
+	modules, assertions, differences, specMismatches, yields int
+	refused                                          []string // valid modules the instrumenter would not take
+	invalidMadeValid                                 []string // invalid modules the rewriter alone would turn valid
+	diffs                                            []string
+}
+
+func (s *specStats) differ(where, format string, args ...any) {
+	s.differences++
+	if len(s.diffs) < 40 {
+		s.diffs = append(s.diffs, where+": "+fmt.Sprintf(format, args...))
+	}
+}
+
+// TestSpecSuite: see above. It prints `spec suite: modules=N assertions=M differences=0`.
+func TestSpecSuite(t *testing.T) {
+	dir := specDir(t)
+	if dir == "" {
+		t.Skip("wazero's spec tests are not in the Go module cache (go mod download github.com/tetratelabs/wazero)")
+	}
+	spectest, err := os.ReadFile(filepath.Join(dir, "testdata", "spectest.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st specStats
+	for _, suite := range specSuites {
+		files, err := filepath.Glob(filepath.Join(dir, suite.dir, "testdata", "*.json"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no spec scripts in %s: %v", suite.dir, err)
+		}
+		for _, f := range files {
+			runSpecScript(t, &st, suite.dir+"/"+filepath.Base(f), f, spectest, suite.features)
+		}
+	}
+	for _, d := range st.diffs {
+		t.Error(d)
+	}
+	fmt.Printf("spec suite: modules=%d assertions=%d differences=%d\n", st.modules, st.assertions, st.differences)
+	if len(st.refused) > 0 {
+		t.Errorf("valid modules the instrumenter refused: %s", strings.Join(st.refused, ", "))
+	}
+	if st.specMismatches > 0 {
+		t.Errorf("%d results of the original modules differ from the suite's expectations: the harness is wrong", st.specMismatches)
+	}
+	if st.modules < 1000 || st.assertions < 40000 || st.yields < st.assertions {
+		t.Errorf("ran only %d modules, %d assertions, %d checks", st.modules, st.assertions, st.yields)
+	}
+	t.Logf("invalid modules the rewriter alone (without the validation before it) would turn valid: %d %v",
+		len(st.invalidMadeValid), st.invalidMadeValid)
+}
+
+// specWorld is one side of the comparison: a runtime with the spectest and wqhost host
+// modules, and the modules instantiated so far.
+type specWorld struct {
+	rt    wazero.Runtime
+	named map[string]api.Module
+	last  api.Module
+	instr bool
+}
+
+func newSpecWorld(ctx context.Context, t *testing.T, features api.CoreFeatures, spectest []byte, instr bool, yields *int) *specWorld {
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(features))
+	t.Cleanup(func() { _ = rt.Close(ctx) })
+	// Yield hands out no fuel: every check calls it, so the checks' slow path runs
+	// everywhere the fast path would.
+	_, err := rt.NewHostModuleBuilder(hostModuleName).NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) { *yields++; s[0] = 0 }),
+			nil, []api.ValueType{api.ValueTypeI32}).Export(yieldImport).Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &specWorld{rt: rt, named: map[string]api.Module{}, instr: instr}
+	if instr {
+		yc, err := instrument(spectest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spectest = yc.wasm
+	}
+	if _, err := rt.InstantiateWithConfig(ctx, spectest, wazero.NewModuleConfig().WithName("spectest")); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// specOutcome is what a command did: its results, or its error's first line with indices
+// blanked (a wazero message may name a function by index, and the instrumented module's
+// defined functions are numbered one up).
+type specOutcome struct {
+	results []uint64
+	err     string
+}
+
+var indexInMessage = regexp.MustCompile(`\[\d+\]|\$\d+`)
+
+func outcomeOf(results []uint64, err error) specOutcome {
+	if err == nil {
+		return specOutcome{results: results}
+	}
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return specOutcome{err: indexInMessage.ReplaceAllString(msg, "[]")}
+}
+
+func (o specOutcome) equal(p specOutcome) bool {
+	return o.err == p.err && slices.Equal(o.results, p.results)
+}
+
+func (o specOutcome) String() string {
+	if o.err != "" {
+		return "error " + strconv.Quote(o.err)
+	}
+	return fmt.Sprint(o.results)
+}
+
+func runSpecScript(t *testing.T, st *specStats, name, path string, spectest []byte, features api.CoreFeatures) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var script specScript
+	if err := json.Unmarshal(raw, &script); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	ctx := context.Background()
+	orig := newSpecWorld(ctx, t, features, spectest, false, &st.yields)
+	inst := newSpecWorld(ctx, t, features, spectest, true, &st.yields)
+	read := func(file string) []byte {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(path), file))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return b
+	}
+	cmds := script.Commands
+	for i := 0; i < len(cmds); i++ {
+		c := cmds[i]
+		where := fmt.Sprintf("%s:%d %s", name, c.Line, c.Type)
+		switch c.Type {
+		case "module", "assert_uninstantiable", "assert_unlinkable":
+			if c.ModuleType == "text" {
+				continue
+			}
+			wasm := read(c.Filename)
+			reg := ""
+			if c.Type == "module" {
+				st.modules++
+				if i+1 < len(cmds) && cmds[i+1].Type == "register" {
+					reg = cmds[i+1].As
+					i++
+				}
+			} else {
+				st.assertions++
+			}
+			mo, eo := orig.instantiate(ctx, wasm, reg, c.Name)
+			mi, ei := inst.instantiate(ctx, wasm, reg, c.Name)
+			if errors.Is(ei, errUndecodable) {
+				st.refused = append(st.refused, where+" "+c.Filename+": "+ei.Error())
+				continue
+			}
+			if o, p := outcomeOf(nil, eo), outcomeOf(nil, ei); !o.equal(p) {
+				st.differ(where, "%s: original %v, instrumented %v", c.Filename, o, p)
+			}
+			if c.Type == "module" && (mo == nil) != (mi == nil) {
+				st.differ(where, "%s: instantiated in one runtime only", c.Filename)
+			}
+		case "register":
+			// Always right after its module, which took the name (wazero's spec harness too).
+			st.differ(where, "register not right after a module")
+		case "assert_invalid", "assert_malformed":
+			if c.ModuleType == "text" {
+				continue
+			}
+			st.assertions++
+			wasm := read(c.Filename)
+			_, eo := orig.instantiate(ctx, wasm, "", "")
+			_, ei := inst.instantiate(ctx, wasm, "", "")
+			if o, p := outcomeOf(nil, eo), outcomeOf(nil, ei); eo == nil || !o.equal(p) {
+				st.differ(where, "%s: original %v, instrumented %v; want the same error", c.Filename, o, p)
+			}
+			checkInvalid(ctx, st, orig.rt, where+" "+c.Filename, wasm)
+		case "assert_return", "assert_trap", "assert_exhaustion", "action":
+			st.assertions++
+			o := orig.do(ctx, c.Action)
+			p := inst.do(ctx, c.Action)
+			if !o.equal(p) {
+				st.differ(where, "%s %v: original %v, instrumented %v", c.Action.Field, c.Action.Args, o, p)
+			}
+			if c.Type == "assert_return" && !specExpected(o, c.Expected) {
+				st.specMismatches++
+				if st.specMismatches <= 10 {
+					t.Errorf("%s: %s: original returned %v, the suite expects %v", where, c.Action.Field, o, c.Expected)
+				}
+			}
+			if (c.Type == "assert_trap" || c.Type == "assert_exhaustion") && o.err == "" {
+				st.specMismatches++
+				t.Errorf("%s: %s: original returned %v, the suite expects a trap", where, c.Action.Field, o)
+			}
+		default:
+			t.Fatalf("%s: unknown command", where)
+		}
+	}
+}
+
+// instantiate instantiates wasm (instrumented first in the instrumented world, after a
+// validation of the original, like Engine.Compile) under the registered name reg, and
+// remembers it under the script's name.
+func (w *specWorld) instantiate(ctx context.Context, wasm []byte, reg, name string) (api.Module, error) {
+	cm, err := w.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, err
+	}
+	if w.instr {
+		_ = cm.Close(ctx)
+		yc, err := instrument(wasm)
+		if err != nil {
+			return nil, err
+		}
+		if cm, err = w.rt.CompileModule(ctx, yc.wasm); err != nil {
+			return nil, fmt.Errorf("instrumented module invalid: %w", err)
+		}
+	}
+	m, err := w.rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName(reg))
+	if err != nil {
+		return nil, err
+	}
+	w.last = m
+	if name != "" {
+		w.named[name] = m
+	}
+	return m, nil
+}
+
+// do runs an action: invoke a function or get a global.
+func (w *specWorld) do(ctx context.Context, a specAction) specOutcome {
+	m := w.last
+	if a.Module != "" {
+		m = w.named[a.Module]
+	}
+	if m == nil {
+		return specOutcome{err: "no module"}
+	}
+	switch a.Type {
+	case "invoke":
+		fn := m.ExportedFunction(a.Field)
+		if fn == nil {
+			return specOutcome{err: "no function " + a.Field}
+		}
+		var args []uint64
+		for _, v := range a.Args {
+			args = append(args, v.bits()...)
+		}
+		return outcomeOf(fn.Call(ctx, args...))
+	case "get":
+		g := m.ExportedGlobal(a.Field)
+		if g == nil {
+			return specOutcome{err: "no global " + a.Field}
+		}
+		return specOutcome{results: []uint64{g.Get()}}
+	}
+	return specOutcome{err: "unknown action " + a.Type}
+}
+
+// checkInvalid: the rewriter itself does not panic on a module the suite calls invalid or
+// malformed (which the validation before it refuses: the caller checks that), and whether it
+// alone would turn one wazero's validation refuses valid is recorded: that is why the
+// validation comes first.
+func checkInvalid(ctx context.Context, st *specStats, rt wazero.Runtime, where string, wasm []byte) {
+	cm, err := rt.CompileModule(ctx, wasm)
+	if err == nil {
+		// Refused at instantiation (a global.get of a non-imported global in a constant
+		// expression, which wazero checks there).
+		_ = cm.Close(ctx)
+		return
+	}
+	yc, err := instrument(wasm)
+	if err != nil {
+		return
+	}
+	if cm, err := rt.CompileModule(ctx, yc.wasm); err == nil {
+		_ = cm.Close(ctx)
+		st.invalidMadeValid = append(st.invalidMadeValid, where)
+	}
+}
+
+// bits is the value as wazero passes it: externref n as n+1 (0 is null, as wazero's own
+// harness does), v128 as two words.
+func (v specValue) bits() []uint64 {
+	if v.Type == "v128" {
+		lanes, _ := v.Value.([]any)
+		var lo, hi uint64
+		width := 128 / max(len(lanes), 1)
+		for i, l := range lanes {
+			s, _ := l.(string)
+			x := parseSpecInt(s, width)
+			if pos := i * width; pos < 64 {
+				lo |= x << pos
+			} else {
+				hi |= x << (pos - 64)
+			}
+		}
+		return []uint64{lo, hi}
+	}
+	s, _ := v.Value.(string)
+	switch {
+	case s == "" || s == "null":
+		return []uint64{0}
+	case v.Type == "externref":
+		return []uint64{parseSpecInt(s, 64) + 1}
+	case v.Type == "i32" || v.Type == "f32":
+		return []uint64{parseSpecInt(s, 32)}
+	}
+	return []uint64{parseSpecInt(s, 64)}
+}
+
+func parseSpecInt(s string, width int) uint64 {
+	if strings.HasPrefix(s, "-") {
+		n, _ := strconv.ParseInt(s, 10, width)
+		if width == 64 {
+			return uint64(n)
+		}
+		return uint64(n) & (1<<width - 1)
+	}
+	n, _ := strconv.ParseUint(s, 10, width)
+	return n
+}
+
+// specExpected reports whether o is the result the suite expects: NaN patterns match any
+// NaN, a reference without a value matches any reference.
+func specExpected(o specOutcome, exps []specValue) bool {
+	if o.err != "" {
+		return false
+	}
+	r := o.results
+	for _, e := range exps {
+		n := 1
+		if e.Type == "v128" {
+			n = 2
+		}
+		if len(r) < n {
+			return false
+		}
+		got := r[:n]
+		r = r[n:]
+		if e.Value == nil {
+			continue
+		}
+		if e.Type != "v128" {
+			if !laneMatches(got[0], e.Type, e.Value) {
+				return false
+			}
+			continue
+		}
+		lanes, _ := e.Value.([]any)
+		width := 128 / max(len(lanes), 1)
+		for i, l := range lanes {
+			w := got[0]
+			pos := i * width
+			if pos >= 64 {
+				w, pos = got[1], pos-64
+			}
+			if !laneMatches(w>>pos&(uint64(1)<<width-1), e.LaneType, l) {
+				return false
+			}
+		}
+	}
+	return len(r) == 0
+}
+
+func laneMatches(got uint64, typ string, want any) bool {
+	s, _ := want.(string)
+	if strings.HasPrefix(s, "nan:") {
+		switch typ {
+		case "f32":
+			return math.IsNaN(float64(math.Float32frombits(uint32(got))))
+		case "f64":
+			return math.IsNaN(math.Float64frombits(got))
+		}
+	}
+	exp := specValue{Type: typ, Value: want}.bits()[0]
+	switch typ {
+	case "i32", "f32":
+		return uint32(got) == uint32(exp)
+	case "i8":
+		return uint8(got) == uint8(parseSpecInt(s, 8))
+	case "i16":
+		return uint16(got) == uint16(parseSpecInt(s, 16))
+	}
+	return got == exp
+}
