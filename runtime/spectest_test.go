@@ -86,9 +86,9 @@ func specDir(t *testing.T) string {
 // specStats are the suite's totals.
 type specStats struct {
 	modules, assertions, differences, specMismatches, yields int
-	refused                                          []string // valid modules the instrumenter would not take
-	invalidMadeValid                                 []string // invalid modules the rewriter alone would turn valid
-	diffs                                            []string
+	refused                                                  []string // valid modules the instrumenter would not take
+	invalidMadeValid                                         []string // invalid modules the rewriter alone would turn valid
+	diffs                                                    []string
 }
 
 func (s *specStats) differ(where, format string, args ...any) {
