@@ -8,7 +8,8 @@ import (
 // Where a function body gets its fuel checks and what each charges (instrument.go has the
 // rationale). A body is decoded into instructions with their control structure, then walked
 // backwards computing, for every instruction, the most code that can run from it before
-// the next check along any path: control only moves forward (to a block's end, an if's
+// the next check along any path (divisions and square roots, bulk memory operations weigh
+// more than their bytes): control only moves forward (to a block's end, an if's
 // else arm) except to a loop header, which always has a check, so this is one pass with
 // every branch target already known. A check goes
 //
@@ -42,6 +43,7 @@ const (
 	flagBulk    = 1 << iota // a bulk memory or table operation, or memory.grow
 	flagFuncIdx             // call, return_call, ref.func: the immediate is a function index
 	flagLeft                // a block or loop a branch inside a loop leaves by; on its opener and end
+	flagSlow                // a division, remainder or square root
 )
 
 // inst is one decoded instruction of a function body.
@@ -83,7 +85,23 @@ const (
 	exitBytes    = 64
 	// bulkBytes is what a bulk operation weighs: bulkCharge units.
 	bulkBytes = bulkCharge * chargeBytes
+	// slowBytes is what a division, remainder or square root weighs on top of its bytes:
+	// one byte of code that takes as long as tens of bytes of other code (a chain of
+	// f64.sqrt runs 20 ns a byte against about 1 for multiplications or loads).
+	slowBytes = chargeBytes
 )
+
+// slowOp reports whether op (sub, for the 0xfd prefix) is a division, remainder or square
+// root, integer, float or SIMD.
+func slowOp(op byte, sub uint32) bool {
+	switch op {
+	case 0x6d, 0x6e, 0x6f, 0x70, 0x7f, 0x80, 0x81, 0x82, 0x91, 0x95, 0x9f, 0xa3:
+		return true
+	case 0xfd:
+		return sub == 227 || sub == 231 || sub == 239 || sub == 243 // f32x4/f64x2 sqrt and div
+	}
+	return false
+}
 
 // chargeFor is what a check covering cost bytes (bulk operations at bulkBytes) charges: one
 // unit for the check plus one per chargeBytes. A check covering a whole allowance or more
@@ -166,6 +184,13 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 			in.kind = opExit
 		default:
 			var im immediates
+			var sub uint32
+			if op == 0xfd {
+				sub = (&reader{b: src, i: r.i}).u32()
+			}
+			if slowOp(op, sub) {
+				in.flags |= flagSlow
+			}
 			im, err = skipImmediates(r, op)
 			if op == 0x12 || op == 0x13 { // return_call, return_call_indirect
 				in.kind = opExit
@@ -217,6 +242,9 @@ func (s *bodyScratch) place(bodyEnd int) {
 		next = in.at
 		if in.flags&flagBulk != 0 {
 			c += bulkBytes
+		}
+		if in.flags&flagSlow != 0 {
+			c += slowBytes
 		}
 		switch in.kind {
 		case opIf:

@@ -1,0 +1,85 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/wqhost/wqhost/internal/wasmtest"
+)
+
+// sqrtChain is straight-line code of about n bytes that takes long per byte: a chain of
+// dependent f64.sqrt (one byte each, tens of cycles of latency) on a value the compiler
+// cannot know, read from memory, and stored back (code without an effect would be dropped).
+func sqrtChain(n int) []byte {
+	b := []byte{0x41, 0x00, 0x41, 0x00, 0x2b, 0x03, 0x00} // i32.const 0 (for the store); i32.const 0; f64.load
+	b = append(b, 0x44, 0, 0, 0, 0, 0, 0, 0, 0x40, 0xa0)  // f64.const 2; f64.add
+	b = append(b, bytes.Repeat([]byte{0x9f}, n)...)       // f64.sqrt ...
+	return append(b, 0x39, 0x03, 0x00)                    // f64.store
+}
+
+// TestTimeLimitHoldsWhateverTheCodeShape: a guest calling a 32 KiB straight-line function
+// in an endless loop, and one whose endless loop has a 32 KiB body, each stop within their
+// time limit plus 100 ms. With each check's charge capped at 64 units (instrumentation
+// version 2), either ran about 500 calls or iterations, a fifth of a second here, between
+// two yields.
+func TestTimeLimitHoldsWhateverTheCodeShape(t *testing.T) {
+	const size = 32 << 10
+	marker := wasmtest.Func{Export: "wqhost_abi_v1"}
+	loopForever := func(body []byte) []byte {
+		return concat([]byte{0x03, 0x40}, body, []byte{0x0c, 0x00, 0x0b, 0x00}) // loop body br 0 end unreachable
+	}
+	for _, tt := range []struct {
+		name string
+		wasm []byte
+	}{
+		{"straight-line function called in a loop", wasmtest.Module(marker,
+			wasmtest.Func{Export: "heavy", Body: sqrtChain(size)},
+			wasmtest.Func{Export: "wqhost_handle", Results: []byte{wasmtest.I32}, Body: loopForever(wasmtest.Call(1))})},
+		{"huge loop body", wasmtest.Module(marker,
+			wasmtest.Func{Export: "wqhost_handle", Results: []byte{wasmtest.I32}, Body: loopForever(sqrtChain(size))})},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := testEngine(t)
+			ctx := context.Background()
+			m, err := e.Compile(ctx, tt.name, tt.wasm, ABIWqhostV1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ten, err := e.Tenant("t", TenantLimits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const limit = 300 * time.Millisecond
+			p, err := ten.NewPool(ctx, m, PoolConfig{Binding: "b", MinInstances: 1, MaxInstances: 1, Timeout: limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close(context.Background()) })
+			if !p.v.fuel {
+				t.Fatal("the module was not instrumented")
+			}
+			done := make(chan error, 1)
+			start := time.Now()
+			go func() {
+				_, err := p.Call(context.Background(), &Input{ID: "spin", Body: []byte("x")})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				took := time.Since(start)
+				if !errors.Is(err, ErrTimeout) {
+					t.Fatalf("err = %v, want the time limit", err)
+				}
+				t.Logf("took %s", took)
+				if took > limit+100*time.Millisecond {
+					t.Errorf("the call ended %s after it started, more than its %s limit + 100ms", took, limit)
+				}
+			case <-time.After(time.Minute): // far above the limit: only a guest never stopped gets here
+				t.Fatal("the time limit did not stop the guest")
+			}
+		})
+	}
+}
