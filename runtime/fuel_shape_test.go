@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +82,40 @@ func TestTimeLimitHoldsWhateverTheCodeShape(t *testing.T) {
 				t.Fatal("the time limit did not stop the guest")
 			}
 		})
+	}
+}
+
+// TestInstrumentedModuleInvalidFallsBack: instrumented bytes that fail validation (a defect of
+// the instrumenter, or a damaged cache file) are never run: the pool says so in the log,
+// naming errInstrumentedInvalid, and runs the validated original under close-on-context-done.
+func TestInstrumentedModuleInvalidFallsBack(t *testing.T) {
+	var buf syncBuffer
+	e := engineLoggingTo(t, &buf)
+	ctx := context.Background()
+	m, err := e.Compile(ctx, "ok.wasm", handleModule(nil, wasmtest.I32Const(0)), ABIWqhostV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.c.fuel == nil {
+		t.Fatal("the module was not instrumented")
+	}
+	m.c.fuel = &yieldCode{wasm: []byte("\x00asm\x01\x00\x00\x00\x0a\x01\x05")} // a code section that ends early
+	ten, err := e.Tenant("t", TenantLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ten.NewPool(ctx, m, PoolConfig{Binding: "b", MinInstances: 1, MaxInstances: 1, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	if p.v.fuel || !p.v.terminate {
+		t.Errorf("pool variant = %+v, want close-on-context-done without fuel", p.v)
+	}
+	if !strings.Contains(buf.String(), errInstrumentedInvalid.Error()) {
+		t.Errorf("log %q does not name %q", buf.String(), errInstrumentedInvalid)
+	}
+	if _, err := p.Call(ctx, &Input{ID: "m", Body: []byte("x")}); err != nil {
+		t.Errorf("call: %v", err)
 	}
 }

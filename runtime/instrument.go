@@ -74,6 +74,11 @@ type yieldCode struct {
 // errUndecodable marks a module the instrumenter does not understand.
 var errUndecodable = errors.New("fuel: cannot instrument module")
 
+// errInstrumentedInvalid marks instrumented bytes that failed validation when a tenant
+// compiled them: a defect of the instrumenter (or a damaged cache file), after which the
+// module runs uninstrumented under close-on-context-done rather than not at all.
+var errInstrumentedInvalid = errors.New("fuel: the instrumented module is not valid")
+
 // Section ids of the core binary format.
 const (
 	secCustom   = 0
