@@ -106,8 +106,15 @@ type section struct {
 // imported functions, so every defined function's index moves up by one: calls, ref.func,
 // exports, the start function, element segments and the name section are renumbered. It
 // drops DWARF and source-map custom sections, whose code offsets the inserted checks would
-// make wrong.
+// make wrong. wasm must be valid (validated first, as Engine.Compile does): the rewriter
+// checks only what it needs to rewrite, and on invalid input may return anything but panics.
 func instrument(wasm []byte) (*yieldCode, error) {
+	return instrumentEvery(wasm, segmentBytes)
+}
+
+// instrumentEvery is instrument with a check at least every segment bytes of code: tests
+// put one between almost every two instructions with a small segment.
+func instrumentEvery(wasm []byte, segment uint64) (*yieldCode, error) {
 	fail := func(format string, args ...any) (*yieldCode, error) {
 		return nil, fmt.Errorf("%w: %s", errUndecodable, fmt.Sprintf(format, args...))
 	}
@@ -245,7 +252,7 @@ func instrument(wasm []byte) (*yieldCode, error) {
 		case secElem:
 			p, err = remapElems(s.payload, x)
 		case secCode:
-			p, err = instrumentCode(s.payload, x)
+			p, err = instrumentCode(s.payload, x, segment)
 		default:
 			p = s.payload
 		}
@@ -298,7 +305,7 @@ func (x *fuelIndex) chargeOffset() int {
 	return len(x.appendCheck(nil, 0)) - (2 + uleb32Len(x.fuel))
 }
 
-func instrumentCode(payload []byte, x *fuelIndex) ([]byte, error) {
+func instrumentCode(payload []byte, x *fuelIndex, segment uint64) ([]byte, error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	if r.err != nil {
@@ -307,7 +314,7 @@ func instrumentCode(payload []byte, x *fuelIndex) ([]byte, error) {
 	out := make([]byte, 0, len(payload)+len(payload)/4+16)
 	out = appendU32(out, n)
 	var body []byte
-	var scratch bodyScratch
+	scratch := bodyScratch{segment: segment}
 	for f := range n {
 		size := r.u32()
 		src := r.bytes(int(size))

@@ -62,6 +62,7 @@ type inst struct {
 
 // bodyScratch holds the buffers instrumentBody reuses from one function to the next.
 type bodyScratch struct {
+	segment uint64 // segmentBytes, or less in tests
 	insts   []inst
 	targets []int32
 	cost    []uint32
@@ -271,7 +272,7 @@ func (s *bodyScratch) place(bodyEnd int) {
 		}
 		entry := i == 0 || insts[i-1].kind == opLoop
 		left := i > 0 && insts[i-1].kind == opEnd && insts[i-1].flags&flagLeft != 0
-		if entry || c > segmentBytes || left && c > exitBytes {
+		if entry || c > s.segment || left && c > min(exitBytes, s.segment) {
 			s.checks = append(s.checks, placedCheck{before: int32(i), charge: chargeFor(c)})
 			c = 0
 		}

@@ -22,9 +22,10 @@ import (
 
 // The official WebAssembly spec test suite run through the fuel instrumenter: every module
 // of wazero's copy of the suite (wast2json output in the Go module cache, read where `go
-// mod download` put it, never copied into this repository) is instantiated twice, as it is
-// in one runtime and instrumented in another, and every command runs in both; any
-// difference in results, traps or instantiation is a defect of the instrumenter. The
+// mod download` put it, never copied into this repository) is instantiated three times: as
+// it is, instrumented, and instrumented with a check between every two instructions; every
+// command runs in all three, and any difference in results, traps or instantiation is a
+// defect of the instrumenter. Invalid and malformed modules must be refused the same way. The
 // original's results are also checked against the suite's expectations, so a harness that
 // ran nothing right could not pass.
 
@@ -148,23 +149,25 @@ type specWorld struct {
 	rt    wazero.Runtime
 	named map[string]api.Module
 	last  api.Module
-	instr bool
+	instr func([]byte) (*yieldCode, error) // nil: the original
 }
 
-func newSpecWorld(ctx context.Context, t *testing.T, features api.CoreFeatures, spectest []byte, instr bool, yields *int) *specWorld {
+// denseInstrument puts a check between every two instructions, so that the suite checks a
+// check's effect wherever one can go, not only where a few KiB of code have passed.
+func denseInstrument(wasm []byte) (*yieldCode, error) { return instrumentEvery(wasm, 0) }
+
+func newSpecWorld(ctx context.Context, t *testing.T, features api.CoreFeatures, spectest []byte, instr func([]byte) (*yieldCode, error), refill uint64, yields *int) *specWorld {
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(features))
 	t.Cleanup(func() { _ = rt.Close(ctx) })
-	// Yield hands out no fuel: every check calls it, so the checks' slow path runs
-	// everywhere the fast path would.
 	_, err := rt.NewHostModuleBuilder(hostModuleName).NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) { *yields++; s[0] = 0 }),
+		WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) { *yields++; s[0] = refill }),
 			nil, []api.ValueType{api.ValueTypeI32}).Export(yieldImport).Instantiate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := &specWorld{rt: rt, named: map[string]api.Module{}, instr: instr}
-	if instr {
-		yc, err := instrument(spectest)
+	if instr != nil {
+		yc, err := instr(spectest)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,8 +218,14 @@ func runSpecScript(t *testing.T, st *specStats, name, path string, spectest []by
 		t.Fatalf("%s: %v", name, err)
 	}
 	ctx := context.Background()
-	orig := newSpecWorld(ctx, t, features, spectest, false, &st.yields)
-	inst := newSpecWorld(ctx, t, features, spectest, true, &st.yields)
+	orig := newSpecWorld(ctx, t, features, spectest, nil, 0, &st.yields)
+	// With the usual checks yield hands out no fuel, so every check calls it and the
+	// checks' slow path runs everywhere the fast path would; with a check between every two
+	// instructions that would take long, so the fast path runs there.
+	worlds := []*specWorld{
+		newSpecWorld(ctx, t, features, spectest, instrument, 0, &st.yields),
+		newSpecWorld(ctx, t, features, spectest, denseInstrument, fuelRefill, &st.yields),
+	}
 	read := func(file string) []byte {
 		b, err := os.ReadFile(filepath.Join(filepath.Dir(path), file))
 		if err != nil {
@@ -245,16 +254,20 @@ func runSpecScript(t *testing.T, st *specStats, name, path string, spectest []by
 				st.assertions++
 			}
 			mo, eo := orig.instantiate(ctx, wasm, reg, c.Name)
-			mi, ei := inst.instantiate(ctx, wasm, reg, c.Name)
-			if errors.Is(ei, errUndecodable) {
-				st.refused = append(st.refused, where+" "+c.Filename+": "+ei.Error())
-				continue
-			}
-			if o, p := outcomeOf(nil, eo), outcomeOf(nil, ei); !o.equal(p) {
-				st.differ(where, "%s: original %v, instrumented %v", c.Filename, o, p)
-			}
-			if c.Type == "module" && (mo == nil) != (mi == nil) {
-				st.differ(where, "%s: instantiated in one runtime only", c.Filename)
+			for k, inst := range worlds {
+				mi, ei := inst.instantiate(ctx, wasm, reg, c.Name)
+				if errors.Is(ei, errUndecodable) {
+					if k == 0 {
+						st.refused = append(st.refused, where+" "+c.Filename+": "+ei.Error())
+					}
+					continue
+				}
+				if o, p := outcomeOf(nil, eo), outcomeOf(nil, ei); !o.equal(p) {
+					st.differ(where, "%s: original %v, instrumented (%d) %v", c.Filename, o, k, p)
+				}
+				if c.Type == "module" && (mo == nil) != (mi == nil) {
+					st.differ(where, "%s: instantiated in one runtime only", c.Filename)
+				}
 			}
 		case "register":
 			// Always right after its module, which took the name (wazero's spec harness too).
@@ -266,17 +279,20 @@ func runSpecScript(t *testing.T, st *specStats, name, path string, spectest []by
 			st.assertions++
 			wasm := read(c.Filename)
 			_, eo := orig.instantiate(ctx, wasm, "", "")
-			_, ei := inst.instantiate(ctx, wasm, "", "")
-			if o, p := outcomeOf(nil, eo), outcomeOf(nil, ei); eo == nil || !o.equal(p) {
-				st.differ(where, "%s: original %v, instrumented %v; want the same error", c.Filename, o, p)
+			for k, inst := range worlds {
+				_, ei := inst.instantiate(ctx, wasm, "", "")
+				if o, p := outcomeOf(nil, eo), outcomeOf(nil, ei); eo == nil || !o.equal(p) {
+					st.differ(where, "%s: original %v, instrumented (%d) %v; want the same error", c.Filename, o, k, p)
+				}
 			}
 			checkInvalid(ctx, st, orig.rt, where+" "+c.Filename, wasm)
 		case "assert_return", "assert_trap", "assert_exhaustion", "action":
 			st.assertions++
 			o := orig.do(ctx, c.Action)
-			p := inst.do(ctx, c.Action)
-			if !o.equal(p) {
-				st.differ(where, "%s %v: original %v, instrumented %v", c.Action.Field, c.Action.Args, o, p)
+			for k, inst := range worlds {
+				if p := inst.do(ctx, c.Action); !o.equal(p) {
+					st.differ(where, "%s %v: original %v, instrumented (%d) %v", c.Action.Field, c.Action.Args, o, k, p)
+				}
 			}
 			if c.Type == "assert_return" && !specExpected(o, c.Expected) {
 				st.specMismatches++
@@ -302,9 +318,9 @@ func (w *specWorld) instantiate(ctx context.Context, wasm []byte, reg, name stri
 	if err != nil {
 		return nil, err
 	}
-	if w.instr {
+	if w.instr != nil {
 		_ = cm.Close(ctx)
-		yc, err := instrument(wasm)
+		yc, err := w.instr(wasm)
 		if err != nil {
 			return nil, err
 		}
