@@ -37,7 +37,7 @@ func remapGlobals(payload []byte, x *fuelIndex) ([]byte, error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	out := appendU32(nil, n)
-	for range n {
+	for i := uint32(0); i < n && r.err == nil; i++ {
 		at := r.i
 		if t := r.byte(); !isValType(t) {
 			r.fail(fmt.Errorf("global of unknown type 0x%02x", t))
@@ -56,7 +56,7 @@ func remapExports(payload []byte, x *fuelIndex) ([]byte, error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	out := appendU32(nil, n)
-	for range n {
+	for i := uint32(0); i < n && r.err == nil; i++ {
 		out = appendName(out, r.name())
 		kind := r.byte()
 		idx := r.u32()
@@ -78,7 +78,7 @@ func remapElems(payload []byte, x *fuelIndex) ([]byte, error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	out := appendU32(nil, n)
-	for range n {
+	for i := uint32(0); i < n && r.err == nil; i++ {
 		flags := r.u32()
 		if flags > 7 {
 			r.fail(fmt.Errorf("element segment flags %d", flags))
@@ -96,7 +96,7 @@ func remapElems(payload []byte, x *fuelIndex) ([]byte, error) {
 		}
 		count := r.u32()
 		out = appendU32(out, count)
-		for range count {
+		for i := uint32(0); i < count && r.err == nil; i++ {
 			if flags&4 != 0 {
 				out = remapConstExpr(out, r, x)
 			} else {
@@ -134,7 +134,7 @@ func remapNames(payload []byte, at int, x *fuelIndex) ([]byte, error) {
 		sr := &reader{b: sub}
 		n := sr.u32()
 		p := appendU32(nil, n)
-		for range n {
+		for i := uint32(0); i < n && sr.err == nil; i++ {
 			p = appendU32(p, x.fn(sr.u32()))
 			if id == 1 {
 				p = appendName(p, sr.name())
@@ -142,7 +142,7 @@ func remapNames(payload []byte, at int, x *fuelIndex) ([]byte, error) {
 			}
 			m := sr.u32()
 			p = appendU32(p, m)
-			for range m {
+			for j := uint32(0); j < m && sr.err == nil; j++ {
 				p = appendU32(p, sr.u32())
 				p = appendName(p, sr.name())
 			}

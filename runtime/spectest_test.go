@@ -72,7 +72,7 @@ type specValue struct {
 }
 
 // specDir is wazero's spec test directory in the module cache, or "" if it is not there.
-func specDir(t *testing.T) string {
+func specDir() string {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/tetratelabs/wazero").Output()
 	if err != nil {
 		return ""
@@ -101,7 +101,7 @@ func (s *specStats) differ(where, format string, args ...any) {
 
 // TestSpecSuite: see above. It prints `spec suite: modules=N assertions=M differences=0`.
 func TestSpecSuite(t *testing.T) {
-	dir := specDir(t)
+	dir := specDir()
 	if dir == "" {
 		t.Skip("wazero's spec tests are not in the Go module cache (go mod download github.com/tetratelabs/wazero)")
 	}

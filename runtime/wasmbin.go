@@ -224,7 +224,7 @@ func countFuncTypes(payload []byte) (uint32, error) {
 			r.fail(fmt.Errorf("type form 0x%02x", f))
 		}
 		for range 2 { // params, results
-			for range r.u32() {
+			for i, m := uint32(0), r.u32(); i < m && r.err == nil; i++ {
 				if t := r.byte(); !isValType(t) {
 					r.fail(fmt.Errorf("value of unknown type 0x%02x", t))
 				}

@@ -412,7 +412,10 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex) ([]byte, int) {
 
 // FuzzInstrument: on any input the instrumenter does not panic, and whenever wazero
 // accepts a module the instrumenter either refuses it (the fallback) or returns a module
-// wazero accepts too.
+// wazero accepts too, with the usual checks or with one between every two instructions.
+// Besides the committed modules the seeds are spec-suite modules that import memories,
+// tables and globals (which instrumentation version 2 wrote an invalid import count for)
+// when the module cache holds them.
 func FuzzInstrument(f *testing.F) {
 	for _, p := range []string{"testdata/spin/spin-tinygo.wasm", "testdata/spinrust/spinrust.wasm", "../examples/handlers/echo-rust/echo-rust.wasm"} {
 		b, err := os.ReadFile(p)
@@ -422,6 +425,16 @@ func FuzzInstrument(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
+	for _, wasm := range hugeCounts {
+		f.Add(wasm)
+	}
+	if dir := specDir(); dir != "" {
+		for _, name := range []string{"imports.0", "imports.1", "linking.0", "linking.5", "memory_grow.0", "br_table.0", "loop.0", "if.0", "block.0", "br_if.0"} {
+			if b, err := os.ReadFile(filepath.Join(dir, "v2", "testdata", name+".wasm")); err == nil {
+				f.Add(b)
+			}
+		}
+	}
 	ctx := context.Background()
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer rt.Close(ctx)
@@ -433,17 +446,94 @@ func FuzzInstrument(f *testing.F) {
 			}
 			return
 		}
-		cm, err := rt.CompileModule(ctx, wasm)
+		dense, err := denseInstrument(wasm)
+		if err != nil {
+			t.Fatalf("instrumented with the usual checks but not with dense ones: %v", err)
+		}
+		if !plausibleCounts(wasm) {
+			return
+		}
+		cm, err := rt.CompileModule(ctx, withoutCustomSections(wasm))
 		if err != nil {
 			return
 		}
 		_ = cm.Close(ctx)
-		cm, err = rt.CompileModule(ctx, yc.wasm)
-		if err != nil {
-			t.Fatalf("original compiles, instrumented does not: %v", err)
+		for _, out := range []*yieldCode{yc, dense} {
+			cm, err = rt.CompileModule(ctx, withoutCustomSections(out.wasm))
+			if err != nil {
+				t.Fatalf("original compiles, instrumented does not: %v", err)
+			}
+			_ = cm.Close(ctx)
 		}
-		_ = cm.Close(ctx)
 	})
+}
+
+// hugeCounts are modules whose vectors claim 2^32-1 entries and hold none: the renumbering
+// wrote a few bytes per claimed entry and ran out of memory.
+var hugeCounts = func() (mods [][]byte) {
+	for _, sec := range []string{
+		"\x07\x05\xff\xff\xff\xff\x0f",                     // exports
+		"\x09\x09\x01\x00\x41\x00\x0b\xff\xff\xff\xff\x0f", // an element segment's functions
+		"\x00\x0c\x04name\x01\x05\xff\xff\xff\xff\x0f",     // function names
+		"\x01\x08\x01\x60\xff\xff\xff\xff\x0f\x00",         // a type's parameters
+	} {
+		mods = append(mods, []byte("\x00asm\x01\x00\x00\x00"+sec))
+	}
+	return mods
+}()
+
+// TestInstrumentHugeCounts: see hugeCounts; each is refused, or instrumented without its
+// name section, in a few bytes.
+func TestInstrumentHugeCounts(t *testing.T) {
+	for i, wasm := range hugeCounts {
+		yc, err := instrument(wasm)
+		if err == nil && len(yc.wasm) > 2*len(wasm)+64 {
+			t.Errorf("module %d: %d bytes instrumented from %d", i, len(yc.wasm), len(wasm))
+		}
+	}
+}
+
+// withoutCustomSections drops wasm's custom sections, which do not change whether it is
+// valid: wazero 1.12's decoder runs out of memory (a fatal error, not a panic) on a name
+// section claiming 2^32-1 names, and the fuzzer finds that quickly.
+func withoutCustomSections(wasm []byte) []byte {
+	if len(wasm) < 8 {
+		return wasm
+	}
+	out := append([]byte(nil), wasm[:8]...)
+	r := &reader{b: wasm, i: 8}
+	for r.i < len(r.b) {
+		at := r.i
+		id := r.byte()
+		r.bytes(int(r.u32()))
+		if r.err != nil {
+			return append(out, wasm[at:]...) // let wazero say what is wrong
+		}
+		if id != secCustom {
+			out = append(out, wasm[at:r.i]...)
+		}
+	}
+	return out
+}
+
+// plausibleCounts reports whether every section that is a vector claims no more entries
+// than it has bytes: wazero 1.12's decoder allocates a section's entries before reading
+// them, and runs out of memory (a fatal error) on a few bytes claiming 2^32-1 of them.
+func plausibleCounts(wasm []byte) bool {
+	r := &reader{b: wasm, i: min(8, len(wasm))}
+	for r.i < len(r.b) {
+		id := r.byte()
+		p := r.bytes(int(r.u32()))
+		if r.err != nil {
+			return true // malformed: wazero stops before allocating
+		}
+		if id != secCustom && id != secStart {
+			if n := (&reader{b: p}).u32(); int64(n) > int64(len(p)) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func TestChargeFor(t *testing.T) {
