@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
 	"github.com/wqhost/wqhost/internal/wasmtest"
 )
 
@@ -117,5 +120,59 @@ func TestInstrumentedModuleInvalidFallsBack(t *testing.T) {
 	}
 	if _, err := p.Call(ctx, &Input{ID: "m", Body: []byte("x")}); err != nil {
 		t.Errorf("call: %v", err)
+	}
+}
+
+// TestInstrumentImportsOfEveryKind: a module importing a function, a table, a memory and a
+// global still validates and runs instrumented. Version 2 wrote the import section's count
+// as the number of imported functions plus one, which made every such module invalid.
+func TestInstrumentImportsOfEveryKind(t *testing.T) {
+	mod := []byte("\x00asm\x01\x00\x00\x00")
+	sec := func(id byte, body ...byte) {
+		mod = append(mod, id, byte(len(body)))
+		mod = append(mod, body...)
+	}
+	name := func(s string) []byte { return append([]byte{byte(len(s))}, s...) }
+	sec(1, 1, 0x60, 0, 1, 0x7f) // type 0: () -> i32
+	sec(2, concat([]byte{4},
+		name("env"), name("f"), []byte{0x00, 0}, // func f: type 0
+		name("env"), name("t"), []byte{0x01, 0x70, 0x00, 1}, // table t: funcref, min 1
+		name("env"), name("m"), []byte{0x02, 0x00, 1}, // memory m: min 1
+		name("env"), name("g"), []byte{0x03, 0x7f, 0x00}, // global g: i32, immutable
+	)...)
+	sec(3, 1, 0)                                   // func 1: type 0
+	sec(7, 1, 3, 'r', 'u', 'n', 0x00, 1)           // export run = func 1
+	sec(10, 1, 7, 0, 0x10, 0, 0x23, 0, 0x6a, 0x0b) // run: f() + g
+	yc, err := instrument(mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer rt.Close(ctx)
+	env := []byte("\x00asm\x01\x00\x00\x00")
+	env = append(env, 1, 5, 1, 0x60, 0, 1, 0x7f)           // type () -> i32
+	env = append(env, 3, 2, 1, 0)                          // one function
+	env = append(env, 4, 4, 1, 0x70, 0x00, 1)              // table
+	env = append(env, 5, 3, 1, 0x00, 1)                    // memory
+	env = append(env, 6, 6, 1, 0x7f, 0x00, 0x41, 35, 0x0b) // global = 35
+	env = append(env, 7, 17, 4, 1, 'f', 0x00, 0, 1, 't', 0x01, 0, 1, 'm', 0x02, 0, 1, 'g', 0x03, 0)
+	env = append(env, 10, 6, 1, 4, 0, 0x41, 7, 0x0b) // f: 7
+	if _, err := rt.InstantiateWithConfig(ctx, env, wazero.NewModuleConfig().WithName("env")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.NewHostModuleBuilder(hostModuleName).NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) { s[0] = fuelRefill }),
+			nil, []api.ValueType{api.ValueTypeI32}).Export(yieldImport).Instantiate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, wasm := range [][]byte{mod, yc.wasm} {
+		m, err := rt.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().WithName(""))
+		if err != nil {
+			t.Fatalf("instantiate (instrumented: %v): %v", len(wasm) != len(mod), err)
+		}
+		if res, err := m.ExportedFunction("run").Call(ctx); err != nil || res[0] != 42 {
+			t.Errorf("run() = %v, %v; want 42", res, err)
+		}
 	}
 }
