@@ -282,7 +282,7 @@ func (x *fuelIndex) fn(i uint32) uint32 {
 }
 
 // appendCheck appends the fuel check (see above) with the given charge. The charge is
-// written as a 5-byte LEB128 so a loop's can be patched in once its end is known.
+// written as a 5-byte LEB128: all of a module's checks differ only in those 5 bytes.
 func (x *fuelIndex) appendCheck(b []byte, charge uint32) []byte {
 	b = append(b, 0x23)
 	b = appendU32(b, x.fuel)
@@ -297,12 +297,6 @@ func (x *fuelIndex) appendCheck(b []byte, charge uint32) []byte {
 	b = append(b, 0x24) // global.set
 	b = appendU32(b, x.fuel)
 	return append(b, 0x0b)
-}
-
-// chargeOffset is where appendCheck put its charge, counted back from the check's end:
-// after global.get $fuel and the i32.const opcode.
-func (x *fuelIndex) chargeOffset() int {
-	return len(x.appendCheck(nil, 0)) - (2 + uleb32Len(x.fuel))
 }
 
 func instrumentCode(payload []byte, x *fuelIndex, segment uint64) ([]byte, error) {

@@ -322,10 +322,6 @@ func patchS32(b []byte, v int32) {
 	}
 }
 
-func uleb32Len(v uint32) int {
-	return len(appendU32(nil, v))
-}
-
 func appendU32(b []byte, v uint32) []byte {
 	for {
 		c := byte(v & 0x7f)

@@ -324,6 +324,16 @@ func fuelIndexOf(t testing.TB, wasm []byte) *fuelIndex {
 	return x
 }
 
+// chargeOffset is where appendCheck put its charge, counted back from the check's end:
+// after global.get $fuel and the i32.const opcode.
+func (x *fuelIndex) chargeOffset() int {
+	return len(x.appendCheck(nil, 0)) - (2 + uleb32Len(x.fuel))
+}
+
+func uleb32Len(v uint32) int {
+	return len(appendU32(nil, v))
+}
+
 // stripChecks removes the checks (one after each function's locals and each loop's block
 // type, which it requires, and any others between instructions) and numbers the calls back,
 // failing if a check is malformed. Function indices come out minimally encoded. With a nil x
