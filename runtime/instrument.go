@@ -84,6 +84,7 @@ const (
 	secCustom   = 0
 	secType     = 1
 	secImport   = 2
+	secFunc     = 3
 	secGlobal   = 6
 	secExport   = 7
 	secStart    = 8
@@ -107,7 +108,8 @@ type section struct {
 // exports, the start function, element segments and the name section are renumbered. It
 // drops DWARF and source-map custom sections, whose code offsets the inserted checks would
 // make wrong. wasm must be valid (validated first, as Engine.Compile does): the rewriter
-// checks only what it needs to rewrite, and on invalid input may return anything but panics.
+// checks what it needs to rewrite, and that no reference one past the module's own globals or
+// types would land on the ones it adds, but not the rest of validity.
 func instrument(wasm []byte) (*yieldCode, error) {
 	return instrumentEvery(wasm, segmentBytes)
 }
@@ -153,11 +155,15 @@ func instrumentEvery(wasm []byte, segment uint64) (*yieldCode, error) {
 			}
 			types = n
 		case secImport:
-			_, f, g, err := countImports(s.payload)
+			_, f, g, err := countImports(s.payload, types)
 			if err != nil {
 				return fail("import section: %v", err)
 			}
 			importedFuncs, importedGlobals = f, g
+		case secFunc:
+			if err := checkFuncTypes(s.payload, types); err != nil {
+				return fail("function section: %v", err)
+			}
 		case secGlobal:
 			r := &reader{b: s.payload}
 			definedGlobals = r.u32()
@@ -168,7 +174,7 @@ func instrumentEvery(wasm []byte, segment uint64) (*yieldCode, error) {
 			return fail("exception tags are not supported")
 		}
 	}
-	x := &fuelIndex{fuel: importedGlobals + definedGlobals, yield: importedFuncs}
+	x := &fuelIndex{fuel: importedGlobals + definedGlobals, yield: importedFuncs, types: types}
 
 	out := make([]byte, 0, len(wasm)+len(wasm)/8+64)
 	out = append(out, wasm[:8]...)
@@ -186,7 +192,7 @@ func instrumentEvery(wasm []byte, segment uint64) (*yieldCode, error) {
 		secImport: func(p []byte) ([]byte, error) {
 			var n uint32 // every import, of any kind: the section's count
 			if p != nil {
-				n, _, _, _ = countImports(p)
+				n, _, _, _ = countImports(p, types)
 			}
 			e := appendName(nil, hostModuleName)
 			e = appendName(e, yieldImport)
@@ -269,8 +275,9 @@ const maxInt = int(^uint(0) >> 1)
 
 // fuelIndex holds the indices the instrumented code refers to.
 type fuelIndex struct {
-	fuel  uint32 // the fuel global
+	fuel  uint32 // the fuel global, one past the module's own
 	yield uint32 // the yield import; defined functions at or above it move up by one
+	types uint32 // the module's own types; the yield function's comes next
 }
 
 // fn maps an original function index to the instrumented module's.

@@ -63,6 +63,7 @@ type inst struct {
 // bodyScratch holds the buffers instrumentBody reuses from one function to the next.
 type bodyScratch struct {
 	segment uint64 // segmentBytes, or less in tests
+	x       *fuelIndex
 	insts   []inst
 	targets []int32
 	cost    []uint32
@@ -138,6 +139,11 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 		var err error
 		switch op {
 		case 0x02, 0x03, 0x04: // block, loop, if
+			if r.i < len(src) && src[r.i] != 0x40 && !isValType(src[r.i]) {
+				if t := (&reader{b: src, i: r.i}).leb(5); t >= uint64(s.x.types) {
+					return fmt.Errorf("block of unknown type %d at offset %d", t, in.at)
+				}
+			}
 			r.blockType()
 			in.kind = [...]uint8{opBlock, opLoop, opIf}[op-0x02]
 			loop := s.ctl[len(s.ctl)-1].loop
@@ -185,9 +191,12 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 			in.kind = opExit
 		default:
 			var im immediates
-			var sub uint32
-			if op == 0xfd {
-				sub = (&reader{b: src, i: r.i}).u32()
+			sub := (&reader{b: src, i: r.i}).u32() // the first immediate, if any
+			switch {
+			case (op == 0x23 || op == 0x24) && sub >= s.x.fuel:
+				return fmt.Errorf("unknown global %d at offset %d", sub, in.at)
+			case (op == 0x11 || op == 0x13) && sub >= s.x.types:
+				return fmt.Errorf("indirect call of unknown type %d at offset %d", sub, in.at)
 			}
 			if slowOp(op, sub) {
 				in.flags |= flagSlow
@@ -295,6 +304,7 @@ func instrumentBody(out, src []byte, x *fuelIndex, s *bodyScratch) ([]byte, erro
 		return nil, fmt.Errorf("locals: %w", r.err)
 	}
 	out = append(out, src[:r.i]...)
+	s.x = x
 	if err := s.decode(src, r.i); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,12 @@ func remapConstExpr(out []byte, r *reader, x *fuelIndex) []byte {
 			r.fail(err)
 			break
 		}
+		if op == 0x23 { // global.get
+			if g := (&reader{b: r.b, i: at + 1}).u32(); g >= x.fuel {
+				r.fail(fmt.Errorf("unknown global %d", g))
+				break
+			}
+		}
 		if im.funcIdx {
 			out = append(out, op)
 			out = appendU32(out, x.fn(im.idx))
@@ -60,8 +66,11 @@ func remapExports(payload []byte, x *fuelIndex) ([]byte, error) {
 		out = appendName(out, r.name())
 		kind := r.byte()
 		idx := r.u32()
-		if kind == 0x00 {
+		switch {
+		case kind == 0x00:
 			idx = x.fn(idx)
+		case kind == 0x03 && idx >= x.fuel && r.err == nil:
+			r.fail(fmt.Errorf("export of unknown global %d", idx))
 		}
 		out = append(out, kind)
 		out = appendU32(out, idx)

@@ -241,8 +241,9 @@ func countFuncTypes(payload []byte) (uint32, error) {
 }
 
 // countImports returns the numbers of imports of every kind (the section's own count), of
-// imported functions and of imported globals.
-func countImports(payload []byte) (all, funcs, globals uint32, err error) {
+// imported functions and of imported globals, checking function types against the number of
+// types.
+func countImports(payload []byte, types uint32) (all, funcs, globals uint32, err error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	for range n {
@@ -250,7 +251,9 @@ func countImports(payload []byte) (all, funcs, globals uint32, err error) {
 		r.name()
 		switch kind := r.byte(); kind {
 		case 0x00: // func
-			r.u32()
+			if t := r.u32(); t >= types && r.err == nil {
+				r.fail(fmt.Errorf("function import of unknown type %d", t))
+			}
 			funcs++
 		case 0x01: // table
 			if t := r.byte(); t != 0x70 && t != 0x6f {
@@ -276,6 +279,18 @@ func countImports(payload []byte) (all, funcs, globals uint32, err error) {
 		r.fail(errors.New("trailing bytes"))
 	}
 	return n, funcs, globals, r.err
+}
+
+// checkFuncTypes checks the function section's type indices against the number of types.
+func checkFuncTypes(payload []byte, types uint32) error {
+	r := &reader{b: payload}
+	n := r.u32()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		if t := r.u32(); t >= types && r.err == nil {
+			r.fail(fmt.Errorf("function %d of unknown type %d", i, t))
+		}
+	}
+	return r.err
 }
 
 // appendVec appends one entry to a vector's encoding: payload is the vector (count first) or

@@ -311,7 +311,7 @@ func fuelIndexOf(t testing.TB, wasm []byte) *fuelIndex {
 		p := r.bytes(int(r.u32()))
 		switch id {
 		case secImport:
-			_, f, g, err := countImports(p)
+			_, f, g, err := countImports(p, ^uint32(0))
 			if err != nil {
 				t.Fatal(err)
 			}
