@@ -49,10 +49,11 @@ import (
 // instrument expects valid WebAssembly: Engine.Compile validates a module (the checker) before
 // it instruments it, and the instrumented bytes are validated again when a tenant compiles
 // them, falling back to close-on-context-done if they fail (errInstrumentedInvalid). The
-// rewriter alone cannot tell every invalid module: one whose code refers one past the last
-// global or type would refer to the fuel global or the yield type once instrumented. A
-// module the decoder below cannot read (exception tags, GC types) is left as it is and runs
-// under close-on-context-done as before.
+// rewriter itself refuses what instrumenting could make valid: a reference one past the
+// module's own globals or types, which would land on the fuel global or the yield type (no
+// function index can land on the yield import: the ones at or above it move up). A module
+// the decoder below cannot read (exception tags, GC types) is left as it is and runs under
+// close-on-context-done as before.
 
 // Instrumentation constants; see above.
 const (
