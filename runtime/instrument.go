@@ -112,12 +112,19 @@ type section struct {
 // checks what it needs to rewrite, and that no reference one past the module's own globals or
 // types would land on the ones it adds, but not the rest of validity.
 func instrument(wasm []byte) (*yieldCode, error) {
-	return instrumentEvery(wasm, segmentBytes)
+	return instrumentWith(wasm, instrumentOptions{segment: segmentBytes, fuel: fuelRefill})
 }
 
-// instrumentEvery is instrument with a check at least every segment bytes of code: tests
-// put one between almost every two instructions with a small segment.
-func instrumentEvery(wasm []byte, segment uint64) (*yieldCode, error) {
+// instrumentOptions are what tests vary: a check at least every segment bytes of code (with
+// 0, between every two instructions), and the fuel an instance starts with (with 0, the
+// first check yields).
+type instrumentOptions struct {
+	segment uint64
+	fuel    int32
+}
+
+// instrumentWith is instrument with opt.
+func instrumentWith(wasm []byte, opt instrumentOptions) (*yieldCode, error) {
 	fail := func(format string, args ...any) (*yieldCode, error) {
 		return nil, fmt.Errorf("%w: %s", errUndecodable, fmt.Sprintf(format, args...))
 	}
@@ -202,7 +209,7 @@ func instrumentEvery(wasm []byte, segment uint64) (*yieldCode, error) {
 			return appendVec(p, n, e), nil
 		},
 		secGlobal: func(p []byte) ([]byte, error) {
-			g := append([]byte{0x7f, 0x01, 0x41}, appendS32(nil, fuelRefill)...) // mut i32 = fuelRefill
+			g := append([]byte{0x7f, 0x01, 0x41}, appendS32(nil, opt.fuel)...) // mut i32 = fuelRefill
 			if p != nil {
 				var err error
 				if p, err = remapGlobals(p, x); err != nil {
@@ -259,7 +266,7 @@ func instrumentEvery(wasm []byte, segment uint64) (*yieldCode, error) {
 		case secElem:
 			p, err = remapElems(s.payload, x)
 		case secCode:
-			p, err = instrumentCode(s.payload, x, segment)
+			p, err = instrumentCode(s.payload, x, opt.segment)
 		default:
 			p = s.payload
 		}

@@ -2,7 +2,6 @@
 
 package runtime
 
-// raceDetector: the tests run with the race detector, which slows the interpreter about
-// tenfold; TestSpecSuite runs a quarter of the suite then (it has one goroutine, nothing for
-// the detector to find).
+// raceDetector: the tests run with the race detector (TestSpecSuite runs a share of the
+// suite then).
 const raceDetector = true
