@@ -187,9 +187,10 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 	rt, cm, err := t.compile(ctx, m, v)
 	if err != nil && v.fuel {
 		// The instrumented bytes should always compile when the original did; if not, the
-		// module still runs, with the slower time limit.
+		// module still runs, with the slower time limit, and never unvalidated: wazero
+		// validates whatever it compiles.
 		t.logger.Warn("fuel-instrumented module did not compile; time limit falls back to close-on-context-done",
-			"module", m.name, "err", err)
+			"module", m.name, "err", fmt.Errorf("%w: %w", errInstrumentedInvalid, err))
 		v = variant{terminate: cfg.Timeout > 0}
 		rt, cm, err = t.compile(ctx, m, v)
 	}
