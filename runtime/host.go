@@ -180,10 +180,11 @@ func hostFuncs() []hostFn {
 			key := mem(m, "config_get", uint32(s[0]), uint32(s[1]))
 			dst := mem(m, "config_get", uint32(s[2]), uint32(s[3]))
 			st := stateOf(ctx)
-			st.charge(ctx, callCharge+copyCharge(len(key)))
+			st.charge(ctx, callCharge)
 			var v string
 			ok := false
 			if st != nil && st.pool != nil && len(key) < st.configKeyMax() {
+				st.charge(ctx, copyCharge(len(key)))
 				v, ok = st.pool.cfg.Config[string(key)]
 			}
 			if !ok {

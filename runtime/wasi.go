@@ -63,12 +63,13 @@ func wasiCharged(name string, params []string, inner api.GoModuleFunction) api.G
 		return iovecs(inner, true)
 	case "poll_oneoff":
 		return func(ctx context.Context, m api.Module, s []uint64) {
-			n := uint32(s[2])
-			stateOf(ctx).charge(ctx, callCharge+int(min(n, maxPollSubscriptions))*iovecCharge)
+			st, n := stateOf(ctx), uint32(s[2])
+			st.charge(ctx, callCharge)
 			if n > maxPollSubscriptions {
 				s[0] = errnoInval
 				return
 			}
+			st.charge(ctx, int(n)*iovecCharge)
 			inner.Call(ctx, m, s)
 		}
 	}
