@@ -232,6 +232,9 @@ func (c *iovCall) split(entry, resPtr, saved uint32) (errno uint64, short bool) 
 	mem := c.m.Memory()
 	orig, _ := mem.ReadUint64Le(entry) // inside tbl
 	buf, l := uint32(orig), uint32(orig>>32)
+	if uint64(buf)+uint64(l) > uint64(mem.Size()) {
+		return errnoFault, false // as wazero refuses it whole, rather than a piece past 4 GiB wrapping to 0
+	}
 	defer mem.WriteUint64Le(entry, orig)
 	for off := uint32(0); off < l; {
 		k := min(l-off, pieceBytes)
