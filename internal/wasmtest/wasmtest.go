@@ -22,8 +22,18 @@ type Func struct {
 // Call returns the instruction calling function index i (in the order given to Module).
 func Call(i int) []byte { return binary.AppendUvarint([]byte{0x10}, uint64(i)) }
 
-// I32Const returns the instruction pushing v.
-func I32Const(v int32) []byte { return binary.AppendVarint([]byte{0x41}, int64(v)) }
+// I32Const returns the instruction pushing v (its immediate in signed LEB128, not the
+// zigzag encoding of binary.AppendVarint, which agrees only for 0).
+func I32Const(v int32) []byte {
+	b := []byte{0x41}
+	for x := int64(v); ; x >>= 7 {
+		c := byte(x & 0x7f)
+		if (x>>7 == 0 && c&0x40 == 0) || (x>>7 == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
 
 // Loop is an endless loop: loop; br 0; end.
 var Loop = []byte{0x03, 0x40, 0x0c, 0x00, 0x0b}
