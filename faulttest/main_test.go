@@ -214,8 +214,14 @@ func freeAddr(t *testing.T) string {
 // start starts `wqhost run --config cfg --admin ADDR` without waiting for it to be ready.
 func start(t *testing.T, cfg string, env []string) *proc {
 	t.Helper()
+	return startBin(t, wqhostBin, cfg, env)
+}
+
+// startBin is start running the binary bin.
+func startBin(t *testing.T, bin, cfg string, env []string) *proc {
+	t.Helper()
 	p := &proc{t: t, addr: freeAddr(t), done: make(chan struct{})}
-	p.cmd = exec.Command(wqhostBin, "run", "--config", cfg, "--admin", p.addr)
+	p.cmd = exec.Command(bin, "run", "--config", cfg, "--admin", p.addr)
 	p.cmd.Dir = filepath.Dir(cfg)
 	p.cmd.Env = testEnv(env...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p

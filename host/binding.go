@@ -56,6 +56,8 @@ type binding struct {
 	outputs map[string]queue.Queue // by tenant-local name
 	// outSends and outErrors count the output sends (billed calls) and the failed ones.
 	outSends, outErrors atomic.Uint64
+	// calls are the messages whose handler call runs, named if a shutdown abandons them.
+	calls callSet
 
 	reloader // the serving module version and its hot reload (reload.go)
 }
@@ -266,9 +268,11 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, vs []lis
 	}
 	v := b.acquire()
 	defer v.release()
+	b.calls.add(ins)
 	start := time.Now()
 	out, err := v.pool.CallBatch(ctx, ins)
 	took := time.Since(start)
+	b.calls.remove(ins)
 	b.latency.Observe(took.Seconds())
 	b.gate.Record(err, took)
 	// The call's own outputs (emit without a message) go first: if they cannot be sent,
@@ -323,6 +327,8 @@ func (b *binding) verdict(ctx context.Context, m *queue.Message, r runtime.Messa
 func (b *binding) call(ctx context.Context, in *runtime.Input) (*runtime.Output, time.Duration, error) {
 	v := b.acquire()
 	defer v.release()
+	b.calls.addID(in.ID)
+	defer b.calls.removeID(in.ID)
 	start := time.Now()
 	out, err := v.pool.Call(ctx, in)
 	return out, time.Since(start), err

@@ -245,7 +245,7 @@ func hostFuncs() []hostFn {
 
 func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
 	b := rt.NewHostModuleBuilder(hostModuleName)
-	for _, f := range append(append(append(hostFuncs(), batchHostFuncs()...), httpHostFuncs()...), yieldFn()) {
+	for _, f := range append(append(append(append(hostFuncs(), batchHostFuncs()...), httpHostFuncs()...), faultHostFuncs()...), yieldFn()) {
 		b.NewFunctionBuilder().WithGoModuleFunction(f.fn, f.params, f.results).WithName(f.name).Export(f.name)
 	}
 	return b
