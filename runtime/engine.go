@@ -4,6 +4,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -36,6 +37,9 @@ type EngineConfig struct {
 	CacheDir string
 	// Logger receives guest logs and runtime events; nil uses slog.Default().
 	Logger *slog.Logger
+	// CompileLimits are the structural caps Compile applies (shape.go); zero fields take
+	// the defaults. CompileWithLimits applies others, a tenant's.
+	CompileLimits CompileLimits
 }
 
 // Engine owns the compilation cache, the validated modules and the tenants' runtimes.
@@ -46,6 +50,7 @@ type Engine struct {
 	idle     janitor   // reaps idle instances (idle.go)
 	logger   *slog.Logger
 	check    *checker
+	limits   CompileLimits
 
 	mu      sync.Mutex
 	modules map[string]*moduleFlight
@@ -114,6 +119,7 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	}
 	e := &Engine{
 		cache: cache, cacheDir: cfg.CacheDir, epoch: time.Now(), logger: logger, check: chk,
+		limits:  cfg.CompileLimits,
 		modules: map[string]*moduleFlight{},
 		tenants: map[string]*Tenant{},
 		open:    map[*Tenant]bool{},
@@ -123,10 +129,27 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 }
 
 // Compile validates wasm against abi and returns the module. Loads of the same bytes and ABI,
-// concurrent or not, validate and compile once.
+// concurrent or not, validate and compile once. The module must fit the engine's
+// CompileLimits.
 func (e *Engine) Compile(ctx context.Context, name string, wasm []byte, abi ABI) (*Module, error) {
+	return e.CompileWithLimits(ctx, name, wasm, abi, e.limits)
+}
+
+// CompileWithLimits is Compile with the structural caps limits (zero fields: the defaults)
+// instead of the engine's. A module that breaks one fails with a *CapError (ErrCompileLimit)
+// before wazero reads it; a wazero panic on it fails with ErrCompilerPanic.
+func (e *Engine) CompileWithLimits(ctx context.Context, name string, wasm []byte, abi ABI, limits CompileLimits) (*Module, error) {
 	if abi == "" {
 		abi = ABIWqhostV1
+	}
+	// Per call, not per digest: tenants differ in their caps, and the pass costs less than
+	// hashing the bytes below.
+	if _, err := checkShape(wasm, limits); err != nil {
+		var ce *CapError
+		if errors.As(err, &ce) {
+			return nil, fmt.Errorf("runtime: %s: %w", name, err)
+		}
+		return nil, fmt.Errorf("runtime: %s: not a valid wasm module: %w", name, err)
 	}
 	sum := sha256.Sum256(wasm)
 	digest := hex.EncodeToString(sum[:])
@@ -202,7 +225,9 @@ func (e *Engine) forget(k moduleKey) {
 // instrument adds the fuel counter to a wqhost/v1 module. A module it cannot read keeps the
 // slower close-on-context-done time limit, said once per module version. With a cache
 // directory the result is kept there, so a restart (or another engine on the same
-// directory) does not decode a large module again.
+// directory) does not decode a large module again. What the cache holds is checked before
+// it runs (sealFuel): a truncated file, or another module's instrumented copy moved to this
+// name, is instrumented again and overwritten, never run.
 func (e *Engine) instrument(name string, c *compiled) *yieldCode {
 	if c.abi != ABIWqhostV1 {
 		// wasi-stdio instantiates a module per message: the watchdog's share is small there.
@@ -212,21 +237,63 @@ func (e *Engine) instrument(name string, c *compiled) *yieldCode {
 	if e.cacheDir != "" {
 		cached = filepath.Join(e.cacheDir, fmt.Sprintf("wqhost-fuel-v%d-%s.wasm", instrumentVersion, c.digest))
 		if b, err := os.ReadFile(cached); err == nil {
-			return &yieldCode{wasm: b}
+			if wasm, ok := unsealFuel(c.digest, b); ok {
+				return &yieldCode{wasm: wasm}
+			}
+			e.logger.Warn("instrumented module in the cache does not match its seal; instrumenting again",
+				"module", name, "file", cached)
 		}
 	}
-	yc, err := instrument(c.wasm)
+	yc, err := instrumentRecovered(c.wasm)
 	if err != nil {
 		e.logger.Warn("time limit falls back to wazero's close-on-context-done (slower loops and calls)",
 			"module", name, "digest", c.digest[:12], "err", err)
 		return nil
 	}
 	if cached != "" {
-		if err := writeAtomic(cached, yc.wasm); err != nil {
+		if err := writeAtomic(cached, sealFuel(c.digest, yc.wasm)); err != nil {
 			e.logger.Warn("instrumented module not cached", "module", name, "err", err)
 		}
 	}
 	return yc
+}
+
+// instrumentRecovered is instrument with a panic turned into an error: the rewriter reads
+// untrusted bytes, and a bug of its must cost the module its fuel counter, not the host.
+func instrumentRecovered(wasm []byte) (yc *yieldCode, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			yc, err = nil, fmt.Errorf("%w: instrumenter panicked: %v", errUndecodable, p)
+		}
+	}()
+	return instrument(wasm)
+}
+
+// sealFuel prefixes an instrumented module with the sha256 of the source module's digest,
+// the instrumenter's version and the instrumented bytes, binding the file to the one source
+// it was made from.
+func sealFuel(digest string, wasm []byte) []byte {
+	seal := fuelSeal(digest, wasm)
+	return append(seal[:], wasm...)
+}
+
+// unsealFuel returns the instrumented module in a file sealFuel wrote for digest, or false.
+func unsealFuel(digest string, b []byte) ([]byte, bool) {
+	if len(b) < sha256.Size {
+		return nil, false
+	}
+	wasm := b[sha256.Size:]
+	seal := fuelSeal(digest, wasm)
+	return wasm, bytes.Equal(seal[:], b[:sha256.Size])
+}
+
+func fuelSeal(digest string, wasm []byte) [sha256.Size]byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "wqhost-fuel\x00%d\x00%s\x00", instrumentVersion, digest)
+	h.Write(wasm)
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
 }
 
 // since is the engine's clock: monotonic time since it started, as cheap as a clock read
@@ -430,7 +497,7 @@ func (t *Tenant) compile(ctx context.Context, m *Module, v variant) (wazero.Runt
 		if v.fuel {
 			wasm = m.c.fuel.wasm
 		}
-		f.val, f.err = rt.CompileModule(ctx, wasm)
+		f.val, f.err = compileModule(ctx, rt, wasm)
 		if f.err != nil {
 			f.err = fmt.Errorf("runtime: tenant %s: compile %s: %w", t.name, m.name, f.err)
 		}

@@ -1,0 +1,166 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"testing"
+
+	"github.com/wqhost/wqhost/internal/wasmtest"
+)
+
+// TestRealModulesFitDefaultCompileLimits: every module this project builds (standard Go,
+// TinyGo and Rust handlers and test guests) fits the default compile limits with at least a
+// threefold margin on each, so the caps refuse only what no compiler emits.
+func TestRealModulesFitDefaultCompileLimits(t *testing.T) {
+	var paths []string
+	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "tools" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) && p != ".." {
+			return filepath.SkipDir
+		}
+		if strings.HasSuffix(p, ".wasm") {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) < 20 {
+		t.Fatalf("found %d .wasm files under the repository; want the examples' and testdata's", len(paths))
+	}
+	l := CompileLimits{}.withDefaults()
+	var most moduleShape
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := checkShape(b, l)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		most.functions = max(most.functions, s.functions)
+		most.maxBodyBytes = max(most.maxBodyBytes, s.maxBodyBytes)
+		most.maxDepth = max(most.maxDepth, s.maxDepth)
+		most.maxLoops = max(most.maxLoops, s.maxLoops)
+		most.maxBranches = max(most.maxBranches, s.maxBranches)
+		most.maxLocals = max(most.maxLocals, s.maxLocals)
+	}
+	t.Logf("largest of %d modules: functions %d, body %d bytes, nesting %d, loops %d, branches %d, locals %d",
+		len(paths), most.functions, most.maxBodyBytes, most.maxDepth, most.maxLoops, most.maxBranches, most.maxLocals)
+	for _, c := range []struct {
+		name     string
+		got, lim uint64
+	}{
+		{"max_functions", uint64(most.functions), uint64(l.MaxFunctions)},
+		{"max_function_bytes", uint64(most.maxBodyBytes), uint64(l.MaxFunctionBytes)},
+		{"max_nesting_depth", uint64(most.maxDepth), uint64(l.MaxNestingDepth)},
+		{"max_loop_depth", uint64(most.maxLoops), uint64(l.MaxLoopDepth)},
+		{"max_branches", uint64(most.maxBranches), uint64(l.MaxBranches)},
+		{"max_locals", most.maxLocals, uint64(l.MaxLocals)},
+	} {
+		if c.got == 0 || 3*c.got > c.lim {
+			t.Errorf("%s: largest real module has %d, the default %d leaves less than a threefold margin", c.name, c.got, c.lim)
+		}
+	}
+}
+
+// TestCompileBombsRefused: modules whose compilation would take seconds to minutes or
+// gigabytes (shape.go) are refused by Engine.Compile with a *CapError naming the cap, its
+// value and the function, after one pass over their bytes: a few MiB allocated at most.
+func TestCompileBombsRefused(t *testing.T) {
+	ctx := context.Background()
+	e := testEngine(t)
+	mod := func(body []byte) []byte { return wasmtest.Module(wasmtest.Handle(body)) }
+	brTable := func(targets int) []byte {
+		body := []byte{0x02, 0x40, 0x41, 0x00, 0x0e}
+		body = appendU32(body, uint32(targets))
+		body = append(body, make([]byte, targets+1)...)
+		return mod(append(body, 0x0b, 0x41, 0x00))
+	}
+	brIfs := func(n int) []byte {
+		body := []byte{0x02, 0x40}
+		for range n {
+			body = append(body, 0x41, 0x00, 0x0d, 0x00)
+		}
+		return mod(append(body, 0x0b, 0x41, 0x00))
+	}
+	for _, tc := range []struct {
+		name string
+		wasm []byte
+		cap  string
+		fn   int
+		want string
+	}{
+		{"10k nested loops", mod(wasmtest.NestedLoops(10_000)), "max_loop_depth", 0, "compile limit: 501 in function 0, above max_loop_depth 500"},
+		{"20k nested blocks", mod(wasmtest.Nested(20_000, 0)), "max_nesting_depth", 0, "compile limit: 10001 in function 0, above max_nesting_depth 10000"},
+		{"6 MB function", mod(wasmtest.StraightLine(6 << 20)), "max_function_bytes", 0, "above max_function_bytes 1048576"},
+		{"4 billion locals", wasmtest.WithLocals(mod(wasmtest.I32Const(0)), 4_000_000_000), "max_locals", 0, "compile limit: 4000000000 in function 0, above max_locals 2000"},
+		{"200k functions", wasmtest.ManyFunctions(200_000), "max_functions", -1, "compile limit: 200001, above max_functions 100000"},
+		{"25k br_if", brIfs(25_000), "max_branches", 0, "compile limit: 10001 in function 0, above max_branches 10000"},
+		{"br_table of 1M targets", brTable(1_000_000), "max_branches", 0, "compile limit: 1000001 in function 0, above max_branches 10000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after goruntime.MemStats
+			goruntime.ReadMemStats(&before)
+			_, err := e.Compile(ctx, "bomb.wasm", tc.wasm, ABIWqhostV1)
+			goruntime.ReadMemStats(&after)
+			var ce *CapError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrCompileLimit) {
+				t.Fatalf("err = %v; want a *CapError", err)
+			}
+			if ce.Cap != tc.cap || ce.Function != tc.fn || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "runtime: bomb.wasm: ") {
+				t.Errorf("err = %q (cap %s, function %d); want cap %s, function %d, text %q", err, ce.Cap, ce.Function, tc.cap, tc.fn, tc.want)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+				t.Errorf("refusing it allocated %d bytes; want at most 4 MiB (the bytes are read, not decoded)", alloc)
+			}
+		})
+	}
+}
+
+// TestCompileLimitsPerCall: CompileWithLimits applies the caps given (a tenant's), not the
+// engine's, and a module refused under tight caps compiles under the defaults.
+func TestCompileLimitsPerCall(t *testing.T) {
+	ctx := context.Background()
+	e := testEngine(t)
+	wasm := handleModule(nil, wasmtest.Nested(40, 0))
+	_, err := e.CompileWithLimits(ctx, "deep.wasm", wasm, ABIWqhostV1, CompileLimits{MaxNestingDepth: 20})
+	var ce *CapError
+	if !errors.As(err, &ce) || ce.Cap != "max_nesting_depth" || ce.Limit != 20 || ce.Function != 1 {
+		t.Fatalf("tight caps: err = %v; want max_nesting_depth 20 in function 1", err)
+	}
+	if _, err := e.Compile(ctx, "deep.wasm", wasm, ABIWqhostV1); err != nil {
+		t.Fatalf("default caps: %v", err)
+	}
+}
+
+// TestShapeRefusesUnreadableCode: bytes the pre-scan cannot read are "not a valid wasm
+// module", with where, before wazero sees them.
+func TestShapeRefusesUnreadableCode(t *testing.T) {
+	e := testEngine(t)
+	good := handleModule(nil, wasmtest.I32Const(0))
+	for _, tc := range []struct {
+		name string
+		wasm []byte
+		want string
+	}{
+		{"not wasm", []byte("hello, world"), "invalid magic number"},
+		{"truncated", good[:len(good)-3], "section 10: unexpected end"},
+		{"unknown opcode", handleModule(nil, []byte{0xff}, wasmtest.I32Const(0)), "function 1: opcode 0xff"},
+	} {
+		_, err := e.Compile(context.Background(), "x.wasm", tc.wasm, ABIWqhostV1)
+		if err == nil || !strings.Contains(err.Error(), "runtime: x.wasm: not a valid wasm module") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v; want not a valid wasm module ... %q", tc.name, err, tc.want)
+		}
+	}
+}
