@@ -4,7 +4,6 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,6 +14,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -40,6 +40,15 @@ type EngineConfig struct {
 	// CompileLimits are the structural caps Compile applies (shape.go); zero fields take
 	// the defaults. CompileWithLimits applies others, a tenant's.
 	CompileLimits CompileLimits
+	// CompileInChild compiles each new module version in a child process, a re-execution
+	// of this binary (which must call RunCompileChild first in main), bounded by
+	// CompileTimeout and CompileMemoryBytes, into CacheDir (compilechild.go). Without a
+	// CacheDir it does nothing.
+	CompileInChild bool
+	// CompileTimeout bounds one module's compile in a child (0: DefaultCompileTimeout).
+	CompileTimeout time.Duration
+	// CompileMemoryBytes is a child's address space (0: DefaultCompileMemoryBytes).
+	CompileMemoryBytes uint64
 }
 
 // Engine owns the compilation cache, the validated modules and the tenants' runtimes.
@@ -51,6 +60,9 @@ type Engine struct {
 	logger   *slog.Logger
 	check    *checker
 	limits   CompileLimits
+	budget   compileBudget
+	// childless is set once a child answered that this binary runs none (RunCompileChild).
+	childless atomic.Bool
 
 	mu      sync.Mutex
 	modules map[string]*moduleFlight
@@ -120,9 +132,16 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	e := &Engine{
 		cache: cache, cacheDir: cfg.CacheDir, epoch: time.Now(), logger: logger, check: chk,
 		limits:  cfg.CompileLimits,
+		budget:  compileBudget{child: cfg.CompileInChild, timeout: cfg.CompileTimeout, memory: cfg.CompileMemoryBytes},
 		modules: map[string]*moduleFlight{},
 		tenants: map[string]*Tenant{},
 		open:    map[*Tenant]bool{},
+	}
+	if e.budget.timeout <= 0 {
+		e.budget.timeout = DefaultCompileTimeout
+	}
+	if e.budget.memory == 0 {
+		e.budget.memory = DefaultCompileMemoryBytes
 	}
 	e.idle.pools, e.idle.stop = map[*Pool]struct{}{}, make(chan struct{})
 	return e, nil
@@ -169,6 +188,11 @@ func (e *Engine) CompileWithLimits(ctx context.Context, name string, wasm []byte
 			if c != nil {
 				c.digest = digest
 				c.fuel = e.instrument(name, c)
+				if err = e.precompile(ctx, name, c); err != nil {
+					c = nil
+				}
+			}
+			if c != nil {
 				f.val = weak.Make(c)
 				goruntime.AddCleanup(c, e.forget, moduleKey{key, f})
 			}
@@ -256,44 +280,6 @@ func (e *Engine) instrument(name string, c *compiled) *yieldCode {
 		}
 	}
 	return yc
-}
-
-// instrumentRecovered is instrument with a panic turned into an error: the rewriter reads
-// untrusted bytes, and a bug of its must cost the module its fuel counter, not the host.
-func instrumentRecovered(wasm []byte) (yc *yieldCode, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			yc, err = nil, fmt.Errorf("%w: instrumenter panicked: %v", errUndecodable, p)
-		}
-	}()
-	return instrument(wasm)
-}
-
-// sealFuel prefixes an instrumented module with the sha256 of the source module's digest,
-// the instrumenter's version and the instrumented bytes, binding the file to the one source
-// it was made from.
-func sealFuel(digest string, wasm []byte) []byte {
-	seal := fuelSeal(digest, wasm)
-	return append(seal[:], wasm...)
-}
-
-// unsealFuel returns the instrumented module in a file sealFuel wrote for digest, or false.
-func unsealFuel(digest string, b []byte) ([]byte, bool) {
-	if len(b) < sha256.Size {
-		return nil, false
-	}
-	wasm := b[sha256.Size:]
-	seal := fuelSeal(digest, wasm)
-	return wasm, bytes.Equal(seal[:], b[:sha256.Size])
-}
-
-func fuelSeal(digest string, wasm []byte) [sha256.Size]byte {
-	h := sha256.New()
-	fmt.Fprintf(h, "wqhost-fuel\x00%d\x00%s\x00", instrumentVersion, digest)
-	h.Write(wasm)
-	var out [sha256.Size]byte
-	h.Sum(out[:0])
-	return out
 }
 
 // since is the engine's clock: monotonic time since it started, as cheap as a clock read

@@ -1,0 +1,45 @@
+package runtime
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+)
+
+// instrumentRecovered is instrument with a panic turned into an error: the rewriter reads
+// untrusted bytes, and a bug of its must cost the module its fuel counter, not the host.
+func instrumentRecovered(wasm []byte) (yc *yieldCode, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			yc, err = nil, fmt.Errorf("%w: instrumenter panicked: %v", errUndecodable, p)
+		}
+	}()
+	return instrument(wasm)
+}
+
+// sealFuel prefixes an instrumented module with the sha256 of the source module's digest,
+// the instrumenter's version and the instrumented bytes, binding the file to the one source
+// it was made from.
+func sealFuel(digest string, wasm []byte) []byte {
+	seal := fuelSeal(digest, wasm)
+	return append(seal[:], wasm...)
+}
+
+// unsealFuel returns the instrumented module in a file sealFuel wrote for digest, or false.
+func unsealFuel(digest string, b []byte) ([]byte, bool) {
+	if len(b) < sha256.Size {
+		return nil, false
+	}
+	wasm := b[sha256.Size:]
+	seal := fuelSeal(digest, wasm)
+	return wasm, bytes.Equal(seal[:], b[:sha256.Size])
+}
+
+func fuelSeal(digest string, wasm []byte) [sha256.Size]byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "wqhost-fuel\x00%d\x00%s\x00", instrumentVersion, digest)
+	h.Write(wasm)
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
+}
