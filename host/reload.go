@@ -105,6 +105,7 @@ func (b *binding) buildVersion(ctx context.Context, wasm []byte) (*version, erro
 	m, err := b.h.engine.CompileWithLimits(ctx, ref, wasm, runtime.ABI(b.cfg.ABI), runtime.CompileLimits{
 		MaxFunctions: cl.MaxFunctions, MaxFunctionBytes: int(cl.MaxFunctionBytes), MaxNestingDepth: cl.MaxNestingDepth,
 		MaxLoopDepth: cl.MaxLoopDepth, MaxBranches: cl.MaxBranches, MaxLocals: cl.MaxLocals,
+		Timeout: cl.Timeout, MemoryBytes: uint64(cl.Memory),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", ref, err)

@@ -110,7 +110,7 @@ func compileChild(dir string, in io.Reader) error {
 // compileInChild compiles wasm in a child process into the engine's cache directory, as a
 // tenant runtime with close-on-context-done set to terminate will look it up, within
 // budget. A module that compiled in a child before is not compiled again.
-func (e *Engine) compileInChild(ctx context.Context, name string, wasm []byte, terminate bool) error {
+func (e *Engine) compileInChild(ctx context.Context, name string, wasm []byte, terminate bool, l CompileLimits) error {
 	sum := sha256.Sum256(wasm)
 	mark := filepath.Join(e.cacheDir, fmt.Sprintf("wqhost-compiled-%s-%t", hex.EncodeToString(sum[:]), terminate))
 	if _, err := os.Stat(mark); err == nil {
@@ -121,6 +121,12 @@ func (e *Engine) compileInChild(ctx context.Context, name string, wasm []byte, t
 		return fmt.Errorf("runtime: %s: compile child: %w", name, err)
 	}
 	timeout, memory := e.budget.timeout, e.budget.memory
+	if l.Timeout > 0 {
+		timeout = l.Timeout
+	}
+	if l.MemoryBytes > 0 {
+		memory = l.MemoryBytes
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// -test.run matches no test: a test binary without RunCompileChild in its TestMain
@@ -154,9 +160,9 @@ func (e *Engine) compileInChild(ctx context.Context, name string, wasm []byte, t
 	e.logger.Debug("module compiled in a child", "module", name, "took", took, "peak_rss", rss, "err", err)
 	switch {
 	case over:
-		return fmt.Errorf("runtime: %s: %w: compiling needed more than %d bytes of memory (compile_memory)", name, ErrCompileBudget, memory)
+		return fmt.Errorf("runtime: %s: %w: compiling needed more than %d bytes of memory (compile memory)", name, ErrCompileBudget, memory)
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
-		return fmt.Errorf("runtime: %s: %w: compiling took more than %s (compile_timeout)", name, ErrCompileBudget, timeout)
+		return fmt.Errorf("runtime: %s: %w: compiling took more than %s (compile timeout)", name, ErrCompileBudget, timeout)
 	case ctx.Err() != nil:
 		return fmt.Errorf("runtime: %s: compile: %w", name, ctx.Err())
 	case err == nil && strings.Contains(stdout.String(), childOK):
@@ -209,16 +215,16 @@ type compileBudget struct {
 // precompile compiles what a pool of c will compile, in a child process within budget, into
 // the cache directory: the fuel-instrumented bytes, or with none (or if they do not
 // compile) the module's own bytes under close-on-context-done.
-func (e *Engine) precompile(ctx context.Context, name string, c *compiled) error {
+func (e *Engine) precompile(ctx context.Context, name string, c *compiled, l CompileLimits) error {
 	if !e.budget.child || e.cacheDir == "" || e.childless.Load() {
 		return nil
 	}
 	err := errors.New("no fuel counter")
 	if c.fuel != nil {
-		err = e.compileInChild(ctx, name, c.fuel.wasm, false)
+		err = e.compileInChild(ctx, name, c.fuel.wasm, false, l)
 	}
 	if err != nil && !errors.Is(err, ErrCompileBudget) && !errors.Is(err, errNoChild) && ctx.Err() == nil {
-		err = e.compileInChild(ctx, name, c.wasm, true)
+		err = e.compileInChild(ctx, name, c.wasm, true, l)
 	}
 	if errors.Is(err, errNoChild) {
 		if !e.childless.Swap(true) {

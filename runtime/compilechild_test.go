@@ -90,8 +90,8 @@ func TestCompileBudget(t *testing.T) {
 		memory  uint64
 		want    string
 	}{
-		{"time", 300 * time.Millisecond, 0, "compile budget exceeded: compiling took more than 300ms (compile_timeout)"},
-		{"memory", time.Minute, 8 << 20, "compile budget exceeded: compiling needed more than 8388608 bytes of memory (compile_memory)"},
+		{"time", 300 * time.Millisecond, 0, "compile budget exceeded: compiling took more than 300ms (compile timeout)"},
+		{"memory", time.Minute, 8 << 20, "compile budget exceeded: compiling needed more than 8388608 bytes of memory (compile memory)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := childEngine(t, t.TempDir(), tc.timeout, tc.memory)

@@ -45,9 +45,11 @@ type EngineConfig struct {
 	// CompileTimeout and CompileMemoryBytes, into CacheDir (compilechild.go). Without a
 	// CacheDir it does nothing.
 	CompileInChild bool
-	// CompileTimeout bounds one module's compile in a child (0: DefaultCompileTimeout).
+	// CompileTimeout bounds one module's compile in a child unless its CompileLimits set
+	// one (0: DefaultCompileTimeout).
 	CompileTimeout time.Duration
-	// CompileMemoryBytes is a child's address space (0: DefaultCompileMemoryBytes).
+	// CompileMemoryBytes is a child's resident memory unless its CompileLimits set one
+	// (0: DefaultCompileMemoryBytes).
 	CompileMemoryBytes uint64
 }
 
@@ -156,7 +158,9 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte, abi ABI)
 
 // CompileWithLimits is Compile with the structural caps limits (zero fields: the defaults)
 // instead of the engine's. A module that breaks one fails with a *CapError (ErrCompileLimit)
-// before wazero reads it; a wazero panic on it fails with ErrCompilerPanic.
+// before wazero reads it; a wazero panic on it fails with ErrCompilerPanic; a compile in a
+// child (CompileInChild) past its budget with ErrCompileBudget. Concurrent loads of the same
+// bytes share one compile, under the first one's limits.
 func (e *Engine) CompileWithLimits(ctx context.Context, name string, wasm []byte, abi ABI, limits CompileLimits) (*Module, error) {
 	if abi == "" {
 		abi = ABIWqhostV1
@@ -188,7 +192,7 @@ func (e *Engine) CompileWithLimits(ctx context.Context, name string, wasm []byte
 			if c != nil {
 				c.digest = digest
 				c.fuel = e.instrument(name, c)
-				if err = e.precompile(ctx, name, c); err != nil {
+				if err = e.precompile(ctx, name, c, limits); err != nil {
 					c = nil
 				}
 			}

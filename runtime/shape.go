@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // The compile budget's first line: structural caps, checked by one cheap pass over the
@@ -35,6 +36,10 @@ type CompileLimits struct {
 	MaxBranches int
 	// MaxLocals caps one function's declared locals (parameters not counted).
 	MaxLocals int
+	// Timeout and MemoryBytes bound a compile in a child process (compilechild.go); 0
+	// takes the engine's CompileTimeout and CompileMemoryBytes.
+	Timeout     time.Duration
+	MemoryBytes uint64
 }
 
 // Defaults of CompileLimits' zero fields. The largest measured in a real module this project

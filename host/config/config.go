@@ -285,6 +285,10 @@ type CompileLimits struct {
 	MaxLoopDepth     int      `koanf:"max_loop_depth"`     // loops in one another
 	MaxBranches      int      `koanf:"max_branches"`       // if, br, br_if, br_table targets per function
 	MaxLocals        int      `koanf:"max_locals"`         // locals per function
+	// Timeout and Memory bound the compile of a new module version, run in a child
+	// process (0: 2m and 1GiB): past either the module is refused.
+	Timeout time.Duration `koanf:"timeout"`
+	Memory  ByteSize      `koanf:"memory"`
 }
 
 // Binding connects a queue to a handler module and an optional output queue.

@@ -509,4 +509,10 @@ func validateCompileLimits(fail func(key, format string, args ...any), key strin
 			fail(key+"."+f.name, "%d is outside 0..%d (0 = the default)", f.v, f.limit)
 		}
 	}
+	if c.Timeout < 0 || c.Timeout > time.Hour {
+		fail(key+".timeout", "%s is outside 0..1h (0 = 2m)", c.Timeout)
+	}
+	if c.Memory < 0 || c.Memory != 0 && c.Memory < 64<<20 || c.Memory > 64<<30 {
+		fail(key+".memory", "%s is outside 64MiB..64GiB (0 = 1GiB)", c.Memory)
+	}
 }
