@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -73,6 +74,7 @@ var ErrCompileBudget = errors.New("compile budget exceeded")
 func RunCompileChild() {
 	dir, ok := os.LookupEnv(compileChildEnv)
 	if !ok {
+		childCapable.Store(true)
 		return
 	}
 	if err := compileChild(dir, os.Stdin); err != nil {
@@ -186,6 +188,13 @@ func (e *Engine) compileInChild(ctx context.Context, name string, wasm []byte, t
 	return fmt.Errorf("runtime: %s: compile in a child process: %s (%v)", name, msg, err)
 }
 
+// childCapable says this binary called RunCompileChild: only then may an engine re-execute
+// it as a compile child. Process-wide state on purpose: it is a property of the binary, not
+// of an engine, and a binary that does not answer as a child (another package's test binary,
+// a library user's program) would otherwise run its own main, or TestMain, in the child:
+// tests, builds, even a second host.
+var childCapable atomic.Bool
+
 // errNoChild: the binary does not call RunCompileChild (a test binary of a package that does
 // not); the module is compiled in process.
 var errNoChild = errors.New("the binary does not run compile children (no RunCompileChild in its main)")
@@ -217,6 +226,12 @@ type compileBudget struct {
 // compile) the module's own bytes under close-on-context-done.
 func (e *Engine) precompile(ctx context.Context, name string, c *compiled, l CompileLimits) error {
 	if !e.budget.child || e.cacheDir == "" || e.childless.Load() {
+		return nil
+	}
+	if !childCapable.Load() {
+		if !e.childless.Swap(true) {
+			e.logger.Warn("compiling in process, without a time or memory budget: the binary does not call runtime.RunCompileChild")
+		}
 		return nil
 	}
 	err := errors.New("no fuel counter")
