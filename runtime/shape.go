@@ -137,11 +137,16 @@ func checkShape(wasm []byte, l CompileLimits) (moduleShape, error) {
 			funcs, _, err = countImports(payload)
 			s.importedFuncs = int(funcs)
 		case secFunction:
-			p := &reader{b: payload}
-			s.definedFuncs = int(p.u32())
-			err = p.err
+			p, n := &reader{b: payload}, 0
+			p.vec("functions", func(uint32) { p.u32(); n++ })
+			if p.err == nil && p.i != len(payload) {
+				p.fail(errors.New("trailing bytes"))
+			}
+			s.definedFuncs, err = n, p.err
 		case secCode:
 			err = s.scanCode(payload, l)
+		default:
+			err = scanSection(id, payload)
 		}
 		if err != nil {
 			var ce *CapError
