@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,9 +51,10 @@ const compileChildEnv = "WQHOST_COMPILE_CHILD"
 
 // Child parameters, in its environment.
 const (
-	childTerminateEnv = "WQHOST_COMPILE_TERMINATE" // "1": compile with close-on-context-done
-	childCPUEnv       = "WQHOST_COMPILE_CPU"       // RLIMIT_CPU in seconds
-	childOK           = "wqhost compile child: ok"
+	childNameEnv = "WQHOST_COMPILE_NAME" // the module's name, for its errors
+	childABIEnv  = "WQHOST_COMPILE_ABI"
+	childCPUEnv  = "WQHOST_COMPILE_CPU" // RLIMIT_CPU in seconds
+	childOK      = "wqhost compile child: ok"
 )
 
 // Defaults of the compile budget (EngineConfig).
@@ -77,50 +80,104 @@ func RunCompileChild() {
 		childCapable.Store(true)
 		return
 	}
-	if err := compileChild(dir, os.Stdin); err != nil {
+	f, err := compileChild(dir, os.Stdin)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
-	fmt.Println(childOK)
+	b, _ := json.Marshal(f)
+	fmt.Printf("%s %s\n", childOK, b)
 	os.Exit(0)
 }
 
-func compileChild(dir string, in io.Reader) error {
+// moduleFacts is what a child learnt of a module that fits its ABI: all the host needs to
+// serve it without reading it again (the instrumented copy is in the cache directory).
+type moduleFacts struct {
+	SelfTest bool `json:"self_test"`
+	UsesHTTP bool `json:"uses_http"`
+	Batch    bool `json:"batch"`
+	// Fuel: the fuel-instrumented copy compiled; false runs the module's own bytes under
+	// close-on-context-done.
+	Fuel bool `json:"fuel"`
+}
+
+// compileChild validates the module on in against its ABI, instruments it (into dir) and
+// compiles what a pool will run (into dir), and returns its facts.
+func compileChild(dir string, in io.Reader) (moduleFacts, error) {
+	var f moduleFacts
 	cpu, err := strconv.ParseUint(os.Getenv(childCPUEnv), 10, 64)
 	if err != nil {
-		return fmt.Errorf("%s: %w", childCPUEnv, err)
+		return f, fmt.Errorf("%s: %w", childCPUEnv, err)
 	}
 	if err := syscall.Setrlimit(syscall.RLIMIT_CPU, &syscall.Rlimit{Cur: cpu, Max: cpu}); err != nil {
-		return fmt.Errorf("setrlimit RLIMIT_CPU: %w", err)
+		return f, fmt.Errorf("setrlimit RLIMIT_CPU: %w", err)
 	}
 	wasm, err := io.ReadAll(in)
 	if err != nil {
-		return err
+		return f, err
 	}
 	ctx := context.Background()
-	cache, err := wazero.NewCompilationCacheWithDir(dir)
+	e, err := NewEngine(ctx, EngineConfig{CacheDir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
+		return f, err
+	}
+	name := os.Getenv(childNameEnv)
+	c, err := e.check.validate(ctx, name, wasm, ABI(os.Getenv(childABIEnv)))
+	if err != nil {
+		return f, err
+	}
+	c.digest = digestOfBytes(wasm)
+	c.fuel = e.instrument(name, c)
+	f = moduleFacts{SelfTest: c.selfTest, UsesHTTP: c.usesHTTP, Batch: c.batch}
+	compile := func(b []byte, terminate bool) error {
+		rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
+			WithCompilationCache(e.cache).WithCloseOnContextDone(terminate))
+		_, err := compileModule(ctx, rt, b)
 		return err
 	}
-	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
-		WithCompilationCache(cache).
-		WithCloseOnContextDone(os.Getenv(childTerminateEnv) == "1"))
-	_, err = compileModule(ctx, rt, wasm)
-	return err
+	if c.fuel != nil {
+		f.Fuel = compile(c.fuel.wasm, false) == nil
+	}
+	if !f.Fuel {
+		if err := compile(c.wasm, true); err != nil {
+			return f, fmt.Errorf("runtime: %s: %w", name, err)
+		}
+	}
+	return f, nil
 }
 
-// compileInChild compiles wasm in a child process into the engine's cache directory, as a
-// tenant runtime with close-on-context-done set to terminate will look it up, within
-// budget. A module that compiled in a child before is not compiled again.
-func (e *Engine) compileInChild(ctx context.Context, name string, wasm []byte, terminate bool, l CompileLimits) error {
+func digestOfBytes(wasm []byte) string {
 	sum := sha256.Sum256(wasm)
-	mark := filepath.Join(e.cacheDir, fmt.Sprintf("wqhost-compiled-%s-%t", hex.EncodeToString(sum[:]), terminate))
-	if _, err := os.Stat(mark); err == nil {
-		return nil
+	return hex.EncodeToString(sum[:])
+}
+
+// validateInChild does in a child process, within budget, what a load does to a new module
+// version: validate it against abi, instrument it and compile what its pools will run, into
+// the cache directory. It returns the module ready to serve; its facts are kept in the
+// directory (a file named by digest and ABI), so a module that loaded before starts no child.
+func (e *Engine) validateInChild(ctx context.Context, name string, wasm []byte, digest string, abi ABI, l CompileLimits) (*compiled, error) {
+	facts := filepath.Join(e.cacheDir, fmt.Sprintf("wqhost-module-v%d-%s-%s.json", instrumentVersion, digest, strings.ReplaceAll(string(abi), "/", "_")))
+	f, err := readFacts(facts, digest, abi)
+	if err != nil {
+		if f, err = e.runChild(ctx, name, wasm, abi, l); err != nil {
+			return nil, err
+		}
+		if err := writeAtomic(facts, sealFacts(digest, abi, f)); err != nil {
+			e.logger.Warn("module facts not cached; the next load validates it in a child again", "module", name, "err", err)
+		}
 	}
+	c := &compiled{abi: abi, wasm: wasm, digest: digest, selfTest: f.SelfTest, usesHTTP: f.UsesHTTP, batch: f.Batch}
+	if f.Fuel {
+		c.fuel = e.instrument(name, c) // the child's sealed copy, or instrumented again
+	}
+	return c, nil
+}
+
+func (e *Engine) runChild(ctx context.Context, name string, wasm []byte, abi ABI, l CompileLimits) (moduleFacts, error) {
+	var f moduleFacts
 	exe, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("runtime: %s: compile child: %w", name, err)
+		return f, fmt.Errorf("runtime: %s: compile child: %w", name, err)
 	}
 	timeout, memory := e.budget.timeout, e.budget.memory
 	if l.Timeout > 0 {
@@ -131,61 +188,58 @@ func (e *Engine) compileInChild(ctx context.Context, name string, wasm []byte, t
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	// -test.run matches no test: a test binary without RunCompileChild in its TestMain
-	// exits at once instead of running its tests, and the missing answer says why.
+	// -test.run matches no test: should a test binary run without RunCompileChild in its
+	// TestMain after all, it exits at once instead of running its tests.
 	cmd := exec.CommandContext(ctx, exe, "-test.run=^$")
-	term := "0"
-	if terminate {
-		term = "1"
-	}
 	cmd.Env = append(os.Environ(),
 		compileChildEnv+"="+e.cacheDir,
-		childTerminateEnv+"="+term,
+		childNameEnv+"="+name,
+		childABIEnv+"="+string(abi),
 		childCPUEnv+"="+strconv.FormatInt(int64(timeout/time.Second)+1, 10))
 	cmd.Stdin = bytes.NewReader(wasm)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &limitedWriter{w: &stderr, n: 4 << 10}
+	cmd.Stdout, cmd.Stderr = &limitedWriter{w: &stdout, n: 4 << 10}, &limitedWriter{w: &stderr, n: 4 << 10}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("runtime: %s: compile child: %w", name, err)
+		return f, fmt.Errorf("runtime: %s: compile child: %w", name, err)
 	}
 	overMemory := watchRSS(cmd.Process.Pid, memory, cmd.Process.Kill)
 	err = cmd.Wait()
 	over := overMemory()
 	took := time.Since(start)
 	var rss int64
-	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rss = ru.Maxrss << 10
-		}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = ru.Maxrss << 10
 	}
 	e.logger.Debug("module compiled in a child", "module", name, "took", took, "peak_rss", rss, "err", err)
+	out := strings.TrimSpace(stdout.String())
 	switch {
 	case over:
-		return fmt.Errorf("runtime: %s: %w: compiling needed more than %d bytes of memory (compile memory)", name, ErrCompileBudget, memory)
+		return f, fmt.Errorf("runtime: %s: %w: compiling needed more than %d bytes of memory (compile memory)", name, ErrCompileBudget, memory)
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
-		return fmt.Errorf("runtime: %s: %w: compiling took more than %s (compile timeout)", name, ErrCompileBudget, timeout)
+		return f, fmt.Errorf("runtime: %s: %w: compiling took more than %s (compile timeout)", name, ErrCompileBudget, timeout)
 	case ctx.Err() != nil:
-		return fmt.Errorf("runtime: %s: compile: %w", name, ctx.Err())
-	case err == nil && strings.Contains(stdout.String(), childOK):
-		if err := os.WriteFile(mark, nil, 0o644); err != nil {
-			e.logger.Warn("compiled module not marked; the next load compiles it in a child again", "module", name, "err", err)
+		return f, fmt.Errorf("runtime: %s: compile: %w", name, ctx.Err())
+	case err == nil && strings.HasPrefix(out, childOK+" "):
+		if jerr := json.Unmarshal([]byte(strings.TrimPrefix(out, childOK+" ")), &f); jerr != nil {
+			return f, fmt.Errorf("runtime: %s: compile child's answer %q: %w", name, out, jerr)
 		}
-		return nil
+		return f, nil
 	case err == nil:
-		return errNoChild
+		return f, errNoChild
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGXCPU {
+		return f, fmt.Errorf("runtime: %s: %w: compiling used more than %s of CPU time", name, ErrCompileBudget, timeout)
 	}
 	msg := strings.TrimSpace(stderr.String())
-	if cmd.ProcessState == nil {
-		return fmt.Errorf("runtime: %s: compile child: %w", name, err)
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 && msg != "" {
+		// The module's own error, worded as in process; a wazero panic keeps its mark.
+		if i := strings.Index(msg, ErrCompilerPanic.Error()); i >= 0 {
+			return f, fmt.Errorf("runtime: %s: %w%s", name, ErrCompilerPanic, msg[i+len(ErrCompilerPanic.Error()):])
+		}
+		return f, errors.New(msg)
 	}
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && (ws.Signal() == syscall.SIGXCPU || ws.Signal() == syscall.SIGKILL) {
-		return fmt.Errorf("runtime: %s: %w: compiling used more than %s of CPU time", name, ErrCompileBudget, timeout)
-	}
-	if i := strings.IndexByte(msg, '\n'); i >= 0 && !strings.HasPrefix(msg, ErrCompilerPanic.Error()) {
-		msg = msg[:i]
-	}
-	return fmt.Errorf("runtime: %s: compile in a child process: %s (%v)", name, msg, err)
+	return f, fmt.Errorf("runtime: %s: compile in a child process: %v: %s", name, err, msg)
 }
 
 // childCapable says this binary called RunCompileChild: only then may an engine re-execute
@@ -221,40 +275,26 @@ type compileBudget struct {
 	memory  uint64
 }
 
-// precompile compiles what a pool of c will compile, in a child process within budget, into
-// the cache directory: the fuel-instrumented bytes, or with none (or if they do not
-// compile) the module's own bytes under close-on-context-done.
-func (e *Engine) precompile(ctx context.Context, name string, c *compiled, l CompileLimits) error {
+// useChild says whether loads run in a child: asked for, with a cache directory to hand the
+// work over in, and a binary that answers as a child.
+func (e *Engine) useChild() bool {
 	if !e.budget.child || e.cacheDir == "" || e.childless.Load() {
-		return nil
+		return false
 	}
 	if !childCapable.Load() {
 		if !e.childless.Swap(true) {
 			e.logger.Warn("compiling in process, without a time or memory budget: the binary does not call runtime.RunCompileChild")
 		}
-		return nil
+		return false
 	}
-	err := errors.New("no fuel counter")
-	if c.fuel != nil {
-		err = e.compileInChild(ctx, name, c.fuel.wasm, false, l)
-	}
-	if err != nil && !errors.Is(err, ErrCompileBudget) && !errors.Is(err, errNoChild) && ctx.Err() == nil {
-		err = e.compileInChild(ctx, name, c.wasm, true, l)
-	}
-	if errors.Is(err, errNoChild) {
-		if !e.childless.Swap(true) {
-			e.logger.Warn("compiling in process, without a time or memory budget", "err", err)
-		}
-		return nil
-	}
-	return err
+	return true
 }
 
-// watchRSS polls the resident memory of process pid every few milliseconds and calls kill
-// once it is above limit; the function it returns says whether it did, and stops the
-// polling. Why not RLIMIT_AS: the Go runtime reserves address space far beyond what it uses
-// (the race detector terabytes), so an address-space limit is either no bound or fatal.
-// What a poll can miss is what the child allocates in one interval.
+// watchRSS polls the resident memory of process pid every 10 ms and calls kill once it is
+// above limit; the function it returns says whether it did, and stops the polling. Why not
+// RLIMIT_AS: the Go runtime reserves address space far beyond what it uses (the race
+// detector terabytes), so an address-space limit is either no bound or fatal. What a poll
+// can miss is what the child allocates in one interval.
 func watchRSS(pid int, limit uint64, kill func() error) (stop func() bool) {
 	done, result := make(chan struct{}), make(chan bool, 1)
 	statm := fmt.Sprintf("/proc/%d/statm", pid)

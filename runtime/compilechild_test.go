@@ -49,10 +49,13 @@ func TestCompileInChildFillsTheCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	marks, _ := filepath.Glob(filepath.Join(dir, "wqhost-compiled-*-false"))
+	marks, _ := filepath.Glob(filepath.Join(dir, "wqhost-module-v*-*-wqhost_v1.json"))
 	entries, _ := os.ReadDir(dir)
-	if len(marks) != 1 || len(entries) < 3 { // the mark, the instrumented copy, wazero's cache
-		t.Fatalf("cache dir holds %d entries, marks %v; want wazero's compiled code, the instrumented copy and one mark", len(entries), marks)
+	if len(marks) != 1 || len(entries) < 3 { // the facts, the instrumented copy, wazero's cache
+		t.Fatalf("cache dir holds %d entries, facts %v; want wazero's compiled code, the instrumented copy and the module's facts", len(entries), marks)
+	}
+	if m.c.fuel == nil {
+		t.Fatal("module loaded through a child has no fuel counter")
 	}
 	pool := func(e *Engine, m *Module) {
 		t.Helper()
@@ -77,6 +80,23 @@ func TestCompileInChildFillsTheCache(t *testing.T) {
 		t.Fatalf("second engine on the directory: %v", err)
 	}
 	pool(e2, m2)
+}
+
+// TestChildRefusesLikeTheHost: a module that does not fit its ABI, or makes wazero panic, is
+// refused through a child with the error a load in process gives.
+func TestChildRefusesLikeTheHost(t *testing.T) {
+	ctx := context.Background()
+	noHandle := wasmtest.Module(wasmtest.Func{Export: "wqhost_abi_v1"})
+	for _, tc := range []struct {
+		name string
+		wasm []byte
+	}{{"abi", noHandle}, {"panic", wasmtest.BadCallType}} {
+		_, want := testEngine(t).Compile(ctx, "m.wasm", tc.wasm, ABIWqhostV1)
+		_, got := childEngine(t, t.TempDir(), 0, 0).Compile(ctx, "m.wasm", tc.wasm, ABIWqhostV1)
+		if want == nil || got == nil || got.Error() != want.Error() || errors.Is(want, ErrCompilerPanic) != errors.Is(got, ErrCompilerPanic) {
+			t.Errorf("%s: through a child %v; in process %v", tc.name, got, want)
+		}
+	}
 }
 
 // TestCompileBudget: a module inside every cap whose compile takes seconds is refused with

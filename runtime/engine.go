@@ -188,14 +188,7 @@ func (e *Engine) CompileWithLimits(ctx context.Context, name string, wasm []byte
 			f = &moduleFlight{done: make(chan struct{})}
 			e.modules[key] = f
 			e.mu.Unlock()
-			c, err := e.check.validate(ctx, name, wasm, abi)
-			if c != nil {
-				c.digest = digest
-				c.fuel = e.instrument(name, c)
-				if err = e.precompile(ctx, name, c, limits); err != nil {
-					c = nil
-				}
-			}
+			c, err := e.load(ctx, name, wasm, digest, abi, limits)
 			if c != nil {
 				f.val = weak.Make(c)
 				goruntime.AddCleanup(c, e.forget, moduleKey{key, f})
@@ -224,6 +217,27 @@ func (e *Engine) CompileWithLimits(ctx context.Context, name string, wasm []byte
 		// The last Module of that version was dropped since: validate it again.
 		e.forget(moduleKey{key, f})
 	}
+}
+
+// load validates a module version against abi and instruments it: in a child process within
+// budget (CompileInChild), or in process.
+func (e *Engine) load(ctx context.Context, name string, wasm []byte, digest string, abi ABI, limits CompileLimits) (*compiled, error) {
+	if e.useChild() {
+		c, err := e.validateInChild(ctx, name, wasm, digest, abi, limits)
+		if !errors.Is(err, errNoChild) {
+			return c, err
+		}
+		if !e.childless.Swap(true) {
+			e.logger.Warn("compiling in process, without a time or memory budget", "err", err)
+		}
+	}
+	c, err := e.check.validate(ctx, name, wasm, abi)
+	if err != nil {
+		return nil, err
+	}
+	c.digest = digest
+	c.fuel = e.instrument(name, c)
+	return c, nil
 }
 
 // moduleFlight is one module version: validated once by the first Compile of its bytes,

@@ -3,7 +3,9 @@ package runtime
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
+	"os"
 )
 
 // instrumentRecovered is instrument with a panic turned into an error: the rewriter reads
@@ -42,4 +44,25 @@ func fuelSeal(digest string, wasm []byte) [sha256.Size]byte {
 	var out [sha256.Size]byte
 	h.Sum(out[:0])
 	return out
+}
+
+// sealFacts encodes a module's facts for the cache directory, sealed like an instrumented
+// copy: a file that is not these facts for this digest and ABI is never believed.
+func sealFacts(digest string, abi ABI, f moduleFacts) []byte {
+	b, _ := json.Marshal(f)
+	return sealFuel(digest+"|facts|"+string(abi), b)
+}
+
+// readFacts reads facts sealFacts wrote for digest and abi.
+func readFacts(path, digest string, abi ABI) (moduleFacts, error) {
+	var f moduleFacts
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return f, err
+	}
+	raw, ok := unsealFuel(digest+"|facts|"+string(abi), b)
+	if !ok {
+		return f, fmt.Errorf("%s: seal does not match", path)
+	}
+	return f, json.Unmarshal(raw, &f)
 }
