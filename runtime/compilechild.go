@@ -22,10 +22,15 @@ import (
 	"github.com/tetratelabs/wazero"
 )
 
-// The compile budget's second line: the optimizing compile of a module runs in a child
-// process, a re-execution of the host's own binary, with a resident-memory
-// watchdog, a CPU-time limit (RLIMIT_CPU) and a wall-clock deadline, and fills the
-// engine's compilation cache directory, which the tenant's runtime then loads from.
+// The compile budget's second line: loading a new module version — validating it against
+// its ABI (wazero's decoder, validator and the interpreter's compile, which the checker uses
+// to read imports and exports), instrumenting it, and the optimizing compile of what its
+// pools will run — happens in a child process, a re-execution of the host's own binary,
+// under a resident-memory watchdog, a CPU-time limit (RLIMIT_CPU) and a wall-clock
+// deadline. The child fills the engine's cache directory: wazero's compiled code, the sealed
+// instrumented copy (fuelcache.go) and the module's facts (its ABI's optional exports,
+// whether the fuel copy compiled), sealed too; the host reads the facts and its tenants'
+// runtimes load the machine code from the cache.
 //
 // Why: the structural caps (shape.go) bound what one function costs, but wazero's work is
 // still linear in the number of such functions, and nothing in wazero can be interrupted
@@ -35,16 +40,17 @@ import (
 //
 // What the host still does itself: on the cache hit wazero decodes and validates the module
 // again (runtime.CompileModule validates before it asks the engine's cache) and reads the
-// machine code; that is the part of a compile the caps bound tightly, well under a tenth of
-// the optimizing compile of the same module: 127 ms against 3.5 s for billing-go (3.4 MB),
-// 13 ms against 3.4 s for 10,000 branches in one function.
+// machine code; that is a small part of a load: 127 ms against the 3.5 s compile of
+// billing-go (3.4 MB); 13 ms against 3.4 s for 10,000 branches in one function; 37 ms and
+// 19 MB against 0.9 s and 370 MB (1 GB with the checker's interpreter compile) for one
+// straight-line function of 6 MB.
 //
 // When: with a compilation cache directory (a host always has one: cache_dir, default
-// <data_dir>/cache) and EngineConfig.CompileInChild. Without a directory the child's work
-// could not be handed over, so `wqhost validate` and `wqhost call`, which keep no cache,
-// compile in process under the caps alone. A module that compiled in a child once is marked
-// in the directory (a file named by its hash), so restarts and reloads to a known version
-// start no child.
+// <data_dir>/cache), EngineConfig.CompileInChild, and a binary that calls RunCompileChild.
+// Without a directory the child's work could not be handed over, so `wqhost validate` and
+// `wqhost call`, which keep no cache, load in process under the caps alone. A version that
+// loaded through a child once has its facts in the directory, so restarts and reloads to a
+// known version start no child.
 
 // compileChildEnv marks a process started as a compile child; its value is the cache dir.
 const compileChildEnv = "WQHOST_COMPILE_CHILD"
