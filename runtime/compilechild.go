@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -162,7 +163,10 @@ func digestOfBytes(wasm []byte) string {
 // the cache directory. It returns the module ready to serve; its facts are kept in the
 // directory (a file named by digest and ABI), so a module that loaded before starts no child.
 func (e *Engine) validateInChild(ctx context.Context, name string, wasm []byte, digest string, abi ABI, l CompileLimits) (*compiled, error) {
-	facts := filepath.Join(e.cacheDir, fmt.Sprintf("wqhost-module-v%d-%s-%s.json", instrumentVersion, digest, strings.ReplaceAll(string(abi), "/", "_")))
+	// Named by wazero's version too: a host upgraded to another wazero finds none of its
+	// machine code in the cache, and must compile in a child again, not in process.
+	facts := filepath.Join(e.cacheDir, fmt.Sprintf("wqhost-module-v%d-%s-%s-%s.json",
+		instrumentVersion, wazeroVersion(), digest, strings.ReplaceAll(string(abi), "/", "_")))
 	f, err := readFacts(facts, digest, abi)
 	if err != nil {
 		if f, err = e.runChild(ctx, name, wasm, abi, l); err != nil {
@@ -181,9 +185,12 @@ func (e *Engine) validateInChild(ctx context.Context, name string, wasm []byte, 
 
 func (e *Engine) runChild(ctx context.Context, name string, wasm []byte, abi ABI, l CompileLimits) (moduleFacts, error) {
 	var f moduleFacts
-	exe, err := os.Executable()
-	if err != nil {
-		return f, fmt.Errorf("runtime: %s: compile child: %w", name, err)
+	// /proc/self/exe is this process's binary even after an upgrade replaced the file.
+	exe := "/proc/self/exe"
+	if _, err := os.Stat(exe); err != nil {
+		if exe, err = os.Executable(); err != nil {
+			return f, fmt.Errorf("runtime: %s: compile child: %w", name, err)
+		}
 	}
 	timeout, memory := e.budget.timeout, e.budget.memory
 	if l.Timeout > 0 {
@@ -210,7 +217,7 @@ func (e *Engine) runChild(ctx context.Context, name string, wasm []byte, abi ABI
 		return f, fmt.Errorf("runtime: %s: compile child: %w", name, err)
 	}
 	overMemory := watchRSS(cmd.Process.Pid, memory, cmd.Process.Kill)
-	err = cmd.Wait()
+	err := cmd.Wait()
 	over := overMemory()
 	took := time.Since(start)
 	var rss int64
@@ -332,4 +339,20 @@ func watchRSS(pid int, limit uint64, kill func() error) (stop func() bool) {
 		close(done)
 		return <-result
 	}
+}
+
+// wazeroVersion is the version of wazero built into this binary, "unknown" without build
+// information.
+func wazeroVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/tetratelabs/wazero" {
+				if d.Replace != nil {
+					return strings.ReplaceAll(d.Replace.Version+"-replaced", "/", "_")
+				}
+				return d.Version
+			}
+		}
+	}
+	return "unknown"
 }
