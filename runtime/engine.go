@@ -167,12 +167,8 @@ func (e *Engine) CompileWithLimits(ctx context.Context, name string, wasm []byte
 	}
 	// Per call, not per digest: tenants differ in their caps, and the pass costs less than
 	// hashing the bytes below.
-	if _, err := checkShape(wasm, limits); err != nil {
-		var ce *CapError
-		if errors.As(err, &ce) {
-			return nil, fmt.Errorf("runtime: %s: %w", name, err)
-		}
-		return nil, fmt.Errorf("runtime: %s: not a valid wasm module: %w", name, err)
+	if err := checkShapeNamed(name, wasm, limits); err != nil {
+		return nil, err
 	}
 	sum := sha256.Sum256(wasm)
 	digest := hex.EncodeToString(sum[:])

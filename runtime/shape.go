@@ -162,6 +162,19 @@ func checkShape(wasm []byte, l CompileLimits) (moduleShape, error) {
 	return s, r.err
 }
 
+// checkShapeNamed is checkShape with the error worded for the module name.
+func checkShapeNamed(name string, wasm []byte, l CompileLimits) error {
+	_, err := checkShape(wasm, l)
+	var ce *CapError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ce):
+		return fmt.Errorf("runtime: %s: %w", name, err)
+	}
+	return fmt.Errorf("runtime: %s: not a valid wasm module: %w", name, err)
+}
+
 // secFunction is the function section's id (the instrumenter needs no name for it).
 const secFunction = 3
 

@@ -132,7 +132,8 @@ func TestCompileBombsRefused(t *testing.T) {
 }
 
 // TestCompileLimitsPerCall: CompileWithLimits applies the caps given (a tenant's), not the
-// engine's, and a module refused under tight caps compiles under the defaults.
+// engine's, and a module refused under tight caps compiles under the defaults; Validate
+// applies the defaults.
 func TestCompileLimitsPerCall(t *testing.T) {
 	ctx := context.Background()
 	e := testEngine(t)
@@ -144,6 +145,14 @@ func TestCompileLimitsPerCall(t *testing.T) {
 	}
 	if _, err := e.Compile(ctx, "deep.wasm", wasm, ABIWqhostV1); err != nil {
 		t.Fatalf("default caps: %v", err)
+	}
+	// Validate (a file, the default caps) checks them too.
+	path := filepath.Join(t.TempDir(), "loops.wasm")
+	if err := os.WriteFile(path, handleModule(nil, wasmtest.NestedLoops(10_000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(ctx, path, ABIWqhostV1); !errors.As(err, &ce) || ce.Cap != "max_loop_depth" {
+		t.Fatalf("Validate: err = %v; want max_loop_depth", err)
 	}
 }
 
