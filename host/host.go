@@ -253,7 +253,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		}
 		adminLn = ln
 	}
-	engine, err := runtime.NewEngine(ctx, runtime.EngineConfig{CacheDir: cfg.CacheDir(), Logger: logger})
+	engine, err := runtime.NewEngine(ctx, runtime.EngineConfig{CacheDir: cfg.CacheDir(), Logger: logger, CompileInChild: true})
 	if err != nil {
 		if adminLn != nil {
 			_ = adminLn.Close()

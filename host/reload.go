@@ -101,7 +101,12 @@ func (b *binding) poolConfig() runtime.PoolConfig {
 // of it touches the serving version, so it runs beside live traffic.
 func (b *binding) buildVersion(ctx context.Context, wasm []byte) (*version, error) {
 	ref := b.cfg.Module
-	m, err := b.h.engine.Compile(ctx, ref, wasm, runtime.ABI(b.cfg.ABI))
+	cl := b.tenant.conf().Limits.Compile
+	m, err := b.h.engine.CompileWithLimits(ctx, ref, wasm, runtime.ABI(b.cfg.ABI), runtime.CompileLimits{
+		MaxFunctions: cl.MaxFunctions, MaxFunctionBytes: int(cl.MaxFunctionBytes), MaxNestingDepth: cl.MaxNestingDepth,
+		MaxLoopDepth: cl.MaxLoopDepth, MaxBranches: cl.MaxBranches, MaxLocals: cl.MaxLocals,
+		Timeout: cl.Timeout, MemoryBytes: uint64(cl.Memory),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", ref, err)
 	}

@@ -37,6 +37,20 @@ type EngineConfig struct {
 	CacheDir string
 	// Logger receives guest logs and runtime events; nil uses slog.Default().
 	Logger *slog.Logger
+	// CompileLimits are the structural caps Compile applies (shape.go); zero fields take
+	// the defaults. CompileWithLimits applies others, a tenant's.
+	CompileLimits CompileLimits
+	// CompileInChild compiles each new module version in a child process, a re-execution
+	// of this binary (which must call RunCompileChild first in main), bounded by
+	// CompileTimeout and CompileMemoryBytes, into CacheDir (compilechild.go). Without a
+	// CacheDir it does nothing.
+	CompileInChild bool
+	// CompileTimeout bounds one module's compile in a child unless its CompileLimits set
+	// one (0: DefaultCompileTimeout).
+	CompileTimeout time.Duration
+	// CompileMemoryBytes is a child's resident memory unless its CompileLimits set one
+	// (0: DefaultCompileMemoryBytes).
+	CompileMemoryBytes uint64
 }
 
 // Engine owns the compilation cache, the validated modules and the tenants' runtimes.
@@ -50,6 +64,10 @@ type Engine struct {
 	// httpTr carries every pool's outbound requests: one connection pool for the host,
 	// capped host-wide; each request brings its own policy (http.go).
 	httpTr *http.Transport
+	limits CompileLimits
+	budget compileBudget
+	// childless is set once a child answered that this binary runs none (RunCompileChild).
+	childless atomic.Bool
 
 	mu      sync.Mutex
 	modules map[string]*moduleFlight
@@ -119,19 +137,42 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	e := &Engine{
 		cache: cache, cacheDir: cfg.CacheDir, epoch: time.Now(), logger: logger, check: chk,
 		httpTr:  newHTTPTransport(),
+		limits:  cfg.CompileLimits,
+		budget:  compileBudget{child: cfg.CompileInChild, timeout: cfg.CompileTimeout, memory: cfg.CompileMemoryBytes},
 		modules: map[string]*moduleFlight{},
 		tenants: map[string]*Tenant{},
 		open:    map[*Tenant]bool{},
+	}
+	if e.budget.timeout <= 0 {
+		e.budget.timeout = DefaultCompileTimeout
+	}
+	if e.budget.memory == 0 {
+		e.budget.memory = DefaultCompileMemoryBytes
 	}
 	e.idle.pools, e.idle.stop = map[*Pool]struct{}{}, make(chan struct{})
 	return e, nil
 }
 
 // Compile validates wasm against abi and returns the module. Loads of the same bytes and ABI,
-// concurrent or not, validate and compile once.
+// concurrent or not, validate and compile once. The module must fit the engine's
+// CompileLimits.
 func (e *Engine) Compile(ctx context.Context, name string, wasm []byte, abi ABI) (*Module, error) {
+	return e.CompileWithLimits(ctx, name, wasm, abi, e.limits)
+}
+
+// CompileWithLimits is Compile with the structural caps limits (zero fields: the defaults)
+// instead of the engine's. A module that breaks one fails with a *CapError (ErrCompileLimit)
+// before wazero reads it; a wazero panic on it fails with ErrCompilerPanic; a compile in a
+// child (CompileInChild) past its budget with ErrCompileBudget. Concurrent loads of the same
+// bytes share one compile, under the first one's limits.
+func (e *Engine) CompileWithLimits(ctx context.Context, name string, wasm []byte, abi ABI, limits CompileLimits) (*Module, error) {
 	if abi == "" {
 		abi = ABIWqhostV1
+	}
+	// Per call, not per digest: tenants differ in their caps, and the pass costs less than
+	// hashing the bytes below.
+	if err := checkShapeNamed(name, wasm, limits); err != nil {
+		return nil, err
 	}
 	sum := sha256.Sum256(wasm)
 	digest := hex.EncodeToString(sum[:])
@@ -147,10 +188,8 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte, abi ABI)
 			f = &moduleFlight{done: make(chan struct{})}
 			e.modules[key] = f
 			e.mu.Unlock()
-			c, err := e.check.validate(ctx, name, wasm, abi)
+			c, err := e.load(ctx, name, wasm, digest, abi, limits)
 			if c != nil {
-				c.digest = digest
-				c.fuel = e.instrument(name, c)
 				f.val = weak.Make(c)
 				goruntime.AddCleanup(c, e.forget, moduleKey{key, f})
 			}
@@ -180,6 +219,27 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte, abi ABI)
 	}
 }
 
+// load validates a module version against abi and instruments it: in a child process within
+// budget (CompileInChild), or in process.
+func (e *Engine) load(ctx context.Context, name string, wasm []byte, digest string, abi ABI, limits CompileLimits) (*compiled, error) {
+	if e.useChild() {
+		c, err := e.validateInChild(ctx, name, wasm, digest, abi, limits)
+		if !errors.Is(err, errNoChild) {
+			return c, err
+		}
+		if !e.childless.Swap(true) {
+			e.logger.Warn("compiling in process, without a time or memory budget", "err", err)
+		}
+	}
+	c, err := e.check.validate(ctx, name, wasm, abi)
+	if err != nil {
+		return nil, err
+	}
+	c.digest = digest
+	c.fuel = e.instrument(name, c)
+	return c, nil
+}
+
 // moduleFlight is one module version: validated once by the first Compile of its bytes,
 // then remembered weakly, so that a version no Module refers to any more (a binding's
 // previous version after a hot reload) is freed with its bytes and instrumented copy
@@ -207,7 +267,9 @@ func (e *Engine) forget(k moduleKey) {
 // instrument adds the fuel counter to a wqhost/v1 module. A module it cannot read keeps the
 // slower close-on-context-done time limit, said once per module version. With a cache
 // directory the result is kept there, so a restart (or another engine on the same
-// directory) does not decode a large module again.
+// directory) does not decode a large module again. What the cache holds is checked before
+// it runs (sealFuel): a truncated file, or another module's instrumented copy moved to this
+// name, is instrumented again and overwritten, never run.
 func (e *Engine) instrument(name string, c *compiled) *yieldCode {
 	if c.abi != ABIWqhostV1 {
 		// wasi-stdio instantiates a module per message: the watchdog's share is small there.
@@ -217,17 +279,21 @@ func (e *Engine) instrument(name string, c *compiled) *yieldCode {
 	if e.cacheDir != "" {
 		cached = filepath.Join(e.cacheDir, fmt.Sprintf("wqhost-fuel-v%d-%s.wasm", instrumentVersion, c.digest))
 		if b, err := os.ReadFile(cached); err == nil {
-			return &yieldCode{wasm: b}
+			if wasm, ok := unsealFuel(c.digest, b); ok {
+				return &yieldCode{wasm: wasm}
+			}
+			e.logger.Warn("instrumented module in the cache does not match its seal; instrumenting again",
+				"module", name, "file", cached)
 		}
 	}
-	yc, err := instrument(c.wasm)
+	yc, err := instrumentRecovered(c.wasm)
 	if err != nil {
 		e.logger.Warn("time limit falls back to wazero's close-on-context-done (slower loops and calls)",
 			"module", name, "digest", c.digest[:12], "err", err)
 		return nil
 	}
 	if cached != "" {
-		if err := writeAtomic(cached, yc.wasm); err != nil {
+		if err := writeAtomic(cached, sealFuel(c.digest, yc.wasm)); err != nil {
 			e.logger.Warn("instrumented module not cached", "module", name, "err", err)
 		}
 	}
@@ -439,7 +505,7 @@ func (t *Tenant) compile(ctx context.Context, m *Module, v variant) (wazero.Runt
 		if v.fuel {
 			wasm = m.c.fuel.wasm
 		}
-		f.val, f.err = rt.CompileModule(ctx, wasm)
+		f.val, f.err = compileModule(ctx, rt, wasm)
 		if f.err != nil {
 			f.err = fmt.Errorf("runtime: tenant %s: compile %s: %w", t.name, m.name, f.err)
 		}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -50,6 +51,9 @@ func Validate(ctx context.Context, path string, abi ABI) error {
 	wasm, err := safefile.Read(path, safefile.DefaultMaxBytes)
 	if err != nil {
 		return fmt.Errorf("runtime: validate %s: %w", path, err)
+	}
+	if err := checkShapeNamed(path, wasm, CompileLimits{}); err != nil {
+		return err
 	}
 	c, err := newChecker(ctx)
 	if err != nil {
@@ -113,7 +117,10 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 	if abi != ABIWqhostV1 && abi != ABIWasiStdio {
 		return nil, fmt.Errorf("runtime: %s: unknown abi %q (supported: %s, %s)", name, abi, ABIWqhostV1, ABIWasiStdio)
 	}
-	cm, err := c.rt.CompileModule(ctx, wasm)
+	cm, err := compileModule(ctx, c.rt, wasm)
+	if errors.Is(err, ErrCompilerPanic) {
+		return nil, fmt.Errorf("runtime: %s: %w", name, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %s: not a valid wasm module: %w", name, err)
 	}

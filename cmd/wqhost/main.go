@@ -22,6 +22,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/runtime"
 )
 
 // Exit codes of every subcommand: scripts rely on them.
@@ -72,6 +73,8 @@ func commands() map[string]command {
 }
 
 func main() {
+	// A host compiles untrusted modules in a child process: this binary, re-executed.
+	runtime.RunCompileChild()
 	c := &cli{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, isTerminal: isTerminal(os.Stderr)}
 	os.Exit(c.main(context.Background(), os.Args[1:]))
 }

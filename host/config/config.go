@@ -277,6 +277,23 @@ type Limits struct {
 	// MaxCallOutputBytes caps all outputs of one handler call together (a batch call's
 	// messages and its own outputs); 0 = the runtime's default, 64 MiB.
 	MaxCallOutputBytes ByteSize `koanf:"max_call_output_bytes"`
+	// Compile caps the shape of the tenant's modules, checked before they are compiled.
+	Compile CompileLimits `koanf:"compile"`
+}
+
+// CompileLimits are a tenant's caps on a module's shape (runtime.CompileLimits): what makes
+// compiling cost more than its size. 0 takes the runtime's default for each.
+type CompileLimits struct {
+	MaxFunctions     int      `koanf:"max_functions"`      // functions defined and imported
+	MaxFunctionBytes ByteSize `koanf:"max_function_bytes"` // one function body
+	MaxNestingDepth  int      `koanf:"max_nesting_depth"`  // block, loop and if in one another
+	MaxLoopDepth     int      `koanf:"max_loop_depth"`     // loops in one another
+	MaxBranches      int      `koanf:"max_branches"`       // if, br, br_if, br_table targets per function
+	MaxLocals        int      `koanf:"max_locals"`         // locals per function
+	// Timeout and Memory bound the compile of a new module version, run in a child
+	// process (0: 2m and 1GiB): past either the module is refused.
+	Timeout time.Duration `koanf:"timeout"`
+	Memory  ByteSize      `koanf:"memory"`
 }
 
 // Binding connects a queue to a handler module and an optional output queue.

@@ -60,6 +60,15 @@ func TestEffectiveDefaultsAreTheLibraryDefaults(t *testing.T) {
 		{"limits.max_output_bytes", int(lim.MaxOutputBytes), runtime.DefaultMaxOutputBytes, 1 << 20},
 		// 0 is passed to runtime.TenantLimits.HTTPRequests, which means the runtime's default.
 		{"limits.http_concurrency (0 = runtime default)", DefaultHTTPConcurrency, runtime.DefaultTenantHTTPRequests, 64},
+		// limits.compile is all 0 (checked below): the runtime's defaults apply, pinned here.
+		{"limits.compile.max_functions", runtime.DefaultMaxFunctions, runtime.DefaultMaxFunctions, 100_000},
+		{"limits.compile.max_function_bytes", runtime.DefaultMaxFunctionBytes, runtime.DefaultMaxFunctionBytes, 1 << 20},
+		{"limits.compile.max_nesting_depth", runtime.DefaultMaxNestingDepth, runtime.DefaultMaxNestingDepth, 10_000},
+		{"limits.compile.max_loop_depth", runtime.DefaultMaxLoopDepth, runtime.DefaultMaxLoopDepth, 500},
+		{"limits.compile.max_branches", runtime.DefaultMaxBranches, runtime.DefaultMaxBranches, 10_000},
+		{"limits.compile.max_locals", runtime.DefaultMaxLocals, runtime.DefaultMaxLocals, 2_000},
+		{"limits.compile.timeout", runtime.DefaultCompileTimeout, runtime.DefaultCompileTimeout, 2 * time.Minute},
+		{"limits.compile.memory", int64(runtime.DefaultCompileMemoryBytes), int64(runtime.DefaultCompileMemoryBytes), int64(1 << 30)},
 		{"admin.max_body_bytes", int64(c.Admin.MaxBodyBytes), int64(admin.DefaultMaxBodyBytes), int64(64 << 10)},
 		{"max_module_bytes", int64(c.MaxModuleBytes), int64(safefile.DefaultMaxBytes), int64(256 << 20)},
 		{"batch_size maximum", MaxBatchSize, queue.MaxBatch, 32},
@@ -75,6 +84,9 @@ func TestEffectiveDefaultsAreTheLibraryDefaults(t *testing.T) {
 		if tt.effective != tt.document {
 			t.Errorf("%s: the host's default is %v, the documented %v", tt.key, tt.effective, tt.document)
 		}
+	}
+	if lim.Compile != (CompileLimits{}) {
+		t.Errorf("limits.compile %+v: want all 0 (the runtime's defaults apply)", lim.Compile)
 	}
 	if lim.HTTPConcurrency != 0 || b.Poison.Timeout != 0 || b.Backoff.Timeout != 0 || b.Scaler.Timeout != 0 {
 		t.Errorf("limits.http_concurrency %d, plugin timeouts %s %s %s: want 0 (the library's default applies)",

@@ -148,6 +148,7 @@ func (c *Config) validate() []error {
 		if l.MaxCallOutputBytes < 0 || l.MaxCallOutputBytes > MaxCallOutputBytesCap {
 			fail(tp+".limits.max_call_output_bytes", "%s is outside 0..%s (0 = 64MiB)", l.MaxCallOutputBytes, MaxCallOutputBytesCap)
 		}
+		validateCompileLimits(fail, tp+".limits.compile", l.Compile)
 		if len(t.Bindings) == 0 {
 			fail(tp+".bindings", "tenant has no binding")
 		}
@@ -507,5 +508,31 @@ func validateBatch(fail failFunc, bp string, b Binding) {
 	}
 	if bt.MaxMessages > 1 && b.ABI == ABIWasiStdio {
 		fail(bp+".batch", "needs abi %s (a wasi-stdio program handles one message per run)", ABIWqhostV1)
+	}
+}
+
+// validateCompileLimits checks a tenant's compile caps: each 0 (the default) or positive and
+// at most a generous ceiling, past which a cap no longer bounds anything.
+func validateCompileLimits(fail func(key, format string, args ...any), key string, c CompileLimits) {
+	for _, f := range []struct {
+		name     string
+		v, limit int64
+	}{
+		{"max_functions", int64(c.MaxFunctions), 1_000_000},
+		{"max_function_bytes", int64(c.MaxFunctionBytes), 64 << 20},
+		{"max_nesting_depth", int64(c.MaxNestingDepth), 100_000},
+		{"max_loop_depth", int64(c.MaxLoopDepth), 100_000},
+		{"max_branches", int64(c.MaxBranches), 1_000_000},
+		{"max_locals", int64(c.MaxLocals), 1_000_000},
+	} {
+		if f.v < 0 || f.v > f.limit {
+			fail(key+"."+f.name, "%d is outside 0..%d (0 = the default)", f.v, f.limit)
+		}
+	}
+	if c.Timeout < 0 || c.Timeout > time.Hour {
+		fail(key+".timeout", "%s is outside 0..1h (0 = 2m)", c.Timeout)
+	}
+	if c.Memory < 0 || c.Memory != 0 && c.Memory < 64<<20 || c.Memory > 64<<30 {
+		fail(key+".memory", "%s is outside 64MiB..64GiB (0 = 1GiB)", c.Memory)
 	}
 }

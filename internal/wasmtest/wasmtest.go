@@ -69,3 +69,120 @@ func Module(fs ...Func) []byte {
 	mod = section(mod, 7, exports)
 	return section(mod, 10, code)
 }
+
+// Compile bombs: small modules whose compilation costs far more than their size suggests
+// (runtime's compile limits, docs/guarantees.md "Hostile guests"). Each exports its one
+// function as wqhost_handle () -> i32 and a memory, so only the compile limits refuse it.
+
+// NestedLoops returns a function body of n loops nested in one another.
+func NestedLoops(n int) []byte { return Nested(0, n) }
+
+// Nested returns a function body of blocks nested blocks with loops nested loops inside the
+// innermost.
+func Nested(blocks, loops int) []byte {
+	body := make([]byte, 0, 3*(blocks+loops)+2)
+	for range blocks {
+		body = append(body, 0x02, 0x40) // block (empty block type)
+	}
+	for range loops {
+		body = append(body, 0x03, 0x40) // loop
+	}
+	for range blocks + loops {
+		body = append(body, 0x0b)
+	}
+	return append(body, I32Const(0)...)
+}
+
+// StraightLine returns a function body of about size bytes of i32.const 1; drop pairs.
+func StraightLine(size int) []byte {
+	body := make([]byte, 0, size+2)
+	for len(body) < size {
+		body = append(body, 0x41, 0x01, 0x1a)
+	}
+	return append(body, I32Const(0)...)
+}
+
+// Handle is a wqhost_handle export with body.
+func Handle(body []byte) Func {
+	return Func{Export: "wqhost_handle", Results: []byte{I32}, Body: body}
+}
+
+// WithLocals returns module with n i32 locals declared in its first function; module must be
+// one of Module's, whose first body declares none.
+func WithLocals(module []byte, n uint32) []byte {
+	// Module's code section is last: id 10, size, count, then the first body's size and its
+	// empty locals vector (0x00). Rebuild the section with one declaration instead.
+	uleb := func(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
+	i := lastSection(module)
+	payload := module[i:]
+	count, n1 := binary.Uvarint(payload)
+	size, n2 := binary.Uvarint(payload[n1:])
+	first := payload[n1+n2 : n1+n2+int(size)]
+	body := uleb([]byte{0x01}, uint64(n))
+	body = append(append(body, I32), first[1:]...)
+	code := uleb(nil, count)
+	code = append(uleb(code, uint64(len(body))), body...)
+	code = append(code, payload[n1+n2+int(size):]...)
+	out := append([]byte(nil), module[:sectionStart(module, i)]...)
+	return append(uleb(append(out, 10), uint64(len(code))), code...)
+}
+
+// ManyFunctions returns a module of n empty functions besides wqhost_handle and a memory.
+func ManyFunctions(n int) []byte {
+	uleb := func(b []byte, v int) []byte { return binary.AppendUvarint(b, uint64(v)) }
+	section := func(mod []byte, id byte, body []byte) []byte {
+		return append(uleb(append(mod, id), len(body)), body...)
+	}
+	types := []byte{0x02, 0x60, 0x00, 0x01, I32, 0x60, 0x00, 0x00}
+	funcs := uleb(uleb(nil, n+1), 0)
+	code := uleb(nil, n+1)
+	handle := append([]byte{0x00}, append(I32Const(0), 0x0b)...)
+	code = append(uleb(code, len(handle)), handle...)
+	for range n {
+		funcs = append(funcs, 1)
+		code = append(code, 0x02, 0x00, 0x0b)
+	}
+	exports := append([]byte{0x02, 13}, "wqhost_handle"...)
+	exports = append(exports, 0x00, 0x00, 6)
+	exports = append(append(exports, "memory"...), 0x02, 0x00)
+	mod := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+	mod = section(mod, 1, types)
+	mod = section(mod, 3, funcs)
+	mod = section(mod, 5, []byte{0x01, 0x00, 0x01})
+	mod = section(mod, 7, exports)
+	return section(mod, 10, code)
+}
+
+// BadCallType is a 30-byte module wazero 1.12's validator panics on (index out of range in
+// func_validation.go): function 0 calls function 1, whose type index 5 is past the type
+// section, and the validator reads the callee's type before it checks function 1's.
+var BadCallType = []byte{
+	0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+	0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // types: () -> ()
+	0x03, 0x03, 0x02, 0x00, 0x05, // functions: type 0, type 5
+	0x0a, 0x09, 0x02, 0x04, 0x00, 0x10, 0x01, 0x0b, 0x02, 0x00, 0x0b, // call 1; end / end
+}
+
+// lastSection returns the offset of the last section's payload.
+func lastSection(module []byte) int {
+	i, last := 8, 8
+	for i < len(module) {
+		size, n := binary.Uvarint(module[i+1:])
+		last = i + 1 + n
+		i = last + int(size)
+	}
+	return last
+}
+
+// sectionStart returns the offset of the id byte of the section whose payload is at payload.
+func sectionStart(module []byte, payload int) int {
+	i := 8
+	for i < len(module) {
+		size, n := binary.Uvarint(module[i+1:])
+		if i+1+n == payload {
+			return i
+		}
+		i += 1 + n + int(size)
+	}
+	return len(module)
+}

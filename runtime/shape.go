@@ -1,0 +1,318 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The compile budget's first line: structural caps, checked by one cheap pass over the
+// module's bytes before wazero decodes, validates or compiles any of it.
+//
+// wazero's cost is not linear in a module's size for every shape of code. Measured on
+// wazero 1.12, optimizing compiler, one function each (docs/guarantees.md, "Hostile
+// guests"): 10,000 nested loops (30 KB) take 1.3 s, and 15 s once the fuel counter adds its
+// check to each; 10,000 conditional branches (40 KB) 4 to 8 s, 25,000 19 s; one br_table of
+// 1,000,000 targets 530 s and 2.3 GB; 10,000 branches in a function reading 50,000 locals
+// 33 s; a 10-byte declaration of 4 billion locals makes the decoder allocate 4 GB. Each of
+// those is a number one pass over the code section reads: the function count, a body's
+// size, its deepest nesting of blocks and of loops, its branches and its locals. The
+// defaults are far above what real compilers emit (the largest of the standard-Go, TinyGo
+// and Rust modules this project builds, shape_test.go) and far below what hurts.
+
+// CompileLimits are the structural caps a module must fit before it is compiled. A zero
+// field takes its Default… value.
+type CompileLimits struct {
+	// MaxFunctions caps the functions a module defines and imports together.
+	MaxFunctions int
+	// MaxFunctionBytes caps one function body's size in bytes.
+	MaxFunctionBytes int
+	// MaxNestingDepth caps how deeply one function nests block, loop and if.
+	MaxNestingDepth int
+	// MaxLoopDepth caps how many loops one function nests in one another.
+	MaxLoopDepth int
+	// MaxBranches caps one function's branches: if, br and br_if count one each, br_table
+	// one per target.
+	MaxBranches int
+	// MaxLocals caps one function's declared locals (parameters not counted).
+	MaxLocals int
+	// Timeout and MemoryBytes bound a compile in a child process (compilechild.go); 0
+	// takes the engine's CompileTimeout and CompileMemoryBytes.
+	Timeout     time.Duration
+	MemoryBytes uint64
+}
+
+// Defaults of CompileLimits' zero fields. The largest measured in a real module this project
+// builds (TestRealModulesFitDefaultCompileLimits) is, for each: 2,198 functions, 29 KiB in
+// one body, nesting 550 deep, loops 6 deep, 1,632 branches and 88 locals. The deep nesting
+// and the branches are standard Go's (its wasm backend dispatches every function's resume
+// points through one br_table into nested blocks), the loops and locals TinyGo's.
+// A function at the defaults compiles in at most about 8 s (10,000 branches) on the machine
+// that measured the above.
+const (
+	DefaultMaxFunctions     = 100_000
+	DefaultMaxFunctionBytes = 1 << 20
+	DefaultMaxNestingDepth  = 10_000
+	DefaultMaxLoopDepth     = 500
+	DefaultMaxBranches      = 10_000
+	DefaultMaxLocals        = 2_000
+)
+
+func (l CompileLimits) withDefaults() CompileLimits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxFunctions, DefaultMaxFunctions)
+	def(&l.MaxFunctionBytes, DefaultMaxFunctionBytes)
+	def(&l.MaxNestingDepth, DefaultMaxNestingDepth)
+	def(&l.MaxLoopDepth, DefaultMaxLoopDepth)
+	def(&l.MaxBranches, DefaultMaxBranches)
+	def(&l.MaxLocals, DefaultMaxLocals)
+	return l
+}
+
+// ErrCompileLimit marks a module refused by a CompileLimits cap, before compiling.
+var ErrCompileLimit = errors.New("compile limit")
+
+// CapError says which cap a module broke, the cap's value and where.
+type CapError struct {
+	Cap      string // the config key: max_functions, max_function_bytes, max_nesting_depth, max_locals
+	Limit    int
+	Got      uint64
+	Function int // the function's index (imports first, as in the binary's index space); -1 for the module
+}
+
+func (e *CapError) Error() string {
+	where := ""
+	if e.Function >= 0 {
+		where = fmt.Sprintf(" in function %d", e.Function)
+	}
+	return fmt.Sprintf("%s: %d%s, above %s %d", ErrCompileLimit, e.Got, where, e.Cap, e.Limit)
+}
+
+// Unwrap makes errors.Is(err, ErrCompileLimit) hold.
+func (e *CapError) Unwrap() error { return ErrCompileLimit }
+
+// moduleShape is what the pre-scan measured of a module: for each cap, the largest value and
+// the function it is in.
+type moduleShape struct {
+	functions       int
+	maxBodyBytes    int
+	maxBodyFunc     int
+	maxDepth        int
+	maxDepthFunc    int
+	maxBranches     int
+	maxBranchesFunc int
+	maxLoops        int
+	maxLoopsFunc    int
+	maxLocals       uint64
+	maxLocalsFunc   int
+	importedFuncs   int
+	definedFuncs    int
+}
+
+// checkShape reads wasm's sections and every function body, and returns a *CapError for the
+// first cap the module breaks, or an error for bytes it cannot read. It stops reading at the
+// first cap broken, so a bomb costs at most one pass over its bytes.
+func checkShape(wasm []byte, l CompileLimits) (moduleShape, error) {
+	l = l.withDefaults()
+	var s moduleShape
+	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
+		return s, errors.New("invalid magic number")
+	}
+	r := &reader{b: wasm, i: 8}
+	for r.i < len(r.b) && r.err == nil {
+		id := r.byte()
+		size := r.u32()
+		payload := r.bytes(int(size))
+		if r.err != nil {
+			return s, fmt.Errorf("section %d: %w", id, r.err)
+		}
+		var err error
+		switch id {
+		case secImport:
+			var funcs uint32
+			_, funcs, _, err = countImports(payload, ^uint32(0)) // type indices are wazero's to check
+			s.importedFuncs = int(funcs)
+		case secFunction:
+			p, n := &reader{b: payload}, 0
+			p.vec("functions", func(uint32) { p.u32(); n++ })
+			if p.err == nil && p.i != len(payload) {
+				p.fail(errors.New("trailing bytes"))
+			}
+			s.definedFuncs, err = n, p.err
+		case secCode:
+			err = s.scanCode(payload, l)
+		default:
+			err = scanSection(id, payload)
+		}
+		if err != nil {
+			var ce *CapError
+			if errors.As(err, &ce) {
+				return s, err
+			}
+			return s, fmt.Errorf("section %d: %w", id, err)
+		}
+		if s.functions = s.importedFuncs + s.definedFuncs; s.functions > l.MaxFunctions {
+			return s, &CapError{Cap: "max_functions", Limit: l.MaxFunctions, Got: uint64(s.functions), Function: -1}
+		}
+	}
+	return s, r.err
+}
+
+// checkShapeNamed is checkShape with the error worded for the module name.
+func checkShapeNamed(name string, wasm []byte, l CompileLimits) error {
+	_, err := checkShape(wasm, l)
+	var ce *CapError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ce):
+		return fmt.Errorf("runtime: %s: %w", name, err)
+	}
+	return fmt.Errorf("runtime: %s: not a valid wasm module: %w", name, err)
+}
+
+// secFunction is the function section's id (the instrumenter needs no name for it).
+const secFunction = 3
+
+func (s *moduleShape) scanCode(payload []byte, l CompileLimits) error {
+	r := &reader{b: payload}
+	n := r.u32()
+	if r.err == nil && int64(n)+int64(s.importedFuncs) > int64(l.MaxFunctions) {
+		return &CapError{Cap: "max_functions", Limit: l.MaxFunctions, Got: uint64(n) + uint64(s.importedFuncs), Function: -1}
+	}
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		fn := s.importedFuncs + int(i)
+		size := r.u32()
+		if r.err == nil && uint64(size) > uint64(l.MaxFunctionBytes) {
+			return &CapError{Cap: "max_function_bytes", Limit: l.MaxFunctionBytes, Got: uint64(size), Function: fn}
+		}
+		body := r.bytes(int(size))
+		if r.err != nil {
+			break
+		}
+		if len(body) > s.maxBodyBytes {
+			s.maxBodyBytes, s.maxBodyFunc = len(body), fn
+		}
+		if err := s.scanBody(body, fn, l); err != nil {
+			var ce *CapError
+			if errors.As(err, &ce) {
+				return err
+			}
+			return fmt.Errorf("function %d: %w", fn, err)
+		}
+	}
+	if r.err == nil && r.i != len(payload) {
+		r.fail(errors.New("trailing bytes"))
+	}
+	return r.err
+}
+
+// scanBody reads one body's locals and instructions, tracking the nesting depth.
+func (s *moduleShape) scanBody(body []byte, fn int, l CompileLimits) error {
+	r := &reader{b: body}
+	var locals uint64
+	for range r.u32() {
+		locals += uint64(r.u32())
+		if r.err == nil && locals > uint64(l.MaxLocals) {
+			return &CapError{Cap: "max_locals", Limit: l.MaxLocals, Got: locals, Function: fn}
+		}
+		if t := r.byte(); r.err == nil && !isValType(t) {
+			return fmt.Errorf("local of unknown type 0x%02x", t)
+		}
+	}
+	if locals > s.maxLocals {
+		s.maxLocals, s.maxLocalsFunc = locals, fn
+	}
+	// open holds one bit per open block, set for a loop: enough to know how many loops
+	// enclose the code without a stack as deep as the nesting.
+	var open bitStack
+	branches := 0
+	depth, loops := 1, 0 // the body's own block, closed by its last end
+	for r.i < len(r.b) && r.err == nil {
+		op := r.byte()
+		switch op {
+		case 0x02, 0x03, 0x04: // block, loop, if
+			depth++
+			if depth > l.MaxNestingDepth {
+				return &CapError{Cap: "max_nesting_depth", Limit: l.MaxNestingDepth, Got: uint64(depth), Function: fn}
+			}
+			if depth > s.maxDepth {
+				s.maxDepth, s.maxDepthFunc = depth, fn
+			}
+			open.push(op == 0x03)
+			if op == 0x03 {
+				loops++
+				if loops > l.MaxLoopDepth {
+					return &CapError{Cap: "max_loop_depth", Limit: l.MaxLoopDepth, Got: uint64(loops), Function: fn}
+				}
+				if loops > s.maxLoops {
+					s.maxLoops, s.maxLoopsFunc = loops, fn
+				}
+			}
+		case 0x0b: // end
+			depth--
+			if depth == 0 && r.i != len(r.b) {
+				return errors.New("code after the function's end")
+			}
+			if depth > 0 && open.pop() {
+				loops--
+			}
+		}
+		at := r.i
+		if _, err := skipImmediates(r, op); err != nil {
+			return fmt.Errorf("opcode 0x%02x at body offset %d: %w", op, r.i, err)
+		}
+		switch op {
+		case 0x04, 0x0c, 0x0d: // if, br, br_if
+			branches++
+		case 0x0e: // br_table: its count of targets plus the default
+			t := &reader{b: r.b, i: at}
+			branches += int(t.u32()) + 1
+		default:
+			continue
+		}
+		if branches > l.MaxBranches {
+			return &CapError{Cap: "max_branches", Limit: l.MaxBranches, Got: uint64(branches), Function: fn}
+		}
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if branches > s.maxBranches {
+		s.maxBranches, s.maxBranchesFunc = branches, fn
+	}
+	if depth != 0 {
+		return errors.New("unbalanced block ends")
+	}
+	return nil
+}
+
+// bitStack is a stack of booleans, 64 to a word.
+type bitStack struct {
+	w []uint64
+	n int
+}
+
+func (s *bitStack) push(v bool) {
+	if s.n/64 == len(s.w) {
+		s.w = append(s.w, 0)
+	}
+	if v {
+		s.w[s.n/64] |= 1 << (s.n % 64)
+	} else {
+		s.w[s.n/64] &^= 1 << (s.n % 64)
+	}
+	s.n++
+}
+
+func (s *bitStack) pop() bool {
+	if s.n == 0 {
+		return false
+	}
+	s.n--
+	return s.w[s.n/64]&(1<<(s.n%64)) != 0
+}
