@@ -68,6 +68,8 @@ type Engine struct {
 	budget compileBudget
 	// childless is set once a child answered that this binary runs none (RunCompileChild).
 	childless atomic.Bool
+	// compiling serialises the tenants' compiles of one version (compilelock.go).
+	compiling compileLocks
 
 	mu      sync.Mutex
 	modules map[string]*moduleFlight
@@ -505,7 +507,9 @@ func (t *Tenant) compile(ctx context.Context, m *Module, v variant) (wazero.Runt
 		if v.fuel {
 			wasm = m.c.fuel.wasm
 		}
+		unlock := t.e.compiling.lock(key)
 		f.val, f.err = compileModule(ctx, rt, wasm)
+		unlock()
 		if f.err != nil {
 			f.err = fmt.Errorf("runtime: tenant %s: compile %s: %w", t.name, m.name, f.err)
 		}
