@@ -19,7 +19,6 @@ import (
 	"weak"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
 // ABI names the contract between host and guest (docs/abi.md).
@@ -403,7 +402,7 @@ func (t *Tenant) runtime(ctx context.Context, terminate bool) (wazero.Runtime, i
 		WithMemoryLimitPages(t.limits.MemoryPages).
 		WithCloseOnContextDone(terminate)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+	if err := instantiateWASI(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
 		return nil, 0, fmt.Errorf("runtime: tenant %s: wasi: %w", t.name, err)
 	}

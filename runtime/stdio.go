@@ -90,6 +90,9 @@ func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.Timeout)
 		defer cancel()
 	}
+	// The call's state charges its WASI calls (charge.go); with no limits armed, ending ctx
+	// is what stops them, as it stops the guest's own code.
+	ctx = context.WithValue(ctx, stateKey{}, &callState{pool: p})
 	stdout := &cappedBuf{limit: p.cfg.MaxOutputBytes}
 	logw := &cappedLog{logger: p.logger, limit: p.cfg.StdioCapBytes, who: callee{id: in.ID}}
 	var stderr bytes.Buffer
