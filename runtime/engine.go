@@ -208,7 +208,7 @@ func (e *Engine) forget(k moduleKey) {
 // directory the result is kept there, so a restart (or another engine on the same
 // directory) does not decode a large module again.
 func (e *Engine) instrument(name string, c *compiled) *yieldCode {
-	if c.abi != ABIWqhostV1 {
+	if c.abi != ABIWqhostV1 && c.abi != ABIExtism {
 		// wasi-stdio instantiates a module per message: the watchdog's share is small there.
 		return nil
 	}
@@ -409,6 +409,10 @@ func (t *Tenant) runtime(ctx context.Context, terminate bool) (wazero.Runtime, i
 	if _, err := hostModule(rt).Instantiate(ctx); err != nil {
 		_ = rt.Close(ctx)
 		return nil, 0, fmt.Errorf("runtime: tenant %s: host module: %w", t.name, err)
+	}
+	if _, err := extismModule(rt).Instantiate(ctx); err != nil {
+		_ = rt.Close(ctx)
+		return nil, 0, fmt.Errorf("runtime: tenant %s: %s host module: %w", t.name, extismModuleName, err)
 	}
 	t.rts[i] = rt
 	t.compiled[i] = map[string]*compiledRef{}

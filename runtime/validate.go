@@ -20,6 +20,8 @@ type checker struct {
 	rt   wazero.Runtime
 	wasi map[string]api.FunctionDefinition
 	host map[string]api.FunctionDefinition
+	// extism is extism:host/env's functions (abi extism).
+	extism map[string]api.FunctionDefinition
 }
 
 func newChecker(ctx context.Context) (*checker, error) {
@@ -40,7 +42,13 @@ func newChecker(ctx context.Context) (*checker, error) {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("runtime: validator: host module: %w", err)
 	}
-	return &checker{rt: rt, wasi: rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions(), host: h.ExportedFunctionDefinitions()}, nil
+	x, err := extismModule(rt).Instantiate(ctx)
+	if err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("runtime: validator: %s host module: %w", extismModuleName, err)
+	}
+	return &checker{rt: rt, wasi: rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions(), host: h.ExportedFunctionDefinitions(),
+		extism: x.ExportedFunctionDefinitions()}, nil
 }
 
 // Validate checks the module in the file at path against abi, without running it, and returns
@@ -110,8 +118,8 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 	if abi == "" {
 		abi = ABIWqhostV1
 	}
-	if abi != ABIWqhostV1 && abi != ABIWasiStdio {
-		return nil, fmt.Errorf("runtime: %s: unknown abi %q (supported: %s, %s)", name, abi, ABIWqhostV1, ABIWasiStdio)
+	if abi != ABIWqhostV1 && abi != ABIWasiStdio && abi != ABIExtism {
+		return nil, fmt.Errorf("runtime: %s: unknown abi %q (supported: %s, %s, %s)", name, abi, ABIWqhostV1, ABIWasiStdio, ABIExtism)
 	}
 	cm, err := c.rt.CompileModule(ctx, wasm)
 	if err != nil {
@@ -120,6 +128,7 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 	// Nothing of the checker's compilation is kept: every module version's code would
 	// otherwise stay in memory for the life of the engine.
 	defer cm.Close(ctx)
+	abi = detectExtism(cm, abi)
 
 	var problems []string
 	for _, imp := range cm.ImportedFunctions() {
@@ -128,6 +137,12 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 		switch mod {
 		case wasi_snapshot_preview1.ModuleName:
 			known = c.wasi
+		case extismModuleName:
+			if abi != ABIExtism {
+				problems = append(problems, fmt.Sprintf("imports %s.%s, which only %s modules may use", mod, fn, ABIExtism))
+				continue
+			}
+			known = c.extism
 		case hostModuleName:
 			if abi != ABIWqhostV1 {
 				problems = append(problems, fmt.Sprintf("imports %s.%s, which only %s modules may use", mod, fn, ABIWqhostV1))
@@ -204,6 +219,9 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 		}
 	case ABIWasiStdio:
 		want("_start")
+	case ABIExtism:
+		// The function a binding calls is its own (function:), checked by NewPool.
+		out.usesHTTP = extismUsesHTTP(cm)
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("runtime: %s does not fit abi %s: %s", name, abi, strings.Join(problems, "; "))

@@ -33,8 +33,8 @@ func (c *cli) validate(ctx context.Context, args []string) error {
 	}
 	path := fl.Arg(0)
 	a := runtime.ABI(*abi)
-	if a != runtime.ABIWqhostV1 && a != runtime.ABIWasiStdio {
-		return usagef("--abi %q: unknown ABI (want %s or %s)", *abi, runtime.ABIWqhostV1, runtime.ABIWasiStdio)
+	if a != runtime.ABIWqhostV1 && a != runtime.ABIWasiStdio && a != runtime.ABIExtism {
+		return usagef("--abi %q: unknown ABI (want %s, %s or %s)", *abi, runtime.ABIWqhostV1, runtime.ABIWasiStdio, runtime.ABIExtism)
 	}
 	if *timeout <= 0 {
 		return usagef("--timeout %s: must be above 0", *timeout)
