@@ -22,8 +22,8 @@ fits; 1: does not fit (each problem on its own line), or its start function or s
 failed or did not return within --timeout; 2: no such file or unknown ABI.`
 
 func (c *cli) validate(ctx context.Context, args []string) error {
-	fl := c.flags("validate", "FILE.wasm [--abi wqhost/v1|wasi-stdio] [--timeout D]", validateDoc)
-	abi := fl.String("abi", string(runtime.ABIWqhostV1), "guest ABI to check against: wqhost/v1 or wasi-stdio")
+	fl := c.flags("validate", "FILE.wasm [--abi wqhost/v1|wasi-stdio|extism] [--timeout D]", validateDoc)
+	abi := fl.String("abi", string(runtime.ABIWqhostV1), "guest ABI to check against: wqhost/v1, wasi-stdio or extism")
 	timeout := fl.Duration("timeout", config.DefaultTimeout, "time limit of the start function and of the self test (a binding's limits.timeout)")
 	if err := c.parse(fl, args); err != nil {
 		return err
