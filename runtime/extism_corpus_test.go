@@ -370,3 +370,74 @@ func runCorpusCase(t *testing.T, sdk string, c corpusCase) {
 		}
 	}
 }
+
+// TestExtismHTTPPolicy: an Extism plugin's requests take the binding's policy as a wqhost/v1
+// guest's do: a URL no rule allows ends the call with the reason, a binding without a policy
+// refuses every request, and a credential named by the Wqhost-Credential header is added by
+// the host (the header itself never leaves). go-sdk's http_headers plugin sends the request
+// its input describes.
+func TestExtismHTTPPolicy(t *testing.T) {
+	sdk, why := extismSDKDir(t)
+	if sdk == "" {
+		t.Skip("extism corpus: skipped: " + why)
+	}
+	wasm, err := os.ReadFile(filepath.Join(sdk, "wasm", "http_headers.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.Header().Set("X-Seen", "yes")
+	}))
+	defer srv.Close()
+	e := testEngine(t)
+	m, err := e.Compile(context.Background(), "http_headers.wasm", wasm, ABIWqhostV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ten, _ := e.Tenant("acme", TenantLimits{})
+	pool := func(pol *HTTPPolicy) *Pool {
+		p, err := ten.NewPool(context.Background(), m, PoolConfig{Binding: "hooks", Function: "http_get", OutputQueue: "out", Timeout: 10 * time.Second, HTTP: pol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close(context.Background()) })
+		return p
+	}
+	req := func(url string, headers map[string]string) *Input {
+		b, _ := json.Marshal(map[string]any{"url": url, "headers": headers})
+		return &Input{ID: "m1", Body: b}
+	}
+	allowed := pool(&HTTPPolicy{
+		Allow:       rules(t, srv.URL+"/ok"),
+		Credentials: map[string]Credential{"api": {Header: "Authorization", Value: "Bearer s3cr3t", Hosts: []string{"127.0.0.1"}}},
+	})
+	out, err := allowed.Call(context.Background(), req(srv.URL+"/ok", map[string]string{"Wqhost-Credential": "api", "X-Mine": "1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := <-got
+	if h.Get("Authorization") != "Bearer s3cr3t" || h.Get("X-Mine") != "1" || h.Get("Wqhost-Credential") != "" {
+		t.Fatalf("server saw %v: want the credential added, the guest's header kept, Wqhost-Credential removed", h)
+	}
+	if len(out.Outputs) != 1 || !strings.Contains(string(out.Outputs[0].Body), `"x-seen":"yes"`) {
+		t.Fatalf("outputs %+v: want the response headers", out.Outputs)
+	}
+	for _, tc := range []struct {
+		p    *Pool
+		url  string
+		want string
+	}{
+		{allowed, srv.URL + "/other", "no http.allow rule matches"},
+		{pool(nil), srv.URL + "/ok", "the binding has no http: policy"},
+	} {
+		_, err := tc.p.Call(context.Background(), req(tc.url, map[string]string{}))
+		if !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s: err %v, want the call ended with %q", tc.url, err, tc.want)
+		}
+	}
+	if len(got) != 0 {
+		t.Fatal("a refused request reached the server")
+	}
+}
