@@ -15,7 +15,7 @@ import (
 // BenchmarkExtismPlugin runs Extism's own count_vowels.wasm (the go-sdk's wasm/ folder)
 // unchanged in wqhost's pool (abi extism, the default 30 s time limit, fuel-instrumented) and
 // in Extism's Go SDK (no time limit), in one run: per call, the ratio of the fastest of
-// alternating rounds of each (fastestCalls); end to end, the best of three alternating drains
+// alternating rounds of each (fastestCalls); end to end, the best of five alternating drains
 // of each through a memory queue and the wqhost listener (4 workers). It checks both give
 // the same output, and prints the line docs/abi.md and docs/benchmarks.md quote. Run:
 //
@@ -67,7 +67,7 @@ func BenchmarkExtismPlugin(b *testing.B) {
 		for b.Loop() {
 			// The drains below are the figure (msg/s); b.N is irrelevant.
 		}
-		for range 3 {
+		for range 5 {
 			for _, k := range []engine.Kind{engine.WqhostExtism, engine.Extism} {
 				stores := &suite.Stores{Dir: b.TempDir(), Repo: p.Repo}
 				n := 20000
