@@ -1,5 +1,5 @@
 # Convenience targets; scripts/ holds the real commands.
-.PHONY: wasm wasm-check test
+.PHONY: wasm wasm-check test image
 
 # Rebuild every example handler's committed .wasm (deterministic).
 wasm:
@@ -11,3 +11,7 @@ wasm-check:
 
 test:
 	bash scripts/test.sh
+
+# Build the OCI image into dist/image without a container daemon (reproducible; docs/deploy.md).
+image:
+	bash scripts/build-image.sh

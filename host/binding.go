@@ -134,7 +134,7 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		b.share = t.limiter.Binding(name, 1)
 		share = b.share
 	}
-	b.gate = breaker.NewGate(t.conf().Limits.Timeout, h.suspect, share)
+	b.gate = breaker.NewGateWith(breakerOptions(t.conf().Limits.Timeout, bc.Breaker), h.suspect, share)
 	lc.Limiter = b.gate // its circuit breaker (host/internal/breaker)
 	if lc.IdlePacer, err = h.idle.pacer(h.cfg, bc); err != nil {
 		return nil, err

@@ -86,10 +86,10 @@ func (b *binding) poolConfig() runtime.PoolConfig {
 		Config:         bc.Config,
 		OutputQueue:    bc.Output,
 		AllowEmit:      func(q string) error { return backends.CheckOwnQueue(b.h.cfg, b.tenant.name, bc.Backend, q) },
-		MaxOutputBytes: int(t.Limits.MaxOutputBytes),
+		MaxOutputBytes: b.outputLimit(), // the tenant's, or the backend's if smaller
 		HTTP:           httpPolicy(bc.HTTP),
-		// 0 leaves the runtime's default, 4 × MaxOutputBytes.
-		MaxOutputTotalBytes: int(t.Limits.MaxOutputTotalBytes),
+		// The tenant's, 4 × its max_output_bytes by default (outputlimit.go).
+		MaxOutputTotalBytes: b.outputTotalLimit(),
 		MaxCallOutputBytes:  int(t.Limits.MaxCallOutputBytes),
 		// A batching binding's module must export wqhost_handle_batch: checked at load.
 		Batch:    bc.Batch.MaxMessages > 1,

@@ -77,7 +77,7 @@ func (p *Pool) CallBatch(ctx context.Context, ins []*Input) (*BatchOutput, error
 	st.beginBatch(ins, out, bo.Messages)
 	rc, discard, err := p.invoke(ctx, inst, inst.batch, who)
 	if err == nil && (rc < 0 || rc > 2) {
-		err = fmt.Errorf("runtime: %s: %w %d: %s", who, ErrBadStatus, rc, out.ErrorText)
+		err = badStatus(who.String(), rc, out.ErrorText)
 	}
 	for i := range bo.Messages {
 		r := &bo.Messages[i]

@@ -370,8 +370,8 @@ func (st *callState) copyMeta(in *Input, key, dst []byte) int32 {
 }
 
 // meta returns message in's metadata value for key, formatting numbers into scratch. With in
-// nil (msg_meta in a batch call) only the call's keys, tenant and binding, are known; in a
-// self test, which has no message, none.
+// nil (msg_meta in a batch call) only the call's keys, tenant, binding and max_output_bytes,
+// are known; in a self test, which has no message, none.
 func (st *callState) meta(in *Input, key string, scratch []byte) ([]byte, bool) {
 	if st == nil || in == nil && st.out == nil {
 		return nil, false
@@ -381,6 +381,10 @@ func (st *callState) meta(in *Input, key string, scratch []byte) ([]byte, bool) 
 		return []byte(st.pool.t.name), true
 	case "binding":
 		return []byte(st.pool.cfg.Binding), true
+	case "max_output_bytes":
+		// The largest output emit takes: the tenant's limit, or less where the backend's
+		// queues carry less (PoolConfig.MaxOutputBytes).
+		return strconv.AppendInt(scratch, int64(st.pool.cfg.MaxOutputBytes), 10), true
 	}
 	if in == nil {
 		return nil, false

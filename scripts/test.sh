@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's one test command: installs what the tests need (Debian's Rust for the wasm
-# rebuild check, Azurite via npm, staticcheck), then checks formatting, vets, runs staticcheck,
-# checks that the committed .wasm rebuild byte for byte, runs every test with the race
+# rebuild check, Azurite via npm, staticcheck, podman and runc for the image test), then
+# checks formatting, vets, runs staticcheck, checks that the committed .wasm rebuild byte
+# for byte, runs every test with the race
 # detector, the fault suite (its one-line-per-fault summary at the end) and short fuzz runs.
 # Usage: bash scripts/test.sh        (README's test command; .ci/run calls it)
 # Environment: FUZZTIME (default 10s) per fuzz target; FUZZTIME=0 skips the fuzz runs.
@@ -53,6 +54,17 @@ if [ -f tools/azurite/package-lock.json ]; then
 	elif [ "${CI:-}" = "true" ]; then
 		echo "npm is required in CI for the Azurite tests" >&2
 		exit 1
+	fi
+fi
+if [ -f scripts/install-podman.sh ]; then
+	step "podman (scripts/install-podman.sh)"
+	if ! bash scripts/install-podman.sh; then
+		# Without podman the image test skips (and says so); CI must run it.
+		if [ "${CI:-}" = "true" ]; then
+			echo "podman is required in CI for the image test" >&2
+			exit 1
+		fi
+		echo "podman could not be installed: the image test will skip" >&2
 	fi
 fi
 # The Extism go-sdk's plugins (runtime's TestExtismCorpus reads them from the module cache;
@@ -139,6 +151,22 @@ fault_suite() {
 	return "$status"
 }
 check "fault suite (go test -race -run Fault -v ./faulttest)" fault_suite
+# The deploy module (deploy/go.mod: Helm, Kubernetes, KEDA and go-containerregistry stay out
+# of wqhost's go.mod): the chart rendered for each mode and checked against the real schemas
+# (seconds), and the OCI image built twice and run under podman (about a minute; skipped,
+# saying so, without podman). Not under -race: the harness has no concurrency of its own and
+# the race build of Helm's dependencies would double the time.
+deploy_check() {
+	local status=0 log
+	log=$(mktemp)
+	(cd deploy && GOFLAGS= go vet ./... && "$gobin/staticcheck" ./... &&
+		GOFLAGS= go test -count=1 -timeout 15m -v ./... 2>&1 | tee "$log") || status=$?
+	echo
+	grep -E '^(image|container demo|helm render): |^--- (FAIL|SKIP)' "$log" || true
+	rm -f "$log"
+	return "$status"
+}
+check "deploy module (chart render, OCI image under podman)" deploy_check
 check "smoke: wqhost run with no config, send from another process, /v1/status" bash scripts/smoke.sh
 
 if [ "$FUZZTIME" != 0 ]; then

@@ -15,7 +15,8 @@ import (
 const poisonDoc = `
 Works on the dead letters of a queue, the messages in <queue>-poison:
   list     shows each one's id, dequeue count, when it was dead-lettered and the reason
-           (--json: one object per line, with body_bytes, and the body when at most 4 KiB)
+           (--json: one object per line, with body_bytes, and the body when at most 4 KiB:
+           as text in "body" when valid UTF-8, else in "body_base64", as peek --json)
   requeue  moves them back to <queue> (fresh dequeue count; dead-letter attributes dropped)
   purge    deletes them
 Each streams in bounded memory, whatever the queue holds: bodies are not loaded for list
@@ -120,7 +121,7 @@ func (c *cli) deadPrinter(asJSON bool) *deadPrinter {
 
 func (p *deadPrinter) add(d host.DeadLetter) error {
 	if p.asJSON {
-		line, err := json.Marshal(d)
+		line, err := json.Marshal(d) // the body as text, or body_base64 (queueops.DeadLetter.MarshalJSON)
 		if err != nil {
 			return err
 		}

@@ -256,12 +256,18 @@ func (c *Config) validateBackend(fail failFunc, path string, b Backend) {
 		if b.PoisonTTL < 0 {
 			fail(path+".poison_ttl", "must not be negative")
 		}
+		if b.PoisonFormat != "" {
+			oneOf(fail, path+".poison_format", b.PoisonFormat, "envelope", "raw")
+		}
 		if b.IdleCallsPerHour < 0 || b.IdleCallsPerHour > pollbudget.MaxCallsPerHour {
 			fail(path+".idle_calls_per_hour", "%d is outside 0..%d", b.IdleCallsPerHour, pollbudget.MaxCallsPerHour)
 		}
 	case BackendMemory:
 	default:
 		fail(path+".type", "%q is not one of local, azure, memory", b.Type)
+	}
+	if b.PoisonFormat != "" && b.Type != BackendAzure {
+		fail(path+".poison_format", "applies to azure backends only: local and memory dead letters keep their attributes beside the body")
 	}
 	if b.IdleCallsPerHour != 0 && (b.Type == BackendLocal || b.Type == BackendMemory) {
 		fail(path+".idle_calls_per_hour", "applies to azure backends only: a %s backend wakes its idle bindings when a message arrives", b.Type)
@@ -404,6 +410,8 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 	} else if b.Poison.MaxDelay > MaxVisibility {
 		fail(bp+".poison.max_delay", "%s is above the maximum %s", b.Poison.MaxDelay, MaxVisibility)
 	}
+
+	validateBreaker(fail, bp, b.Breaker)
 
 	p := b.Pool
 	if p.MaxInstances < 1 || p.MaxInstances > t.Limits.Instances {

@@ -59,6 +59,7 @@ type Backend struct {
 	enc     Encoding
 	create  bool
 	poisonT time.Duration
+	pfmt    PoisonFormat
 	log     *slog.Logger
 	secrets []string
 	closed  atomic.Bool
@@ -75,7 +76,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{
-		enc: opts.Encoding, create: opts.CreateQueues, poisonT: opts.PoisonTTL,
+		enc: opts.Encoding, create: opts.CreateQueues, poisonT: opts.PoisonTTL, pfmt: opts.PoisonFormat,
 		log: opts.Logger, secrets: r.secrets, queues: map[string]*Queue{},
 	}
 	if b.enc == "" {
@@ -155,12 +156,7 @@ func (b *Backend) Encoding() Encoding { return b.enc }
 
 // MaxBodySize returns the largest body Send accepts without attributes: 64 KiB of message
 // text, so 48 KiB under EncodingBase64.
-func (b *Backend) MaxBodySize() int {
-	if b.enc == EncodingText {
-		return maxMessageText
-	}
-	return maxMessageText / 4 * 3
-}
+func (b *Backend) MaxBodySize() int { return maxBodyFor(b.enc) }
 
 // Close releases idle connections; later operations fail with ErrClosed.
 func (b *Backend) Close() error {
@@ -281,6 +277,7 @@ type Queue struct {
 	counts      [numOps]atomic.Uint64
 	unanswered  atomic.Uint64
 	undecodable atomic.Uint64
+	stall       stallWatch // stall.go
 }
 
 // Name returns the queue's name.
@@ -332,12 +329,14 @@ func (q *Queue) call(ctx context.Context, op opKind, what, msgID string, f func(
 }
 
 // callTracked is call that also reports, through ambiguous, attempts whose outcome is unknown.
-func (q *Queue) callTracked(ctx context.Context, op opKind, what, msgID string, ambiguous *atomic.Bool, f func(ctx context.Context) error) error {
+func (q *Queue) callTracked(ctx context.Context, op opKind, what, msgID string, ambiguous *atomic.Bool, f func(ctx context.Context) error) (err error) {
 	if q.b.closed.Load() {
 		return fmt.Errorf("azure: %s %s: %w", what, q.name, ErrClosed)
 	}
+	done := q.watchStall(what) // stall.go: a call that hangs is logged
+	defer func() { done(err) }()
 	tctx := context.WithValue(ctx, tagKey{}, tag{q, op, ambiguous})
-	err := f(tctx)
+	err = f(tctx)
 	if err != nil && q.b.create && queueerror.HasCode(err, queueerror.QueueNotFound) {
 		if cerr := q.ensure(ctx); cerr != nil {
 			return cerr
@@ -489,9 +488,10 @@ func (q *Queue) UpdateVisibility(ctx context.Context, m *listener.Message, d tim
 }
 
 // Send enqueues a message. A zero TTL means never expire, except on a <queue>-poison queue
-// where Options.PoisonTTL applies; attributes travel in the envelope.
+// where Options.PoisonTTL applies; attributes travel in the envelope (on a poison queue under
+// PoisonRaw, in the log).
 func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions) (string, error) {
-	text, err := encode(q.b.enc, body, opts.Attributes)
+	text, err := q.encodeSend(body, opts.Attributes) // poisonformat.go
 	if err != nil {
 		return "", fmt.Errorf("azure: send to %s: %w", q.name, err)
 	}

@@ -51,6 +51,7 @@ func Open(ctx context.Context, cfg *config.Config, name string, log *slog.Logger
 		opts := azure.Options{
 			AccountName: bc.AccountName, ServiceURL: bc.ServiceURL, DefaultCredential: bc.DefaultCredential,
 			Encoding: azure.Encoding(bc.Encoding), CreateQueues: bc.CreateQueues, PoisonTTL: bc.PoisonTTL, Logger: log,
+			PoisonFormat: azure.PoisonFormat(bc.PoisonFormat),
 		}
 		secret := func(key, env string) (string, error) {
 			if env == "" {
