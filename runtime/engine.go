@@ -72,6 +72,8 @@ type compiled struct {
 	selfTest bool
 	usesHTTP bool // declares or imports outbound HTTP
 	batch    bool // exports wqhost_handle_batch () -> i32 (batch.go)
+	// functions are an Extism plugin's exports a binding's function: may name (extism_call.go).
+	functions []string
 	// fuel is the module instrumented with a fuel counter (yield.go); nil when the
 	// instrumenter could not read it, and the time limit uses close-on-context-done.
 	fuel *yieldCode

@@ -42,6 +42,19 @@ func extismFunction(m *Module, cfg PoolConfig, exports map[string]api.FunctionDe
 	return name, nil
 }
 
+// extismCallable lists the exports an Extism host can call as a plugin function, sorted.
+func extismCallable(exports map[string]api.FunctionDefinition) []string {
+	var names []string
+	for n, def := range exports {
+		r := def.ResultTypes()
+		if len(def.ParamTypes()) == 0 && (len(r) == 0 || len(r) == 1 && r[0] == api.ValueTypeI32) && !extismRuntimeExport(n) && n != "_initialize" {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // extismRuntimeExport reports the exports a language runtime adds, left out of the list an
 // unknown function's error offers.
 func extismRuntimeExport(n string) bool {

@@ -87,17 +87,32 @@ func ValidateAndStart(ctx context.Context, path string, abi ABI, timeout time.Du
 	if err != nil {
 		return ModuleInfo{}, err
 	}
-	info := ModuleInfo{HandlesBatches: m.HandlesBatches()}
+	info := ModuleInfo{ABI: m.ABI(), HandlesBatches: m.HandlesBatches(), ExtismFunctions: m.c.functions}
+	pc := PoolConfig{Binding: "validate", Timeout: timeout, StartTimeout: timeout}
+	if m.ABI() == ABIExtism {
+		// The function is the binding's choice: any the plugin can run shows it starts.
+		if len(m.c.functions) == 0 {
+			return info, fmt.Errorf("runtime: %s: exports no function an Extism host can call (no parameters, an i32 result or none)", path)
+		}
+		pc.Function = m.c.functions[0]
+		if slices.Contains(m.c.functions, DefaultExtismFunction) {
+			pc.Function = DefaultExtismFunction
+		}
+	}
 	t, err := e.Tenant("validate", TenantLimits{MemoryPages: memoryPages})
 	if err != nil {
 		return info, err
 	}
 	// The user's --timeout is the start function's limit too: no floor.
-	return info, t.Validate(ctx, m, PoolConfig{Binding: "validate", Timeout: timeout, StartTimeout: timeout})
+	return info, t.Validate(ctx, m, pc)
 }
 
 // ModuleInfo is what ValidateAndStart learnt of a module that fits its ABI.
 type ModuleInfo struct {
+	// ABI is the module's ABI: the one asked for, or extism when detected from the imports.
+	ABI ABI
+	// ExtismFunctions are an Extism plugin's functions a binding's function: may name.
+	ExtismFunctions []string
 	// HandlesBatches: the module exports wqhost_handle_batch, so a binding with batch: may
 	// serve it (Module.HandlesBatches).
 	HandlesBatches bool
@@ -222,6 +237,7 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 	case ABIExtism:
 		// The function a binding calls is its own (function:), checked by NewPool.
 		out.usesHTTP = extismUsesHTTP(cm)
+		out.functions = extismCallable(exports)
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("runtime: %s does not fit abi %s: %s", name, abi, strings.Join(problems, "; "))

@@ -49,7 +49,14 @@ func (c *cli) validate(ctx context.Context, args []string) error {
 	// test, would pass the static checks but never serve.
 	info, err := runtime.ValidateAndStart(ctx, path, a, *timeout, 0)
 	if err == nil {
+		if info.ABI != "" {
+			a = info.ABI // detected: an Extism plugin asked to fit the default
+		}
 		fmt.Fprintf(c.stdout, "%s: ok, fits abi %s\n", path, a)
+		if a == runtime.ABIExtism {
+			fmt.Fprintf(c.stdout, "  functions: %s (a binding names the one each message calls with function:, default %s)\n",
+				strings.Join(info.ExtismFunctions, ", "), runtime.DefaultExtismFunction)
+		}
 		if a == runtime.ABIWqhostV1 {
 			if info.HandlesBatches {
 				fmt.Fprintf(c.stdout, "  batches: yes, exports wqhost_handle_batch (a binding may set batch:)\n")
