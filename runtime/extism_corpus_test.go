@@ -147,7 +147,9 @@ func corpusCases(sdk string) []corpusCase {
 		{file: "noop.wasm", steps: []corpusStep{{fn: "run_test"}}},
 		{file: "replace.wasm", steps: []corpusStep{{fn: "run_test", input: "", want: ""}}},
 		{file: "println.wasm", steps: []corpusStep{{fn: "run_test", input: "hello"}}},
-		{file: "count_vowels_std.wasm", steps: []corpusStep{{fn: "_start", input: "hello world", check: func([]byte) {}}}},
+		{file: "count_vowels_std.wasm", config: map[string]string{"thing": "x"}, steps: []corpusStep{
+			{fn: "_start", input: "hello world", want: `{"count": 3, "config": "x", "a": "this is var a"}`},
+		}},
 		{file: "fs_std.wasm", setup: mountTestdata(sdk), unsupported: "opens its file read-write; a binding's directory is mounted read-only",
 			steps: []corpusStep{{fn: "run_test", wantIs: ErrPluginFailed}}},
 		{file: "host.wasm", unsupported: "imports a user-defined host function (extism:host/user.mult)"},
