@@ -118,7 +118,7 @@ func (x *extismState) find(off uint64) int {
 	return i
 }
 
-// alloc returns a zeroed block of n bytes (0 for n == 0), charging its work.
+// extAlloc is the kernel's alloc: a zeroed block of n bytes (0 for n == 0), its work charged.
 func (st *callState) extAlloc(ctx context.Context, n uint64) uint64 {
 	x := st.ext
 	st.charge(ctx, callCharge)
@@ -160,7 +160,7 @@ func (st *callState) zero(ctx context.Context, b []byte) {
 	}
 }
 
-// extFree frees the block at off; the last block gives its bytes back at once.
+// free frees the block at off; the last block gives its bytes back at once.
 func (x *extismState) free(off uint64) {
 	i := x.find(off)
 	if i < 0 || x.blocks[i].free {
@@ -203,7 +203,7 @@ func (x *extismState) span(fn string, off, n uint64) []byte {
 	return x.arena[off : off+n]
 }
 
-// input is the call's input as it stands: the message body, or the block input_set or
+// extInput is the call's input as it stands: the message body, or the block input_set or
 // input_offset made of it.
 func (st *callState) extInput() []byte {
 	x := st.ext

@@ -120,8 +120,10 @@ func (p *Pool) callExtism(ctx context.Context, in *Input, out *Output) error {
 	if err != nil {
 		var exit *sys.ExitError
 		if errors.As(err, &exit) && exit.ExitCode() == 0 && !errors.Is(err, ErrTimeout) {
-			// proc_exit(0): the instance is spent, the call succeeded.
+			// proc_exit(0): the instance is spent, the call succeeded (invoke counted it a
+			// trap).
 			err, rc = nil, 0
+			p.traps.Add(-1)
 		}
 	}
 	if err == nil {
