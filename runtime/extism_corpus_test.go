@@ -352,6 +352,11 @@ func runCorpusCase(t *testing.T, sdk string, c corpusCase) {
 				t.Fatalf("step %d: output %q, want %q", i, got, s.want)
 			}
 		}
+		if s.wantExit == nil && s.wantIs == nil && s.wantErr == "" {
+			if tr := p.Stats().Traps; tr != 0 {
+				t.Fatalf("step %d: %d traps counted for a call that succeeded", i, tr)
+			}
+		}
 		switch c.file {
 		case "var.wasm":
 			if v, _ := getVar(p, "a"); v != 10<<(i+1) {
