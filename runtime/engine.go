@@ -1,6 +1,7 @@
 // Package runtime runs WebAssembly handlers under wazero: one runtime per tenant sharing an
 // on-disk compilation cache, modules compiled once per sha256 digest, pools of warm instances
-// with memory and time limits, and the guest ABIs of docs/abi.md (wqhost/v1 and wasi-stdio).
+// with memory and time limits, and the guest ABIs of docs/abi.md (wqhost/v1, wasi-stdio and
+// extism, Extism plugins run unchanged: extism*.go).
 package runtime
 
 import (
@@ -205,7 +206,7 @@ func (e *Engine) forget(k moduleKey) {
 	}
 }
 
-// instrument adds the fuel counter to a wqhost/v1 module. A module it cannot read keeps the
+// instrument adds the fuel counter to a wqhost/v1 or Extism module. A module it cannot read keeps the
 // slower close-on-context-done time limit, said once per module version. With a cache
 // directory the result is kept there, so a restart (or another engine on the same
 // directory) does not decode a large module again.

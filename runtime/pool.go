@@ -67,7 +67,7 @@ type Output struct {
 // PoolConfig configures a Pool. Zero values take the documented defaults.
 type PoolConfig struct {
 	Binding      string
-	MinInstances int // warm instances kept ready (wqhost/v1 only)
+	MinInstances int // warm instances kept ready (wqhost/v1 and extism)
 	MaxInstances int // instances at once, i.e. concurrent calls; default DefaultMaxInstances
 	MaxUses      int // calls before an instance is replaced; 0 = unlimited
 	// MaxMemoryBytes replaces an instance whose memory grew past it after a call; 0 = never.
