@@ -310,6 +310,9 @@ func runCorpusCase(t *testing.T, sdk string, c corpusCase) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	if !p.v.fuel {
+		t.Fatalf("pool variant %+v: the plugin runs without the fuel counter", p.v)
+	}
 	if after != nil {
 		after(p)
 	}
