@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wqhost/wqhost/listener/queue"
+
 	"github.com/wqhost/wqhost/internal/wasmtest"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure/azuritetest"
 )
 
@@ -61,8 +62,8 @@ func poisonAllTrapping(t *testing.T, top, backend string, n, dequeues int, base,
 		t.Errorf("%d dead letters, want %d", len(dls), n)
 	}
 	for _, m := range dls {
-		if m.Attributes[listener.AttrDequeueCount] != fmt.Sprint(dequeues) || !strings.Contains(m.Attributes[listener.AttrReason], "trap") {
-			t.Fatalf("dead letter %s: dequeue count %q reason %q; want %d and a trap", m.ID, m.Attributes[listener.AttrDequeueCount], m.Attributes[listener.AttrReason], dequeues)
+		if m.Attributes[queue.AttrDequeueCount] != fmt.Sprint(dequeues) || !strings.Contains(m.Attributes[queue.AttrReason], "trap") {
+			t.Fatalf("dead letter %s: dequeue count %q reason %q; want %d and a trap", m.ID, m.Attributes[queue.AttrDequeueCount], m.Attributes[queue.AttrReason], dequeues)
 		}
 	}
 	return took

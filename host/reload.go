@@ -211,6 +211,24 @@ func (b *binding) reloadModule(ctx context.Context) BindingReload {
 	return res
 }
 
+// reloadModules reloads the modules of bs, par at once, and returns their results in bs'
+// order: a module that is slow to compile or start holds up its own binding's reload, not
+// the others'.
+func reloadModules(ctx context.Context, bs []*binding, par int) []BindingReload {
+	out := make([]BindingReload, len(bs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(par, len(bs)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(bs); i = int(next.Add(1)) - 1 {
+				out[i] = bs[i].reloadModule(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 // swap makes v the serving version; the old one is closed in the background once the calls
 // still running on it have returned.
 func (b *binding) swap(v *version) {
@@ -319,10 +337,13 @@ func (b *binding) reloadPlugins(ctx context.Context, force bool) []PluginReload 
 // restarted. A config that fails to load or validate changes nothing.
 // The error joins every failure; the result says what happened to each binding.
 func (h *Host) ReloadAll(ctx context.Context) (ReloadResult, error) {
-	h.reloadMu.Lock()
-	defer h.reloadMu.Unlock()
 	res := ReloadResult{Config: "none", Bindings: []BindingReload{}}
-	if h.closed {
+	// Waiting for a reload in progress ends with ctx (an admin request's).
+	if err := h.reloadMu.lock(ctx); err != nil {
+		return res, fmt.Errorf("host: reload: waiting for the reload in progress: %w", err)
+	}
+	defer h.reloadMu.unlock()
+	if h.closed.Load() {
 		return res, errors.New("host: reload: host closed")
 	}
 	if rd := h.Readiness(); rd.Starting {
@@ -347,11 +368,13 @@ func (h *Host) ReloadAll(ctx context.Context) (ReloadResult, error) {
 			}
 		}
 	}
+	var todo []*binding
 	for _, b := range h.bindings() {
-		if touched[b] {
-			continue // just built from the new config and the module on disk
+		if !touched[b] { // else just built from the new config and the module on disk
+			todo = append(todo, b)
 		}
-		r := b.reloadModule(ctx)
+	}
+	for _, r := range reloadModules(ctx, todo, startParallelism()) {
 		if r.Error != "" {
 			errs = append(errs, fmt.Errorf("tenants.%s.bindings.%s: %s", r.Tenant, r.Binding, r.Error))
 		}

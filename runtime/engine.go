@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -359,6 +360,9 @@ type Tenant struct {
 	// iteration, which pools without a time limit or with a fuel counter should not pay.
 	rts      [2]wazero.Runtime
 	compiled [2]map[string]*compiledRef
+	// stuck counts guest code abandoned still running in the runtimes (bounded.go): they
+	// stay open while any does.
+	stuck atomic.Int64
 }
 
 // variant is how a pool's module is compiled: terminate runs it in the close-on-context-done
@@ -482,6 +486,9 @@ func (t *Tenant) release(ctx context.Context, m *Module, v variant) {
 func (t *Tenant) close(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if n := t.stuck.Load(); n > 0 {
+		return fmt.Errorf("runtime: tenant %s: %d start functions or self tests abandoned still running; its runtime stays open", t.name, n)
+	}
 	var errs []error
 	for i, rt := range t.rts {
 		if rt != nil {

@@ -181,10 +181,11 @@ func hostFuncs() []hostFn {
 			key := mem(m, "config_get", uint32(s[0]), uint32(s[1]))
 			dst := mem(m, "config_get", uint32(s[2]), uint32(s[3]))
 			st := stateOf(ctx)
-			st.charge(ctx, callCharge+copyCharge(len(key)))
+			st.charge(ctx, callCharge)
 			var v string
 			ok := false
 			if st != nil && st.pool != nil && len(key) < st.configKeyMax() {
+				st.charge(ctx, copyCharge(len(key)))
 				v, ok = st.pool.cfg.Config[string(key)]
 			}
 			if !ok {
@@ -245,7 +246,7 @@ func hostFuncs() []hostFn {
 
 func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
 	b := rt.NewHostModuleBuilder(hostModuleName)
-	for _, f := range append(append(append(hostFuncs(), batchHostFuncs()...), httpHostFuncs()...), yieldFn()) {
+	for _, f := range append(append(append(append(hostFuncs(), batchHostFuncs()...), httpHostFuncs()...), faultHostFuncs()...), yieldFn()) {
 		b.NewFunctionBuilder().WithGoModuleFunction(f.fn, f.params, f.results).WithName(f.name).Export(f.name)
 	}
 	return b

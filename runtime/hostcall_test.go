@@ -400,3 +400,47 @@ func TestWASIIovecsInPieces(t *testing.T) {
 		t.Fatalf("stdout of %d bytes differs from the %d expected from byte %d", len(got), len(want), i)
 	}
 }
+
+// TestStartFunctionHostCallLoopStops: an _initialize looping on random_get of 64 MiB (which
+// used to hold a host's start for good) fails the instance's start at the start time limit.
+func TestStartFunctionHostCallLoopStops(t *testing.T) {
+	e := testEngine(t)
+	ten, err := e.Tenant("t-start", TenantLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasm := wasmtest.Spec{
+		Imports: []wasmtest.Import{wasiFn("random_get", i32Params(2)...)},
+		Funcs: []wasmtest.Func{
+			{Export: "wqhost_abi_v1"},
+			{Export: "wqhost_handle", Results: i32Result, Body: wasmtest.I32Const(0)},
+			{Export: "_initialize", Body: wasmtest.Forever(call(0, 0, hugeLen), wasmtest.Drop)},
+		},
+		MemPages: hugePages,
+	}.Bytes()
+	m, err := e.Compile(context.Background(), "start-random.wasm", wasm, ABIWqhostV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 300 * time.Millisecond
+	withinBound(t, limit+limitMargin, func() (time.Duration, error) {
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			p, err := ten.NewPool(context.Background(), m, PoolConfig{Binding: "b", MinInstances: 1, Timeout: limit, StartTimeout: limit})
+			if err == nil {
+				_ = p.Close(context.Background())
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrTimeout) {
+				return 0, fmt.Errorf("NewPool = %v, want the start function's time limit", err)
+			}
+			return time.Since(start), nil
+		case <-time.After(time.Minute): // far above the bound: only a start that never ends gets here
+			return 0, errors.New("the start function did not stop within a minute")
+		}
+	})
+}

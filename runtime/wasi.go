@@ -63,12 +63,13 @@ func wasiCharged(name string, params []string, inner api.GoModuleFunction) api.G
 		return iovecs(inner, true)
 	case "poll_oneoff":
 		return func(ctx context.Context, m api.Module, s []uint64) {
-			n := uint32(s[2])
-			stateOf(ctx).charge(ctx, callCharge+int(min(n, maxPollSubscriptions))*iovecCharge)
+			st, n := stateOf(ctx), uint32(s[2])
+			st.charge(ctx, callCharge)
 			if n > maxPollSubscriptions {
 				s[0] = errnoInval
 				return
 			}
+			st.charge(ctx, int(n)*iovecCharge)
 			inner.Call(ctx, m, s)
 		}
 	}
@@ -231,6 +232,9 @@ func (c *iovCall) split(entry, resPtr, saved uint32) (errno uint64, short bool) 
 	mem := c.m.Memory()
 	orig, _ := mem.ReadUint64Le(entry) // inside tbl
 	buf, l := uint32(orig), uint32(orig>>32)
+	if uint64(buf)+uint64(l) > uint64(mem.Size()) {
+		return errnoFault, false // as wazero refuses it whole, rather than a piece past 4 GiB wrapping to 0
+	}
 	defer mem.WriteUint64Le(entry, orig)
 	for off := uint32(0); off < l; {
 		k := min(l-off, pieceBytes)

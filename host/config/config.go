@@ -51,6 +51,7 @@ import (
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/internal/safefile"
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 	"github.com/wqhost/wqhost/plugins/external"
 	"github.com/wqhost/wqhost/runtime"
@@ -139,7 +140,7 @@ const (
 )
 
 // PoisonSuffix names a queue's dead-letter queue.
-const PoisonSuffix = listener.PoisonSuffix
+const PoisonSuffix = queue.PoisonSuffix
 
 // BuiltinPrefix marks a module reference to an embedded example handler.
 const BuiltinPrefix = "builtin:"

@@ -12,12 +12,13 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/pollbudget"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
 // Ranges checked at load.
 const (
-	MaxBatchSize       = listener.MaxBatch      // Azure Queue Storage's receive limit, honoured by every backend
+	MaxBatchSize       = queue.MaxBatch         // Azure Queue Storage's receive limit, honoured by every backend
 	MaxVisibility      = listener.MaxVisibility // Azure's longest visibility timeout
 	MaxDequeueCountCap = 1000
 	MaxWorkersCap      = 1024

@@ -3,7 +3,7 @@ package azure
 import (
 	"fmt"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // PoisonFormat is how a dead letter is stored in a <queue>-poison queue.
@@ -47,7 +47,7 @@ func (q *Queue) encodeSend(body []byte, attrs map[string]string) (string, error)
 		return encode(q.b.enc, body, attrs)
 	}
 	q.b.log.Warn("azure: dead letter stored as its raw body (poison_format raw): its reason and dequeue count are in this line only",
-		"poison_queue", q.name, "original_id", attrs[listener.AttrOriginalID], "original_queue", attrs[listener.AttrOriginalQueue],
-		"dequeue_count", attrs[listener.AttrDequeueCount], "reason", attrs[listener.AttrReason], "dead_lettered_at", attrs[listener.AttrDeadLetteredAt], "handler_version", attrs[listener.AttrHandlerVersion])
+		"poison_queue", q.name, "original_id", attrs[queue.AttrOriginalID], "original_queue", attrs[queue.AttrOriginalQueue],
+		"dequeue_count", attrs[queue.AttrDequeueCount], "reason", attrs[queue.AttrReason], "dead_lettered_at", attrs[queue.AttrDeadLetteredAt], "handler_version", attrs[queue.AttrHandlerVersion])
 	return text, nil
 }

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
+
 	"github.com/wqhost/wqhost/listener/azure"
 )
 
@@ -22,10 +23,10 @@ func TestPoisonFormatRaw(t *testing.T) {
 	s := server(t)
 	ctx := context.Background()
 	attrs := map[string]string{
-		listener.AttrReason:        "failed 5 times (max_dequeue_count 5): handler call: trapped",
-		listener.AttrOriginalID:    "orig-42",
-		listener.AttrDequeueCount:  "5",
-		listener.AttrOriginalQueue: "orders",
+		queue.AttrReason:        "failed 5 times (max_dequeue_count 5): handler call: trapped",
+		queue.AttrOriginalID:    "orig-42",
+		queue.AttrDequeueCount:  "5",
+		queue.AttrOriginalQueue: "orders",
 	}
 	for _, tc := range []struct {
 		name     string
@@ -43,7 +44,7 @@ func TestPoisonFormatRaw(t *testing.T) {
 				o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			})
 			name := "raw-" + tc.name + "-poison"
-			if _, err := queue(t, b, name).Send(ctx, tc.body, listener.SendOptions{Attributes: attrs}); err != nil {
+			if _, err := openQueue(t, b, name).Send(ctx, tc.body, queue.SendOptions{Attributes: attrs}); err != nil {
 				t.Fatal(err)
 			}
 			peek, err := raw(t, s, name).PeekMessage(ctx, nil)
@@ -53,7 +54,7 @@ func TestPoisonFormatRaw(t *testing.T) {
 			if got := *peek.Messages[0].MessageText; got != tc.wantText {
 				t.Errorf("stored text %q, want the raw body %q", got, tc.wantText)
 			}
-			ms, err := queue(t, b, name).Receive(ctx, 1, time.Minute)
+			ms, err := openQueue(t, b, name).Receive(ctx, 1, time.Minute)
 			if err != nil || len(ms) != 1 || !bytes.Equal(ms[0].Body, tc.body) || len(ms[0].Attributes) != 0 {
 				t.Fatalf("Receive: %v, %+v", err, ms)
 			}
@@ -66,8 +67,8 @@ func TestPoisonFormatRaw(t *testing.T) {
 	}
 	t.Run("not a poison queue", func(t *testing.T) {
 		b := open(t, s, azure.EncodingBase64, func(o *azure.Options) { o.PoisonFormat = azure.PoisonRaw })
-		q := queue(t, b, "raw-plain")
-		if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{Attributes: map[string]string{"k": "v"}}); err != nil {
+		q := openQueue(t, b, "raw-plain")
+		if _, err := q.Send(ctx, []byte("x"), queue.SendOptions{Attributes: map[string]string{"k": "v"}}); err != nil {
 			t.Fatal(err)
 		}
 		ms, err := q.Receive(ctx, 1, time.Minute)
@@ -77,12 +78,12 @@ func TestPoisonFormatRaw(t *testing.T) {
 	})
 	t.Run("binary body under text", func(t *testing.T) {
 		b := open(t, s, azure.EncodingText, func(o *azure.Options) { o.PoisonFormat = azure.PoisonRaw })
-		q := queue(t, b, "raw-bin-poison")
-		if _, err := q.Send(ctx, []byte{0, 0xff}, listener.SendOptions{Attributes: attrs}); err != nil {
+		q := openQueue(t, b, "raw-bin-poison")
+		if _, err := q.Send(ctx, []byte{0, 0xff}, queue.SendOptions{Attributes: attrs}); err != nil {
 			t.Fatal(err)
 		}
 		ms, err := q.Receive(ctx, 1, time.Minute)
-		if err != nil || len(ms) != 1 || !bytes.Equal(ms[0].Body, []byte{0, 0xff}) || ms[0].Attributes[listener.AttrOriginalID] != "orig-42" {
+		if err != nil || len(ms) != 1 || !bytes.Equal(ms[0].Body, []byte{0, 0xff}) || ms[0].Attributes[queue.AttrOriginalID] != "orig-42" {
 			t.Fatalf("binary dead letter under text: %v %+v", err, ms)
 		}
 	})

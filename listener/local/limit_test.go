@@ -7,7 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
+
 	"github.com/wqhost/wqhost/listener/local"
 )
 
@@ -32,10 +33,10 @@ func TestMaxMessageBytesIsTheStoreLimit(t *testing.T) {
 	if n != 5000 {
 		t.Fatalf("MaxMessageBytes %d, want the store's 5000", n)
 	}
-	if _, err := q.Send(ctx, bytes.Repeat([]byte{'x'}, n), listener.SendOptions{}); err != nil {
+	if _, err := q.Send(ctx, bytes.Repeat([]byte{'x'}, n), queue.SendOptions{}); err != nil {
 		t.Errorf("Send of MaxMessageBytes: %v", err)
 	}
-	if _, err := q.Send(ctx, bytes.Repeat([]byte{'x'}, n+1), listener.SendOptions{}); !errors.Is(err, local.ErrTooLarge) {
+	if _, err := q.Send(ctx, bytes.Repeat([]byte{'x'}, n+1), queue.SendOptions{}); !errors.Is(err, local.ErrTooLarge) {
 		t.Errorf("Send of MaxMessageBytes+1: %v, want ErrTooLarge", err)
 	}
 }

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
+
 	"github.com/wqhost/wqhost/listener/memory"
 )
 
@@ -22,7 +23,7 @@ func TestMaxMessageBytes(t *testing.T) {
 		t.Fatalf("MaxMessageBytes %d, want at least MaxInt32", got)
 	}
 	body := bytes.Repeat([]byte{'m'}, 1<<20)
-	if _, err := q.Send(ctx, body, listener.SendOptions{}); err != nil {
+	if _, err := q.Send(ctx, body, queue.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ms, err := q.Receive(ctx, 1, time.Minute)

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 func failure(count, maxDequeue int, err error) listener.Failure {
 	return listener.Failure{
-		Message:         &listener.Message{ID: "m1", Queue: "orders", DequeueCount: count},
+		Message:         &queue.Message{ID: "m1", Queue: "orders", DequeueCount: count},
 		Err:             err,
 		MaxDequeueCount: maxDequeue,
 	}
@@ -72,12 +73,12 @@ func TestPoisonDecisions(t *testing.T) {
 		{"limit 0 means 5: fourth", noJitter, failure(4, 0, boom), listener.Decision{Action: listener.ActionRetry, Delay: 8 * s}},
 		{"limit 0 means 5: fifth", noJitter, failure(5, 0, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
 		{"negative limit means 5", noJitter, failure(5, -3, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
-		{"reject: dead-letter now", noJitter, listener.Failure{Message: &listener.Message{DequeueCount: 1}, Err: listener.Reject(boom), Reject: true, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "rejected: boom"}},
+		{"reject: dead-letter now", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 1}, Err: listener.Reject(boom), Reject: true, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "rejected: boom"}},
 		{"reject without error", noJitter, listener.Failure{Reject: true}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "handler failed"}},
-		{"retry-after honoured", noJitter, listener.Failure{Message: &listener.Message{DequeueCount: 2}, Err: boom, RetryAfter: 3 * s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: 3 * s}},
-		{"retry-after capped", noJitter, listener.Failure{Message: &listener.Message{DequeueCount: 2}, Err: boom, RetryAfter: 100 * time.Hour, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: DefaultPoisonMaxDelay}},
-		{"retry-after does not outlive the limit", noJitter, listener.Failure{Message: &listener.Message{DequeueCount: 5}, Err: boom, RetryAfter: s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
-		{"negative retry-after ignored", noJitter, listener.Failure{Message: &listener.Message{DequeueCount: 1}, Err: boom, RetryAfter: -s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: s}},
+		{"retry-after honoured", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 2}, Err: boom, RetryAfter: 3 * s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: 3 * s}},
+		{"retry-after capped", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 2}, Err: boom, RetryAfter: 100 * time.Hour, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: DefaultPoisonMaxDelay}},
+		{"retry-after does not outlive the limit", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 5}, Err: boom, RetryAfter: s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
+		{"negative retry-after ignored", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 1}, Err: boom, RetryAfter: -s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: s}},
 		{"nil message counts as first", noJitter, listener.Failure{Err: boom, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: s}},
 		{"zero dequeue count counts as first", noJitter, failure(0, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: s}},
 		{"custom 1", custom, failure(1, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: s}},
@@ -139,7 +140,7 @@ func TestPoisonJitter(t *testing.T) {
 		seen := map[time.Duration]bool{}
 		lo, hi := time.Duration(math.MaxInt64), time.Duration(0)
 		for i := range 1000 {
-			f := listener.Failure{Message: &listener.Message{ID: fmt.Sprintf("msg-%d", i), DequeueCount: tc.count}, Err: boom, MaxDequeueCount: 100}
+			f := listener.Failure{Message: &queue.Message{ID: fmt.Sprintf("msg-%d", i), DequeueCount: tc.count}, Err: boom, MaxDequeueCount: 100}
 			d := p.Decide(ctx, f).Delay
 			if d < tc.lo || d > tc.hi {
 				t.Fatalf("failure %d of %s: delay %v outside [%v, %v]", tc.count, f.Message.ID, d, tc.lo, tc.hi)
@@ -160,7 +161,7 @@ func TestPoisonJitter(t *testing.T) {
 	if d := off.Decide(ctx, failure(3, 5, boom)).Delay; d != 4*time.Second {
 		t.Errorf("Jitter -1: delay %v, want exactly 4s", d)
 	}
-	own := listener.Failure{Message: &listener.Message{ID: "m", DequeueCount: 2}, Err: boom, RetryAfter: 3 * time.Second, MaxDequeueCount: 5}
+	own := listener.Failure{Message: &queue.Message{ID: "m", DequeueCount: 2}, Err: boom, RetryAfter: 3 * time.Second, MaxDequeueCount: 5}
 	if d := p.Decide(ctx, own).Delay; d != 3*time.Second {
 		t.Errorf("a handler's retry-after of 3s became %v; want it as asked", d)
 	}

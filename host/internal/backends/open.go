@@ -16,14 +16,14 @@ import (
 	"path/filepath"
 
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Open opens the named backend of cfg.
-func Open(ctx context.Context, cfg *config.Config, name string, log *slog.Logger) (listener.Backend, error) {
+func Open(ctx context.Context, cfg *config.Config, name string, log *slog.Logger) (queue.Backend, error) {
 	bc, ok := cfg.BackendFor(name)
 	if !ok {
 		return nil, fmt.Errorf("backend %q is not configured", name)
