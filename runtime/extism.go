@@ -40,6 +40,10 @@ const (
 	extismBase = 8
 	// extismKeepBytes is the most arena an idle instance keeps for its next call.
 	extismKeepBytes = 1 << 20
+	// extismBlockRecord is what a block's record (extBlock) costs, counted against the limit.
+	extismBlockRecord = 32
+	// extismReuseScan is how many of the latest blocks alloc looks through for a freed one.
+	extismReuseScan = 64
 	// extismUserHeader names the credential (PoolConfig.HTTP.Credentials) an Extism guest's
 	// request asks for; the host removes it before sending.
 	extismUserHeader = "Wqhost-Credential"
@@ -53,17 +57,16 @@ type extismState struct {
 	freed  int        // blocks marked free
 	limit  int        // most bytes the arena may hold (the tenant's memory limit)
 
-	inArena       bool // the input is a block (input_offset, input_set) rather than the message body
-	inOff, inLen  uint64
-	outOff        uint64
-	outLen        uint64
-	outSet        bool
-	errOff        uint64
-	vars          map[string][]byte
-	varBytes      int
-	httpStatus    int32
-	httpHeaders   []byte // the last response's headers as a JSON object; nil: no response
-	httpRequested bool
+	inArena      bool // the input is a block (input_offset, input_set) rather than the message body
+	inOff, inLen uint64
+	outOff       uint64
+	outLen       uint64
+	outSet       bool
+	errOff       uint64
+	vars         map[string][]byte
+	varBytes     int
+	httpStatus   int32
+	httpHeaders  []byte // the last response's headers as a JSON object; nil: no response
 }
 
 type extBlock struct {
@@ -80,7 +83,7 @@ func newExtismState(limit uint64) *extismState {
 func (x *extismState) begin() {
 	x.reset()
 	x.inArena, x.inOff, x.inLen = false, 0, 0
-	x.httpStatus, x.httpHeaders, x.httpRequested = 0, nil, false
+	x.httpStatus, x.httpHeaders = 0, nil
 }
 
 // reset is the kernel's reset: every block freed, the output and error forgotten.
@@ -89,6 +92,9 @@ func (x *extismState) reset() {
 		x.arena = make([]byte, extismBase, 4096)
 	}
 	x.arena = x.arena[:extismBase]
+	if cap(x.blocks) > extismKeepBytes/extismBlockRecord {
+		x.blocks = nil
+	}
 	x.blocks = x.blocks[:0]
 	x.freed = 0
 	x.outOff, x.outLen, x.outSet, x.errOff = 0, 0, false, 0
@@ -126,7 +132,9 @@ func (st *callState) extAlloc(ctx context.Context, n uint64) uint64 {
 		return 0
 	}
 	if x.freed > 0 {
-		for i := range x.blocks {
+		// First fit among the most recent blocks only: a scan of every block would be work
+		// the guest could make grow without bound between two checks of the time limit.
+		for i := len(x.blocks) - 1; i >= max(0, len(x.blocks)-extismReuseScan); i-- {
 			b := &x.blocks[i]
 			if b.free && b.cap >= n {
 				b.free, b.size = false, n
@@ -137,7 +145,10 @@ func (st *callState) extAlloc(ctx context.Context, n uint64) uint64 {
 		}
 	}
 	off := (uint64(len(x.arena)) + 7) &^ 7
-	if n > uint64(x.limit) || off+n > uint64(x.limit) {
+	// Each block's record counts against the limit too, so a million one-byte blocks cannot
+	// hold far more host memory than the arena's bytes say.
+	records := uint64(len(x.blocks)+1) * extismBlockRecord
+	if n > uint64(x.limit) || off+n+records > uint64(x.limit) {
 		panic(extismTrap("alloc", "a block of %d bytes would take the instance's kernel memory past its limit of %d bytes", n, x.limit))
 	}
 	end := int(off + n)

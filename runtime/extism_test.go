@@ -146,6 +146,13 @@ func TestExtismKernelMemoryCapped(t *testing.T) {
 	if !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), "past its limit") {
 		t.Fatalf("err %v, want a trap: kernel memory past its limit", err)
 	}
+	// Tiny blocks without end: their records count too, so the loop hits the same limit
+	// (at 40 bytes a block) instead of growing the host's heap by far more than the arena.
+	p = extPool(t, extPlugin(wasmtest.Forever(wasmtest.I64Const(1), wasmtest.Call(xAlloc), []byte{drop}), wasmtest.I32Const(0)), PoolConfig{})
+	_, err = p.Call(context.Background(), &Input{ID: "m2"})
+	if !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), "past its limit") {
+		t.Fatalf("tiny blocks: err %v, want a trap: kernel memory past its limit", err)
+	}
 }
 
 // TestExtismVarsBounded: an instance's vars hold at most DefaultExtismVarBytes; the var_set
