@@ -92,7 +92,8 @@ func (b *binding) poolConfig() runtime.PoolConfig {
 		MaxOutputTotalBytes: b.outputTotalLimit(),
 		MaxCallOutputBytes:  int(t.Limits.MaxCallOutputBytes),
 		// A batching binding's module must export wqhost_handle_batch: checked at load.
-		Batch: bc.Batch.MaxMessages > 1,
+		Batch:    bc.Batch.MaxMessages > 1,
+		Function: bc.Function,
 	}
 }
 

@@ -42,6 +42,9 @@ func (c PoolConfig) checkBatch(m *Module) error {
 	case m.c.abi == ABIWasiStdio:
 		return fmt.Errorf("runtime: binding %s: batch: module %s is a %s module, which cannot export wqhost_handle_batch (batches need abi %s)",
 			c.Binding, m.name, ABIWasiStdio, ABIWqhostV1)
+	case m.c.abi == ABIExtism:
+		return fmt.Errorf("runtime: binding %s: batch: module %s is an %s plugin, which handles one message per call (batches need abi %s)",
+			c.Binding, m.name, ABIExtism, ABIWqhostV1)
 	case !m.c.batch:
 		return fmt.Errorf("runtime: binding %s: batch: module %s does not export wqhost_handle_batch", c.Binding, m.name)
 	}

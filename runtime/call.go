@@ -41,6 +41,9 @@ func (p *Pool) CallInto(ctx context.Context, in *Input, out *Output) error {
 		}
 		return err
 	}
+	if p.ext != "" {
+		return p.callExtism(ctx, in, out)
+	}
 	inst, err := p.checkout(ctx, callee{id: in.ID})
 	if err != nil {
 		return err

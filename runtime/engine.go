@@ -1,6 +1,7 @@
 // Package runtime runs WebAssembly handlers under wazero: one runtime per tenant sharing an
 // on-disk compilation cache, modules compiled once per sha256 digest, pools of warm instances
-// with memory and time limits, and the guest ABIs of docs/abi.md (wqhost/v1 and wasi-stdio).
+// with memory and time limits, and the guest ABIs of docs/abi.md (wqhost/v1, wasi-stdio and
+// extism, Extism plugins run unchanged: extism*.go).
 package runtime
 
 import (
@@ -93,6 +94,8 @@ type compiled struct {
 	selfTest bool
 	usesHTTP bool // declares or imports outbound HTTP
 	batch    bool // exports wqhost_handle_batch () -> i32 (batch.go)
+	// functions are an Extism plugin's exports a binding's function: may name (extism_call.go).
+	functions []string
 	// fuel is the module instrumented with a fuel counter (yield.go); nil when the
 	// instrumenter could not read it, and the time limit uses close-on-context-done.
 	fuel *yieldCode
@@ -266,14 +269,14 @@ func (e *Engine) forget(k moduleKey) {
 	}
 }
 
-// instrument adds the fuel counter to a wqhost/v1 module. A module it cannot read keeps the
+// instrument adds the fuel counter to a wqhost/v1 or Extism module. A module it cannot read keeps the
 // slower close-on-context-done time limit, said once per module version. With a cache
 // directory the result is kept there, so a restart (or another engine on the same
 // directory) does not decode a large module again. What the cache holds is checked before
 // it runs (sealFuel): a truncated file, or another module's instrumented copy moved to this
 // name, is instrumented again and overwritten, never run.
 func (e *Engine) instrument(name string, c *compiled) *yieldCode {
-	if c.abi != ABIWqhostV1 {
+	if c.abi != ABIWqhostV1 && c.abi != ABIExtism {
 		// wasi-stdio instantiates a module per message: the watchdog's share is small there.
 		return nil
 	}
@@ -481,6 +484,10 @@ func (t *Tenant) runtime(ctx context.Context, terminate bool) (wazero.Runtime, i
 	if _, err := hostModule(rt).Instantiate(ctx); err != nil {
 		_ = rt.Close(ctx)
 		return nil, 0, fmt.Errorf("runtime: tenant %s: host module: %w", t.name, err)
+	}
+	if _, err := extismModule(rt).Instantiate(ctx); err != nil {
+		_ = rt.Close(ctx)
+		return nil, 0, fmt.Errorf("runtime: tenant %s: %s host module: %w", t.name, extismModuleName, err)
 	}
 	t.rts[i] = rt
 	t.compiled[i] = map[string]*compiledRef{}

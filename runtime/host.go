@@ -60,6 +60,7 @@ type callState struct {
 	dropped   int     // log lines past the caps, reported once after the call
 	callBytes int     // bytes of every output of this call (PoolConfig.MaxCallOutputBytes)
 	http      httpState
+	ext       *extismState // an Extism plugin's kernel (extism.go); nil for other ABIs
 	// work is the host work charged since the last check of the call's limits (charge.go).
 	work int
 	// cfgKeyMax is one more than the length of the pool's longest config key; 0: not yet

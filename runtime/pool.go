@@ -67,7 +67,7 @@ type Output struct {
 // PoolConfig configures a Pool. Zero values take the documented defaults.
 type PoolConfig struct {
 	Binding      string
-	MinInstances int // warm instances kept ready (wqhost/v1 only)
+	MinInstances int // warm instances kept ready (wqhost/v1 and extism)
 	MaxInstances int // instances at once, i.e. concurrent calls; default DefaultMaxInstances
 	MaxUses      int // calls before an instance is replaced; 0 = unlimited
 	// MaxMemoryBytes replaces an instance whose memory grew past it after a call; 0 = never.
@@ -100,6 +100,9 @@ type PoolConfig struct {
 	// Batch declares that the binding hands its handler batches (CallBatch): NewPool refuses
 	// a module that does not export wqhost_handle_batch, and a wasi-stdio module.
 	Batch bool
+	// Function is the export an Extism plugin's calls run (abi extism); default
+	// DefaultExtismFunction.
+	Function string
 }
 
 // StartTimeoutFloor is the least time an instance's start function (a Go guest's runtime
@@ -140,6 +143,7 @@ type Pool struct {
 	httpc    *outbound // nil: outbound HTTP denied
 	v        variant   // how the module was compiled: stop flag, close-on-context-done or neither
 	stdio    bool      // the module's ABI is wasi-stdio: a command instance per call
+	ext      string    // the Extism function each call runs (extism_call.go); "": not Extism
 
 	slots  *slots
 	wg     sync.WaitGroup // refills in flight
@@ -206,12 +210,18 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 		memLimit: uint64(t.limits.MemoryPages) * PageBytes,
 		slots:    newSlots(cfg.MaxInstances, &t.e.idle.now),
 	}
+	if m.c.abi == ABIExtism {
+		if p.ext, err = extismFunction(m, cfg, cm.ExportedFunctions()); err != nil {
+			_ = p.Close(ctx)
+			return nil, err
+		}
+	}
 	if cfg.HTTP != nil {
 		p.httpc = newOutbound(*cfg.HTTP, t.httpSem, t.e.httpTr)
 	} else if m.c.usesHTTP {
 		p.logger.Warn("module uses outbound HTTP but the binding has no http: policy; every request will be denied")
 	}
-	if m.c.abi == ABIWqhostV1 {
+	if m.c.abi != ABIWasiStdio {
 		if cfg.IdleTimeout > 0 {
 			t.e.watchIdle(p)
 		}
@@ -230,7 +240,7 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 // Validate instantiates m once in the tenant's runtime and runs its wqhost_self_test export if
 // it has one; hot reload calls it before switching a binding to a new version.
 func (t *Tenant) Validate(ctx context.Context, m *Module, cfg PoolConfig) error {
-	if m.c.abi != ABIWqhostV1 {
+	if m.c.abi == ABIWasiStdio {
 		return nil
 	}
 	cfg.MinInstances, cfg.MaxInstances = 0, 1
@@ -326,6 +336,12 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		defer st.disarm()
 		var err error
 		mod, err = p.rt.InstantiateModule(sctx, p.cm, mc)
+		if err == nil && p.ext != "" {
+			if err = p.initExtism(sctx, st, mod); err != nil {
+				_ = mod.Close(ctx)
+				mod = nil
+			}
+		}
 		return err
 	}, func() {
 		// Abandoned: nobody will use the instance it made at last.
@@ -351,7 +367,7 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		callBase = context.Background()
 	}
 	inst := &instance{
-		mod: mod, handle: mod.ExportedFunction("wqhost_handle"), selfTest: mod.ExportedFunction("wqhost_self_test"),
+		mod: mod, handle: mod.ExportedFunction(p.handleName()), selfTest: mod.ExportedFunction("wqhost_self_test"),
 		st: st, ctx: &callCtx{Context: callBase, st: st, bare: p.v.fuel}, cancel: cancel, stdio: logw,
 		batch: mod.ExportedFunction("wqhost_handle_batch"),
 	}

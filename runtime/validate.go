@@ -21,6 +21,8 @@ type checker struct {
 	rt   wazero.Runtime
 	wasi map[string]api.FunctionDefinition
 	host map[string]api.FunctionDefinition
+	// extism is extism:host/env's functions (abi extism).
+	extism map[string]api.FunctionDefinition
 }
 
 func newChecker(ctx context.Context) (*checker, error) {
@@ -41,7 +43,13 @@ func newChecker(ctx context.Context) (*checker, error) {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("runtime: validator: host module: %w", err)
 	}
-	return &checker{rt: rt, wasi: rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions(), host: h.ExportedFunctionDefinitions()}, nil
+	x, err := extismModule(rt).Instantiate(ctx)
+	if err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("runtime: validator: %s host module: %w", extismModuleName, err)
+	}
+	return &checker{rt: rt, wasi: rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions(), host: h.ExportedFunctionDefinitions(),
+		extism: x.ExportedFunctionDefinitions()}, nil
 }
 
 // Validate checks the module in the file at path against abi, without running it, and returns
@@ -83,17 +91,32 @@ func ValidateAndStart(ctx context.Context, path string, abi ABI, timeout time.Du
 	if err != nil {
 		return ModuleInfo{}, err
 	}
-	info := ModuleInfo{HandlesBatches: m.HandlesBatches()}
+	info := ModuleInfo{ABI: m.ABI(), HandlesBatches: m.HandlesBatches(), ExtismFunctions: m.c.functions}
+	pc := PoolConfig{Binding: "validate", Timeout: timeout, StartTimeout: timeout}
+	if m.ABI() == ABIExtism {
+		// The function is the binding's choice: any the plugin can run shows it starts.
+		if len(m.c.functions) == 0 {
+			return info, fmt.Errorf("runtime: %s: exports no function an Extism host can call (no parameters, an i32 result or none)", path)
+		}
+		pc.Function = m.c.functions[0]
+		if slices.Contains(m.c.functions, DefaultExtismFunction) {
+			pc.Function = DefaultExtismFunction
+		}
+	}
 	t, err := e.Tenant("validate", TenantLimits{MemoryPages: memoryPages})
 	if err != nil {
 		return info, err
 	}
 	// The user's --timeout is the start function's limit too: no floor.
-	return info, t.Validate(ctx, m, PoolConfig{Binding: "validate", Timeout: timeout, StartTimeout: timeout})
+	return info, t.Validate(ctx, m, pc)
 }
 
 // ModuleInfo is what ValidateAndStart learnt of a module that fits its ABI.
 type ModuleInfo struct {
+	// ABI is the module's ABI: the one asked for, or extism when detected from the imports.
+	ABI ABI
+	// ExtismFunctions are an Extism plugin's functions a binding's function: may name.
+	ExtismFunctions []string
 	// HandlesBatches: the module exports wqhost_handle_batch, so a binding with batch: may
 	// serve it (Module.HandlesBatches).
 	HandlesBatches bool
@@ -114,8 +137,8 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 	if abi == "" {
 		abi = ABIWqhostV1
 	}
-	if abi != ABIWqhostV1 && abi != ABIWasiStdio {
-		return nil, fmt.Errorf("runtime: %s: unknown abi %q (supported: %s, %s)", name, abi, ABIWqhostV1, ABIWasiStdio)
+	if abi != ABIWqhostV1 && abi != ABIWasiStdio && abi != ABIExtism {
+		return nil, fmt.Errorf("runtime: %s: unknown abi %q (supported: %s, %s, %s)", name, abi, ABIWqhostV1, ABIWasiStdio, ABIExtism)
 	}
 	cm, err := compileModule(ctx, c.rt, wasm)
 	if errors.Is(err, ErrCompilerPanic) {
@@ -127,6 +150,7 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 	// Nothing of the checker's compilation is kept: every module version's code would
 	// otherwise stay in memory for the life of the engine.
 	defer cm.Close(ctx)
+	abi = detectExtism(cm, abi)
 
 	var problems []string
 	for _, imp := range cm.ImportedFunctions() {
@@ -135,6 +159,12 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 		switch mod {
 		case wasi_snapshot_preview1.ModuleName:
 			known = c.wasi
+		case extismModuleName:
+			if abi != ABIExtism {
+				problems = append(problems, fmt.Sprintf("imports %s.%s, which only %s modules may use", mod, fn, ABIExtism))
+				continue
+			}
+			known = c.extism
 		case hostModuleName:
 			if abi != ABIWqhostV1 {
 				problems = append(problems, fmt.Sprintf("imports %s.%s, which only %s modules may use", mod, fn, ABIWqhostV1))
@@ -211,6 +241,10 @@ func (c *checker) validate(ctx context.Context, name string, wasm []byte, abi AB
 		}
 	case ABIWasiStdio:
 		want("_start")
+	case ABIExtism:
+		// The function a binding calls is its own (function:), checked by NewPool.
+		out.usesHTTP = extismUsesHTTP(cm)
+		out.functions = extismCallable(exports)
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("runtime: %s does not fit abi %s: %s", name, abi, strings.Join(problems, "; "))

@@ -79,6 +79,19 @@ for n in "${tinygo_reactor[@]}"; do
 	grep -v "is not a recognized feature for this target" <<<"$log" || true
 	echo "built $t"
 done
+# Extism plugins written against the Extism ABI (extism:host/env), built by TinyGo from their
+# own directory with the same flags.
+tinygo_extism=(extism-vowels-tinygo)
+for n in "${tinygo_extism[@]}"; do
+	rm -f "$(dest "$n")"
+	if ! log=$(cd "examples/handlers/$n" && "$TINYGO_BIN" build "${tinygo_flags[@]}" -o "$(dest "$n")" . 2>&1); then
+		echo "$log" >&2
+		echo "tinygo build of $n failed" >&2
+		exit 1
+	fi
+	grep -v "is not a recognized feature for this target" <<<"$log" || true
+	echo "built $n"
+done
 
 # Cargo hashes RUSTFLAGS and the crates' paths into symbol names, and those hashes can change
 # the module's layout: a build in another checkout directory gave different bytes. So the Rust

@@ -67,6 +67,10 @@ if [ -f scripts/install-podman.sh ]; then
 		echo "podman could not be installed: the image test will skip" >&2
 	fi
 fi
+# The Extism go-sdk's plugins (runtime's TestExtismCorpus reads them from the module cache;
+# the bench module requires the go-sdk): downloaded here so the corpus runs, not skips.
+step "extism corpus (go mod download in bench/)"
+(cd bench && go mod download github.com/extism/go-sdk)
 gobin=$(go env GOPATH)/bin
 if ! "$gobin/staticcheck" -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
 	step "staticcheck $STATICCHECK_VERSION (go install)"

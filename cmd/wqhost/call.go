@@ -80,8 +80,9 @@ func (h callLogHandler) Handle(_ context.Context, r slog.Record) error {
 }
 
 func (c *cli) call(ctx context.Context, args []string) error {
-	fl := c.flags("call", "FILE.wasm [--abi wqhost/v1|wasi-stdio] [--body B | --file F] [--meta k=v]... [--config k=v]...", callDoc)
-	abi := fl.String("abi", string(runtime.ABIWqhostV1), "guest ABI: wqhost/v1 or wasi-stdio")
+	fl := c.flags("call", "FILE.wasm [--abi wqhost/v1|wasi-stdio|extism] [--function F] [--body B | --file F] [--meta k=v]... [--config k=v]...", callDoc)
+	abi := fl.String("abi", string(runtime.ABIWqhostV1), "guest ABI: wqhost/v1, wasi-stdio or extism (a module importing extism:host/env is detected)")
+	function := fl.String("function", "", "the function an Extism plugin's call runs (default "+runtime.DefaultExtismFunction+")")
 	body := fl.String("body", "", "message body")
 	file := fl.String("file", "", "read the message body from this file ('-' = stdin)")
 	meta := fl.StringArray("meta", nil, "message metadata key=value (id, queue, dequeue_count, inserted_at, order_key, tenant, binding)")
@@ -98,8 +99,8 @@ func (c *cli) call(ctx context.Context, args []string) error {
 	}
 	path := fl.Arg(0)
 	a := runtime.ABI(*abi)
-	if a != runtime.ABIWqhostV1 && a != runtime.ABIWasiStdio {
-		return usagef("--abi %q: unknown ABI (want %s or %s)", *abi, runtime.ABIWqhostV1, runtime.ABIWasiStdio)
+	if a != runtime.ABIWqhostV1 && a != runtime.ABIWasiStdio && a != runtime.ABIExtism {
+		return usagef("--abi %q: unknown ABI (want %s, %s or %s)", *abi, runtime.ABIWqhostV1, runtime.ABIWasiStdio, runtime.ABIExtism)
 	}
 	if fl.Changed("body") && *file != "" {
 		return usagef("--body and --file: give one of them")
@@ -202,6 +203,7 @@ func (c *cli) call(ctx context.Context, args []string) error {
 		OutputQueue:    *output,
 		AllowEmit:      allowQueueName,
 		MaxOutputBytes: int(config.DefaultMaxOutputBytes),
+		Function:       *function,
 	}
 	if err := t.Validate(ctx, m, pc); err != nil {
 		c.printCallLogs(logs, *asJSON)

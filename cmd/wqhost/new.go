@@ -24,18 +24,20 @@ to by path, so the project builds anywhere, without network and without a wqhost
   go      standard Go (1.24 or newer), GOOS=wasip1 -buildmode=c-shared
   tinygo  TinyGo (scripts/install-tinygo.sh), -scheduler=none -no-debug
   rust    cargo, target wasm32-unknown-unknown (rustup target add, or Debian's
-          libstd-rust-dev-wasm32 as scripts/install-rust.sh installs it)`
+          libstd-rust-dev-wasm32 as scripts/install-rust.sh installs it)
+  extism  an Extism plugin (abi extism) in TinyGo, with a small Extism PDK written into the
+          project: it runs in wqhost and unchanged in any Extism host`
 
 // The SDK's module path: the project's go.mod replaces it with the copy in wqhost-sdk-go/.
 const sdkGoModule = "github.com/wqhost/wqhost/sdk/go"
 
 func (c *cli) newProject(_ context.Context, args []string) error {
-	fl := c.flags("new", "go|tinygo|rust DIR", newDoc)
+	fl := c.flags("new", "go|tinygo|rust|extism DIR", newDoc)
 	if err := c.parse(fl, args); err != nil {
 		return err
 	}
 	if fl.NArg() != 2 {
-		return usagef("want a kind (go, tinygo or rust) and a directory, got %d arguments (see --help)", fl.NArg())
+		return usagef("want a kind (go, tinygo, rust or extism) and a directory, got %d arguments (see --help)", fl.NArg())
 	}
 	kind, dir := fl.Arg(0), fl.Arg(1)
 	files, err := projectFiles(kind)
@@ -91,6 +93,8 @@ func projectFiles(kind string) (map[string]string, error) {
 			files["build.sh"] = tinygoBuild
 			files["README.md"] = fmt.Sprintf(projectReadme, "TinyGo", "TinyGo 0.41 or newer (wqhost's scripts/install-tinygo.sh installs it)", tinygoBuildCmd, tinygoNotes)
 		}
+	case "extism":
+		extismProject(files)
 	case "rust":
 		if err := copyFS(files, sdk.Rust, "rust", "wqhost-sdk-rust"); err != nil {
 			return nil, err
@@ -101,7 +105,7 @@ func projectFiles(kind string) (map[string]string, error) {
 		files[".gitignore"] = "/target/\n"
 		files["README.md"] = fmt.Sprintf(projectReadme, "Rust", "cargo with the wasm32-unknown-unknown target (`rustup target add wasm32-unknown-unknown`, or Debian's `libstd-rust-dev-wasm32`)", rustBuildCmd, rustNotes)
 	default:
-		return nil, usagef("kind %q: want go, tinygo or rust", kind)
+		return nil, usagef("kind %q: want go, tinygo, rust or extism", kind)
 	}
 	return files, nil
 }

@@ -16,7 +16,7 @@ import (
 // toolchain finds the compiler a project kind needs; "" when it is not installed.
 func toolchain(kind string) (env []string, missing string) {
 	switch kind {
-	case "tinygo":
+	case "tinygo", "extism":
 		out, err := exec.Command("bash", filepath.Join(repoRoot, "scripts/install-tinygo.sh"), "--path").Output()
 		if p := strings.TrimSpace(string(out)); err == nil && p != "" {
 			return []string{"TINYGO=" + p}, ""
@@ -40,7 +40,7 @@ func toolchain(kind string) (env []string, missing string) {
 // cargo --offline, an empty CARGO_HOME), run it through `wqhost call`, and load its sample
 // config.
 func TestNewProjectsBuildAnywhere(t *testing.T) {
-	for _, kind := range []string{"go", "tinygo", "rust"} {
+	for _, kind := range []string{"go", "tinygo", "rust", "extism"} {
 		t.Run(kind, func(t *testing.T) {
 			env, missing := toolchain(kind)
 			if missing != "" {
@@ -70,12 +70,21 @@ func TestNewProjectsBuildAnywhere(t *testing.T) {
 				t.Fatalf("build.sh: %v\n%s", err, out)
 			}
 
-			wq(t, dir, "call", "handler.wasm", "--body", "world").expect(t, 0, "call",
-				"status: ok", "-> out: hello, world", "greeting message call-1")
-			wq(t, dir, "call", "handler.wasm", "--body", "world", "--config", "greeting=hi").expect(t, 0, "call with config",
-				"-> out: hi, world")
-			wq(t, dir, "call", "handler.wasm").expect(t, 1, "call with an empty body",
-				"status: reject", "reason: empty message")
+			if kind == "extism" {
+				// An Extism plugin: no wqhost log call; an empty body fails (error_set).
+				wq(t, dir, "call", "handler.wasm", "--body", "world").expect(t, 0, "call", "status: ok", "-> out: hello, world")
+				wq(t, dir, "call", "handler.wasm", "--body", "world", "--config", "greeting=hi").expect(t, 0, "call with config",
+					"-> out: hi, world")
+				wq(t, dir, "call", "handler.wasm").expect(t, 1, "call with an empty body",
+					"status: failed", "extism plugin failed (code 1): empty message")
+			} else {
+				wq(t, dir, "call", "handler.wasm", "--body", "world").expect(t, 0, "call",
+					"status: ok", "-> out: hello, world", "greeting message call-1")
+				wq(t, dir, "call", "handler.wasm", "--body", "world", "--config", "greeting=hi").expect(t, 0, "call with config",
+					"-> out: hi, world")
+				wq(t, dir, "call", "handler.wasm").expect(t, 1, "call with an empty body",
+					"status: reject", "reason: empty message")
+			}
 
 			data, err := os.ReadFile(filepath.Join(dir, "wqhost.yaml"))
 			if err != nil {
@@ -87,5 +96,5 @@ func TestNewProjectsBuildAnywhere(t *testing.T) {
 			wq(t, "", "new", kind, dir).expect(t, 2, "new into a non-empty dir", "is not empty")
 		})
 	}
-	wq(t, "", "new", "cobol", t.TempDir()).expect(t, 2, "unknown kind", `kind "cobol": want go, tinygo or rust`)
+	wq(t, "", "new", "cobol", t.TempDir()).expect(t, 2, "unknown kind", `kind "cobol": want go, tinygo, rust or extism`)
 }

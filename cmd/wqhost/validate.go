@@ -22,8 +22,8 @@ fits; 1: does not fit (each problem on its own line), or its start function or s
 failed or did not return within --timeout; 2: no such file or unknown ABI.`
 
 func (c *cli) validate(ctx context.Context, args []string) error {
-	fl := c.flags("validate", "FILE.wasm [--abi wqhost/v1|wasi-stdio] [--timeout D]", validateDoc)
-	abi := fl.String("abi", string(runtime.ABIWqhostV1), "guest ABI to check against: wqhost/v1 or wasi-stdio")
+	fl := c.flags("validate", "FILE.wasm [--abi wqhost/v1|wasi-stdio|extism] [--timeout D]", validateDoc)
+	abi := fl.String("abi", string(runtime.ABIWqhostV1), "guest ABI to check against: wqhost/v1, wasi-stdio or extism")
 	timeout := fl.Duration("timeout", config.DefaultTimeout, "time limit of the start function and of the self test (a binding's limits.timeout)")
 	if err := c.parse(fl, args); err != nil {
 		return err
@@ -33,8 +33,8 @@ func (c *cli) validate(ctx context.Context, args []string) error {
 	}
 	path := fl.Arg(0)
 	a := runtime.ABI(*abi)
-	if a != runtime.ABIWqhostV1 && a != runtime.ABIWasiStdio {
-		return usagef("--abi %q: unknown ABI (want %s or %s)", *abi, runtime.ABIWqhostV1, runtime.ABIWasiStdio)
+	if a != runtime.ABIWqhostV1 && a != runtime.ABIWasiStdio && a != runtime.ABIExtism {
+		return usagef("--abi %q: unknown ABI (want %s, %s or %s)", *abi, runtime.ABIWqhostV1, runtime.ABIWasiStdio, runtime.ABIExtism)
 	}
 	if *timeout <= 0 {
 		return usagef("--timeout %s: must be above 0", *timeout)
@@ -49,7 +49,14 @@ func (c *cli) validate(ctx context.Context, args []string) error {
 	// test, would pass the static checks but never serve.
 	info, err := runtime.ValidateAndStart(ctx, path, a, *timeout, 0)
 	if err == nil {
+		if info.ABI != "" {
+			a = info.ABI // detected: an Extism plugin asked to fit the default
+		}
 		fmt.Fprintf(c.stdout, "%s: ok, fits abi %s\n", path, a)
+		if a == runtime.ABIExtism {
+			fmt.Fprintf(c.stdout, "  functions: %s (a binding names the one each message calls with function:, default %s)\n",
+				strings.Join(info.ExtismFunctions, ", "), runtime.DefaultExtismFunction)
+		}
 		if a == runtime.ABIWqhostV1 {
 			if info.HandlesBatches {
 				fmt.Fprintf(c.stdout, "  batches: yes, exports wqhost_handle_batch (a binding may set batch:)\n")

@@ -19,6 +19,8 @@ func TestValidate(t *testing.T) {
 		{[]string{"examples/handlers/billing-go/billing-go.wasm"}, 0, []string{"ok, fits abi wqhost/v1", "batches: yes, exports wqhost_handle_batch"}},
 		{[]string{"runtime/testdata/guest/guest.wasm"}, 0, []string{"ok, fits abi wqhost/v1", "batches: no wqhost_handle_batch export"}},
 		{[]string{"--abi", "wasi-stdio", "examples/handlers/upper-stdio/upper-stdio.wasm"}, 0, []string{"ok, fits abi wasi-stdio"}},
+		// An Extism plugin: detected from its imports, its callable functions listed.
+		{[]string{"examples/handlers/extism-vowels-tinygo/extism-vowels-tinygo.wasm"}, 0, []string{"ok, fits abi extism", "functions: count_vowels (a binding names"}},
 		{[]string{"runtime/testdata/noexport/noexport.wasm"}, 1, []string{"does not fit abi wqhost/v1", "1 problem", "missing export wqhost_handle"}},
 		{[]string{"runtime/testdata/badimport/badimport.wasm"}, 1, []string{"imports unknown host function wqhost.no_such_function"}},
 		{[]string{"--abi", "wasi-stdio", "examples/handlers/billing-go/billing-go.wasm"}, 1, []string{"missing export _start", "which only wqhost/v1 modules may use"}},

@@ -49,6 +49,6 @@ func (c *cli) version(_ context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "commit  %s\n", rev)
 	}
 	fmt.Fprintf(c.stdout, "go      %s %s/%s\n", goruntime.Version(), goruntime.GOOS, goruntime.GOARCH)
-	fmt.Fprintf(c.stdout, "abi     %s, %s\n", runtime.ABIWqhostV1, runtime.ABIWasiStdio)
+	fmt.Fprintf(c.stdout, "abi     %s, %s, %s\n", runtime.ABIWqhostV1, runtime.ABIWasiStdio, runtime.ABIExtism)
 	return nil
 }

@@ -16,6 +16,12 @@ import (
 //go:embed */*.wasm
 var FS embed.FS
 
+// ExtismPDK is the small Extism PDK for TinyGo of the extism-vowels-tinygo example (its
+// extism:host/env imports and helpers); `wqhost new extism` writes it into new projects.
+//
+//go:embed extism-vowels-tinygo/pdk_wasip1.go
+var ExtismPDK string
+
 // Names lists the embedded modules by name, sorted.
 func Names() []string {
 	ents, _ := fs.ReadDir(FS, ".")

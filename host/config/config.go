@@ -127,6 +127,9 @@ const (
 const (
 	ABIWqhostV1  = "wqhost/v1"
 	ABIWasiStdio = "wasi-stdio"
+	// ABIExtism runs an Extism plugin (docs/abi.md, "Extism plugins"); a module importing
+	// extism:host/env is detected as one without it.
+	ABIExtism = "extism"
 )
 
 // Backend types.
@@ -306,8 +309,10 @@ type Binding struct {
 	// Output is the queue the handler's default emits go to; empty means none.
 	Output string            `koanf:"output"`
 	Module string            `koanf:"module"` // a file path or builtin:<name>
-	ABI    string            `koanf:"abi"`    // wqhost/v1 (default) or wasi-stdio
+	ABI    string            `koanf:"abi"`    // wqhost/v1 (default), wasi-stdio or extism
 	Config map[string]string `koanf:"config"` // read by the guest with config_get
+	// Function is the export an Extism plugin's calls run (abi extism); default "handle".
+	Function string `koanf:"function"`
 
 	BatchSize         int           `koanf:"batch_size"`
 	VisibilityTimeout time.Duration `koanf:"visibility_timeout"`

@@ -327,7 +327,10 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 	if b.Ordered {
 		c.validateOrdered(fail, bp, b)
 	}
-	oneOf(fail, bp+".abi", b.ABI, ABIWqhostV1, ABIWasiStdio)
+	oneOf(fail, bp+".abi", b.ABI, ABIWqhostV1, ABIWasiStdio, ABIExtism)
+	if b.Function != "" && b.ABI == ABIWasiStdio {
+		fail(bp+".function", "is the function an Extism plugin's calls run; a %s program runs its _start", ABIWasiStdio)
+	}
 	c.validateModule(fail, bp+".module", t, b.Module)
 
 	if b.BatchSize < 1 || b.BatchSize > MaxBatchSize {
@@ -508,6 +511,9 @@ func validateBatch(fail failFunc, bp string, b Binding) {
 	}
 	if bt.MaxMessages > 1 && b.ABI == ABIWasiStdio {
 		fail(bp+".batch", "needs abi %s (a wasi-stdio program handles one message per run)", ABIWqhostV1)
+	}
+	if bt.MaxMessages > 1 && b.ABI == ABIExtism {
+		fail(bp+".batch", "needs abi %s (an Extism plugin handles one message per call)", ABIWqhostV1)
 	}
 }
 

@@ -60,6 +60,9 @@ const (
 	// Instantiate is wqhost's runtime instantiating a fresh module per message (max_uses 1),
 	// what a naive wazero host does.
 	Instantiate Kind = "instantiate"
+	// WqhostExtism is Extism's own plugin (the same file the Extism engine runs) in wqhost's
+	// pool under abi extism, with the default time limit on: Extism plugins unchanged.
+	WqhostExtism Kind = "wqhost-extism"
 )
 
 // Kinds lists every engine, floor first.
@@ -132,6 +135,16 @@ func Open(ctx context.Context, k Kind, l Logic, conc int, p Paths) (Caller, erro
 			cfg.MinInstances, cfg.MaxUses = 0, 1
 		}
 		return openWqhost(ctx, path, p.CacheDir, cfg)
+	case WqhostExtism:
+		file, fn, err := extismPlugin(l)
+		if err != nil {
+			return nil, fmt.Errorf("engine %s, logic %s: %w", k, l, err)
+		}
+		cfg := wqruntime.PoolConfig{
+			Binding: "bench", OutputQueue: "out", MinInstances: conc, MaxInstances: conc,
+			Timeout: 30 * time.Second, Function: fn,
+		}
+		return openWqhostABI(ctx, filepath.Join(p.ExtismWasm, file), p.CacheDir, cfg, wqruntime.ABIExtism)
 	case Extism:
 		return openExtism(ctx, l, conc, 0, p)
 	case ExtismTimeout:
@@ -156,6 +169,10 @@ type callBuf struct {
 }
 
 func openWqhost(ctx context.Context, path, cacheDir string, cfg wqruntime.PoolConfig) (*wqhostCaller, error) {
+	return openWqhostABI(ctx, path, cacheDir, cfg, wqruntime.ABIWqhostV1)
+}
+
+func openWqhostABI(ctx context.Context, path, cacheDir string, cfg wqruntime.PoolConfig, abi wqruntime.ABI) (*wqhostCaller, error) {
 	wasm, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("engine wqhost: %w", err)
@@ -164,7 +181,7 @@ func openWqhost(ctx context.Context, path, cacheDir string, cfg wqruntime.PoolCo
 	if err != nil {
 		return nil, err
 	}
-	m, err := e.Compile(ctx, path, wasm, wqruntime.ABIWqhostV1)
+	m, err := e.Compile(ctx, path, wasm, abi)
 	if err != nil {
 		_ = e.Close(ctx)
 		return nil, err

@@ -19,15 +19,21 @@ type extismCaller struct {
 	all      []*extism.Plugin
 }
 
-func openExtism(ctx context.Context, l Logic, conc int, timeout time.Duration, paths Paths) (*extismCaller, error) {
-	file, fn := "", ""
+// extismPlugin is the go-sdk plugin and function of a logic.
+func extismPlugin(l Logic) (file, fn string, err error) {
 	switch l {
 	case Noop:
-		file, fn = "noop.wasm", "run_test"
+		return "noop.wasm", "run_test", nil
 	case Vowels:
-		file, fn = "count_vowels.wasm", "count_vowels"
-	default:
-		return nil, fmt.Errorf("engine extism, logic %s: %w", l, ErrUnsupported)
+		return "count_vowels.wasm", "count_vowels", nil
+	}
+	return "", "", ErrUnsupported
+}
+
+func openExtism(ctx context.Context, l Logic, conc int, timeout time.Duration, paths Paths) (*extismCaller, error) {
+	file, fn, err := extismPlugin(l)
+	if err != nil {
+		return nil, fmt.Errorf("engine extism, logic %s: %w", l, err)
 	}
 	m := extism.Manifest{
 		Wasm:    []extism.Wasm{extism.WasmFile{Path: filepath.Join(paths.ExtismWasm, file)}},
