@@ -103,6 +103,10 @@ type moduleFacts struct {
 	SelfTest bool `json:"self_test"`
 	UsesHTTP bool `json:"uses_http"`
 	Batch    bool `json:"batch"`
+	// ABI is the one validation settled on (an Extism plugin is detected by its imports
+	// when the binding named none), and Functions an Extism plugin's callable exports.
+	ABI       ABI      `json:"abi,omitempty"`
+	Functions []string `json:"functions,omitempty"`
 	// Fuel: the fuel-instrumented copy compiled; false runs the module's own bytes under
 	// close-on-context-done.
 	Fuel bool `json:"fuel"`
@@ -135,7 +139,7 @@ func compileChild(dir string, in io.Reader) (moduleFacts, error) {
 	}
 	c.digest = digestOfBytes(wasm)
 	c.fuel = e.instrument(name, c)
-	f = moduleFacts{SelfTest: c.selfTest, UsesHTTP: c.usesHTTP, Batch: c.batch}
+	f = moduleFacts{SelfTest: c.selfTest, UsesHTTP: c.usesHTTP, Batch: c.batch, ABI: c.abi, Functions: c.functions}
 	compile := func(b []byte, terminate bool) error {
 		rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
 			WithCompilationCache(e.cache).WithCloseOnContextDone(terminate))
@@ -176,7 +180,10 @@ func (e *Engine) validateInChild(ctx context.Context, name string, wasm []byte, 
 			e.logger.Warn("module facts not cached; the next load validates it in a child again", "module", name, "err", err)
 		}
 	}
-	c := &compiled{abi: abi, wasm: wasm, digest: digest, selfTest: f.SelfTest, usesHTTP: f.UsesHTTP, batch: f.Batch}
+	c := &compiled{abi: abi, wasm: wasm, digest: digest, selfTest: f.SelfTest, usesHTTP: f.UsesHTTP, batch: f.Batch, functions: f.Functions}
+	if f.ABI != "" {
+		c.abi = f.ABI
+	}
 	if f.Fuel {
 		c.fuel = e.instrument(name, c) // the child's sealed copy, or instrumented again
 	}

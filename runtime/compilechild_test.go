@@ -128,3 +128,34 @@ func TestCompileBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestChildKeepsWhatValidationFound: what validation learns of a module in the child (an
+// Extism plugin detected by its imports, its callable functions) reaches the host's module,
+// first load and from the cached facts alike.
+func TestChildKeepsWhatValidationFound(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	plugin := extPlugin(wasmtest.I32Const(0))
+	for i, e := range []*Engine{childEngine(t, dir, 0, 0), childEngine(t, dir, 0, 0)} {
+		m, err := e.Compile(ctx, "plugin.wasm", plugin, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.ABI() != ABIExtism {
+			t.Fatalf("engine %d: ABI %q, want the detected %q", i, m.ABI(), ABIExtism)
+		}
+		ten, err := e.Tenant("t", TenantLimits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := ten.NewPool(ctx, m, PoolConfig{Binding: "b", Function: "handle", Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatalf("engine %d: %v", i, err)
+		}
+		_, err = p.Call(ctx, &Input{ID: "m"})
+		_ = p.Close(ctx)
+		if err != nil {
+			t.Fatalf("engine %d: call: %v", i, err)
+		}
+	}
+}
