@@ -211,8 +211,8 @@ func FuzzHostFunctions(f *testing.F) {
 				t.Fatalf("batch_body(%d, %d, %d) = %d, want %d bytes of the body", idx, a, b, rc, want)
 			}
 		case "batch_meta":
-			if rc != errNotFound && rc < 0 {
-				t.Fatalf("batch_meta = %d: neither a length nor ERR_NOT_FOUND", rc)
+			if overlong := uint32(args[2]) > maxMetaKeyBytes; rc < 0 && rc != errNotFound && !(overlong && rc == errInvalid) {
+				t.Fatalf("batch_meta = %d: neither a length, ERR_NOT_FOUND nor (key of %d bytes) ERR_INVALID", rc, uint32(args[2]))
 			}
 		case "batch_emit":
 			// The output lands with its message: the call's own outputs in a single call.
@@ -244,8 +244,10 @@ func FuzzHostFunctions(f *testing.F) {
 				t.Fatalf("batch_verdict(%d, %d) = %d, result %+v", idx, status, rc, st.res[idx])
 			}
 		case "msg_meta", "config_get":
-			if rc != errNotFound && rc < 0 {
-				t.Fatalf("%s = %d: neither a length nor ERR_NOT_FOUND", fn.name, rc)
+			// A metadata key over maxMetaKeyBytes is refused before it is read (ERR_INVALID).
+			overlong := fn.name == "msg_meta" && uint32(args[1]) > maxMetaKeyBytes
+			if rc < 0 && rc != errNotFound && !(overlong && rc == errInvalid) {
+				t.Fatalf("%s = %d: neither a length, ERR_NOT_FOUND nor (key of %d bytes) ERR_INVALID", fn.name, rc, uint32(args[1]))
 			}
 		case "emit":
 			switch rc {
