@@ -203,12 +203,16 @@ type httpState struct {
 	open    []*httpResp // handle i+1; nil once closed
 	report  HTTPReport
 	lastErr string
+	// refused counts the policy refusals of the call: the first is logged, the rest are
+	// summed up in one line when the call ends, so a guest refused in a loop cannot flood
+	// the log.
+	refused int
 }
 
 // used reports whether the call touched outbound HTTP, so closeHTTP has work: most calls
 // make no request.
 func (h *httpState) used() bool {
-	return len(h.open) != 0 || h.report != (HTTPReport{}) || h.lastErr != ""
+	return len(h.open) != 0 || h.report != (HTTPReport{}) || h.lastErr != "" || h.refused != 0
 }
 
 // closeHTTP ends every request the message left open; the pool calls it after each call.
@@ -220,7 +224,10 @@ func (st *callState) closeHTTP() HTTPReport {
 	}
 	clear(st.http.open)
 	rep := st.http.report
-	st.http.open, st.http.report, st.http.lastErr = st.http.open[:0], HTTPReport{}, ""
+	if st.http.refused > 1 && st.pool != nil {
+		st.pool.logger.Warn("outbound http requests refused, more than the one logged", st.callee().logAttrs("more", st.http.refused-1)...)
+	}
+	st.http.open, st.http.report, st.http.lastErr, st.http.refused = st.http.open[:0], HTTPReport{}, "", 0
 	return rep
 }
 
@@ -242,6 +249,9 @@ func (st *callState) httpFail(code int32, method string, shown func() string, ru
 	}
 	st.http.lastErr = text
 	if rule != "" && st.pool != nil {
+		if st.http.refused++; st.http.refused > 1 {
+			return code
+		}
 		st.pool.logger.Warn("outbound http request refused", st.callee().logAttrs("method", method, "url", u, "rule", rule, "reason", msg)...)
 	}
 	return code
