@@ -36,7 +36,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -63,7 +62,7 @@ type Options struct {
 	// MemoryStorage keeps created streams in memory instead of on disk (tests).
 	MemoryStorage bool
 	// StreamPrefix names the stream of a queue that Queues does not name: prefix + the queue
-	// name with characters a stream name cannot hold replaced by '_'. Default "WQ_".
+	// name, bytes other than letters, digits and '-' escaped as _XX. Default "WQ_".
 	StreamPrefix string
 	// SubjectPrefix forms the subject of a queue that Queues does not name: prefix + queue.
 	// Default "wqhost.q.".
@@ -180,13 +179,27 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 // Conn returns the backend's connection (tests, and the interop check).
 func (b *Backend) Conn() *natsgo.Conn { return b.nc }
 
-var streamBad = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+// streamName escapes a queue name into a stream name: letters, digits and '-' stay, every
+// other byte becomes _XX (hex), so two queue names never share a stream ("a.b" is a_2Eb,
+// "a_b" is a_5Fb).
+func streamName(queue string) string {
+	var sb strings.Builder
+	for i := 0; i < len(queue); i++ {
+		c := queue[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' {
+			sb.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&sb, "_%02X", c)
+	}
+	return sb.String()
+}
 
 // binding returns the stream and subject of queue name.
 func (b *Backend) binding(name string) QueueBinding {
 	qb := b.opts.Queues[name]
 	if qb.Stream == "" {
-		qb.Stream = b.opts.StreamPrefix + streamBad.ReplaceAllString(name, "_")
+		qb.Stream = b.opts.StreamPrefix + streamName(name)
 	}
 	return qb
 }
