@@ -177,3 +177,43 @@ func TestMaxMessageBytes(t *testing.T) {
 		t.Fatalf("Send of %d bytes = %v; want an error naming the limit %d", max+1, err, max)
 	}
 }
+
+// A message that reaches a pull held longer than AckWait is handed out by the next receive:
+// its lease began when it arrived, not when the pull was asked for.
+func TestHeldPullLongerThanAckWait(t *testing.T) {
+	_, url := natstest.Server(t)
+	b := open(t, url, func(o *wqnats.Options) {
+		o.AckWait, o.PullHold, o.PullHeartbeat = time.Second, 5*time.Second, time.Second
+	})
+	ctx := context.Background()
+	q, err := b.Queue(ctx, "long-hold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, _, stop, err := q.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	time.Sleep(1500 * time.Millisecond) // the pull is held past AckWait
+	nc, err := natsgo.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Publish(q.Subject(), []byte("late")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the publish did not wake the watch")
+	}
+	ms, err := q.Receive(ctx, 1, time.Second)
+	if err != nil || len(ms) != 1 || string(ms[0].Body) != "late" || ms[0].DequeueCount != 1 {
+		t.Fatalf("receive after the wake-up = %v, %v; want the message at once, first delivery", ms, err)
+	}
+	if err := q.Delete(ctx, ms[0]); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -93,11 +93,3 @@ func (q *Queue) List(ctx context.Context, after string, max int, maxBody int64, 
 	})
 	return next, err
 }
-
-// Purge removes every message of the queue's subject from its stream.
-func (q *Queue) Purge(ctx context.Context) error {
-	if err := q.stream.Purge(ctx, jetstream.WithPurgeSubject(q.subject)); err != nil {
-		return fmt.Errorf("nats: purge %s: %w", q.name, err)
-	}
-	return nil
-}

@@ -477,13 +477,3 @@ func (q *Queue) Depth(ctx context.Context) (int64, error) {
 	}
 	return int64(ci.NumPending) + int64(ci.NumAckPending), nil
 }
-
-// DepthDetail splits Depth: visible (not yet delivered or due for redelivery), leased
-// (delivered, unacked) and waiting for redelivery as the consumer counts them.
-func (q *Queue) DepthDetail(ctx context.Context) (pending, ackPending, redelivered int64, err error) {
-	ci, err := q.cons.Info(ctx)
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("nats: depth of %s: %w", q.name, err)
-	}
-	return int64(ci.NumPending), int64(ci.NumAckPending), int64(ci.NumRedelivered), nil
-}

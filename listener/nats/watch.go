@@ -22,7 +22,7 @@ import (
 
 type heldMsg struct {
 	msg delivery
-	at  time.Time // when the pull was asked for
+	at  time.Time // when it arrived: its AckWait began a moment before
 }
 
 // takeHeld leases up to max of the messages held pulls brought, dropping those whose lease
@@ -35,8 +35,8 @@ func (q *Queue) takeHeld(max int, visibility time.Duration) []*listener.Message 
 	q.mu.Unlock()
 	var out []*listener.Message
 	for _, h := range take {
-		if time.Since(h.at) > q.b.opts.AckWait-time.Second {
-			continue
+		if time.Since(h.at) > q.b.opts.AckWait*3/4 {
+			continue // its lease may run out before the receive renews it: the server redelivers it
 		}
 		if m := q.admit(h.msg, h.at, visibility, true); m != nil {
 			out = append(out, m)
@@ -153,7 +153,6 @@ func (q *Queue) pull(ctx context.Context) {
 		}
 		q.mu.Unlock()
 		q.pulls.Add(1)
-		start := time.Now()
 		fctx, cancel := context.WithTimeout(ctx, q.b.opts.PullHold)
 		batch, err := q.cons.Fetch(1, jetstream.FetchContext(fctx), jetstream.FetchHeartbeat(q.b.opts.PullHeartbeat))
 		if err == nil {
@@ -164,7 +163,7 @@ func (q *Queue) pull(ctx context.Context) {
 					_ = q.ack(msg.Reply(), ackNak)
 					continue
 				}
-				q.hold(d, start)
+				q.hold(d)
 			}
 			err = batch.Error()
 		}
@@ -192,7 +191,7 @@ func (q *Queue) pull(ctx context.Context) {
 
 // hold keeps a message a held pull brought for the next Receive and wakes the waiters; a
 // delayed or expired one is dealt with at once.
-func (q *Queue) hold(msg delivery, start time.Time) {
+func (q *Queue) hold(msg delivery) {
 	h := msg.Headers()
 	now := time.Now()
 	if exp, ok := unixHeader(h, hdrExpires); ok && !now.Before(exp) {
@@ -210,7 +209,7 @@ func (q *Queue) hold(msg delivery, start time.Time) {
 		_ = q.ack(msg.Reply(), ackNak)
 		return
 	}
-	q.held = append(q.held, heldMsg{msg: msg, at: start})
+	q.held = append(q.held, heldMsg{msg: msg, at: now})
 	q.mu.Unlock()
 	q.wake.Fire()
 }
