@@ -48,7 +48,7 @@ type NATS struct {
 	AckWait time.Duration `koanf:"ack_wait"`
 	// PullHold is how long an idle binding's one pull request waits before it is re-armed
 	// (default 15m: 4 requests per idle hour). PullHeartbeat is the server's heartbeat on it
-	// (default 10s), by which a pull lost with its server is re-armed.
+	// (default 5s), by which a pull lost with its server is re-armed.
 	PullHold      time.Duration `koanf:"pull_hold"`
 	PullHeartbeat time.Duration `koanf:"pull_heartbeat"`
 	// Queues binds queues (physical names: <tenant>.<queue> for a tenant other than

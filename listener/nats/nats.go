@@ -78,7 +78,8 @@ type Options struct {
 	// idle before it is re-armed. Default 15m (4 requests per idle hour).
 	PullHold time.Duration
 	// PullHeartbeat is the server's heartbeat on a held pull: a pull lost with its server
-	// is noticed after two missed heartbeats and re-armed. Default 10s.
+	// is noticed after two missed heartbeats and re-armed (a reconnect re-arms it at once).
+	// Default 5s.
 	PullHeartbeat time.Duration
 	// Logger receives reconnect and pull errors; nil discards them.
 	Logger *slog.Logger
@@ -137,7 +138,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		opts.PullHold = 15 * time.Minute
 	}
 	if opts.PullHeartbeat <= 0 {
-		opts.PullHeartbeat = 10 * time.Second
+		opts.PullHeartbeat = 5 * time.Second
 	}
 	if opts.PullHeartbeat*2 >= opts.PullHold {
 		return nil, fmt.Errorf("nats: pull_heartbeat %s must be below half of pull_hold %s", opts.PullHeartbeat, opts.PullHold)
@@ -158,8 +159,20 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 				log.Warn("nats: disconnected", "err", err)
 			}
 		}),
-		natsgo.ReconnectHandler(func(c *natsgo.Conn) { log.Info("nats: reconnected", "server", c.ConnectedUrlRedacted()) }),
 	)
+	b := &Backend{opts: opts, log: log, queues: map[string]*Queue{}}
+	copts = append(copts, natsgo.ReconnectHandler(func(c *natsgo.Conn) {
+		log.Info("nats: reconnected", "server", c.ConnectedUrlRedacted())
+		b.mu.Lock()
+		qs := make([]*Queue, 0, len(b.queues))
+		for _, q := range b.queues {
+			qs = append(qs, q)
+		}
+		b.mu.Unlock()
+		for _, q := range qs {
+			q.reconnected()
+		}
+	}))
 	nc, err := natsgo.Connect(strings.Join(opts.URLs, ","), copts...)
 	if err != nil {
 		return nil, fmt.Errorf("nats: connect to %s: %w", strings.Join(opts.URLs, ","), err)
@@ -173,7 +186,8 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		nc.Close()
 		return nil, fmt.Errorf("nats: jetstream account info (is JetStream enabled?): %w", err)
 	}
-	return &Backend{opts: opts, nc: nc, js: js, log: log, queues: map[string]*Queue{}}, nil
+	b.nc, b.js = nc, js
+	return b, nil
 }
 
 // Conn returns the backend's connection (tests, and the interop check).

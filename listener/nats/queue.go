@@ -57,6 +57,8 @@ type Queue struct {
 	pulling  bool              // the held-pull goroutine runs
 	closing  bool
 	stopPull context.CancelFunc
+	// cancelHeld ends the current held pull's Fetch (a reconnect re-arms it).
+	cancelHeld context.CancelFunc
 }
 
 type lease struct {

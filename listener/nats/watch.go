@@ -154,6 +154,9 @@ func (q *Queue) pull(ctx context.Context) {
 		q.mu.Unlock()
 		q.pulls.Add(1)
 		fctx, cancel := context.WithTimeout(ctx, q.b.opts.PullHold)
+		q.mu.Lock()
+		q.cancelHeld = cancel
+		q.mu.Unlock()
 		batch, err := q.cons.Fetch(1, jetstream.FetchContext(fctx), jetstream.FetchHeartbeat(q.b.opts.PullHeartbeat))
 		if err == nil {
 			for msg := range batch.Messages() {
@@ -168,13 +171,14 @@ func (q *Queue) pull(ctx context.Context) {
 			err = batch.Error()
 		}
 		cancel()
+		rearmed := fctx.Err() == context.Canceled && ctx.Err() == nil
 		if ctx.Err() != nil {
 			q.mu.Lock()
 			q.pulling = false
 			q.mu.Unlock()
 			return
 		}
-		if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoMessages) {
+		if err == nil || rearmed || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoMessages) {
 			backoff = 100 * time.Millisecond
 			continue
 		}
@@ -210,6 +214,18 @@ func (q *Queue) hold(msg delivery) {
 		return
 	}
 	q.held = append(q.held, heldMsg{msg: msg, at: now})
+	q.mu.Unlock()
+	q.wake.Fire()
+}
+
+// reconnected re-arms the held pull after the connection moved to another server: the pull
+// request died with the old connection (the server would otherwise be noticed gone only
+// after two missed heartbeats), and wakes the waiters so they receive at once.
+func (q *Queue) reconnected() {
+	q.mu.Lock()
+	if q.cancelHeld != nil {
+		q.cancelHeld()
+	}
 	q.mu.Unlock()
 	q.wake.Fire()
 }
