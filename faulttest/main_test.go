@@ -22,7 +22,7 @@ import (
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/source"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Set by TestMain: the real binary, built once, and the repository root (fixtures).
@@ -214,8 +214,14 @@ func freeAddr(t *testing.T) string {
 // start starts `wqhost run --config cfg --admin ADDR` without waiting for it to be ready.
 func start(t *testing.T, cfg string, env []string) *proc {
 	t.Helper()
+	return startBin(t, wqhostBin, cfg, env)
+}
+
+// startBin is start running the binary bin.
+func startBin(t *testing.T, bin, cfg string, env []string) *proc {
+	t.Helper()
 	p := &proc{t: t, addr: freeAddr(t), done: make(chan struct{})}
-	p.cmd = exec.Command(wqhostBin, "run", "--config", cfg, "--admin", p.addr)
+	p.cmd = exec.Command(bin, "run", "--config", cfg, "--admin", p.addr)
 	p.cmd.Dir = filepath.Dir(cfg)
 	p.cmd.Env = testEnv(env...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
@@ -431,20 +437,20 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 
 // readAll leases every visible message of a tenant's queue (for ten minutes) and returns
 // their bodies. Call it when no host consumes the queue.
-func readAll(t *testing.T, cfg *config.Config, tenant, queue string) []*listener.Message {
+func readAll(t *testing.T, cfg *config.Config, tenant, qname string) []*queue.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	q, closer, err := host.OpenQueue(ctx, cfg, tenant, queue)
+	q, closer, err := host.OpenQueue(ctx, cfg, tenant, qname)
 	if err != nil {
-		t.Fatalf("open %s/%s: %v", tenant, queue, err)
+		t.Fatalf("open %s/%s: %v", tenant, qname, err)
 	}
 	defer closer.Close()
-	var all []*listener.Message
+	var all []*queue.Message
 	for {
-		ms, err := q.Receive(ctx, listener.MaxBatch, 10*time.Minute)
+		ms, err := q.Receive(ctx, queue.MaxBatch, 10*time.Minute)
 		if err != nil {
-			t.Fatalf("receive from %s/%s: %v", tenant, queue, err)
+			t.Fatalf("receive from %s/%s: %v", tenant, qname, err)
 		}
 		if len(ms) == 0 {
 			return all
@@ -453,7 +459,7 @@ func readAll(t *testing.T, cfg *config.Config, tenant, queue string) []*listener
 	}
 }
 
-func bodies(ms []*listener.Message) [][]byte {
+func bodies(ms []*queue.Message) [][]byte {
 	out := make([][]byte, len(ms))
 	for i, m := range ms {
 		out[i] = m.Body
@@ -462,9 +468,9 @@ func bodies(ms []*listener.Message) [][]byte {
 }
 
 // deadLetters lists a queue's dead letters with `wqhost poison list --json`.
-func deadLetters(t *testing.T, cfgFile string, env []string, tenant, queue string) []host.DeadLetter {
+func deadLetters(t *testing.T, cfgFile string, env []string, tenant, qname string) []host.DeadLetter {
 	t.Helper()
-	r := mustWQ(t, env, "poison", "list", "--config", cfgFile, "--tenant", tenant, "--queue", queue, "--json")
+	r := mustWQ(t, env, "poison", "list", "--config", cfgFile, "--tenant", tenant, "--queue", qname, "--json")
 	var out []host.DeadLetter
 	sc := bufio.NewScanner(strings.NewReader(r.stdout))
 	sc.Buffer(make([]byte, 1<<20), 16<<20)

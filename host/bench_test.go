@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // BenchmarkHostThroughput pushes b.N messages through a whole host (listener, echo-go
@@ -40,7 +40,7 @@ tenants:
 			out, _ := h.OpenQueue(ctx, "default", "out")
 			body := []byte(`{"id":"tx-1","account":"acme","currency":"EUR","amount":10}`)
 			for range b.N {
-				if _, err := in.Send(ctx, body, listener.SendOptions{}); err != nil {
+				if _, err := in.Send(ctx, body, queue.SendOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/wqhost/wqhost/host/internal/fair"
 	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/listener/sharded"
 	"github.com/wqhost/wqhost/plugins/builtin"
 	"github.com/wqhost/wqhost/plugins/external"
@@ -33,10 +34,10 @@ type binding struct {
 	name     string
 	cfg      config.Binding
 	log      *slog.Logger
-	backend  listener.Backend
+	backend  queue.Backend
 	physical string // the input queue's backend name
-	queue    listener.Queue
-	dead     listener.Queue
+	queue    queue.Queue
+	dead     queue.Queue
 	lis      *listener.Listener
 	plugins  []namedPlugin
 	// Under Host.run's lock: stop stops the listener Run started, done is closed when it
@@ -52,9 +53,11 @@ type binding struct {
 	share   *fair.Binding // its part of the tenant's share of the fair scheduler; nil: none
 
 	outMu   sync.Mutex
-	outputs map[string]listener.Queue // by tenant-local name
+	outputs map[string]queue.Queue // by tenant-local name
 	// outSends and outErrors count the output sends (billed calls) and the failed ones.
 	outSends, outErrors atomic.Uint64
+	// calls are the messages whose handler call runs, named if a shutdown abandons them.
+	calls callSet
 
 	reloader // the serving module version and its hot reload (reload.go)
 }
@@ -70,7 +73,7 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 	b := &binding{
 		h: h, tenant: t, name: name, cfg: bc,
 		log:     h.log.With("tenant", t.name, "binding", name),
-		outputs: map[string]listener.Queue{},
+		outputs: map[string]queue.Queue{},
 	}
 	defer func() {
 		if err != nil {
@@ -134,7 +137,7 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		b.share = t.limiter.Binding(name, 1)
 		share = b.share
 	}
-	b.gate = breaker.NewGate(t.conf().Limits.Timeout, h.suspect, share)
+	b.gate = breaker.NewGateWith(breakerOptions(t.conf().Limits.Timeout, bc.Breaker), h.suspect, share)
 	lc.Limiter = b.gate // its circuit breaker (host/internal/breaker)
 	if lc.IdlePacer, err = h.idle.pacer(h.cfg, bc); err != nil {
 		return nil, err
@@ -147,7 +150,7 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 	return b, nil
 }
 
-func (b *binding) openInput(ctx context.Context) (listener.Queue, error) {
+func (b *binding) openInput(ctx context.Context) (queue.Queue, error) {
 	cfg, tn := b.h.cfg, b.tenant.name
 	if len(b.cfg.Shards) == 0 {
 		q, err := b.backend.Open(ctx, cfg.PhysicalQueue(tn, b.cfg.Backend, b.cfg.Queue))
@@ -156,7 +159,7 @@ func (b *binding) openInput(ctx context.Context) (listener.Queue, error) {
 		}
 		return q, nil
 	}
-	shards := make([]listener.Queue, 0, len(b.cfg.Shards))
+	shards := make([]queue.Queue, 0, len(b.cfg.Shards))
 	for _, s := range b.cfg.Shards {
 		q, err := b.backend.Open(ctx, cfg.PhysicalQueue(tn, b.cfg.Backend, s))
 		if err != nil {
@@ -236,17 +239,14 @@ func (b *binding) policies(ctx context.Context) (listener.Backoff, listener.Scal
 }
 
 // Handle implements listener.Handler (the listener calls HandleMessage).
-func (b *binding) Handle(ctx context.Context, m *listener.Message) error {
+func (b *binding) Handle(ctx context.Context, m *queue.Message) error {
 	return b.HandleMessage(ctx, m).Error()
 }
 
 // HandleMessage implements listener.VerdictHandler: one message through the module, its
 // status passed to the listener as a verdict value.
-func (b *binding) HandleMessage(ctx context.Context, m *listener.Message) listener.Verdict {
-	in, reject, ok := b.input(m)
-	if !ok {
-		return reject
-	}
+func (b *binding) HandleMessage(ctx context.Context, m *queue.Message) listener.Verdict {
+	in := b.input(m)
 	out, took, err := b.call(ctx, &in)
 	b.latency.Observe(took.Seconds())
 	b.gate.Record(err, took)
@@ -260,26 +260,19 @@ func (b *binding) HandleMessage(ctx context.Context, m *listener.Message) listen
 
 // HandleBatch implements listener.BatchHandler: the messages through the module's
 // wqhost_handle_batch in one call, each message settled by its own result.
-func (b *binding) HandleBatch(ctx context.Context, ms []*listener.Message, vs []listener.Verdict) {
-	ins := make([]*runtime.Input, 0, len(ms))
-	idx := make([]int, 0, len(ms))
+func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, vs []listener.Verdict) {
+	ins := make([]*runtime.Input, len(ms))
 	for i, m := range ms {
-		in, reject, ok := b.input(m)
-		if !ok {
-			vs[i] = reject
-			continue
-		}
-		ins = append(ins, &in)
-		idx = append(idx, i)
-	}
-	if len(ins) == 0 {
-		return
+		in := b.input(m)
+		ins[i] = &in
 	}
 	v := b.acquire()
 	defer v.release()
+	b.calls.add(ins)
 	start := time.Now()
 	out, err := v.pool.CallBatch(ctx, ins)
 	took := time.Since(start)
+	b.calls.remove(ins)
 	b.latency.Observe(took.Seconds())
 	b.gate.Record(err, took)
 	// The call's own outputs (emit without a message) go first: if they cannot be sent,
@@ -289,28 +282,23 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*listener.Message, vs []
 		sendErr = b.sendOutputs(ctx, out.Outputs)
 	}
 	for k, r := range out.Messages {
-		vs[idx[k]] = b.verdict(ctx, ms[idx[k]], r, sendErr)
+		vs[k] = b.verdict(ctx, ms[k], r, sendErr)
 	}
 }
 
-// input is m as the module's input; ok is false, with the reject verdict, for a body above
-// the tenant's max_message_bytes.
-func (b *binding) input(m *listener.Message) (in runtime.Input, reject listener.Verdict, ok bool) {
-	if limit := int(b.tenant.conf().Limits.MaxMessageBytes); len(m.Body) > limit {
-		v := listener.Rejected(fmt.Errorf("message of %d bytes exceeds the tenant's max_message_bytes %d", len(m.Body), limit))
-		b.logFailure(m, v)
-		return in, v, false
-	}
+// input is m as the module's input. Its size was checked by the listener
+// (listener.Config.MaxMessageBytes, the tenant's max_message_bytes): no larger body gets here.
+func (b *binding) input(m *queue.Message) runtime.Input {
 	return runtime.Input{
 		ID: m.ID, Queue: b.cfg.Queue, Body: m.Body, DequeueCount: int64(m.DequeueCount),
-		InsertedAt: m.InsertedAt, OrderKey: m.Attributes[listener.AttrOrderKey],
-	}, listener.Verdict{}, true
+		InsertedAt: m.InsertedAt, OrderKey: m.Attributes[queue.AttrOrderKey],
+	}
 }
 
 // verdict turns one message's result into the listener's verdict: a failure, a retry or a
 // reject as the handler asked, or ok once its outputs are sent. sendErr, when not nil, is
 // a failure to send outputs the message's success depends on (a batch call's own).
-func (b *binding) verdict(ctx context.Context, m *listener.Message, r runtime.MessageResult, sendErr error) listener.Verdict {
+func (b *binding) verdict(ctx context.Context, m *queue.Message, r runtime.MessageResult, sendErr error) listener.Verdict {
 	var vd listener.Verdict
 	switch {
 	case r.Err != nil:
@@ -339,12 +327,14 @@ func (b *binding) verdict(ctx context.Context, m *listener.Message, r runtime.Me
 func (b *binding) call(ctx context.Context, in *runtime.Input) (*runtime.Output, time.Duration, error) {
 	v := b.acquire()
 	defer v.release()
+	b.calls.addID(in.ID)
+	defer b.calls.removeID(in.ID)
 	start := time.Now()
 	out, err := v.pool.Call(ctx, in)
 	return out, time.Since(start), err
 }
 
-func (b *binding) logFailure(m *listener.Message, v listener.Verdict) {
+func (b *binding) logFailure(m *queue.Message, v listener.Verdict) {
 	b.log.Warn("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", v.Error().Error())
 }
 
@@ -357,7 +347,7 @@ func (b *binding) sendOutputs(ctx context.Context, outs []runtime.Emitted) error
 			return err
 		}
 		b.outSends.Add(1)
-		if _, err := q.Send(ctx, o.Body, listener.SendOptions{}); err != nil {
+		if _, err := q.Send(ctx, o.Body, queue.SendOptions{}); err != nil {
 			b.outErrors.Add(1)
 			return fmt.Errorf("sending output to queue %s: %w", o.Queue, err)
 		}
@@ -365,7 +355,7 @@ func (b *binding) sendOutputs(ctx context.Context, outs []runtime.Emitted) error
 	return nil
 }
 
-func (b *binding) outputQueue(ctx context.Context, name string) (listener.Queue, error) {
+func (b *binding) outputQueue(ctx context.Context, name string) (queue.Queue, error) {
 	b.outMu.Lock()
 	defer b.outMu.Unlock()
 	if q, ok := b.outputs[name]; ok {

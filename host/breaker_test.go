@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/internal/breaker"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // A binding whose every message spins to its time limit: its breaker opens, it stops
@@ -56,10 +56,10 @@ func TestSpinningBindingBacksOffAndStillPoisons(t *testing.T) {
 		t.Errorf("the breaker never opened: %+v", st.Breaker)
 	}
 	for _, m := range drainBodies(t, h, "a", "in-poison") {
-		if m.Attributes[listener.AttrDequeueCount] != fmt.Sprint(dequeues) {
-			t.Errorf("dead letter %s at dequeue count %q, want %d: %v", m.ID, m.Attributes[listener.AttrDequeueCount], dequeues, m.Attributes)
+		if m.Attributes[queue.AttrDequeueCount] != fmt.Sprint(dequeues) {
+			t.Errorf("dead letter %s at dequeue count %q, want %d: %v", m.ID, m.Attributes[queue.AttrDequeueCount], dequeues, m.Attributes)
 		}
-		if r := m.Attributes[listener.AttrReason]; !strings.Contains(r, "time limit") {
+		if r := m.Attributes[queue.AttrReason]; !strings.Contains(r, "time limit") {
 			t.Errorf("dead letter %s reason %q, want the time limit", m.ID, r)
 		}
 	}

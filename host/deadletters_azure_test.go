@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure/azuritetest"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // TestWalkDeadLettersPagesOnAzure, on Azurite (no cursor in the service: the listing leases
@@ -45,12 +45,12 @@ tenants:
 		if i == 2 {
 			body = bytes.Repeat([]byte{'x'}, 8<<10)
 		}
-		attrs := map[string]string{listener.AttrReason: fmt.Sprint("r", i), listener.AttrOriginalID: fmt.Sprint("o", i),
-			listener.AttrDeadLetteredAt: time.Unix(1700000000, int64(n-i)*1000).UTC().Format(time.RFC3339Nano)} // listed newest first: not the receive order
+		attrs := map[string]string{queue.AttrReason: fmt.Sprint("r", i), queue.AttrOriginalID: fmt.Sprint("o", i),
+			queue.AttrDeadLetteredAt: time.Unix(1700000000, int64(n-i)*1000).UTC().Format(time.RFC3339Nano)} // listed newest first: not the receive order
 		if i == 5 {
-			delete(attrs, listener.AttrDeadLetteredAt) // a foreign producer's: no time
+			delete(attrs, queue.AttrDeadLetteredAt) // a foreign producer's: no time
 		}
-		if _, err := dead.Send(ctx, body, listener.SendOptions{Attributes: attrs}); err != nil {
+		if _, err := dead.Send(ctx, body, queue.SendOptions{Attributes: attrs}); err != nil {
 			t.Fatal(err)
 		}
 	}

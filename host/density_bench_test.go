@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // BenchmarkDensity is issue 19's harness: N bindings of the TinyGo echo module over N/100
@@ -135,7 +135,7 @@ func measureDensity(b *testing.B, n int, idle time.Duration) {
 			b.Fatal(err)
 		}
 		s := time.Now()
-		if _, err := q.Send(context.Background(), []byte("cold"), listener.SendOptions{}); err != nil {
+		if _, err := q.Send(context.Background(), []byte("cold"), queue.SendOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		_ = h.Notify(tn, fmt.Sprint("q", i))

@@ -31,6 +31,7 @@ import (
 	"github.com/wqhost/wqhost/host/internal/breaker"
 	"github.com/wqhost/wqhost/host/internal/fair"
 	"github.com/wqhost/wqhost/host/source"
+	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -100,10 +101,13 @@ type Host struct {
 	// its mu or its breaker's; those, outMu, configErr's, backs' and the scheduler's never
 	// take one of the host's.
 
-	// reloadMu serialises reloads (file watcher, SIGHUP, admin API) and Close.
-	reloadMu   sync.Mutex
+	// reloadMu serialises reloads (file watcher, SIGHUP, admin API) and Close; waiting for
+	// it gives up when the waiter's context ends (shutdown.go).
+	reloadMu   reloadLock
 	loadConfig func() (*config.Config, error) // under reloadMu; see SetConfigLoader
-	closed     bool                           // under reloadMu
+	// closed is set by Close, under reloadMu unless a reload in progress outlasted
+	// ShutdownSlack; a reload checks it under reloadMu.
+	closed atomic.Bool
 	// pinned holds the runtime tenants of bindings a reload failed to stop (or close): their
 	// pools may still be live, and closing a runtime under live pools breaks their calls, so
 	// a reload never closes these; the engine does when the host stops. Under reloadMu.
@@ -266,6 +270,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		suspect:  breaker.NewSuspectSlots(),
 		pinned:   map[*runtime.Tenant]bool{},
 		hooks:    hooks,
+		reloadMu: newReloadLock(),
 	}
 	h.live.Store(cfg)
 	h.metrics = newMetrics(h)
@@ -334,7 +339,9 @@ func (h *Host) AdminAddr() net.Addr {
 // Run processes messages on every binding, with the admin API New started (unless
 // admin.addr is "off"), until ctx is done. Then it shuts down gracefully: listeners stop
 // receiving, handlers in flight finish (within the listener's grace period), leased messages
-// that did not start are released at once, and everything is closed. For local backends it
+// that did not start are released at once, and everything is closed. Handlers that do not
+// return after the grace are abandoned (shutdown.go): Run returns ErrAbandoned within
+// ShutdownBound whatever the guests do. For local backends it
 // also watches the store for messages committed by other processes (`wqhost send`) so they
 // are picked up at once. Run returns nil after a clean shutdown; it may be called once.
 func (h *Host) Run(ctx context.Context) error {
@@ -364,28 +371,52 @@ func (h *Host) Run(ctx context.Context) error {
 	h.ready.Store(false)
 	h.log.Info("host shutting down")
 	stopFiles()
-	errs := h.run.finish()
+	errs, stuck := h.run.finishWithin(listener.DefaultShutdownGrace + ShutdownSlack)
 	stopWatch()
-	h.stopAdmin()
-	errs = append(errs, h.Close(context.Background()))
+	h.stopAdminWithin(ShutdownSlack)
+	if len(stuck) > 0 {
+		errs = append(errs, h.abandon(stuck))
+	}
+	// Bounded: what is left to wait for is a reload in progress (ShutdownSlack) and the
+	// pools of bindings that stopped, whose calls have returned.
+	ctx, cancelClose := context.WithTimeout(context.Background(), ShutdownSlack)
+	defer cancelClose()
+	errs = append(errs, h.close(ctx, stuck))
 	h.log.Info("host stopped")
 	return errors.Join(errs...)
 }
 
 // Close releases everything New built: plugins, pools, backends and the runtime. Run calls
-// it on its way out; call it yourself only for a Host that never ran. It is idempotent.
-func (h *Host) Close(ctx context.Context) error {
+// it on its way out, bounded (see ShutdownBound); call it yourself only for a Host that
+// never ran. It waits for a reload in progress and for calls still running until ctx ends.
+// It is idempotent.
+func (h *Host) Close(ctx context.Context) error { return h.close(ctx, nil) }
+
+// close is Close leaving the stuck bindings (abandoned by Run) and the runtime their calls
+// still run in open: closing them could only wait for those calls, or pull their code from
+// under them.
+func (h *Host) close(ctx context.Context, stuck []*binding) error {
 	h.closeOnce.Do(func() {
 		h.ready.Store(false)
-		h.reloadMu.Lock() // a reload in progress finishes first; later ones are refused
-		h.closed = true
-		h.reloadMu.Unlock()
+		h.closed.Store(true)
 		var errs []error
+		// A reload in progress finishes first (later ones see closed), unless ctx ends.
+		if err := h.reloadMu.lock(ctx); err != nil {
+			h.log.Error("closing without waiting for the reload in progress any longer", "err", err)
+			errs = append(errs, fmt.Errorf("host: close: a reload in progress did not finish: %w", err))
+		} else {
+			h.reloadMu.unlock()
+		}
 		h.stopAdmin()
 		for _, b := range h.bindings() {
-			errs = append(errs, b.close(ctx))
+			if !slices.Contains(stuck, b) {
+				errs = append(errs, b.close(ctx))
+			}
 		}
-		errs = append(errs, h.backs.Close(), h.engine.Close(ctx))
+		errs = append(errs, h.backs.Close())
+		if len(stuck) == 0 {
+			errs = append(errs, h.engine.Close(ctx))
+		}
 		h.closeErr = errors.Join(errs...)
 	})
 	return h.closeErr
@@ -420,8 +451,8 @@ func (h *Host) Reload(ctx context.Context) error {
 // them as changes (and refuse those that need a restart). A host whose config has no file
 // reloads modules and plugins only, unless a loader is set.
 func (h *Host) SetConfigLoader(load func() (*config.Config, error)) {
-	h.reloadMu.Lock()
-	defer h.reloadMu.Unlock()
+	_ = h.reloadMu.lock(context.Background())
+	defer h.reloadMu.unlock()
 	h.loadConfig = load
 }
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/internal/testcache"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // flakyWasm is the test fixture; see testdata/flaky/main.go.
@@ -120,23 +120,23 @@ func run(t testing.TB, h *Host) (stop func() error) {
 	return stop
 }
 
-func send(t *testing.T, h *Host, tenant, queue string, bodies ...string) {
+func send(t *testing.T, h *Host, tenant, qname string, bodies ...string) {
 	t.Helper()
-	q, err := h.OpenQueue(context.Background(), tenant, queue)
+	q, err := h.OpenQueue(context.Background(), tenant, qname)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range bodies {
-		if _, err := q.Send(context.Background(), []byte(b), listener.SendOptions{}); err != nil {
+		if _, err := q.Send(context.Background(), []byte(b), queue.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_ = h.Notify(tenant, queue)
+	_ = h.Notify(tenant, qname)
 }
 
-func depth(t testing.TB, h *Host, tenant, queue string) int64 {
+func depth(t testing.TB, h *Host, tenant, qname string) int64 {
 	t.Helper()
-	q, err := h.OpenQueue(context.Background(), tenant, queue)
+	q, err := h.OpenQueue(context.Background(), tenant, qname)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,13 +159,13 @@ func eventually(t testing.TB, what string, cond func() bool) {
 }
 
 // drainBodies receives and deletes every message of a queue, returning the bodies.
-func drainBodies(t *testing.T, h *Host, tenant, queue string) []*listener.Message {
+func drainBodies(t *testing.T, h *Host, tenant, qname string) []*queue.Message {
 	t.Helper()
-	q, err := h.OpenQueue(context.Background(), tenant, queue)
+	q, err := h.OpenQueue(context.Background(), tenant, qname)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*listener.Message
+	var out []*queue.Message
 	for {
 		ms, err := q.Receive(context.Background(), 32, time.Minute)
 		if err != nil {
@@ -392,7 +392,7 @@ func TestFailingMessagesEndInPoisonQueueAndRequeue(t *testing.T) {
 		t.Fatalf("requeued messages = %d, %v; want 3", len(ms), err)
 	}
 	for _, m := range ms {
-		if m.DequeueCount != 1 || m.Attributes[listener.AttrReason] != "" {
+		if m.DequeueCount != 1 || m.Attributes[queue.AttrReason] != "" {
 			t.Errorf("requeued %q: dequeue count %d, attributes %v; want a fresh message", m.Body, m.DequeueCount, m.Attributes)
 		}
 	}
@@ -416,7 +416,7 @@ func TestPurgeDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 40 {
-		if _, err := q.Send(ctx, []byte(strconv.Itoa(i)), listener.SendOptions{}); err != nil {
+		if _, err := q.Send(ctx, []byte(strconv.Itoa(i)), queue.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

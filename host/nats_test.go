@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/nats/natstest"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // A binding on a nats backend drains its queue through the host: the echo handler refuses
@@ -30,11 +30,11 @@ func TestNATSBackendPoisonAndQueueOps(t *testing.T) {
 	const n = 5
 	for i := range n {
 		attrs := map[string]string{"user-key": fmt.Sprintf("v%d", i)}
-		if _, err := in.Send(ctx, fmt.Appendf(nil, "m%d", i), listener.SendOptions{Attributes: attrs}); err != nil {
+		if _, err := in.Send(ctx, fmt.Appendf(nil, "m%d", i), queue.SendOptions{Attributes: attrs}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	dead, dcloser, err := OpenQueue(ctx, cfg, "acme", "in"+listener.PoisonSuffix)
+	dead, dcloser, err := OpenQueue(ctx, cfg, "acme", "in"+queue.PoisonSuffix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,14 +48,14 @@ func TestNATSBackendPoisonAndQueueOps(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := PeekMessages(ctx, cfg, "acme", "in"+listener.PoisonSuffix, 0)
+	ps, err := PeekMessages(ctx, cfg, "acme", "in"+queue.PoisonSuffix, 0)
 	if err != nil || len(ps) != n {
 		t.Fatalf("peek = %d dead letters, %v; want %d", len(ps), err, n)
 	}
 	for _, p := range ps {
 		a := p.Attributes
-		if a[listener.AttrReason] == "" || a[listener.AttrDequeueCount] != "3" || a[listener.AttrHandlerVersion] == "" ||
-			a[listener.AttrOriginalQueue] != "acme.in" || a[listener.AttrOriginalID] == "" || a["user-key"] != "v"+string(p.Body[1:]) {
+		if a[queue.AttrReason] == "" || a[queue.AttrDequeueCount] != "3" || a[queue.AttrHandlerVersion] == "" ||
+			a[queue.AttrOriginalQueue] != "acme.in" || a[queue.AttrOriginalID] == "" || a["user-key"] != "v"+string(p.Body[1:]) {
 			t.Errorf("dead letter %s %q: attributes %v; want reason, dequeue count 3, handler version, original queue and id, and its user-key", p.ID, p.Body, a)
 		}
 	}
@@ -67,7 +67,7 @@ func TestNATSBackendPoisonAndQueueOps(t *testing.T) {
 		t.Fatalf("requeue = %d, %v; want 1", n, err)
 	}
 	ms, err := in.Receive(ctx, 32, time.Minute)
-	if err != nil || len(ms) != 1 || ms[0].Attributes["user-key"] == "" || ms[0].Attributes[listener.AttrReason] != "" {
+	if err != nil || len(ms) != 1 || ms[0].Attributes["user-key"] == "" || ms[0].Attributes[queue.AttrReason] != "" {
 		t.Fatalf("requeued = %+v, %v; want one message with its own attributes, the dead-letter ones dropped", ms, err)
 	}
 	if got, err := PurgeDeadLetters(ctx, cfg, "acme", "in", 0); err != nil || got != n-1 {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // noisyRun is one measurement: tenant B drains its backlog, optionally next to tenant A
@@ -102,15 +102,15 @@ func runNoisy(t testing.TB, aCap int) noisyRun {
 }
 
 // sendBatch sends bodies in one transaction of the local store.
-func sendBatch(t testing.TB, q listener.Queue, bodies [][]byte, delay time.Duration) ([]string, error) {
+func sendBatch(t testing.TB, q queue.Queue, bodies [][]byte, delay time.Duration) ([]string, error) {
 	t.Helper()
 	b, ok := q.(interface {
-		SendBatch(context.Context, [][]byte, listener.SendOptions) ([]string, error)
+		SendBatch(context.Context, [][]byte, queue.SendOptions) ([]string, error)
 	})
 	if !ok {
 		t.Fatalf("queue %T has no SendBatch", q)
 	}
-	return b.SendBatch(context.Background(), bodies, listener.SendOptions{Delay: delay})
+	return b.SendBatch(context.Background(), bodies, queue.SendOptions{Delay: delay})
 }
 
 // TestNoisyNeighbour is issue 6's noisy-neighbour check, its deterministic part: tenant A

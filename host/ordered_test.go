@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // TestOrderedBindingEmitsGroupByGroup runs a binding with ordered: true through the host:
@@ -37,8 +37,8 @@ func TestOrderedBindingEmitsGroupByGroup(t *testing.T) {
 	rand.New(rand.NewPCG(6, 1)).Shuffle(len(groups), func(i, j int) { groups[i], groups[j] = groups[j], groups[i] })
 	for i, g := range groups {
 		body := fmt.Sprintf("%d-%d", g, i)
-		if _, err := q.Send(context.Background(), []byte(body), listener.SendOptions{
-			Attributes: map[string]string{listener.AttrOrderKey: strconv.Itoa(g)}}); err != nil {
+		if _, err := q.Send(context.Background(), []byte(body), queue.SendOptions{
+			Attributes: map[string]string{queue.AttrOrderKey: strconv.Itoa(g)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

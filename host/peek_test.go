@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // TestPeekDoesNotConsume: Peek shows every message in receive order, leased and delayed ones
@@ -17,10 +17,10 @@ func TestPeekDoesNotConsume(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
-		open func(t *testing.T) listener.Backend
+		open func(t *testing.T) queue.Backend
 	}{
-		{"memory", func(t *testing.T) listener.Backend { return memory.New(memory.Options{}) }},
-		{"local", func(t *testing.T) listener.Backend {
+		{"memory", func(t *testing.T) queue.Backend { return memory.New(memory.Options{}) }},
+		{"local", func(t *testing.T) queue.Backend {
 			b, err := local.Open(ctx, filepath.Join(t.TempDir(), "q.db"), local.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -36,7 +36,7 @@ func TestPeekDoesNotConsume(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, body := range []string{"a", "b", "c"} {
-				if _, err := q.Send(ctx, []byte(body), listener.SendOptions{Attributes: map[string]string{"k": body}}); err != nil {
+				if _, err := q.Send(ctx, []byte(body), queue.SendOptions{Attributes: map[string]string{"k": body}}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -9,14 +9,14 @@ import (
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/internal/backends"
 	"github.com/wqhost/wqhost/host/internal/queueops"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // OpenQueue opens a tenant's queue (its tenant-local name, e.g. "transactions" or
 // "transactions-poison") through the same config a running host uses, without starting
 // anything: for `wqhost send` and the poison commands. Close the returned Closer when done
 // (it closes the backend). Note that a memory backend is private to this call.
-func OpenQueue(ctx context.Context, cfg *config.Config, tenant, queue string) (listener.Queue, io.Closer, error) {
+func OpenQueue(ctx context.Context, cfg *config.Config, tenant, queue string) (queue.Queue, io.Closer, error) {
 	qs, closer, err := backends.OpenQueues(ctx, cfg, tenant, queue)
 	if err != nil {
 		return nil, nil, err
@@ -26,7 +26,7 @@ func OpenQueue(ctx context.Context, cfg *config.Config, tenant, queue string) (l
 
 // OpenQueue opens a tenant's queue on the running host's own backends (the same store, and
 // for a memory backend the same queues the bindings use).
-func (h *Host) OpenQueue(ctx context.Context, tenant, queue string) (listener.Queue, error) {
+func (h *Host) OpenQueue(ctx context.Context, tenant, queue string) (queue.Queue, error) {
 	bname, err := h.live.Load().QueueBackend(tenant, queue)
 	if err != nil {
 		return nil, fmt.Errorf("open queue %s/%s: %w", tenant, queue, err)
@@ -57,7 +57,7 @@ const ListBodyBytes = queueops.ListBodyBytes
 
 // Peeker is implemented by queues that can show their messages without leasing or changing
 // them (the local, memory and Azure backends). max <= 0 asks for the backend's maximum.
-type Peeker = queueops.Peeker
+type Peeker = queue.Peeker
 
 // PeekedMessage is one message as PeekMessages shows it.
 type PeekedMessage = queueops.PeekedMessage

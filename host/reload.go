@@ -86,10 +86,10 @@ func (b *binding) poolConfig() runtime.PoolConfig {
 		Config:         bc.Config,
 		OutputQueue:    bc.Output,
 		AllowEmit:      func(q string) error { return backends.CheckOwnQueue(b.h.cfg, b.tenant.name, bc.Backend, q) },
-		MaxOutputBytes: int(t.Limits.MaxOutputBytes),
+		MaxOutputBytes: b.outputLimit(), // the tenant's, or the backend's if smaller
 		HTTP:           httpPolicy(bc.HTTP),
-		// 0 leaves the runtime's default, 4 × MaxOutputBytes.
-		MaxOutputTotalBytes: int(t.Limits.MaxOutputTotalBytes),
+		// The tenant's, 4 × its max_output_bytes by default (outputlimit.go).
+		MaxOutputTotalBytes: b.outputTotalLimit(),
 		MaxCallOutputBytes:  int(t.Limits.MaxCallOutputBytes),
 		// A batching binding's module must export wqhost_handle_batch: checked at load.
 		Batch: bc.Batch.MaxMessages > 1,
@@ -210,6 +210,24 @@ func (b *binding) reloadModule(ctx context.Context) BindingReload {
 	return res
 }
 
+// reloadModules reloads the modules of bs, par at once, and returns their results in bs'
+// order: a module that is slow to compile or start holds up its own binding's reload, not
+// the others'.
+func reloadModules(ctx context.Context, bs []*binding, par int) []BindingReload {
+	out := make([]BindingReload, len(bs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(par, len(bs)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(bs); i = int(next.Add(1)) - 1 {
+				out[i] = bs[i].reloadModule(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 // swap makes v the serving version; the old one is closed in the background once the calls
 // still running on it have returned.
 func (b *binding) swap(v *version) {
@@ -318,10 +336,13 @@ func (b *binding) reloadPlugins(ctx context.Context, force bool) []PluginReload 
 // restarted. A config that fails to load or validate changes nothing.
 // The error joins every failure; the result says what happened to each binding.
 func (h *Host) ReloadAll(ctx context.Context) (ReloadResult, error) {
-	h.reloadMu.Lock()
-	defer h.reloadMu.Unlock()
 	res := ReloadResult{Config: "none", Bindings: []BindingReload{}}
-	if h.closed {
+	// Waiting for a reload in progress ends with ctx (an admin request's).
+	if err := h.reloadMu.lock(ctx); err != nil {
+		return res, fmt.Errorf("host: reload: waiting for the reload in progress: %w", err)
+	}
+	defer h.reloadMu.unlock()
+	if h.closed.Load() {
 		return res, errors.New("host: reload: host closed")
 	}
 	if rd := h.Readiness(); rd.Starting {
@@ -346,11 +367,13 @@ func (h *Host) ReloadAll(ctx context.Context) (ReloadResult, error) {
 			}
 		}
 	}
+	var todo []*binding
 	for _, b := range h.bindings() {
-		if touched[b] {
-			continue // just built from the new config and the module on disk
+		if !touched[b] { // else just built from the new config and the module on disk
+			todo = append(todo, b)
 		}
-		r := b.reloadModule(ctx)
+	}
+	for _, r := range reloadModules(ctx, todo, startParallelism()) {
 		if r.Error != "" {
 			errs = append(errs, fmt.Errorf("tenants.%s.bindings.%s: %s", r.Tenant, r.Binding, r.Error))
 		}

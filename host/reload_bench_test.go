@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // callRecorder replaces a binding's latency observer to keep every call's end time and
@@ -77,7 +77,7 @@ func BenchmarkHotReload(b *testing.B) {
 		for ctx.Err() == nil {
 			if d, err := in.Depth(ctx); err == nil && d < 300 {
 				for range 100 {
-					_, _ = in.Send(ctx, body, listener.SendOptions{})
+					_, _ = in.Send(ctx, body, queue.SendOptions{})
 				}
 			}
 			if ms, err := out.Receive(ctx, 32, time.Minute); err == nil {

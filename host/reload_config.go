@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/source"
+	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -414,22 +416,35 @@ func (h *Host) addBinding(b *binding) {
 }
 
 // stopBinding stops b's listener (in-flight messages finish within its shutdown grace,
-// leased ones are released), removes it from the host and closes it.
+// leased ones are released), removes it from the host and closes it. It waits for the
+// listener until ctx ends or, handlers that do not return being abandoned like at shutdown,
+// the grace plus ShutdownSlack has passed.
 func (h *Host) stopBinding(ctx context.Context, b *binding) error {
 	h.removeServing(b)
 	stop, done := h.run.stopping(b)
 	if stop != nil {
 		stop()
+		bound := time.NewTimer(listener.DefaultShutdownGrace + ShutdownSlack)
+		defer bound.Stop()
+		var err error
 		select {
 		case <-done:
 			h.run.reap(b)
 		case <-ctx.Done():
+			err = ctx.Err()
+		case <-bound.C:
+			ids := b.calls.list()
+			b.log.Error("stopping the binding: handlers still running after the shutdown grace; abandoned, their messages left leased for redelivery",
+				"message_ids", ids)
+			err = fmt.Errorf("%w: messages %v", ErrAbandoned, ids)
+		}
+		if err != nil {
 			// Its end is still collected (and an error still stops the host) when it comes.
 			go func() {
 				<-done
 				h.run.reap(b)
 			}()
-			return ctx.Err()
+			return err
 		}
 	}
 	return b.close(ctx)

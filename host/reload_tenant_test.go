@@ -14,7 +14,7 @@ import (
 
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/source"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -26,7 +26,7 @@ func tenantBinding(module string, extra string) string {
 
 // rawQueue opens a tenant's queue on the host's own backend whether or not the tenant is
 // still configured (h.OpenQueue knows configured tenants only).
-func rawQueue(t *testing.T, h *Host, tenant, queue string) listener.Queue {
+func rawQueue(t *testing.T, h *Host, tenant, queue string) queue.Queue {
 	t.Helper()
 	ctx := context.Background()
 	b, err := h.backs.Get(ctx, "mem")
@@ -446,7 +446,7 @@ func TestHotReloadTenantMemoryLimit(t *testing.T) {
 		}
 	}
 	// grow sends n grow:4 messages to a and returns those dead-lettered, once all are settled.
-	grow := func(n int) []*listener.Message {
+	grow := func(n int) []*queue.Message {
 		t.Helper()
 		bodies := make([]string, n)
 		for i := range bodies {
@@ -477,7 +477,7 @@ func TestHotReloadTenantMemoryLimit(t *testing.T) {
 		t.Fatal("no grow message failed under the lowered limit of 24MiB")
 	}
 	for _, m := range dead {
-		if r := m.Attributes[listener.AttrReason]; !strings.Contains(r, runtime.ErrMemoryLimit.Error()) {
+		if r := m.Attributes[queue.AttrReason]; !strings.Contains(r, runtime.ErrMemoryLimit.Error()) {
 			t.Errorf("dead-lettered for %q; want the memory-limit error", r)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/source"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // The hot-reload fixture: two builds of testdata/versioned (see its build.sh) whose outputs
@@ -108,7 +108,7 @@ func replaceModule(t testing.TB, path string, data []byte, inPlace bool) {
 	}
 }
 
-func outDepth(t testing.TB, q listener.Queue) int64 {
+func outDepth(t testing.TB, q queue.Queue) int64 {
 	t.Helper()
 	d, err := q.Depth(context.Background())
 	if err != nil {
@@ -179,7 +179,7 @@ func TestHotReloadUnderLoad(t *testing.T) {
 		chunkVersions[c] = serving
 		sendRange := func(from, to int) {
 			for i := from; i < to; i++ {
-				if _, err := in.Send(ctx, fmt.Appendf(nil, "%d:%d", c, sent+i), listener.SendOptions{}); err != nil {
+				if _, err := in.Send(ctx, fmt.Appendf(nil, "%d:%d", c, sent+i), queue.SendOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -6,25 +6,25 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // deadLettersOf makes a host with tenant acme's binding on queue in and puts one dead letter
 // in in-poison for each original message id in origs, in order; the queue it returns is
 // that poison queue.
-func deadLettersOf(t *testing.T, origs ...string) (*config.Config, listener.Queue) {
+func deadLettersOf(t *testing.T, origs ...string) (*config.Config, queue.Queue) {
 	t.Helper()
 	echo := abs(t, "../examples/handlers/echo-rust/echo-rust.wasm")
 	_, cfg := newHost(t, "  acme:\n    bindings:\n      echo: {queue: in, module: \""+echo+"\"}\n")
 	ctx := context.Background()
-	dead, closer, err := OpenQueue(ctx, cfg, "acme", "in"+listener.PoisonSuffix)
+	dead, closer, err := OpenQueue(ctx, cfg, "acme", "in"+queue.PoisonSuffix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { closer.Close() })
 	for _, orig := range origs {
-		attrs := map[string]string{listener.AttrOriginalID: orig, listener.AttrReason: "rejected"}
-		if _, err := dead.Send(ctx, []byte("m"+orig), listener.SendOptions{Attributes: attrs}); err != nil {
+		attrs := map[string]string{queue.AttrOriginalID: orig, queue.AttrReason: "rejected"}
+		if _, err := dead.Send(ctx, []byte("m"+orig), queue.SendOptions{Attributes: attrs}); err != nil {
 			t.Fatal(err)
 		}
 	}

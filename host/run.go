@@ -15,7 +15,7 @@ import (
 //
 // No goroutine waits for a binding's listener: an idle one holds none (listener.Start), and
 // a listener returns an error only once its context ended (handlers outran the shutdown
-// grace), so its end is collected when it is stopped: by finish at shutdown, by
+// grace), so its end is collected when it is stopped: by finishWithin at shutdown, by
 // stopBinding for a reload.
 type runner struct {
 	mu      sync.Mutex
@@ -85,19 +85,4 @@ func (r *runner) stopping(b *binding) (stop context.CancelFunc, done <-chan stru
 	defer r.mu.Unlock()
 	b.stopped = true
 	return b.stop, b.done
-}
-
-// finish starts no listener any more, waits for those started to return (Run's context has
-// ended: they are stopping) and returns the errors Run reports.
-func (r *runner) finish() []error {
-	r.mu.Lock()
-	r.done = true
-	started := slices.Clone(r.started) // reap edits r.started
-	r.mu.Unlock()
-	for _, b := range started {
-		r.reap(b)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.errs
 }

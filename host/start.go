@@ -123,7 +123,10 @@ func (h *Host) serveAdmin(ln net.Listener) error {
 
 // stopAdmin shuts the admin server down, letting requests in progress finish for a few
 // seconds. It is idempotent.
-func (h *Host) stopAdmin() {
+func (h *Host) stopAdmin() { h.stopAdminWithin(5 * time.Second) }
+
+// stopAdminWithin is stopAdmin letting requests in progress finish for d.
+func (h *Host) stopAdminWithin(d time.Duration) {
 	h.adminMu.Lock()
 	srv := h.srv
 	h.srv = nil
@@ -131,7 +134,9 @@ func (h *Host) stopAdmin() {
 	if srv == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	_ = srv.Shutdown(ctx)
+	if err := srv.Shutdown(ctx); err != nil {
+		_ = srv.Close() // requests still in progress are cut off
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // MaxBatchMessages is the most messages BatchConfig.MaxMessages may ask for in one call
@@ -37,14 +39,14 @@ type BatchHandler interface {
 	Handler
 	// HandleBatch handles ms and sets vs[i], the verdict of ms[i]. vs arrives filled with a
 	// failure, so a message the handler gives no verdict is retried, never deleted.
-	HandleBatch(ctx context.Context, ms []*Message, vs []Verdict)
+	HandleBatch(ctx context.Context, ms []*queue.Message, vs []Verdict)
 }
 
 // errNoVerdict is the verdict of a message a BatchHandler left alone.
 var errNoVerdict = errors.New("the batch handler set no verdict for this message")
 
 // add appends msgs to the batch being gathered (no handler runs yet).
-func (b *batch) add(msgs []*Message) {
+func (b *batch) add(msgs []*queue.Message) {
 	n, k := len(b.msgs), len(msgs)
 	b.msgs = append(b.msgs, msgs...)
 	b.vs = append(b.vs, make([]Verdict, k)...)
@@ -81,8 +83,8 @@ func (b *batch) admit(size *int64, bc BatchConfig) bool {
 // takeDeferred returns b's deferred messages (leased past the bounds of the call just made,
 // renewed with it) for the next call, and frees the lease budget of any of them whose lease
 // was lost meanwhile.
-func (l *Listener) takeDeferred(b *batch) []*Message {
-	var out []*Message
+func (l *Listener) takeDeferred(b *batch) []*queue.Message {
+	var out []*queue.Message
 	for i := b.n; i < len(b.msgs); i++ {
 		if b.st[i].Load() == stDeferred {
 			out = append(out, b.msgs[i])
@@ -96,7 +98,7 @@ func (l *Listener) takeDeferred(b *batch) []*Message {
 
 // releaseDeferred gives deferred messages back to the queue (the worker is stopping) and
 // frees their lease budget.
-func (l *Listener) releaseDeferred(ms []*Message) {
+func (l *Listener) releaseDeferred(ms []*queue.Message) {
 	ctx := context.WithoutCancel(l.hctx)
 	for _, m := range ms {
 		l.putBack(ctx, m)
@@ -232,7 +234,7 @@ func (b *batch) runBatch() {
 
 // handleBatch runs the BatchHandler on ms, unless the listener is shutting down, and leaves
 // each message's verdict in vs.
-func (l *Listener) handleBatch(ms []*Message, vs []Verdict) {
+func (l *Listener) handleBatch(ms []*queue.Message, vs []Verdict) {
 	fill := func(v Verdict) {
 		for i := range vs {
 			vs[i] = v

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // batchRec is a BatchHandler that records its calls and gives each message the verdict
@@ -21,16 +22,16 @@ type batchRec struct {
 	calls      [][]string // message ids per call
 	at         []time.Time
 	counts     map[string]int // by body
-	decide     func(m *listener.Message, seen int) (v listener.Verdict, ok bool)
+	decide     func(m *queue.Message, seen int) (v listener.Verdict, ok bool)
 	panicAfter int // > 0: panic after setting this many verdicts
 	block      time.Duration
 }
 
-func (h *batchRec) Handle(context.Context, *listener.Message) error {
+func (h *batchRec) Handle(context.Context, *queue.Message) error {
 	panic("a batching listener called Handle")
 }
 
-func (h *batchRec) HandleBatch(_ context.Context, ms []*listener.Message, vs []listener.Verdict) {
+func (h *batchRec) HandleBatch(_ context.Context, ms []*queue.Message, vs []listener.Verdict) {
 	h.mu.Lock()
 	if h.counts == nil {
 		h.counts = map[string]int{}
@@ -76,10 +77,10 @@ func (h *batchRec) seen(body string) int {
 	return h.counts[body]
 }
 
-func sendBodies(t *testing.T, q listener.Queue, bodies ...string) {
+func sendBodies(t *testing.T, q queue.Queue, bodies ...string) {
 	t.Helper()
 	for _, b := range bodies {
-		if _, err := q.Send(context.Background(), []byte(b), listener.SendOptions{}); err != nil {
+		if _, err := q.Send(context.Background(), []byte(b), queue.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -161,7 +162,7 @@ func TestBatchVerdictsSettleEachMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newMem(t)
 		cfg := baseConfig(e.q, e.dl)
-		h := &batchRec{decide: func(m *listener.Message, seen int) (listener.Verdict, bool) {
+		h := &batchRec{decide: func(m *queue.Message, seen int) (listener.Verdict, bool) {
 			body := string(m.Body)
 			switch {
 			case seen > 1:
@@ -207,7 +208,7 @@ func TestBatchVerdictsSettleEachMessage(t *testing.T) {
 			t.Fatalf("dead letters %d (%v), want the 5 rejects", len(dls), err)
 		}
 		for _, d := range dls {
-			if r := d.Attributes[listener.AttrReason]; !strings.HasPrefix(string(d.Body), "reject") || !strings.Contains(r, "bad record "+string(d.Body)) {
+			if r := d.Attributes[queue.AttrReason]; !strings.HasPrefix(string(d.Body), "reject") || !strings.Contains(r, "bad record "+string(d.Body)) {
 				t.Errorf("dead letter %q with reason %q, want a reject with its own reason", d.Body, r)
 			}
 		}
@@ -335,7 +336,7 @@ func TestBatchConfigErrors(t *testing.T) {
 		{"negative", listener.BatchConfig{MaxMessages: -1}, &batchRec{}, "Batch.MaxMessages"},
 		{"negative wait", listener.BatchConfig{MaxMessages: 5, MaxWait: -time.Second}, &batchRec{}, "Batch.MaxWait"},
 		{"negative bytes", listener.BatchConfig{MaxMessages: 5, MaxBytes: -1}, &batchRec{}, "Batch.MaxBytes"},
-		{"not a batch handler", listener.BatchConfig{MaxMessages: 5}, listener.HandlerFunc(func(context.Context, *listener.Message) error { return nil }), "BatchHandler"},
+		{"not a batch handler", listener.BatchConfig{MaxMessages: 5}, listener.HandlerFunc(func(context.Context, *queue.Message) error { return nil }), "BatchHandler"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

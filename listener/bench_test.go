@@ -11,6 +11,7 @@ import (
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -24,13 +25,13 @@ const drainN = 100_000
 //	go test -run '^$' -bench Drain ./listener/...
 func BenchmarkDrain(b *testing.B) {
 	b.Run("memory", func(b *testing.B) {
-		benchDrain(b, func(b *testing.B) (listener.Queue, listener.Queue) {
+		benchDrain(b, func(b *testing.B) (queue.Queue, queue.Queue) {
 			be := memory.New(memory.Options{})
 			q, _ := be.Queue(context.Background(), "bench")
 			dl, _ := be.Queue(context.Background(), "bench-poison")
 			body := make([]byte, 100)
 			for range drainN {
-				if _, err := q.Send(context.Background(), body, listener.SendOptions{}); err != nil {
+				if _, err := q.Send(context.Background(), body, queue.SendOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -38,7 +39,7 @@ func BenchmarkDrain(b *testing.B) {
 		})
 	})
 	b.Run("local", func(b *testing.B) {
-		benchDrain(b, func(b *testing.B) (listener.Queue, listener.Queue) {
+		benchDrain(b, func(b *testing.B) (queue.Queue, queue.Queue) {
 			ctx := context.Background()
 			be, err := local.Open(ctx, filepath.Join(b.TempDir(), "q.db"), local.Options{Sync: local.SyncFull})
 			if err != nil {
@@ -53,7 +54,7 @@ func BenchmarkDrain(b *testing.B) {
 				batch[i] = body
 			}
 			for range drainN / len(batch) {
-				if _, err := q.SendBatch(ctx, batch, listener.SendOptions{}); err != nil {
+				if _, err := q.SendBatch(ctx, batch, queue.SendOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -62,7 +63,7 @@ func BenchmarkDrain(b *testing.B) {
 	})
 }
 
-func benchDrain(b *testing.B, fill func(*testing.B) (q, dl listener.Queue)) {
+func benchDrain(b *testing.B, fill func(*testing.B) (q, dl queue.Queue)) {
 	var elapsed time.Duration
 	for range b.N {
 		b.StopTimer()
@@ -70,7 +71,7 @@ func benchDrain(b *testing.B, fill func(*testing.B) (q, dl listener.Queue)) {
 		l, err := listener.New(listener.Config{
 			Queue:      q,
 			DeadLetter: dl,
-			Handler:    listener.HandlerFunc(func(context.Context, *listener.Message) error { return nil }),
+			Handler:    listener.HandlerFunc(func(context.Context, *queue.Message) error { return nil }),
 			Backoff:    builtin.NewBackoff(builtin.BackoffOptions{}),
 			Scaler:     builtin.NewTarget(0),
 			Poison:     builtin.NewPoison(builtin.PoisonOptions{}),
@@ -120,7 +121,7 @@ func BenchmarkSlowMessages(b *testing.B) {
 		lat := make([]time.Duration, 0, n)
 		l, err := listener.New(listener.Config{
 			Queue: q, DeadLetter: dl, HandlerSlots: 4,
-			Handler: listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			Handler: listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 				d := time.Millisecond
 				if m.Body[0] == 's' {
 					d = 40 * time.Millisecond
@@ -149,7 +150,7 @@ func BenchmarkSlowMessages(b *testing.B) {
 				body = []byte("s")
 			}
 			mu.Lock()
-			id, err := q.Send(ctx, body, listener.SendOptions{})
+			id, err := q.Send(ctx, body, queue.SendOptions{})
 			sentAt[id] = time.Now()
 			mu.Unlock()
 			if err != nil {

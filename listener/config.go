@@ -4,14 +4,16 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Config configures a Listener. Zero values mean the documented defaults.
 type Config struct {
 	// Queue is the queue the listener drains. Required.
-	Queue Queue
+	Queue queue.Queue
 	// DeadLetter receives poison messages (the <queue>-poison queue). Required.
-	DeadLetter Queue
+	DeadLetter queue.Queue
 	// Handler processes each message. Required.
 	Handler Handler
 	// Backoff paces an idle listener and decides when surplus workers stop. Required.
@@ -73,8 +75,8 @@ type Config struct {
 	// MaxMessageBytes, when above 0, is the largest body handed to the handler: a larger
 	// one is dead-lettered with its size and this limit as the reason, and on a queue that is
 	// a BodyLimiter (local) it is never loaded, so the bytes a listener holds are bounded by
-	// (HandlerSlots+Prefetch) × MaxMessageBytes. Not applied with AtMostOnce (the message is
-	// deleted before it could be dead-lettered). 0: no limit.
+	// (HandlerSlots+Prefetch) × MaxMessageBytes. With AtMostOnce the body is loaded (the
+	// message is deleted on receive) and dead-lettered all the same. 0: no limit.
 	MaxMessageBytes int64
 	// HandlerVersion is recorded on dead letters (AttrHandlerVersion). Optional.
 	HandlerVersion func() string
@@ -104,7 +106,7 @@ type Config struct {
 const (
 	DefaultMinWorkers        = 1
 	DefaultMaxWorkers        = 16
-	DefaultBatchSize         = MaxBatch
+	DefaultBatchSize         = queue.MaxBatch
 	DefaultVisibilityTimeout = 30 * time.Second
 	DefaultMaxDequeueCount   = 5
 	DefaultMinIdle           = 100 * time.Millisecond
@@ -125,7 +127,7 @@ func (c *Config) withDefaults() (Config, error) {
 		name  string
 		isNil bool
 	}{
-		{"Queue", cfg.Queue == nil},
+		{"queue.Queue", cfg.Queue == nil},
 		{"DeadLetter", cfg.DeadLetter == nil},
 		{"Handler", cfg.Handler == nil},
 		{"Backoff", cfg.Backoff == nil},
@@ -162,8 +164,8 @@ func (c *Config) withDefaults() (Config, error) {
 	switch {
 	case cfg.BatchSize == 0:
 		cfg.BatchSize = DefaultBatchSize
-	case cfg.BatchSize < 1 || cfg.BatchSize > MaxBatch:
-		return bad("BatchSize", "%d is outside 1..%d", cfg.BatchSize, MaxBatch)
+	case cfg.BatchSize < 1 || cfg.BatchSize > queue.MaxBatch:
+		return bad("BatchSize", "%d is outside 1..%d", cfg.BatchSize, queue.MaxBatch)
 	}
 	switch {
 	case cfg.Concurrency == 0:

@@ -10,11 +10,12 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // dormantEnv is one idle push listener at MinWorkers 1 on a memory queue made into a Queue by
 // wrap, that holds no goroutine once idle (checked). It must be made inside a bubble.
-func dormantEnv(t *testing.T, wrap func(*memory.Queue) listener.Queue, edit func(*listener.Config)) (*memory.Queue, *running, func(string)) {
+func dormantEnv(t *testing.T, wrap func(*memory.Queue) queue.Queue, edit func(*listener.Config)) (*memory.Queue, *running, func(string)) {
 	t.Helper()
 	before := listenerGoroutines()
 	_, qs, ls := pushEnv(t, 1, wrap, func(c *listener.Config) {
@@ -33,15 +34,15 @@ func dormantEnv(t *testing.T, wrap func(*memory.Queue) listener.Queue, edit func
 	return qs[0], ls[0], dormant
 }
 
-func sendOne(t *testing.T, q listener.Queue) {
+func sendOne(t *testing.T, q queue.Queue) {
 	t.Helper()
-	if _, err := q.Send(context.Background(), []byte("m"), listener.SendOptions{}); err != nil {
+	if _, err := q.Send(context.Background(), []byte("m"), queue.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func plain(q *memory.Queue) listener.Queue      { return q }
-func notifyOnly(q *memory.Queue) listener.Queue { return &spyQueue{Queue: q} }
+func plain(q *memory.Queue) queue.Queue      { return q }
+func notifyOnly(q *memory.Queue) queue.Queue { return &spyQueue{Queue: q} }
 
 // TestDormantNotifyWakes: Notify wakes a dormant listener at once, even with nothing to
 // receive; the receive that finds nothing is a spurious wake-up, so the next Notify is held
@@ -78,7 +79,7 @@ func TestDormantNotifyWakes(t *testing.T) {
 func TestDormantWakeUps(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
-		wrap    func(*memory.Queue) listener.Queue
+		wrap    func(*memory.Queue) queue.Queue
 		retry   time.Duration // the handler asks for one retry this late
 		notify  bool          // the send is followed by Notify
 		early   time.Duration // this long after the send
@@ -96,7 +97,7 @@ func TestDormantWakeUps(t *testing.T) {
 				var calls atomic.Int32
 				q, l, dormant := dormantEnv(t, tt.wrap, func(c *listener.Config) {
 					c.MinIdle, c.MaxIdle = 30*time.Second, time.Minute
-					c.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+					c.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
 						if calls.Add(1) == 1 && tt.retry > 0 {
 							return listener.Retry(tt.retry, errors.New("once more"))
 						}

@@ -6,10 +6,12 @@ import (
 	"maps"
 	"strconv"
 	"time"
+
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // fail settles a failed message as the poison policy decides.
-func (l *Listener) fail(ctx context.Context, m *Message, v Verdict) {
+func (l *Listener) fail(ctx context.Context, m *queue.Message, v Verdict) {
 	l.c.failed.Add(1)
 	err := v.Error()
 	f := Failure{Message: m, Err: err, Reject: v.Outcome == OutcomeReject, MaxDequeueCount: l.cfg.MaxDequeueCount}
@@ -36,7 +38,7 @@ func (l *Listener) fail(ctx context.Context, m *Message, v Verdict) {
 		delay := min(max(d.Delay, 0), MaxVisibility)
 		l.c.updates.Add(1)
 		if err := l.retryAfter(ctx, m, delay); err != nil {
-			if errors.Is(err, ErrLeaseLost) {
+			if errors.Is(err, queue.ErrLeaseLost) {
 				l.leaseLost(m, "the retry's visibility update was refused", err)
 				return
 			}
@@ -71,19 +73,19 @@ func (l *Listener) noteDue(t time.Time) {
 // deadLetter sends the message to the dead-letter queue with its reason and metadata, then
 // deletes the original. If the send fails the original stays (its lease expires and it
 // comes back), so a poison message is never lost.
-func (l *Listener) deadLetter(ctx context.Context, m *Message, reason string) {
+func (l *Listener) deadLetter(ctx context.Context, m *queue.Message, reason string) {
 	attrs := make(map[string]string, len(m.Attributes)+6)
 	maps.Copy(attrs, m.Attributes)
-	attrs[AttrReason] = reason
-	attrs[AttrOriginalID] = m.ID
-	attrs[AttrOriginalQueue] = l.q.Name()
-	attrs[AttrDequeueCount] = strconv.Itoa(m.DequeueCount)
-	attrs[AttrDeadLetteredAt] = time.Now().UTC().Format(time.RFC3339Nano)
+	attrs[queue.AttrReason] = reason
+	attrs[queue.AttrOriginalID] = m.ID
+	attrs[queue.AttrOriginalQueue] = l.q.Name()
+	attrs[queue.AttrDequeueCount] = strconv.Itoa(m.DequeueCount)
+	attrs[queue.AttrDeadLetteredAt] = time.Now().UTC().Format(time.RFC3339Nano)
 	if l.cfg.HandlerVersion != nil {
-		attrs[AttrHandlerVersion] = l.cfg.HandlerVersion()
+		attrs[queue.AttrHandlerVersion] = l.cfg.HandlerVersion()
 	}
-	if mv, ok := l.q.(Mover); ok && !l.cfg.AtMostOnce {
-		err := mv.MoveTo(ctx, m, l.cfg.DeadLetter, m.Body, SendOptions{Attributes: attrs})
+	if mv, ok := queue.As[queue.Mover](l.q); ok && !l.cfg.AtMostOnce {
+		err := mv.MoveTo(ctx, m, l.cfg.DeadLetter, m.Body, queue.SendOptions{Attributes: attrs})
 		if !errors.Is(err, errors.ErrUnsupported) {
 			l.c.sends.Add(1) // one billed write: the send and the delete are one transaction
 		}
@@ -93,7 +95,7 @@ func (l *Listener) deadLetter(ctx context.Context, m *Message, reason string) {
 			l.c.deadDirty.Store(true)
 			l.log.Warn("message dead-lettered", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "dequeue_count", m.DequeueCount, "reason", reason)
 			return
-		case errors.Is(err, ErrLeaseLost):
+		case errors.Is(err, queue.ErrLeaseLost):
 			l.leaseLost(m, "the dead-letter move was refused (nothing was dead-lettered)", err)
 			return
 		case !errors.Is(err, errors.ErrUnsupported):
@@ -111,7 +113,7 @@ func (l *Listener) deadLetter(ctx context.Context, m *Message, reason string) {
 		return
 	}
 	l.c.sends.Add(1)
-	if _, err := l.cfg.DeadLetter.Send(ctx, m.Body, SendOptions{Attributes: attrs}); err != nil {
+	if _, err := l.cfg.DeadLetter.Send(ctx, m.Body, queue.SendOptions{Attributes: attrs}); err != nil {
 		l.c.errorCalls.Add(1)
 		l.log.Error("dead-letter send failed; the message stays and comes back", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "err", err)
 		return
@@ -124,10 +126,10 @@ func (l *Listener) deadLetter(ctx context.Context, m *Message, reason string) {
 	}
 }
 
-func (l *Listener) deleteOne(ctx context.Context, m *Message) {
+func (l *Listener) deleteOne(ctx context.Context, m *queue.Message) {
 	l.c.deletes.Add(1)
 	if err := l.q.Delete(ctx, m); err != nil {
-		if errors.Is(err, ErrLeaseLost) {
+		if errors.Is(err, queue.ErrLeaseLost) {
 			l.leaseLost(m, "the delete of a dead-lettered or dropped message was refused", err)
 			return
 		}

@@ -5,57 +5,59 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Handler processes one message. A nil error settles the message as done (deleted); any
 // other error is a failure that the PoisonPolicy settles. Wrap an error with Retry or Reject
 // to ask for a specific outcome.
 type Handler interface {
-	Handle(ctx context.Context, m *Message) error
+	Handle(ctx context.Context, m *queue.Message) error
 }
 
 // HandlerFunc adapts a function to Handler.
-type HandlerFunc func(ctx context.Context, m *Message) error
+type HandlerFunc func(ctx context.Context, m *queue.Message) error
 
 // Handle calls f.
-func (f HandlerFunc) Handle(ctx context.Context, m *Message) error { return f(ctx, m) }
+func (f HandlerFunc) Handle(ctx context.Context, m *queue.Message) error { return f(ctx, m) }
 
-// RetryError asks for the message to be retried after a delay.
-type RetryError struct {
+// retryError asks for the message to be retried after a delay.
+type retryError struct {
 	After time.Duration
 	Err   error
 }
 
-func (e *RetryError) Error() string {
+func (e *retryError) Error() string {
 	if e.Err == nil {
 		return fmt.Sprintf("retry requested after %s", e.After)
 	}
 	return fmt.Sprintf("retry after %s: %v", e.After, e.Err)
 }
 
-func (e *RetryError) Unwrap() error { return e.Err }
+func (e *retryError) Unwrap() error { return e.Err }
 
 // Retry returns an error that asks for the message to be retried after d.
-func Retry(d time.Duration, err error) error { return &RetryError{After: d, Err: err} }
+func Retry(d time.Duration, err error) error { return &retryError{After: d, Err: err} }
 
-// RejectError asks for the message to be dead-lettered at once.
-type RejectError struct{ Err error }
+// rejectError asks for the message to be dead-lettered at once.
+type rejectError struct{ Err error }
 
-func (e *RejectError) Error() string {
+func (e *rejectError) Error() string {
 	if e.Err == nil {
 		return "rejected"
 	}
 	return "rejected: " + e.Err.Error()
 }
 
-func (e *RejectError) Unwrap() error { return e.Err }
+func (e *rejectError) Unwrap() error { return e.Err }
 
 // Reject returns an error that asks for the message to be dead-lettered now.
-func Reject(err error) error { return &RejectError{Err: err} }
+func Reject(err error) error { return &rejectError{Err: err} }
 
 // IsReject reports whether err asks for dead-lettering.
 func IsReject(err error) bool {
-	var r *RejectError
+	var r *rejectError
 	return errors.As(err, &r)
 }
 
@@ -100,8 +102,8 @@ func Rejected(err error) Verdict { return Verdict{Outcome: OutcomeReject, Err: e
 // Failed is the verdict of a failed call.
 func Failed(err error) Verdict { return Verdict{Outcome: OutcomeFailed, Err: err} }
 
-// Error returns the verdict as the error a Handler would return: nil for OK, a RetryError
-// or RejectError for those, Err for a failure.
+// Error returns the verdict as the error a Handler would return: nil for OK, a retryError
+// or rejectError for those, Err for a failure.
 func (v Verdict) Error() error {
 	switch v.Outcome {
 	case OutcomeOK:
@@ -123,11 +125,11 @@ func VerdictOf(err error) Verdict {
 	if err == nil {
 		return OK()
 	}
-	var re *RejectError
+	var re *rejectError
 	if errors.As(err, &re) {
 		return Verdict{Outcome: OutcomeReject, Err: err}
 	}
-	var rt *RetryError
+	var rt *retryError
 	if errors.As(err, &rt) {
 		return Verdict{Outcome: OutcomeRetry, After: max(rt.After, 0), Err: err}
 	}
@@ -138,5 +140,5 @@ func VerdictOf(err error) Verdict {
 // HandleMessage instead of Handle when the configured handler implements it.
 type VerdictHandler interface {
 	Handler
-	HandleMessage(ctx context.Context, m *Message) Verdict
+	HandleMessage(ctx context.Context, m *queue.Message) Verdict
 }

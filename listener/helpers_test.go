@@ -13,6 +13,7 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -36,7 +37,7 @@ func newMem(t *testing.T) memEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dl, err := be.Queue(context.Background(), "work"+listener.PoisonSuffix)
+	dl, err := be.Queue(context.Background(), "work"+queue.PoisonSuffix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func (e memEnv) send(t *testing.T, n int) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
-		id, err := e.q.Send(context.Background(), []byte{byte(i), byte(i >> 8)}, listener.SendOptions{})
+		id, err := e.q.Send(context.Background(), []byte{byte(i), byte(i >> 8)}, queue.SendOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,11 +69,11 @@ func seededRand(seed uint64) func() float64 {
 }
 
 // baseConfig is a listener over q with the built-in policies (seeded) and a no-op handler.
-func baseConfig(q, dl listener.Queue) listener.Config {
+func baseConfig(q, dl queue.Queue) listener.Config {
 	return listener.Config{
 		Queue:      q,
 		DeadLetter: dl,
-		Handler:    listener.HandlerFunc(func(context.Context, *listener.Message) error { return nil }),
+		Handler:    listener.HandlerFunc(func(context.Context, *queue.Message) error { return nil }),
 		Backoff:    builtin.NewBackoff(builtin.BackoffOptions{Rand: seededRand(1)}),
 		Scaler:     builtin.NewTarget(0),
 		Poison:     builtin.NewPoison(builtin.PoisonOptions{BaseDelay: time.Second}),
@@ -124,7 +125,7 @@ func calls(s listener.State) uint64 {
 // spyQueue wraps a Queue (hiding Batcher and Waiter, so only Notify wakes a listener on
 // it), records the time of every call and can fail them on demand.
 type spyQueue struct {
-	listener.Queue
+	queue.Queue
 	mu       sync.Mutex
 	receives []time.Time
 	all      []time.Time
@@ -154,7 +155,7 @@ func (s *spyQueue) times(receivesOnly bool) []time.Time {
 	return append([]time.Time(nil), s.all...)
 }
 
-func (s *spyQueue) Receive(ctx context.Context, n int, vis time.Duration) ([]*listener.Message, error) {
+func (s *spyQueue) Receive(ctx context.Context, n int, vis time.Duration) ([]*queue.Message, error) {
 	s.record(true)
 	if s.failing.Load() {
 		return nil, errUnavailable
@@ -162,18 +163,18 @@ func (s *spyQueue) Receive(ctx context.Context, n int, vis time.Duration) ([]*li
 	return s.Queue.Receive(ctx, n, vis)
 }
 
-func (s *spyQueue) Delete(ctx context.Context, m *listener.Message) error {
+func (s *spyQueue) Delete(ctx context.Context, m *queue.Message) error {
 	s.record(false)
 	if s.failing.Load() {
 		return errUnavailable
 	}
 	if s.loseDeletes.Add(-1) >= 0 {
-		return listener.ErrLeaseLost
+		return queue.ErrLeaseLost
 	}
 	return s.Queue.Delete(ctx, m)
 }
 
-func (s *spyQueue) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+func (s *spyQueue) UpdateVisibility(ctx context.Context, m *queue.Message, d time.Duration) error {
 	s.record(false)
 	if s.failing.Load() {
 		return errUnavailable
@@ -181,7 +182,7 @@ func (s *spyQueue) UpdateVisibility(ctx context.Context, m *listener.Message, d 
 	return s.Queue.UpdateVisibility(ctx, m, d)
 }
 
-func (s *spyQueue) Send(ctx context.Context, b []byte, o listener.SendOptions) (string, error) {
+func (s *spyQueue) Send(ctx context.Context, b []byte, o queue.SendOptions) (string, error) {
 	s.record(false)
 	if s.failing.Load() {
 		return "", errUnavailable
@@ -219,9 +220,9 @@ type callCount struct {
 }
 
 // countCalls returns a Handler that counts each call in the returned callCount, then runs h.
-func countCalls(h func(context.Context, *listener.Message) error) (*callCount, listener.Handler) {
+func countCalls(h func(context.Context, *queue.Message) error) (*callCount, listener.Handler) {
 	c := &callCount{calls: map[string]int{}}
-	return c, listener.HandlerFunc(func(ctx context.Context, m *listener.Message) error {
+	return c, listener.HandlerFunc(func(ctx context.Context, m *queue.Message) error {
 		c.mu.Lock()
 		c.calls[m.ID]++
 		c.mu.Unlock()

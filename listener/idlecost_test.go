@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -45,7 +46,7 @@ func TestIdleCost(t *testing.T) {
 				cfg.Push = tt.push
 				cfg.PushFallbackPoll = tt.fallback
 				cfg.Backoff = builtin.NewBackoff(builtin.BackoffOptions{Rand: seededRand(3)}) // defaults: 100ms, 60s
-				cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+				cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
 					time.Sleep(100 * time.Millisecond)
 					return nil
 				})
@@ -86,7 +87,7 @@ func TestIdleCostStatusScrape(t *testing.T) {
 			q, dl := &spyQueue{Queue: e.q}, &spyQueue{Queue: e.dl}
 			cfg := baseConfig(q, dl)
 			cfg.Backoff = builtin.NewBackoff(builtin.BackoffOptions{Rand: seededRand(3)})
-			cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 				if m.Body[0] == 0 {
 					return listener.Reject(nil) // one dead letter: its depth is shown too
 				}

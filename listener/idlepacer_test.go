@@ -9,6 +9,7 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/pollbudget"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // pacedEnv is n listeners on polling queues (spyQueue hides memory's Waiter, as Azure has
@@ -109,7 +110,7 @@ func TestIdlePacerBusyIsNotPaced(t *testing.T) {
 		p := newPaced(t, n, 60, func(c *listener.Config) { c.BatchSize = 4 })
 		synctest.Wait()
 		for i := range backlog {
-			if _, err := p.qs[1].Send(context.Background(), []byte{byte(i)}, listener.SendOptions{}); err != nil {
+			if _, err := p.qs[1].Send(context.Background(), []byte{byte(i)}, queue.SendOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -133,7 +134,7 @@ func TestIdlePacerNotifyWakes(t *testing.T) {
 		if g := p.budget.Grants(); g != 1 {
 			t.Fatalf("%d grants in the first second, want 1", g)
 		}
-		if _, err := p.qs[0].Send(context.Background(), []byte("x"), listener.SendOptions{}); err != nil {
+		if _, err := p.qs[0].Send(context.Background(), []byte("x"), queue.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Minute)

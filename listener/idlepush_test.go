@@ -10,20 +10,21 @@ import (
 	"github.com/wqhost/wqhost/internal/goroutinetest"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // watcherOnly hides a queue's FuncWatcher and Waiter and leaves its Watcher: a backend that
 // announces a write on a channel only, waited on in a select.
 type watcherOnly struct {
-	listener.Queue
-	listener.Watcher
+	queue.Queue
+	queue.Watcher
 }
 
 // waiterOnly hides a queue's Watcher and leaves its Waiter: a backend whose only wake-up
 // blocks the caller.
 type waiterOnly struct {
-	listener.Queue
-	listener.Waiter
+	queue.Queue
+	queue.Waiter
 }
 
 // listenerGoroutines counts the goroutines running listener code (a Listener's method on
@@ -32,7 +33,7 @@ func listenerGoroutines() int { return goroutinetest.Count("wqhost/listener.(*Li
 
 // pushEnv is n push listeners with the default fallback poll, each on its own memory queue
 // made into a Queue by wrap. It must be made inside a bubble.
-func pushEnv(t *testing.T, n int, wrap func(*memory.Queue) listener.Queue, edit func(*listener.Config)) (memEnv, []*memory.Queue, []*running) {
+func pushEnv(t *testing.T, n int, wrap func(*memory.Queue) queue.Queue, edit func(*listener.Config)) (memEnv, []*memory.Queue, []*running) {
 	t.Helper()
 	e := newMem(t)
 	qs := make([]*memory.Queue, n)
@@ -62,16 +63,16 @@ func pushEnv(t *testing.T, n int, wrap func(*memory.Queue) listener.Queue, edit 
 func TestIdlePushListenerGoroutines(t *testing.T) {
 	for _, tt := range []struct {
 		name       string
-		wrap       func(*memory.Queue) listener.Queue
+		wrap       func(*memory.Queue) queue.Queue
 		minWorkers int
 		notify     bool // only Notify wakes the listener
 		perIdle    int  // goroutines in listener code per idle listener
 	}{
-		{"func watcher", func(q *memory.Queue) listener.Queue { return q }, 1, false, 0},
-		{"watcher only", func(q *memory.Queue) listener.Queue { return watcherOnly{q, q} }, 1, false, 1},
-		{"waiter only", func(q *memory.Queue) listener.Queue { return waiterOnly{q, q} }, 1, false, 2},
-		{"notify only", func(q *memory.Queue) listener.Queue { return &spyQueue{Queue: q} }, 1, true, 0},
-		{"min workers 2", func(q *memory.Queue) listener.Queue { return q }, 2, false, 3},
+		{"func watcher", func(q *memory.Queue) queue.Queue { return q }, 1, false, 0},
+		{"watcher only", func(q *memory.Queue) queue.Queue { return watcherOnly{q, q} }, 1, false, 1},
+		{"waiter only", func(q *memory.Queue) queue.Queue { return waiterOnly{q, q} }, 1, false, 2},
+		{"notify only", func(q *memory.Queue) queue.Queue { return &spyQueue{Queue: q} }, 1, true, 0},
+		{"min workers 2", func(q *memory.Queue) queue.Queue { return q }, 2, false, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -88,7 +89,7 @@ func TestIdlePushListenerGoroutines(t *testing.T) {
 				}
 				idle("after start")
 				for i, q := range qs {
-					if _, err := q.Send(context.Background(), []byte("m"), listener.SendOptions{}); err != nil {
+					if _, err := q.Send(context.Background(), []byte("m"), queue.SendOptions{}); err != nil {
 						t.Fatal(err)
 					}
 					if tt.notify {
@@ -110,13 +111,13 @@ func TestIdlePushListenerGoroutines(t *testing.T) {
 // nothing visible) costs no receive, which would find nothing and count as a spurious wake-up.
 func TestIdlePushWatcherWaitsForVisibility(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, qs, ls := pushEnv(t, 1, func(q *memory.Queue) listener.Queue { return q }, nil)
+		_, qs, ls := pushEnv(t, 1, func(q *memory.Queue) queue.Queue { return q }, nil)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		l := ls[0]
 		before := l.State()
 		const delay = 30 * time.Second
-		if _, err := qs[0].Send(context.Background(), []byte("later"), listener.SendOptions{Delay: delay}); err != nil {
+		if _, err := qs[0].Send(context.Background(), []byte("later"), queue.SendOptions{Delay: delay}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(delay - time.Millisecond)

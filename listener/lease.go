@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/wait"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Lease budget. A listener holds at most HandlerSlots+Prefetch leased messages that are not
@@ -135,17 +136,8 @@ func (lb *leaseBudget) free() int { return cap(lb.slots) - len(lb.slots) }
 // held returns the number of slots taken.
 func (lb *leaseBudget) held() int { return len(lb.slots) }
 
-// Renewer is implemented by queues whose lease renewal must be told apart from a retry or
-// a release (the ordered wrapper keeps a renewed message counted as leased). Without it the
-// listener renews with UpdateVisibility(m, VisibilityTimeout).
-type Renewer interface {
-	// Renew extends m's lease by d and stores the new lease token in m. It fails with
-	// ErrLeaseLost if the lease already expired.
-	Renew(ctx context.Context, m *Message, d time.Duration) error
-}
-
 // renewLease extends m's lease by the visibility timeout.
-func (l *Listener) renewLease(ctx context.Context, m *Message) error {
+func (l *Listener) renewLease(ctx context.Context, m *queue.Message) error {
 	if l.renewer != nil {
 		return l.renewer.Renew(ctx, m, l.cfg.VisibilityTimeout)
 	}
@@ -153,23 +145,11 @@ func (l *Listener) renewLease(ctx context.Context, m *Message) error {
 }
 
 // releaseLease gives m back to the queue at once (it was never handled).
-func (l *Listener) releaseLease(ctx context.Context, m *Message) error {
+func (l *Listener) releaseLease(ctx context.Context, m *queue.Message) error {
 	return l.q.UpdateVisibility(ctx, m, 0)
 }
 
 // retryAfter gives m back to the queue to be received again after d.
-func (l *Listener) retryAfter(ctx context.Context, m *Message, d time.Duration) error {
+func (l *Listener) retryAfter(ctx context.Context, m *queue.Message, d time.Duration) error {
 	return l.q.UpdateVisibility(ctx, m, d)
-}
-
-// Mover is implemented by queues that can move a leased message to another queue of the same
-// store in one transaction (the local backend): the listener dead-letters with it, so a
-// message is dead-lettered once per lease — never twice by a redelivered copy whose first
-// dead letter landed after the lease ran out.
-type Mover interface {
-	// MoveTo sends body with opts to dst and deletes the leased m atomically. It fails with
-	// ErrLeaseLost, sending nothing, when m's lease is no longer held, and with
-	// errors.ErrUnsupported when dst is not of the same store (the listener then sends and
-	// deletes in two calls).
-	MoveTo(ctx context.Context, m *Message, dst Queue, body []byte, opts SendOptions) error
 }

@@ -9,28 +9,29 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // loseRenewals fails every lease renewal with ErrLeaseLost, as a store does whose lease
 // expired before the renewal landed (Azure's 404 or 400 PopReceiptMismatch).
 type loseRenewals struct {
-	listener.Queue
+	queue.Queue
 	mu      sync.Mutex
 	renews  int
 	deletes []string
 }
 
-func (q *loseRenewals) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+func (q *loseRenewals) UpdateVisibility(ctx context.Context, m *queue.Message, d time.Duration) error {
 	if d > 0 {
 		q.mu.Lock()
 		q.renews++
 		q.mu.Unlock()
-		return listener.ErrLeaseLost
+		return queue.ErrLeaseLost
 	}
 	return q.Queue.UpdateVisibility(ctx, m, d)
 }
 
-func (q *loseRenewals) Delete(ctx context.Context, m *listener.Message) error {
+func (q *loseRenewals) Delete(ctx context.Context, m *queue.Message) error {
 	q.mu.Lock()
 	q.deletes = append(q.deletes, m.ID)
 	q.mu.Unlock()
@@ -53,7 +54,7 @@ func TestLeaseLostDuringBatchIsNotSettled(t *testing.T) {
 		cfg.VisibilityTimeout = 30 * time.Second
 		var mu sync.Mutex
 		var handled []string
-		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 			mu.Lock()
 			handled = append(handled, m.ID)
 			mu.Unlock()
@@ -98,7 +99,7 @@ func TestLeaseOnlyWhatCanStart(t *testing.T) {
 		var mu sync.Mutex
 		seen := map[string]int{}
 		maxLeased := 0
-		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 			running <- struct{}{}
 			defer func() { <-running }()
 			mu.Lock()
@@ -134,13 +135,13 @@ func TestLeaseOnlyWhatCanStart(t *testing.T) {
 }
 
 // verdictHandler returns verdict values; Handle must not be called when HandleMessage exists.
-type verdictHandler func(*listener.Message) listener.Verdict
+type verdictHandler func(*queue.Message) listener.Verdict
 
-func (f verdictHandler) Handle(context.Context, *listener.Message) error {
+func (f verdictHandler) Handle(context.Context, *queue.Message) error {
 	panic("the listener called Handle on a VerdictHandler")
 }
 
-func (f verdictHandler) HandleMessage(_ context.Context, m *listener.Message) listener.Verdict {
+func (f verdictHandler) HandleMessage(_ context.Context, m *queue.Message) listener.Verdict {
 	return f(m)
 }
 
@@ -166,7 +167,7 @@ func TestVerdictsSettledAsValues(t *testing.T) {
 			2: listener.Failed(context.DeadlineExceeded),
 			3: listener.OK(),
 		}
-		cfg.Handler = verdictHandler(func(m *listener.Message) listener.Verdict { return verdicts[m.Body[0]] })
+		cfg.Handler = verdictHandler(func(m *queue.Message) listener.Verdict { return verdicts[m.Body[0]] })
 		e.send(t, 4)
 		l := start(t, cfg)
 		waitFor(t, time.Second, time.Hour, "all settled", func() bool {
@@ -199,15 +200,15 @@ func TestVerdictsSettledAsValues(t *testing.T) {
 // slowRenewals makes every lease renewal take delay (a slow or distant store), failing it
 // with ErrLeaseLost when the lease ran out before the renewal landed, as Azure does.
 type slowRenewals struct {
-	listener.Queue
+	queue.Queue
 	delay time.Duration
 }
 
-func (q *slowRenewals) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+func (q *slowRenewals) UpdateVisibility(ctx context.Context, m *queue.Message, d time.Duration) error {
 	if d > 0 {
 		time.Sleep(q.delay)
 		if time.Now().After(m.VisibleAt) {
-			return listener.ErrLeaseLost
+			return queue.ErrLeaseLost
 		}
 	}
 	return q.Queue.UpdateVisibility(ctx, m, d)
@@ -224,7 +225,7 @@ func TestRenewalKeepsUpWithSlowStore(t *testing.T) {
 		cfg := baseConfig(q, e.dl)
 		cfg.BatchSize, cfg.Concurrency, cfg.MaxWorkers = 32, 32, 1
 		cfg.Scaler = fixedScaler(1)
-		handled, handler := countCalls(func(_ context.Context, m *listener.Message) error {
+		handled, handler := countCalls(func(_ context.Context, m *queue.Message) error {
 			time.Sleep(3 * time.Minute) // six visibility timeouts
 			return nil
 		})
@@ -247,12 +248,12 @@ func TestRenewalKeepsUpWithSlowStore(t *testing.T) {
 // failFirstRenewals fails the first renewal of every message with a store error (a 503),
 // not a lost lease.
 type failFirstRenewals struct {
-	listener.Queue
+	queue.Queue
 	mu   sync.Mutex
 	seen map[string]bool
 }
 
-func (q *failFirstRenewals) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+func (q *failFirstRenewals) UpdateVisibility(ctx context.Context, m *queue.Message, d time.Duration) error {
 	if d > 0 {
 		q.mu.Lock()
 		first := !q.seen[m.ID]
@@ -275,7 +276,7 @@ func TestFailedRenewalRetriedWithinLease(t *testing.T) {
 		cfg := baseConfig(q, e.dl)
 		cfg.BatchSize, cfg.MaxWorkers = 4, 1
 		cfg.Scaler = fixedScaler(1)
-		handled, handler := countCalls(func(_ context.Context, m *listener.Message) error {
+		handled, handler := countCalls(func(_ context.Context, m *queue.Message) error {
 			time.Sleep(2 * time.Minute)
 			return nil
 		})
@@ -298,19 +299,19 @@ func TestFailedRenewalRetriedWithinLease(t *testing.T) {
 // slowSettleQueue refuses renewals while its handler runs (a failing store) and takes
 // deleteTook for each delete (a slow one).
 type slowSettleQueue struct {
-	listener.Queue
+	queue.Queue
 	handlerDone atomic.Bool
 	deleteTook  time.Duration
 }
 
-func (q *slowSettleQueue) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+func (q *slowSettleQueue) UpdateVisibility(ctx context.Context, m *queue.Message, d time.Duration) error {
 	if d > 0 && !q.handlerDone.Load() {
 		return errUnavailable
 	}
 	return q.Queue.UpdateVisibility(ctx, m, d)
 }
 
-func (q *slowSettleQueue) Delete(ctx context.Context, m *listener.Message) error {
+func (q *slowSettleQueue) Delete(ctx context.Context, m *queue.Message) error {
 	time.Sleep(q.deleteTook)
 	return q.Queue.Delete(ctx, m)
 }
@@ -327,7 +328,7 @@ func TestLeaseRenewedBeforeSettlingInsideTheMargin(t *testing.T) {
 		cfg.BatchSize, cfg.MaxWorkers = 1, 1
 		cfg.Scaler = fixedScaler(1)
 		var handled atomic.Int32
-		cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+		cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
 			handled.Add(1)
 			time.Sleep(28 * time.Second) // 2 s of the lease left when it returns
 			q.handlerDone.Store(true)

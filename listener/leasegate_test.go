@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // roomGate is a Limiter and LeaseGate whose room the test sets: -1 no limit, 0 shut, n.
@@ -57,7 +58,7 @@ func TestLeaseGateHoldsBackLeasing(t *testing.T) {
 		cfg.MaxWorkers, cfg.BatchSize = 4, 8
 		var mu sync.Mutex
 		counts := map[string]int{}
-		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 			mu.Lock()
 			counts[m.ID] = m.DequeueCount
 			mu.Unlock()

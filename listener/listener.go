@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Limiter gates handler calls: tenant caps and the host-wide fair share are built on it.
@@ -27,15 +29,15 @@ const depthEvery = time.Second
 // and start it with Run or Start.
 type Listener struct {
 	cfg     Config
-	q       Queue
-	batcher Batcher     // nil when the queue has none
-	waiter  Waiter      // nil when the queue cannot block
-	watcher Watcher     // nil when the queue cannot announce a change on a channel
-	fwatch  FuncWatcher // nil when the queue cannot call back on a change
+	q       queue.Queue
+	batcher queue.Batcher     // nil when the queue has none
+	waiter  queue.Waiter      // nil when the queue cannot block
+	watcher queue.Watcher     // nil when the queue cannot announce a change on a channel
+	fwatch  queue.FuncWatcher // nil when the queue cannot call back on a change
 	// canDoze: an idle listener waits dormant, with no goroutine (dormant.go): push, no
 	// IdlePacer, and the queue's wake-ups (if any) come by callback.
 	canDoze bool
-	renewer Renewer        // nil when renewal is a plain UpdateVisibility
+	renewer queue.Renewer  // nil when renewal is a plain UpdateVisibility
 	vh      VerdictHandler // the handler, when it returns verdicts
 	bh      BatchHandler   // the handler, when Config.Batch is on
 	budget  *leaseBudget
@@ -108,12 +110,12 @@ func New(cfg Config) (*Listener, error) {
 		unparkCh:  make(chan struct{}, c.MaxWorkers),
 		done:      make(chan struct{}),
 	}
-	l.batcher, _ = c.Queue.(Batcher)
-	l.waiter, _ = c.Queue.(Waiter)
-	l.watcher, _ = c.Queue.(Watcher)
-	l.fwatch, _ = c.Queue.(FuncWatcher)
+	l.batcher, _ = queue.As[queue.Batcher](c.Queue)
+	l.waiter, _ = queue.As[queue.Waiter](c.Queue)
+	l.watcher, _ = queue.As[queue.Watcher](c.Queue)
+	l.fwatch, _ = queue.As[queue.FuncWatcher](c.Queue)
 	l.canDoze = c.Push && c.IdlePacer == nil && (l.fwatch != nil || l.watcher == nil && l.waiter == nil)
-	l.renewer, _ = c.Queue.(Renewer)
+	l.renewer, _ = queue.As[queue.Renewer](c.Queue)
 	l.vh, _ = c.Handler.(VerdictHandler)
 	l.c.deadDirty.Store(true) // read once, at the first empty receive
 	// Unknown until Run reads them: a status page must not show an unread backlog as empty.

@@ -8,19 +8,8 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/wait"
+	"github.com/wqhost/wqhost/listener/queue"
 )
-
-// OrderedReceiver is implemented by queues with FIFO delivery that can serve ordered
-// execution groups (the local backend). Ordered wraps such a queue for a listener.
-type OrderedReceiver interface {
-	// ReceiveOrdered leases up to max visible messages of the lowest order group still in
-	// the queue — every message counts, leased and delayed ones included — plus messages
-	// that carry no order key. Groups are the integer values of the AttrOrderKey attribute,
-	// lowest first. When it leases nothing but left visible messages of a higher group
-	// alone, heldUntil is when the next message of the lowest group becomes visible (its
-	// lease expires or its retry falls due); otherwise it is zero.
-	ReceiveOrdered(ctx context.Context, max int, visibility time.Duration) (msgs []*Message, heldUntil time.Time, err error)
-}
 
 // Ordered returns q in ordered mode: messages of one order group (AttrOrderKey) are handed
 // out together and may run concurrently, and a message of group N+1 is not even received
@@ -36,22 +25,22 @@ type OrderedReceiver interface {
 // queue is meant to be consumed by one host.
 //
 // q must implement OrderedReceiver; otherwise Ordered fails naming the queue.
-func Ordered(q Queue) (Queue, error) {
-	r, ok := q.(OrderedReceiver)
+func Ordered(q queue.Queue) (queue.Queue, error) {
+	r, ok := queue.As[queue.OrderedReceiver](q)
 	if !ok {
 		return nil, fmt.Errorf("queue %q: ordered mode needs a backend with FIFO delivery that implements ordered receive (local)", q.Name())
 	}
-	o := &orderedQueue{Queue: q, r: r, wake: make(chan struct{}), leased: map[string]struct{}{}}
-	o.batcher, _ = q.(Batcher)
-	o.waiter, _ = q.(Waiter)
+	o := &orderedQueue{Decorator: queue.Decorator{Queue: q}, r: r, wake: make(chan struct{}), leased: map[string]struct{}{}}
+	o.batcher, _ = queue.As[queue.Batcher](q)
+	o.waiter, _ = queue.As[queue.Waiter](q)
 	return o, nil
 }
 
 type orderedQueue struct {
-	Queue
-	r       OrderedReceiver
-	batcher Batcher // nil if q has none
-	waiter  Waiter  // nil if q has none
+	queue.Decorator // Peek, Counts and MaxMessageBytes of q; Capabilities narrows the rest
+	r               queue.OrderedReceiver
+	batcher         queue.Batcher // nil if q has none
+	waiter          queue.Waiter  // nil if q has none
 
 	mu        sync.Mutex
 	heldUntil time.Time           // the last receive found nothing but held messages back until then
@@ -61,14 +50,28 @@ type orderedQueue struct {
 	wake      chan struct{}       // closed and replaced when leased becomes empty
 }
 
+// Capabilities implements queue.Advertiser: its own batch delete, wait and renewal, a body
+// limit (every OrderedReceiver has one), and the moves, peeks, counts and size limit of q.
+// q's Watcher and FuncWatcher are withheld: they would report held-back messages visible.
+func (o *orderedQueue) Capabilities() queue.Caps {
+	own := queue.CapBatch | queue.CapWait | queue.CapRenew | queue.CapBodyLimit
+	return own | queue.Of(o.Queue)&(queue.CapMove|queue.CapPeek|queue.CapCount|queue.CapMaxBytes)
+}
+
 // Receive implements Queue with ReceiveOrdered.
-func (o *orderedQueue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Message, error) {
+func (o *orderedQueue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*queue.Message, error) {
+	return o.ReceiveLimited(ctx, max, visibility, 0)
+}
+
+// ReceiveLimited implements queue.BodyLimiter with ReceiveOrdered's body limit, so an
+// oversize message is dead-lettered in ordered mode without its body being read.
+func (o *orderedQueue) ReceiveLimited(ctx context.Context, max int, visibility time.Duration, maxBody int64) ([]*queue.Message, error) {
 	// The generation is taken before the receive: a settle that lands while it runs (the
 	// listener deletes the last batch alongside the next receive) must still wake Wait.
 	o.mu.Lock()
 	gen := o.gen
 	o.mu.Unlock()
-	msgs, heldUntil, err := o.r.ReceiveOrdered(ctx, max, visibility)
+	msgs, heldUntil, err := o.r.ReceiveOrdered(ctx, max, visibility, maxBody)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +100,7 @@ func (o *orderedQueue) settled(ids ...string) {
 }
 
 // Delete implements Queue.
-func (o *orderedQueue) Delete(ctx context.Context, m *Message) error {
+func (o *orderedQueue) Delete(ctx context.Context, m *queue.Message) error {
 	err := o.Queue.Delete(ctx, m)
 	if err == nil || isLeaseLost(err) {
 		o.settled(m.ID)
@@ -106,7 +109,7 @@ func (o *orderedQueue) Delete(ctx context.Context, m *Message) error {
 }
 
 // DeleteBatch implements Batcher (one message at a time when q has no batch delete).
-func (o *orderedQueue) DeleteBatch(ctx context.Context, ms []*Message) []error {
+func (o *orderedQueue) DeleteBatch(ctx context.Context, ms []*queue.Message) []error {
 	var errs []error
 	if o.batcher != nil {
 		errs = o.batcher.DeleteBatch(ctx, ms)
@@ -128,7 +131,7 @@ func (o *orderedQueue) DeleteBatch(ctx context.Context, ms []*Message) []error {
 
 // UpdateVisibility implements Queue: a release or a retry, which ends this process's
 // lease of the message either way. Renewals come through Renew.
-func (o *orderedQueue) UpdateVisibility(ctx context.Context, m *Message, d time.Duration) error {
+func (o *orderedQueue) UpdateVisibility(ctx context.Context, m *queue.Message, d time.Duration) error {
 	err := o.Queue.UpdateVisibility(ctx, m, d)
 	if err == nil || isLeaseLost(err) {
 		o.settled(m.ID)
@@ -139,8 +142,8 @@ func (o *orderedQueue) UpdateVisibility(ctx context.Context, m *Message, d time.
 // MoveTo implements Mover when the queue below does (local): a dead letter moved in one
 // transaction settles the message as a delete does. Without it a message whose body was
 // left unread (Message.Oversize) could not be dead-lettered in ordered mode.
-func (o *orderedQueue) MoveTo(ctx context.Context, m *Message, dst Queue, body []byte, opts SendOptions) error {
-	mv, ok := o.Queue.(Mover)
+func (o *orderedQueue) MoveTo(ctx context.Context, m *queue.Message, dst queue.Queue, body []byte, opts queue.SendOptions) error {
+	mv, ok := queue.As[queue.Mover](o.Queue)
 	if !ok {
 		return errors.ErrUnsupported
 	}
@@ -153,7 +156,7 @@ func (o *orderedQueue) MoveTo(ctx context.Context, m *Message, dst Queue, body [
 
 // Renew implements Renewer: the message stays leased by this process, so the next group
 // stays held back. Only a lost lease releases it.
-func (o *orderedQueue) Renew(ctx context.Context, m *Message, d time.Duration) error {
+func (o *orderedQueue) Renew(ctx context.Context, m *queue.Message, d time.Duration) error {
 	err := o.Queue.UpdateVisibility(ctx, m, d)
 	if isLeaseLost(err) {
 		o.settled(m.ID)
@@ -203,10 +206,16 @@ func (o *orderedQueue) Wait(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-func isLeaseLost(err error) bool { return err != nil && errors.Is(err, ErrLeaseLost) }
+func isLeaseLost(err error) bool { return err != nil && errors.Is(err, queue.ErrLeaseLost) }
 
 var (
-	_ Batcher = (*orderedQueue)(nil)
-	_ Waiter  = (*orderedQueue)(nil)
-	_ Renewer = (*orderedQueue)(nil)
+	_ queue.Advertiser     = (*orderedQueue)(nil)
+	_ queue.Batcher        = (*orderedQueue)(nil)
+	_ queue.BodyLimiter    = (*orderedQueue)(nil)
+	_ queue.Waiter         = (*orderedQueue)(nil)
+	_ queue.Renewer        = (*orderedQueue)(nil)
+	_ queue.Mover          = (*orderedQueue)(nil)
+	_ queue.Peeker         = (*orderedQueue)(nil)
+	_ queue.Counter        = (*orderedQueue)(nil)
+	_ queue.MessageLimiter = (*orderedQueue)(nil)
 )

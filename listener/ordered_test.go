@@ -14,6 +14,7 @@ import (
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // orderedEvent is one handler call, in real time.
@@ -50,7 +51,7 @@ func TestOrderedGroupsNeverOverlap(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dl, err := be.Queue(ctx, "work"+listener.PoisonSuffix)
+			dl, err := be.Queue(ctx, "work"+queue.PoisonSuffix)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +79,7 @@ func TestOrderedGroupsNeverOverlap(t *testing.T) {
 				case r <= 2:
 					p.fate = "retry"
 				}
-				id, err := q.Send(ctx, []byte("m"), listener.SendOptions{Attributes: map[string]string{listener.AttrOrderKey: strconv.Itoa(g)}})
+				id, err := q.Send(ctx, []byte("m"), queue.SendOptions{Attributes: map[string]string{queue.AttrOrderKey: strconv.Itoa(g)}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -99,7 +100,7 @@ func TestOrderedGroupsNeverOverlap(t *testing.T) {
 					close(allSettled)
 				}
 			}
-			handler := listener.HandlerFunc(func(ctx context.Context, m *listener.Message) error {
+			handler := listener.HandlerFunc(func(ctx context.Context, m *queue.Message) error {
 				mu.Lock()
 				p := plans[m.ID]
 				p.called++

@@ -6,17 +6,17 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // heldDeletes is a Queue (no Batcher, no Waiter) whose Deletes wait until release is closed.
 type heldDeletes struct {
-	listener.Queue
+	queue.Queue
 	release chan struct{}
 	waiting atomic.Int32
 }
 
-func (h *heldDeletes) Delete(ctx context.Context, m *listener.Message) error {
+func (h *heldDeletes) Delete(ctx context.Context, m *queue.Message) error {
 	h.waiting.Add(1)
 	<-h.release
 	return h.Queue.Delete(ctx, m)

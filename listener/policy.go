@@ -3,6 +3,8 @@ package listener
 import (
 	"context"
 	"time"
+
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // State is a snapshot of a listener (the whitepaper's QueryState). Policies decide from it
@@ -123,7 +125,7 @@ type Decision struct {
 
 // Failure describes one failed handling of a message.
 type Failure struct {
-	Message *Message
+	Message *queue.Message
 	Err     error
 	// Reject is true when the handler asked for the message to be dead-lettered now.
 	Reject bool

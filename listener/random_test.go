@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -36,7 +37,7 @@ func randomRun(t *testing.T, seed uint64) {
 	cfg := baseConfig(e.q, e.dl)
 	cfg.MaxWorkers = 1 + r.IntN(16)
 	cfg.MinWorkers = 1 + r.IntN(min(cfg.MaxWorkers, 3))
-	cfg.BatchSize = 1 + r.IntN(listener.MaxBatch)
+	cfg.BatchSize = 1 + r.IntN(queue.MaxBatch)
 	cfg.Concurrency = 1 + r.IntN(cfg.BatchSize)
 	cfg.MaxDequeueCount = 1 + r.IntN(5)
 	cfg.Push = r.IntN(2) == 0
@@ -58,7 +59,7 @@ func randomRun(t *testing.T, seed uint64) {
 		x := rand.New(rand.NewPCG(h.Sum64(), 7))
 		return x.Float64() < failP, x.Float64() < rejectP, time.Duration(x.IntN(2000)) * time.Millisecond
 	}
-	cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+	cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 		mu.Lock()
 		attempts[m.ID]++
 		a := attempts[m.ID]
@@ -92,7 +93,7 @@ func randomRun(t *testing.T, seed uint64) {
 
 	dead := map[string]int{}
 	for {
-		ms, err := e.dl.Receive(context.Background(), listener.MaxBatch, time.Hour)
+		ms, err := e.dl.Receive(context.Background(), queue.MaxBatch, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +101,7 @@ func randomRun(t *testing.T, seed uint64) {
 			break
 		}
 		for _, m := range ms {
-			dead[m.Attributes[listener.AttrOriginalID]]++
+			dead[m.Attributes[queue.AttrOriginalID]]++
 		}
 	}
 	mu.Lock()

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // renewBeforeSettling renews b's leases once more if settlement would start inside the
@@ -52,7 +54,7 @@ func (l *Listener) renew(b *batch) {
 			l.noteLatency(time.Since(start))
 			switch {
 			case err == nil:
-			case errors.Is(err, ErrLeaseLost):
+			case errors.Is(err, queue.ErrLeaseLost):
 				if b.lose(i) {
 					l.leaseLost(b.msgs[i], "the renewal was refused: the lease had expired or been taken over", err)
 				}

@@ -11,13 +11,14 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // laggingQueue makes a released message visible a millisecond after the delay asked, as a
 // store that rounds times up (or reads its own clock a little later) does.
 type laggingQueue struct{ *memory.Queue }
 
-func (q laggingQueue) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+func (q laggingQueue) UpdateVisibility(ctx context.Context, m *queue.Message, d time.Duration) error {
 	if d > 0 {
 		d += time.Millisecond
 	}
@@ -37,7 +38,7 @@ func TestRetryDueIsNoSpuriousWakeup(t *testing.T) {
 				cfg := baseConfig(laggingQueue{e.q}, e.dl)
 				cfg.Push, cfg.MinWorkers = true, minWorkers
 				cfg.MinIdle, cfg.MaxIdle = 30*time.Second, 60*time.Second
-				cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+				cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
 					if calls.Add(1) == 1 {
 						return listener.Retry(20*time.Millisecond, errors.New("once more"))
 					}
@@ -46,7 +47,7 @@ func TestRetryDueIsNoSpuriousWakeup(t *testing.T) {
 				start(t, cfg)
 				time.Sleep(time.Second) // idle, in its long back-off
 				synctest.Wait()
-				if _, err := e.q.Send(context.Background(), []byte("m"), listener.SendOptions{}); err != nil {
+				if _, err := e.q.Send(context.Background(), []byte("m"), queue.SendOptions{}); err != nil {
 					t.Fatal(err)
 				}
 				waitFor(t, 10*time.Millisecond, 5*time.Second, "the retried message handled again", func() bool { return calls.Load() == 2 })

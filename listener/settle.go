@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Message states within a batch. Each message's state is one atomic word: the handler
@@ -25,14 +27,14 @@ const (
 // in it) for every receive, so the hot path allocates little beyond the messages.
 type batch struct {
 	l    *Listener
-	msgs []*Message
+	msgs []*queue.Message
 	// n is how many of msgs this batch handles; the ones after it are deferred (gather).
 	n  int
 	vs []Verdict // handler outcome per message; Err errUnstarted (or another marker) when it never ran
 	st []atomic.Int32
 	// leases holds renewed copies of the messages: renewal must not write the Message a
 	// handler is reading. Settlement copies the tokens back once every handler returned.
-	leases  []Message
+	leases  []queue.Message
 	renewed bool
 	// expires is when the batch's leases run out, measured from before the request that
 	// took or last renewed them (so the request's own latency is on the safe side).
@@ -40,7 +42,7 @@ type batch struct {
 	// renewPause is the least wait before the next renewal round: a second after a round in
 	// which a renewal failed (not lost: a store error), so a failing store is not hammered.
 	renewPause time.Duration
-	dels       []*Message
+	dels       []*queue.Message
 	delErrs    []error
 	// settled is closed when the deletes of the last settle are done; nil when none are
 	// outstanding. See awaitSettled.
@@ -57,7 +59,7 @@ type batch struct {
 	// A batch handler's call (batching.go): the indices of the messages it handles, those
 	// messages and their verdicts, reused across batches.
 	idx    []int
-	call   []*Message
+	call   []*queue.Message
 	callVs []Verdict
 }
 
@@ -73,13 +75,13 @@ var errOversize = errors.New("oversize")
 // and its lease expires.
 var errSkip = errors.New("skipped")
 
-func (b *batch) reset(msgs []*Message, leasedAt time.Time) {
+func (b *batch) reset(msgs []*queue.Message, leasedAt time.Time) {
 	n := len(msgs)
 	b.msgs = msgs
 	b.n = n
 	if cap(b.vs) < n {
-		b.vs = make([]Verdict, n, max(n, MaxBatch))
-		b.st = make([]atomic.Int32, n, max(n, MaxBatch))
+		b.vs = make([]Verdict, n, max(n, queue.MaxBatch))
+		b.st = make([]atomic.Int32, n, max(n, queue.MaxBatch))
 	}
 	b.vs = b.vs[:n]
 	b.st = b.st[:n]
@@ -133,13 +135,15 @@ func (l *Listener) process(ctx context.Context, b *batch, leasedAt time.Time) {
 	msgs := b.msgs[:b.n]
 	if l.cfg.AtMostOnce {
 		l.deleteOnReceive(b)
-	} else {
-		for i, m := range msgs {
-			if m.DequeueCount > l.cfg.MaxDequeueCount {
-				b.vs[i] = Failed(errOverDequeued)
-			} else if l.cfg.MaxMessageBytes > 0 && (m.Oversize > 0 || int64(len(m.Body)) > l.cfg.MaxMessageBytes) {
-				b.vs[i] = Failed(errOversize)
-			}
+	}
+	// The one place a body's size is checked: no handler sees a body above the limit.
+	for i, m := range msgs {
+		switch {
+		case b.vs[i].Err != nil: // the at-most-once delete failed: not handled
+		case !l.cfg.AtMostOnce && m.DequeueCount > l.cfg.MaxDequeueCount:
+			b.vs[i] = Failed(errOverDequeued)
+		case l.cfg.MaxMessageBytes > 0 && (m.Oversize > 0 || int64(len(m.Body)) > l.cfg.MaxMessageBytes):
+			b.vs[i] = Failed(errOversize)
 		}
 	}
 	b.left.Store(1)
@@ -201,7 +205,7 @@ func (b *batch) run() {
 
 // handle runs the handler on one message, unless the listener is shutting down. start is
 // when the call begins (zero: read the clock); it returns when the call ended.
-func (l *Listener) handle(m *Message, start time.Time) (end time.Time, v Verdict) {
+func (l *Listener) handle(m *queue.Message, start time.Time) (end time.Time, v Verdict) {
 	if !l.enterCall() {
 		return time.Time{}, Verdict{Outcome: OutcomeFailed, Err: errUnstarted}
 	}
@@ -313,7 +317,7 @@ func (l *Listener) awaitRenewing(ctx context.Context, b *batch, helpers int, lea
 func (l *Listener) settleEarly(ctx context.Context, b *batch) {
 	l.renewBeforeSettling(b)
 	sctx := context.WithoutCancel(ctx)
-	var dels []*Message
+	var dels []*queue.Message
 	n := 0
 	for i := range b.msgs {
 		if !b.st[i].CompareAndSwap(stDone, stSettled) {
@@ -407,7 +411,7 @@ func (l *Listener) settle(ctx context.Context, b *batch) {
 
 // settleOne settles one message by its verdict, except a successful one under
 // at-least-once, which it reports for a (batched) delete.
-func (l *Listener) settleOne(ctx context.Context, m *Message, v Verdict) (del bool) {
+func (l *Listener) settleOne(ctx context.Context, m *queue.Message, v Verdict) (del bool) {
 	switch err := v.Err; {
 	case v.Outcome == OutcomeOK:
 		if !l.cfg.AtMostOnce {
@@ -441,7 +445,7 @@ func (b *batch) awaitSettled() {
 
 // finishDeletes deletes the handled messages dels, gives their lease budget back and
 // accounts for the outcome. It returns the errors in errs' storage.
-func (l *Listener) finishDeletes(ctx context.Context, dels []*Message, errs []error) []error {
+func (l *Listener) finishDeletes(ctx context.Context, dels []*queue.Message, errs []error) []error {
 	errs = l.deleteMany(ctx, dels, errs)
 	l.budget.put(len(dels))
 	var ok uint64
@@ -450,7 +454,7 @@ func (l *Listener) finishDeletes(ctx context.Context, dels []*Message, errs []er
 			ok++
 			continue
 		}
-		if errors.Is(err, ErrLeaseLost) {
+		if errors.Is(err, queue.ErrLeaseLost) {
 			l.leaseLost(dels[i], "the delete after a successful handler call was refused", err)
 		} else {
 			l.c.errorCalls.Add(1)
@@ -463,7 +467,7 @@ func (l *Listener) finishDeletes(ctx context.Context, dels []*Message, errs []er
 
 // deleteMany deletes ms (one call with a Batcher) and returns one error per message, in
 // errs' storage.
-func (l *Listener) deleteMany(ctx context.Context, ms []*Message, errs []error) []error {
+func (l *Listener) deleteMany(ctx context.Context, ms []*queue.Message, errs []error) []error {
 	l.c.deletes.Add(uint64(len(ms)))
 	if l.batcher != nil {
 		return l.batcher.DeleteBatch(ctx, ms)
@@ -484,7 +488,7 @@ func (l *Listener) deleteOnReceive(b *batch) {
 		if err == nil {
 			continue
 		}
-		if errors.Is(err, ErrLeaseLost) {
+		if errors.Is(err, queue.ErrLeaseLost) {
 			b.st[i].Store(stLost)
 			l.leaseLost(b.msgs[i], "the at-most-once delete on receive was refused", err)
 		} else {
@@ -502,7 +506,7 @@ func (l *Listener) deleteOnReceive(b *batch) {
 // found out. The message is not settled by this listener; the queue makes it visible again
 // when the lease runs out (or already has), and whoever receives it next, this host
 // included, handles it again with a higher dequeue count.
-func (l *Listener) leaseLost(m *Message, why string, err error) {
+func (l *Listener) leaseLost(m *queue.Message, why string, err error) {
 	l.c.leasesLost.Add(1)
 	l.log.Warn("lease lost: message not settled by this listener; the queue redelivers it and it will be handled again",
 		"id", m.ID, "dequeue_count", m.DequeueCount, "why", why, "err", err)
@@ -510,10 +514,10 @@ func (l *Listener) leaseLost(m *Message, why string, err error) {
 
 // putBack returns a message that was never handled: released to the head of its queue, or
 // sent again under at-most-once (it was deleted on receive).
-func (l *Listener) putBack(ctx context.Context, m *Message) {
+func (l *Listener) putBack(ctx context.Context, m *queue.Message) {
 	if l.cfg.AtMostOnce {
 		l.c.sends.Add(1)
-		if _, err := l.q.Send(ctx, m.Body, SendOptions{Attributes: m.Attributes}); err != nil {
+		if _, err := l.q.Send(ctx, m.Body, queue.SendOptions{Attributes: m.Attributes}); err != nil {
 			l.c.errorCalls.Add(1)
 			l.log.Error("re-send unstarted message at shutdown; it is lost", "id", m.ID, "err", err)
 		}
@@ -521,7 +525,7 @@ func (l *Listener) putBack(ctx context.Context, m *Message) {
 	}
 	l.c.updates.Add(1)
 	if err := l.releaseLease(ctx, m); err != nil {
-		if errors.Is(err, ErrLeaseLost) {
+		if errors.Is(err, queue.ErrLeaseLost) {
 			return // it is visible again already
 		}
 		l.c.errorCalls.Add(1)

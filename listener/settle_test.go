@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // A message that always fails is retried until its dequeue count reaches MaxDequeueCount,
@@ -38,11 +39,11 @@ func TestPoisonAfterMaxDequeueCount(t *testing.T) {
 				cfg.MaxDequeueCount = tt.max
 				cfg.HandlerVersion = func() string { return "sha256:abc" }
 				var calls atomic.Int32
-				cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+				cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
 					calls.Add(1)
 					return tt.err
 				})
-				id, err := e.q.Send(context.Background(), []byte("payload"), listener.SendOptions{Attributes: map[string]string{"tenant": "acme"}})
+				id, err := e.q.Send(context.Background(), []byte("payload"), queue.SendOptions{Attributes: map[string]string{"tenant": "acme"}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -63,23 +64,23 @@ func TestPoisonAfterMaxDequeueCount(t *testing.T) {
 				}
 				m := ms[0]
 				want := map[string]string{
-					"tenant":                    "acme",
-					listener.AttrOriginalID:     id,
-					listener.AttrOriginalQueue:  "work",
-					listener.AttrDequeueCount:   strconv.Itoa(tt.wantCalls),
-					listener.AttrHandlerVersion: "sha256:abc",
+					"tenant":                 "acme",
+					queue.AttrOriginalID:     id,
+					queue.AttrOriginalQueue:  "work",
+					queue.AttrDequeueCount:   strconv.Itoa(tt.wantCalls),
+					queue.AttrHandlerVersion: "sha256:abc",
 				}
 				for k, v := range want {
 					if m.Attributes[k] != v {
 						t.Errorf("dead letter attribute %s = %q, want %q", k, m.Attributes[k], v)
 					}
 				}
-				if r := m.Attributes[listener.AttrReason]; !strings.Contains(r, tt.reason) {
+				if r := m.Attributes[queue.AttrReason]; !strings.Contains(r, tt.reason) {
 					t.Errorf("reason %q does not mention %q", r, tt.reason)
 				}
-				at, err := time.Parse(time.RFC3339Nano, m.Attributes[listener.AttrDeadLetteredAt])
+				at, err := time.Parse(time.RFC3339Nano, m.Attributes[queue.AttrDeadLetteredAt])
 				if err != nil || at.Before(sent) || at.After(time.Now()) {
-					t.Errorf("dead-lettered-at %q (%v) is not a time since the send", m.Attributes[listener.AttrDeadLetteredAt], err)
+					t.Errorf("dead-lettered-at %q (%v) is not a time since the send", m.Attributes[queue.AttrDeadLetteredAt], err)
 				}
 				if string(m.Body) != "payload" {
 					t.Errorf("dead letter body %q, want the original", m.Body)
@@ -112,11 +113,11 @@ func TestFailurePassedToPolicy(t *testing.T) {
 			"\x01": listener.Reject(errors.New("bad")),
 			"\x02": fmt.Errorf("wrapped: %w", listener.Retry(3*time.Second, nil)),
 		}
-		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 			return errs[string(m.Body[:1])]
 		})
 		for k := range errs {
-			e.q.Send(context.Background(), []byte(k), listener.SendOptions{})
+			e.q.Send(context.Background(), []byte(k), queue.SendOptions{})
 		}
 		l := start(t, cfg)
 		synctest.Wait()
@@ -155,7 +156,7 @@ func TestLeaseRenewalPreventsRedelivery(t *testing.T) {
 		cfg.VisibilityTimeout = 30 * time.Second
 		cfg.BatchSize = 1
 		cfg.Scaler = fixedScaler(4) // idle workers around that would take a lost lease
-		deliveries, handler := countCalls(func(_ context.Context, m *listener.Message) error {
+		deliveries, handler := countCalls(func(_ context.Context, m *queue.Message) error {
 			if m.Body[0] == 0 {
 				time.Sleep(5 * time.Minute) // ten visibility timeouts
 			}
@@ -200,7 +201,7 @@ func TestShutdownReleasesUnstarted(t *testing.T) {
 				cfg.BatchSize, cfg.Concurrency, cfg.MaxWorkers = 10, 1, 1
 				cfg.ShutdownGrace = tt.grace
 				started := make(chan struct{}, 10)
-				cfg.Handler = listener.HandlerFunc(func(ctx context.Context, m *listener.Message) error {
+				cfg.Handler = listener.HandlerFunc(func(ctx context.Context, m *queue.Message) error {
 					started <- struct{}{}
 					select {
 					case <-time.After(tt.work):
@@ -249,7 +250,7 @@ func TestLeaseLostCountedOnce(t *testing.T) {
 		cfg := baseConfig(spy, e.dl)
 		cfg.VisibilityTimeout = 30 * time.Second
 		var runs atomic.Int32
-		cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+		cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
 			runs.Add(1)
 			return nil
 		})
@@ -274,7 +275,7 @@ func TestAtMostOnce(t *testing.T) {
 		e := newMem(t)
 		cfg := baseConfig(e.q, e.dl)
 		cfg.AtMostOnce = true
-		runs, handler := countCalls(func(ctx context.Context, m *listener.Message) error {
+		runs, handler := countCalls(func(ctx context.Context, m *queue.Message) error {
 			if d, _ := e.q.Depth(ctx); d != 0 {
 				return fmt.Errorf("message %s still in the queue while handled (depth %d)", m.ID, d)
 			}
@@ -311,7 +312,7 @@ func TestConcurrencyWithinBatch(t *testing.T) {
 				e := newMem(t)
 				cfg := baseConfig(e.q, e.dl)
 				cfg.MaxWorkers, cfg.BatchSize, cfg.Concurrency = 1, tt.batch, tt.conc
-				cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+				cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
 					time.Sleep(time.Second)
 					return nil
 				})
@@ -333,7 +334,7 @@ func TestHandlerPanicIsAFailure(t *testing.T) {
 		e := newMem(t)
 		cfg := baseConfig(e.q, e.dl)
 		cfg.MaxDequeueCount = 2
-		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 			if m.Body[0] == 0 {
 				panic("nil map")
 			}
@@ -343,7 +344,7 @@ func TestHandlerPanicIsAFailure(t *testing.T) {
 		l := start(t, cfg)
 		waitFor(t, time.Second, time.Hour, "settled", func() bool { s := l.State(); return s.Processed == 2 && s.Poisoned == 1 })
 		ms, _ := e.dl.Receive(context.Background(), 1, time.Minute)
-		if len(ms) != 1 || !strings.Contains(ms[0].Attributes[listener.AttrReason], "panicked") {
+		if len(ms) != 1 || !strings.Contains(ms[0].Attributes[queue.AttrReason], "panicked") {
 			t.Errorf("dead letter %v, want one whose reason says the handler panicked", ms)
 		}
 	})
@@ -364,7 +365,7 @@ func TestOverDequeuedMessageDeadLettered(t *testing.T) {
 		cfg := baseConfig(e.q, e.dl)
 		cfg.MaxDequeueCount = 3
 		var runs atomic.Int32
-		cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+		cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
 			runs.Add(1)
 			return nil
 		})
@@ -374,8 +375,8 @@ func TestOverDequeuedMessageDeadLettered(t *testing.T) {
 			t.Fatalf("poisoned %d, handler runs %d; want 1, 0", s.Poisoned, runs.Load())
 		}
 		ms, _ := e.dl.Receive(context.Background(), 1, time.Minute)
-		if len(ms) != 1 || ms[0].Attributes[listener.AttrDequeueCount] != "4" ||
-			!strings.Contains(ms[0].Attributes[listener.AttrReason], "exceeds max_dequeue_count 3") {
+		if len(ms) != 1 || ms[0].Attributes[queue.AttrDequeueCount] != "4" ||
+			!strings.Contains(ms[0].Attributes[queue.AttrReason], "exceeds max_dequeue_count 3") {
 			t.Errorf("dead letter %+v, want dequeue count 4 and a reason naming the limit", ms)
 		}
 	})
@@ -400,7 +401,7 @@ func TestPoisonDecisionClamped(t *testing.T) {
 				cfg.MaxWorkers = 1
 				cfg.Poison = policyFunc(func(listener.Failure) listener.Decision { return tt.decision })
 				var runs atomic.Int32
-				cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+				cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
 					runs.Add(1)
 					return errors.New("fail")
 				})
@@ -443,7 +444,7 @@ func TestSlowMessageDoesNotHoldItsBatch(t *testing.T) {
 		cfg.HandlerSlots = 4
 		release := make(chan struct{})
 		t.Cleanup(func() { close(release) })
-		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 			if string(m.Body) == "slow" {
 				select {
 				case <-release:
@@ -455,7 +456,7 @@ func TestSlowMessageDoesNotHoldItsBatch(t *testing.T) {
 			return nil
 		})
 		for _, b := range []string{"slow", "fast", "fast", "fast"} {
-			if _, err := e.q.Send(context.Background(), []byte(b), listener.SendOptions{}); err != nil {
+			if _, err := e.q.Send(context.Background(), []byte(b), queue.SendOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -3,6 +3,8 @@ package listener
 import (
 	"context"
 	"time"
+
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // worker is one dequeue worker: it receives batches and processes them until the queue is
@@ -21,7 +23,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 	idle, rescale := 0, asIfIdle
 	sliceEnd := time.Now().Add(l.cfg.TimeSlice)
 	// deferred holds messages a batch handler's last call left for the next one.
-	var deferred []*Message
+	var deferred []*queue.Message
 	defer func() { l.releaseDeferred(deferred) }()
 	for {
 		if ctx.Err() != nil {
@@ -274,7 +276,7 @@ func (l *Listener) fallbackIn() (time.Duration, bool) {
 // lease receives up to want messages, for which it holds want slots of the lease budget
 // (it gives back those not filled), and counts the receive. sent is when it was sent: the
 // leases run from then.
-func (l *Listener) lease(ctx context.Context, want int) (msgs []*Message, sent time.Time, err error) {
+func (l *Listener) lease(ctx context.Context, want int) (msgs []*queue.Message, sent time.Time, err error) {
 	sent = time.Now()
 	l.lastReceive.Store(sent.UnixNano())
 	msgs, err = l.receive(ctx, want)
@@ -291,7 +293,7 @@ func (l *Listener) lease(ctx context.Context, want int) (msgs []*Message, sent t
 
 // work hands msgs, leased at leasedAt, to the handler through b (gathered into one call
 // when batching) and settles them; it returns the messages a batch call left for the next.
-func (l *Listener) work(ctx context.Context, b *batch, msgs []*Message, leasedAt time.Time) (deferred []*Message) {
+func (l *Listener) work(ctx context.Context, b *batch, msgs []*queue.Message, leasedAt time.Time) (deferred []*queue.Message) {
 	b.reset(msgs, leasedAt)
 	if l.bh == nil {
 		l.process(ctx, b, leasedAt)
@@ -304,8 +306,8 @@ func (l *Listener) work(ctx context.Context, b *batch, msgs []*Message, leasedAt
 
 // receive leases up to want messages, leaving bodies above MaxMessageBytes in the store
 // where the queue can.
-func (l *Listener) receive(ctx context.Context, want int) ([]*Message, error) {
-	if bl, ok := l.q.(BodyLimiter); ok && l.cfg.MaxMessageBytes > 0 && !l.cfg.AtMostOnce {
+func (l *Listener) receive(ctx context.Context, want int) ([]*queue.Message, error) {
+	if bl, ok := queue.As[queue.BodyLimiter](l.q); ok && l.cfg.MaxMessageBytes > 0 && !l.cfg.AtMostOnce {
 		return bl.ReceiveLimited(ctx, want, l.cfg.VisibilityTimeout, l.cfg.MaxMessageBytes)
 	}
 	return l.q.Receive(ctx, want, l.cfg.VisibilityTimeout)

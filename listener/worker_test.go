@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // The Limiter bounds the handler calls in flight across all workers.
@@ -19,7 +20,7 @@ func TestLimiterBoundsInFlight(t *testing.T) {
 		lim := &semaphore{ch: make(chan struct{}, 3)}
 		cfg.Limiter = lim
 		var cur, peak atomic.Int32
-		cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+		cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
 			n := cur.Add(1)
 			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 			}
@@ -64,7 +65,7 @@ func TestTimeSliceHandsBackSlots(t *testing.T) {
 			asked.Add(1)
 			return int(want.Load())
 		})
-		cfg.Handler = listener.HandlerFunc(func(context.Context, *listener.Message) error {
+		cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
 			time.Sleep(time.Second)
 			return nil
 		})
@@ -98,7 +99,7 @@ func TestLatencyQuantiles(t *testing.T) {
 		e := newMem(t)
 		cfg := baseConfig(e.q, e.dl)
 		cfg.MaxWorkers, cfg.BatchSize = 1, 1
-		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 			i := int(m.Body[0]) | int(m.Body[1])<<8
 			switch {
 			case i < 150:

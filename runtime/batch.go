@@ -74,7 +74,7 @@ func (p *Pool) CallBatch(ctx context.Context, ins []*Input) (*BatchOutput, error
 	st.beginBatch(ins, out, bo.Messages)
 	rc, discard, err := p.invoke(ctx, inst, inst.batch, who)
 	if err == nil && (rc < 0 || rc > 2) {
-		err = fmt.Errorf("runtime: %s: %w %d: %s", who, ErrBadStatus, rc, out.ErrorText)
+		err = badStatus(who.String(), rc, out.ErrorText)
 	}
 	for i := range bo.Messages {
 		r := &bo.Messages[i]
@@ -228,12 +228,15 @@ func batchHostFuncs() []hostFn {
 		{"batch_size", nil, []api.ValueType{tI32}, func(ctx context.Context, _ api.Module, s []uint64) {
 			n := 0
 			if st := stateOf(ctx); st != nil {
+				st.charge(ctx, callCharge)
 				n = len(st.batch)
 			}
 			s[0] = i32(int32(n))
 		}},
 		{"batch_body_len", []api.ValueType{tI32}, []api.ValueType{tI32}, func(ctx context.Context, _ api.Module, s []uint64) {
-			in := stateOf(ctx).message(s[0])
+			st := stateOf(ctx)
+			st.charge(ctx, callCharge)
+			in := st.message(s[0])
 			if in == nil {
 				s[0] = i32(errInvalid)
 				return
@@ -242,19 +245,22 @@ func batchHostFuncs() []hostFn {
 		}},
 		{"batch_body", []api.ValueType{tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			dst := mem(m, "batch_body", uint32(s[1]), uint32(s[2]))
-			in := stateOf(ctx).message(s[0])
+			st := stateOf(ctx)
+			st.charge(ctx, callCharge)
+			in := st.message(s[0])
 			if in == nil {
 				s[0] = i32(errInvalid)
 				return
 			}
-			s[0] = i32(int32(copy(dst, in.Body)))
+			s[0] = i32(int32(st.copyOut(ctx, dst, in.Body)))
 		}},
 		{"batch_meta", []api.ValueType{tI32, tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			key := mem(m, "batch_meta", uint32(s[1]), uint32(s[2]))
 			dst := mem(m, "batch_meta", uint32(s[3]), uint32(s[4]))
 			st := stateOf(ctx)
+			st.charge(ctx, callCharge)
 			in := st.message(s[0])
-			if in == nil {
+			if in == nil || len(key) > maxMetaKeyBytes {
 				s[0] = i32(errInvalid)
 				return
 			}
@@ -264,6 +270,7 @@ func batchHostFuncs() []hostFn {
 			q := mem(m, "batch_emit", uint32(s[1]), uint32(s[2]))
 			body := mem(m, "batch_emit", uint32(s[3]), uint32(s[4]))
 			st := stateOf(ctx)
+			st.charge(ctx, callCharge)
 			if st == nil {
 				s[0] = i32(errInvalid)
 				return
@@ -273,6 +280,7 @@ func batchHostFuncs() []hostFn {
 		{"batch_verdict", []api.ValueType{tI32, tI32, tI64, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			reason := mem(m, "batch_verdict", uint32(s[3]), uint32(s[4]))
 			st := stateOf(ctx)
+			st.charge(ctx, callCharge+copyCharge(min(len(reason), maxLogLine)))
 			if st == nil {
 				s[0] = i32(errInvalid)
 				return

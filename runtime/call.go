@@ -159,7 +159,7 @@ func (p *Pool) run(ctx context.Context, inst *instance, in *Input, out *Output) 
 	case err != nil:
 		return discard, err
 	case rc < 0 || rc > 2:
-		return discard, fmt.Errorf("runtime: message %s: %w %d: %s", in.ID, ErrBadStatus, rc, out.ErrorText)
+		return discard, badStatus("message "+in.ID, rc, out.ErrorText)
 	default:
 		out.Status = Status(rc)
 	}

@@ -15,11 +15,11 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
 // ABI names the contract between host and guest (docs/abi.md).
@@ -357,6 +357,9 @@ type Tenant struct {
 	// iteration, which pools without a time limit or with a fuel counter should not pay.
 	rts      [2]wazero.Runtime
 	compiled [2]map[string]*compiledRef
+	// stuck counts guest code abandoned still running in the runtimes (bounded.go): they
+	// stay open while any does.
+	stuck atomic.Int64
 }
 
 // variant is how a pool's module is compiled: terminate runs it in the close-on-context-done
@@ -403,7 +406,7 @@ func (t *Tenant) runtime(ctx context.Context, terminate bool) (wazero.Runtime, i
 		WithMemoryLimitPages(t.limits.MemoryPages).
 		WithCloseOnContextDone(terminate)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+	if err := instantiateWASI(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
 		return nil, 0, fmt.Errorf("runtime: tenant %s: wasi: %w", t.name, err)
 	}
@@ -476,6 +479,9 @@ func (t *Tenant) release(ctx context.Context, m *Module, v variant) {
 func (t *Tenant) close(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if n := t.stuck.Load(); n > 0 {
+		return fmt.Errorf("runtime: tenant %s: %d start functions or self tests abandoned still running; its runtime stays open", t.name, n)
+	}
 	var errs []error
 	for i, rt := range t.rts {
 		if rt != nil {

@@ -60,6 +60,11 @@ type callState struct {
 	dropped   int     // log lines past the caps, reported once after the call
 	callBytes int     // bytes of every output of this call (PoolConfig.MaxCallOutputBytes)
 	http      httpState
+	// work is the host work charged since the last check of the call's limits (charge.go).
+	work int
+	// cfgKeyMax is one more than the length of the pool's longest config key; 0: not yet
+	// worked out. config_get finds no longer key without hashing it.
+	cfgKeyMax int
 
 	// The call's batch (batch.go): its messages ([in] in a single call, none in a self
 	// test), their verdicts and, in a batch call, their outputs, and which have a verdict.
@@ -139,6 +144,7 @@ func hostFuncs() []hostFn {
 	return []hostFn{
 		{"msg_body_len", nil, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			st := stateOf(ctx)
+			st.charge(ctx, callCharge)
 			n := 0
 			if st != nil && st.in != nil {
 				n = len(st.in.Body)
@@ -148,16 +154,22 @@ func hostFuncs() []hostFn {
 		{"msg_body", []api.ValueType{tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			dst := mem(m, "msg_body", uint32(s[0]), uint32(s[1]))
 			st := stateOf(ctx)
+			st.charge(ctx, callCharge)
 			var body []byte
 			if st != nil && st.in != nil {
 				body = st.in.Body
 			}
-			s[0] = i32(int32(copy(dst, body)))
+			s[0] = i32(int32(st.copyOut(ctx, dst, body)))
 		}},
 		{"msg_meta", []api.ValueType{tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			key := mem(m, "msg_meta", uint32(s[0]), uint32(s[1]))
 			dst := mem(m, "msg_meta", uint32(s[2]), uint32(s[3]))
 			st := stateOf(ctx)
+			st.charge(ctx, callCharge)
+			if len(key) > maxMetaKeyBytes {
+				s[0] = i32(errInvalid)
+				return
+			}
 			var in *Input
 			if st != nil {
 				in = st.in
@@ -168,9 +180,11 @@ func hostFuncs() []hostFn {
 			key := mem(m, "config_get", uint32(s[0]), uint32(s[1]))
 			dst := mem(m, "config_get", uint32(s[2]), uint32(s[3]))
 			st := stateOf(ctx)
+			st.charge(ctx, callCharge)
 			var v string
 			ok := false
-			if st != nil && st.pool != nil {
+			if st != nil && st.pool != nil && len(key) < st.configKeyMax() {
+				st.charge(ctx, copyCharge(len(key)))
 				v, ok = st.pool.cfg.Config[string(key)]
 			}
 			if !ok {
@@ -183,6 +197,7 @@ func hostFuncs() []hostFn {
 		{"log", []api.ValueType{tI32, tI32, tI32}, nil, func(ctx context.Context, m api.Module, s []uint64) {
 			b := mem(m, "log", uint32(s[1]), uint32(s[2]))
 			st := stateOf(ctx)
+			st.charge(ctx, callCharge)
 			if st == nil || st.pool == nil {
 				return
 			}
@@ -195,16 +210,21 @@ func hostFuncs() []hostFn {
 				return
 			}
 			st.logBytes += len(b)
+			st.charge(ctx, logLineCharge)
 			st.pool.logger.Log(ctx, slog.Level(int32(s[0])), string(b), st.callee().logAttrs("source", "guest")...)
 		}},
 		{"set_error", []api.ValueType{tI32, tI32}, nil, func(ctx context.Context, m api.Module, s []uint64) {
 			b := mem(m, "set_error", uint32(s[0]), uint32(s[1]))
-			if st := stateOf(ctx); st != nil && st.out != nil {
+			st := stateOf(ctx)
+			st.charge(ctx, callCharge+copyCharge(min(len(b), maxLogLine)))
+			if st != nil && st.out != nil {
 				st.out.ErrorText = reasonText(b)
 			}
 		}},
 		{"retry_after", []api.ValueType{tI64}, nil, func(ctx context.Context, m api.Module, s []uint64) {
-			if st := stateOf(ctx); st != nil && st.out != nil {
+			st := stateOf(ctx)
+			st.charge(ctx, callCharge)
+			if st != nil && st.out != nil {
 				st.out.RetryAfter = retryDelay(int64(s[0]))
 			}
 		}},
@@ -212,6 +232,7 @@ func hostFuncs() []hostFn {
 			q := mem(m, "emit", uint32(s[0]), uint32(s[1]))
 			body := mem(m, "emit", uint32(s[2]), uint32(s[3]))
 			st := stateOf(ctx)
+			st.charge(ctx, callCharge)
 			if st == nil || st.out == nil || st.pool == nil {
 				// Self-test and other message-less calls have nowhere to send to.
 				s[0] = i32(errDenied)
@@ -224,7 +245,7 @@ func hostFuncs() []hostFn {
 
 func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
 	b := rt.NewHostModuleBuilder(hostModuleName)
-	for _, f := range append(append(append(hostFuncs(), batchHostFuncs()...), httpHostFuncs()...), yieldFn()) {
+	for _, f := range append(append(append(append(hostFuncs(), batchHostFuncs()...), httpHostFuncs()...), faultHostFuncs()...), yieldFn()) {
 		b.NewFunctionBuilder().WithGoModuleFunction(f.fn, f.params, f.results).WithName(f.name).Export(f.name)
 	}
 	return b
@@ -312,12 +333,28 @@ func (st *callState) emit(dst *[]Emitted, q, body []byte) int32 {
 			}
 		}
 	}
-	// The body is copied out: guest memory is reused by the next call.
+	// The body is copied out: guest memory is reused by the next call. The caps above bound
+	// it (MaxOutputBytes), so it is one piece, charged to the account the next host call
+	// checks.
+	st.work += copyCharge(len(body))
 	cp := make([]byte, len(body))
 	copy(cp, body)
 	*dst = append(*dst, Emitted{Queue: queue, Body: cp})
 	st.callBytes += len(body)
 	return 0
+}
+
+// configKeyMax is one more than the length of the pool's longest config key: config_get
+// refuses a longer key, which no entry can match, before hashing it.
+func (st *callState) configKeyMax() int {
+	if st.cfgKeyMax == 0 {
+		n := 0
+		for k := range st.pool.cfg.Config {
+			n = max(n, len(k))
+		}
+		st.cfgKeyMax = n + 1
+	}
+	return st.cfgKeyMax
 }
 
 // copyMeta is msg_meta and batch_meta: it copies what fits of message in's value for key to
@@ -333,8 +370,8 @@ func (st *callState) copyMeta(in *Input, key, dst []byte) int32 {
 }
 
 // meta returns message in's metadata value for key, formatting numbers into scratch. With in
-// nil (msg_meta in a batch call) only the call's keys, tenant and binding, are known; in a
-// self test, which has no message, none.
+// nil (msg_meta in a batch call) only the call's keys, tenant, binding and max_output_bytes,
+// are known; in a self test, which has no message, none.
 func (st *callState) meta(in *Input, key string, scratch []byte) ([]byte, bool) {
 	if st == nil || in == nil && st.out == nil {
 		return nil, false
@@ -344,6 +381,10 @@ func (st *callState) meta(in *Input, key string, scratch []byte) ([]byte, bool) 
 		return []byte(st.pool.t.name), true
 	case "binding":
 		return []byte(st.pool.cfg.Binding), true
+	case "max_output_bytes":
+		// The largest output emit takes: the tenant's limit, or less where the backend's
+		// queues carry less (PoolConfig.MaxOutputBytes).
+		return strconv.AppendInt(scratch, int64(st.pool.cfg.MaxOutputBytes), 10), true
 	}
 	if in == nil {
 		return nil, false

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -35,6 +36,12 @@ func httpHostFuncs() []hostFn {
 				s[0] = i32(errDenied)
 				return
 			}
+			st.charge(ctx, requestCharge)
+			if rc := st.oversized(method, u, hdr, cred); rc != 0 {
+				s[0] = i32(rc)
+				return
+			}
+			st.charge(ctx, copyCharge(len(u)+len(hdr)+len(body)))
 			s[0] = i32(st.request(st.waitCtx(ctx), methodName(method), string(u), hdr, body, string(cred)))
 		}},
 		{"http_status", []api.ValueType{tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
@@ -48,8 +55,8 @@ func httpHostFuncs() []hostFn {
 		{"http_header", []api.ValueType{tI32, tI32, tI32, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			name := mem(m, "http_header", uint32(s[1]), uint32(s[2]))
 			dst := mem(m, "http_header", uint32(s[3]), uint32(s[4]))
-			_, hr := openHandle(ctx, uint32(s[0]))
-			if hr == nil {
+			st, hr := openHandle(ctx, uint32(s[0]))
+			if hr == nil || len(name) > maxHTTPNameBytes {
 				s[0] = i32(errInvalid)
 				return
 			}
@@ -59,6 +66,7 @@ func httpHostFuncs() []hostFn {
 				return
 			}
 			v := strings.Join(vs, ", ")
+			st.charge(ctx, copyCharge(len(v)))
 			copy(dst, v)
 			s[0] = i32(int32(len(v)))
 		}},
@@ -69,7 +77,9 @@ func httpHostFuncs() []hostFn {
 				s[0] = i32(errInvalid)
 				return
 			}
-			s[0] = i32(st.readBody(st.waitCtx(ctx), hr, dst))
+			n := st.readBody(st.waitCtx(ctx), hr, dst)
+			st.charge(ctx, copyCharge(max(int(n), 0)))
+			s[0] = i32(n)
 		}},
 		{"http_close", []api.ValueType{tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			st, hr := openHandle(ctx, uint32(s[0]))
@@ -84,6 +94,7 @@ func httpHostFuncs() []hostFn {
 		{"http_error", []api.ValueType{tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			dst := mem(m, "http_error", uint32(s[0]), uint32(s[1]))
 			st := stateOf(ctx)
+			st.charge(ctx, callCharge)
 			if st == nil || st.http.lastErr == "" {
 				s[0] = i32(errNotFound)
 				return
@@ -98,7 +109,28 @@ func httpHostFuncs() []hostFn {
 // there is no call or no such open response (the host function answers ERR_INVALID).
 func openHandle(ctx context.Context, h uint32) (st *callState, hr *httpResp) {
 	if st = stateOf(ctx); st != nil {
+		st.charge(ctx, callCharge)
 		hr = st.handle(h)
 	}
 	return st, hr
+}
+
+// oversized refuses a request whose method, URL, header lines or credential name is past the
+// host's bounds before any of them is converted or parsed (a URL of 64 MiB would be copied
+// and parsed whole), with the code the same refusal gets later (request); 0 lets it through.
+func (st *callState) oversized(method, u, hdr, cred []byte) int32 {
+	var code int32
+	var what string
+	switch {
+	case len(method) > maxHTTPMethodBytes:
+		code, what = errInvalid, fmt.Sprintf("method of %d bytes (at most %d)", len(method), maxHTTPMethodBytes)
+	case len(u) > maxHTTPURLBytes || len(hdr) > maxHTTPHeaderBytes:
+		code, what = errTooLarge, fmt.Sprintf("URL (%d bytes) or header lines (%d bytes) over the host's bounds (%d, %d)", len(u), len(hdr), maxHTTPURLBytes, maxHTTPHeaderBytes)
+	case len(cred) > maxHTTPNameBytes:
+		code, what = errNotFound, fmt.Sprintf("credential name of %d bytes (at most %d)", len(cred), maxHTTPNameBytes)
+	default:
+		return 0
+	}
+	shown := func() string { return clip(string(u[:min(len(u), 201)]), 200) }
+	return st.httpFail(code, clip(string(method[:min(len(method), 21)]), 20), shown, "", what)
 }

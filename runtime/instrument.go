@@ -35,22 +35,34 @@ import (
 // every loop iteration for the same reason). The yield call gives the scheduler a point to
 // preempt the goroutine, every fuelRefill units at most.
 //
-// A charge is 1 plus one unit per chargeBytes bytes of the code it covers (the function's or
-// the loop's body, capped at maxCharge) plus bulkCharge per bulk memory operation in it, so
-// a guest returns to the host after about fuelRefill small loop iterations (tens of µs) and
-// after a bounded amount of straight-line code or bulk memory work however its loops are
-// shaped. A module the decoder below cannot read is left as it is and runs under
+// Checks go at every function entry and loop header, and inside long stretches of code: a
+// check charges 1 plus one unit per chargeBytes bytes of the most code that can run before
+// the next check on any path, plus bulkCharge per bulk memory operation (or memory.grow) on
+// it, with no cap below a whole allowance. Straight-line code, big if arms and huge loop
+// bodies get a check every segmentBytes at most (instrument_body.go), so no stretch between
+// two checks runs for long and each pays for what it runs: a guest returns to the host after
+// about fuelRefill small loop iterations or fuelRefill*chargeBytes bytes of straight-line
+// code (a millisecond or two) however its code is shaped. The old scheme charged only at
+// function entries and loop headers, capped at 64 units: a 1.8 MB function called in a loop
+// ran 2.9 s under a 1 s limit.
+//
+// instrument expects valid WebAssembly: Engine.Compile validates a module (the checker) before
+// it instruments it, and the instrumented bytes are validated again when a tenant compiles
+// them, falling back to close-on-context-done if they fail (errInstrumentedInvalid). The
+// rewriter itself refuses what instrumenting could make valid: a reference one past the
+// module's own globals or types, which would land on the fuel global or the yield type (no
+// function index can land on the yield import: the ones at or above it move up). A module
+// the decoder below cannot read (exception tags, GC types) is left as it is and runs under
 // close-on-context-done as before.
 
 // Instrumentation constants; see above.
 const (
 	fuelRefill  = 1 << 15
 	chargeBytes = 32
-	maxCharge   = 64
 	bulkCharge  = 1024
 	// instrumentVersion names the cached instrumented modules: raise it with any change
 	// to what instrument writes.
-	instrumentVersion = 2
+	instrumentVersion = 3
 	// yieldImport is the host function the instrumented code calls (module hostModuleName).
 	yieldImport = "wqhost_yield"
 )
@@ -63,11 +75,17 @@ type yieldCode struct {
 // errUndecodable marks a module the instrumenter does not understand.
 var errUndecodable = errors.New("fuel: cannot instrument module")
 
+// errInstrumentedInvalid marks instrumented bytes that failed validation when a tenant
+// compiled them: a defect of the instrumenter (or a damaged cache file), after which the
+// module runs uninstrumented under close-on-context-done rather than not at all.
+var errInstrumentedInvalid = errors.New("fuel: the instrumented module is not valid")
+
 // Section ids of the core binary format.
 const (
 	secCustom   = 0
 	secType     = 1
 	secImport   = 2
+	secFunc     = 3
 	secGlobal   = 6
 	secExport   = 7
 	secStart    = 8
@@ -90,8 +108,23 @@ type section struct {
 // imported functions, so every defined function's index moves up by one: calls, ref.func,
 // exports, the start function, element segments and the name section are renumbered. It
 // drops DWARF and source-map custom sections, whose code offsets the inserted checks would
-// make wrong.
+// make wrong. wasm must be valid (validated first, as Engine.Compile does): the rewriter
+// checks what it needs to rewrite, and that no reference one past the module's own globals or
+// types would land on the ones it adds, but not the rest of validity.
 func instrument(wasm []byte) (*yieldCode, error) {
+	return instrumentWith(wasm, instrumentOptions{segment: segmentBytes, fuel: fuelRefill})
+}
+
+// instrumentOptions are what tests vary: a check at least every segment bytes of code (with
+// 0, between every two instructions), and the fuel an instance starts with (with 0, the
+// first check yields).
+type instrumentOptions struct {
+	segment uint64
+	fuel    int32
+}
+
+// instrumentWith is instrument with opt.
+func instrumentWith(wasm []byte, opt instrumentOptions) (*yieldCode, error) {
 	fail := func(format string, args ...any) (*yieldCode, error) {
 		return nil, fmt.Errorf("%w: %s", errUndecodable, fmt.Sprintf(format, args...))
 	}
@@ -130,11 +163,15 @@ func instrument(wasm []byte) (*yieldCode, error) {
 			}
 			types = n
 		case secImport:
-			f, g, err := countImports(s.payload)
+			_, f, g, err := countImports(s.payload, types)
 			if err != nil {
 				return fail("import section: %v", err)
 			}
 			importedFuncs, importedGlobals = f, g
+		case secFunc:
+			if err := checkFuncTypes(s.payload, types); err != nil {
+				return fail("function section: %v", err)
+			}
 		case secGlobal:
 			r := &reader{b: s.payload}
 			definedGlobals = r.u32()
@@ -145,7 +182,7 @@ func instrument(wasm []byte) (*yieldCode, error) {
 			return fail("exception tags are not supported")
 		}
 	}
-	x := &fuelIndex{fuel: importedGlobals + definedGlobals, yield: importedFuncs}
+	x := &fuelIndex{fuel: importedGlobals + definedGlobals, yield: importedFuncs, types: types}
 
 	out := make([]byte, 0, len(wasm)+len(wasm)/8+64)
 	out = append(out, wasm[:8]...)
@@ -161,9 +198,9 @@ func instrument(wasm []byte) (*yieldCode, error) {
 			return appendVec(p, types, []byte{0x60, 0x00, 0x01, 0x7f}), nil // () -> i32
 		},
 		secImport: func(p []byte) ([]byte, error) {
-			var n uint32
+			var n uint32 // every import, of any kind: the section's count
 			if p != nil {
-				n, _, _ = countImports(p)
+				n, _, _, _ = countImports(p, types)
 			}
 			e := appendName(nil, hostModuleName)
 			e = appendName(e, yieldImport)
@@ -172,7 +209,7 @@ func instrument(wasm []byte) (*yieldCode, error) {
 			return appendVec(p, n, e), nil
 		},
 		secGlobal: func(p []byte) ([]byte, error) {
-			g := append([]byte{0x7f, 0x01, 0x41}, appendS32(nil, fuelRefill)...) // mut i32 = fuelRefill
+			g := append([]byte{0x7f, 0x01, 0x41}, appendS32(nil, opt.fuel)...) // mut i32 = fuelRefill
 			if p != nil {
 				var err error
 				if p, err = remapGlobals(p, x); err != nil {
@@ -229,7 +266,7 @@ func instrument(wasm []byte) (*yieldCode, error) {
 		case secElem:
 			p, err = remapElems(s.payload, x)
 		case secCode:
-			p, err = instrumentCode(s.payload, x)
+			p, err = instrumentCode(s.payload, x, opt.segment)
 		default:
 			p = s.payload
 		}
@@ -246,8 +283,9 @@ const maxInt = int(^uint(0) >> 1)
 
 // fuelIndex holds the indices the instrumented code refers to.
 type fuelIndex struct {
-	fuel  uint32 // the fuel global
+	fuel  uint32 // the fuel global, one past the module's own
 	yield uint32 // the yield import; defined functions at or above it move up by one
+	types uint32 // the module's own types; the yield function's comes next
 }
 
 // fn maps an original function index to the instrumented module's.
@@ -259,7 +297,7 @@ func (x *fuelIndex) fn(i uint32) uint32 {
 }
 
 // appendCheck appends the fuel check (see above) with the given charge. The charge is
-// written as a 5-byte LEB128 so a loop's can be patched in once its end is known.
+// written as a 5-byte LEB128: all of a module's checks differ only in those 5 bytes.
 func (x *fuelIndex) appendCheck(b []byte, charge uint32) []byte {
 	b = append(b, 0x23)
 	b = appendU32(b, x.fuel)
@@ -276,19 +314,7 @@ func (x *fuelIndex) appendCheck(b []byte, charge uint32) []byte {
 	return append(b, 0x0b)
 }
 
-// chargeOffset is where appendCheck put its charge, counted back from the check's end:
-// after global.get $fuel and the i32.const opcode.
-func (x *fuelIndex) chargeOffset() int {
-	return len(x.appendCheck(nil, 0)) - (2 + uleb32Len(x.fuel))
-}
-
-// charge is what a check covering bytes of code with bulk bulk memory operations costs; at
-// most fuelRefill (which yields every time), so no count of bulk operations can overflow it.
-func charge(bytes, bulk int) uint32 {
-	return uint32(min(1+min(bytes/chargeBytes, maxCharge)+min(bulk, fuelRefill/bulkCharge)*bulkCharge, fuelRefill))
-}
-
-func instrumentCode(payload []byte, x *fuelIndex) ([]byte, error) {
+func instrumentCode(payload []byte, x *fuelIndex, segment uint64) ([]byte, error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	if r.err != nil {
@@ -297,6 +323,7 @@ func instrumentCode(payload []byte, x *fuelIndex) ([]byte, error) {
 	out := make([]byte, 0, len(payload)+len(payload)/4+16)
 	out = appendU32(out, n)
 	var body []byte
+	scratch := bodyScratch{segment: segment}
 	for f := range n {
 		size := r.u32()
 		src := r.bytes(int(size))
@@ -304,7 +331,7 @@ func instrumentCode(payload []byte, x *fuelIndex) ([]byte, error) {
 			return nil, fmt.Errorf("function %d: %w", f, r.err)
 		}
 		var err error
-		body, err = instrumentBody(body[:0], src, x)
+		body, err = instrumentBody(body[:0], src, x, &scratch)
 		if err != nil {
 			return nil, fmt.Errorf("function body %d: %w", f, err)
 		}
@@ -313,77 +340,6 @@ func instrumentCode(payload []byte, x *fuelIndex) ([]byte, error) {
 	}
 	if r.i != len(payload) {
 		return nil, fmt.Errorf("%d trailing bytes", len(payload)-r.i)
-	}
-	return out, nil
-}
-
-// block is an open block, loop or if while a body is instrumented.
-type block struct {
-	loop  bool
-	src   int // the loop's first instruction in the source
-	patch int // where the loop's charge goes in the output
-	bulk  int // bulk memory operations inside
-}
-
-func instrumentBody(out, src []byte, x *fuelIndex) ([]byte, error) {
-	r := &reader{b: src}
-	groups := r.u32()
-	for range groups {
-		r.u32()
-		if t := r.byte(); !isValType(t) {
-			return nil, fmt.Errorf("local of unknown type 0x%02x", t)
-		}
-	}
-	if r.err != nil {
-		return nil, fmt.Errorf("locals: %w", r.err)
-	}
-	out = append(out, src[:r.i]...)
-	out = x.appendCheck(out, 0)
-	entryPatch := len(out) - x.chargeOffset()
-	off := x.chargeOffset()
-	stack := []block{{src: r.i}} // the function body's own block
-	for len(stack) > 0 {
-		at := r.i
-		op := r.byte()
-		if r.err != nil {
-			return nil, fmt.Errorf("missing end of function")
-		}
-		im, err := skipImmediates(r, op)
-		if err != nil {
-			return nil, fmt.Errorf("instruction 0x%02x at offset %d: %w", op, at, err)
-		}
-		switch {
-		case im.funcIdx:
-			// call, return_call, ref.func: the one immediate is a function index.
-			out = append(out, op)
-			out = appendU32(out, x.fn(im.idx))
-		default:
-			out = append(out, src[at:r.i]...)
-		}
-		if im.bulk {
-			for i := range stack {
-				stack[i].bulk++
-			}
-		}
-		switch op {
-		case 0x02, 0x04: // block, if
-			stack = append(stack, block{})
-		case 0x03: // loop
-			out = x.appendCheck(out, 0)
-			stack = append(stack, block{loop: true, src: r.i, patch: len(out) - off})
-		case 0x0b: // end
-			b := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if b.loop {
-				patchS32(out[b.patch:], int32(charge(r.i-b.src, b.bulk)))
-			}
-			if len(stack) == 0 {
-				patchS32(out[entryPatch:], int32(charge(r.i-b.src, b.bulk)))
-			}
-		}
-	}
-	if r.i != len(src) {
-		return nil, fmt.Errorf("%d bytes after the function's end", len(src)-r.i)
 	}
 	return out, nil
 }

@@ -18,6 +18,12 @@ func remapConstExpr(out []byte, r *reader, x *fuelIndex) []byte {
 			r.fail(err)
 			break
 		}
+		if op == 0x23 { // global.get
+			if g := (&reader{b: r.b, i: at + 1}).u32(); g >= x.fuel {
+				r.fail(fmt.Errorf("unknown global %d", g))
+				break
+			}
+		}
 		if im.funcIdx {
 			out = append(out, op)
 			out = appendU32(out, x.fn(im.idx))
@@ -37,7 +43,7 @@ func remapGlobals(payload []byte, x *fuelIndex) ([]byte, error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	out := appendU32(nil, n)
-	for range n {
+	for i := uint32(0); i < n && r.err == nil; i++ {
 		at := r.i
 		if t := r.byte(); !isValType(t) {
 			r.fail(fmt.Errorf("global of unknown type 0x%02x", t))
@@ -56,12 +62,15 @@ func remapExports(payload []byte, x *fuelIndex) ([]byte, error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	out := appendU32(nil, n)
-	for range n {
+	for i := uint32(0); i < n && r.err == nil; i++ {
 		out = appendName(out, r.name())
 		kind := r.byte()
 		idx := r.u32()
-		if kind == 0x00 {
+		switch {
+		case kind == 0x00:
 			idx = x.fn(idx)
+		case kind == 0x03 && idx >= x.fuel && r.err == nil:
+			r.fail(fmt.Errorf("export of unknown global %d", idx))
 		}
 		out = append(out, kind)
 		out = appendU32(out, idx)
@@ -78,7 +87,7 @@ func remapElems(payload []byte, x *fuelIndex) ([]byte, error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	out := appendU32(nil, n)
-	for range n {
+	for i := uint32(0); i < n && r.err == nil; i++ {
 		flags := r.u32()
 		if flags > 7 {
 			r.fail(fmt.Errorf("element segment flags %d", flags))
@@ -96,7 +105,7 @@ func remapElems(payload []byte, x *fuelIndex) ([]byte, error) {
 		}
 		count := r.u32()
 		out = appendU32(out, count)
-		for range count {
+		for i := uint32(0); i < count && r.err == nil; i++ {
 			if flags&4 != 0 {
 				out = remapConstExpr(out, r, x)
 			} else {
@@ -134,7 +143,7 @@ func remapNames(payload []byte, at int, x *fuelIndex) ([]byte, error) {
 		sr := &reader{b: sub}
 		n := sr.u32()
 		p := appendU32(nil, n)
-		for range n {
+		for i := uint32(0); i < n && sr.err == nil; i++ {
 			p = appendU32(p, x.fn(sr.u32()))
 			if id == 1 {
 				p = appendName(p, sr.name())
@@ -142,7 +151,7 @@ func remapNames(payload []byte, at int, x *fuelIndex) ([]byte, error) {
 			}
 			m := sr.u32()
 			p = appendU32(p, m)
-			for range m {
+			for j := uint32(0); j < m && sr.err == nil; j++ {
 				p = appendU32(p, sr.u32())
 				p = appendName(p, sr.name())
 			}

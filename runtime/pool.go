@@ -146,6 +146,9 @@ type Pool struct {
 	reapMu sync.Mutex     // held by a reap of idle instances (idle.go)
 	closed atomic.Bool
 	total  atomic.Int64
+	// stuck counts start functions and self tests abandoned still running (bounded.go):
+	// the compiled code they run stays while any does.
+	stuck atomic.Int64
 
 	discarded, traps, timeouts atomic.Int64
 	http                       httpCounters
@@ -187,9 +190,10 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 	rt, cm, err := t.compile(ctx, m, v)
 	if err != nil && v.fuel {
 		// The instrumented bytes should always compile when the original did; if not, the
-		// module still runs, with the slower time limit.
+		// module still runs, with the slower time limit, and never unvalidated: wazero
+		// validates whatever it compiles.
 		t.logger.Warn("fuel-instrumented module did not compile; time limit falls back to close-on-context-done",
-			"module", m.name, "err", err)
+			"module", m.name, "err", fmt.Errorf("%w: %w", errInstrumentedInvalid, err))
 		v = variant{terminate: cfg.Timeout > 0}
 		rt, cm, err = t.compile(ctx, m, v)
 	}
@@ -239,8 +243,8 @@ func (t *Tenant) Validate(ctx context.Context, m *Module, cfg PoolConfig) error 
 	if err != nil {
 		return err
 	}
-	defer inst.close(ctx)
 	if inst.selfTest == nil {
+		inst.close(ctx)
 		return nil
 	}
 	stack := []uint64{0}
@@ -249,11 +253,22 @@ func (t *Tenant) Validate(ctx context.Context, m *Module, cfg PoolConfig) error 
 		ctx, stop = context.WithTimeout(ctx, cfg.Timeout)
 		defer stop()
 	}
-	// The self test runs like a call: in the instance's context, under the time limit and ctx.
-	inst.st.arm(ctx, cfg.Timeout)
-	defer inst.st.disarm()
-	defer context.AfterFunc(ctx, inst.cancel)()
-	if err := inst.selfTest.CallWithStack(inst.ctx, stack); err != nil {
+	// The self test runs like a call: in the instance's context, under the time limit and
+	// ctx; one stuck where no check reaches is abandoned (bounded), closing its instance
+	// when it returns.
+	err = p.bounded(ctx, "wqhost_self_test", func() error {
+		inst.st.arm(ctx, cfg.Timeout)
+		defer inst.st.disarm()
+		defer context.AfterFunc(ctx, inst.cancel)()
+		return inst.selfTest.CallWithStack(inst.ctx, stack)
+	}, func() { inst.close(context.Background()) })
+	if !errors.Is(err, ErrAbandoned) {
+		inst.close(context.Background())
+	}
+	if err != nil {
+		if !errors.Is(err, ErrTimeout) && (errors.Is(err, errTimeLimit) || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+			return fmt.Errorf("runtime: %s: wqhost_self_test: %w: %w (%s): %w", m.name, ErrSelfTest, ErrTimeout, cfg.Timeout, err)
+		}
 		return fmt.Errorf("runtime: %s: wqhost_self_test: %w: %w", m.name, ErrSelfTest, err)
 	}
 	if rc := int32(stack[0]); rc != 0 {
@@ -305,10 +320,24 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		sctx, stop = context.WithTimeout(sctx, startLimit)
 		defer stop()
 	}
-	st.arm(ctx, startLimit)
-	mod, err := p.rt.InstantiateModule(sctx, p.cm, mc)
-	st.disarm()
+	var mod api.Module
+	err := p.bounded(sctx, "start function", func() error {
+		st.arm(ctx, startLimit)
+		defer st.disarm()
+		var err error
+		mod, err = p.rt.InstantiateModule(sctx, p.cm, mc)
+		return err
+	}, func() {
+		// Abandoned: nobody will use the instance it made at last.
+		if mod != nil {
+			_ = mod.Close(context.Background())
+		}
+		cancel()
+	})
 	if err != nil {
+		if errors.Is(err, ErrAbandoned) {
+			return nil, fmt.Errorf("runtime: tenant %s binding %s: instantiate %s: %w", p.t.name, p.cfg.Binding, p.m.name, err)
+		}
 		cancel()
 		if (errors.Is(err, errTimeLimit) || errors.Is(sctx.Err(), context.DeadlineExceeded)) && ctx.Err() == nil {
 			err = fmt.Errorf("start function: %w (%s): %w", ErrTimeout, startLimit, err)
@@ -407,6 +436,9 @@ func (p *Pool) Close(ctx context.Context) error {
 	for _, inst := range p.slots.drainIdle() {
 		inst.close(ctx)
 		p.total.Add(-1)
+	}
+	if err == nil && p.stuck.Load() > 0 {
+		err = fmt.Errorf("runtime: closing pool %s: %d start functions or self tests abandoned still running; their compiled code stays", p.cfg.Binding, p.stuck.Load())
 	}
 	if err == nil {
 		// With calls still in flight the compiled code stays: a trap unwinding through it

@@ -90,6 +90,9 @@ func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.Timeout)
 		defer cancel()
 	}
+	// The call's state charges its WASI calls (charge.go); with no limits armed, ending ctx
+	// is what stops them, as it stops the guest's own code.
+	ctx = context.WithValue(ctx, stateKey{}, &callState{pool: p})
 	stdout := &cappedBuf{limit: p.cfg.MaxOutputBytes}
 	logw := &cappedLog{logger: p.logger, limit: p.cfg.StdioCapBytes, who: callee{id: in.ID}}
 	var stderr bytes.Buffer
@@ -98,6 +101,7 @@ func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
 		WithEnv("WQHOST_MESSAGE_ID", in.ID).WithEnv("WQHOST_QUEUE", in.Queue).
 		WithEnv("WQHOST_TENANT", p.t.name).WithEnv("WQHOST_BINDING", p.cfg.Binding).
 		WithEnv("WQHOST_DEQUEUE_COUNT", strconv.FormatInt(in.DequeueCount, 10)).
+		WithEnv("WQHOST_MAX_OUTPUT_BYTES", strconv.Itoa(p.cfg.MaxOutputBytes)).
 		WithEnv("WQHOST_INSERTED_AT", in.InsertedAt.UTC().Format("2006-01-02T15:04:05.999999999Z07:00"))
 	for k, v := range p.cfg.Config {
 		mc = mc.WithEnv("WQHOST_CONFIG_"+envKey(k), v)
@@ -141,7 +145,7 @@ func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
 		out.Status = StatusReject
 		return out, nil
 	}
-	return nil, fmt.Errorf("runtime: message %s: exit code %d: %s: %w", in.ID, code, reason, ErrBadStatus)
+	return nil, exitFailure(in.ID, code, reason)
 }
 
 func lastLine(s string) string {

@@ -224,7 +224,7 @@ func countFuncTypes(payload []byte) (uint32, error) {
 			r.fail(fmt.Errorf("type form 0x%02x", f))
 		}
 		for range 2 { // params, results
-			for range r.u32() {
+			for i, m := uint32(0), r.u32(); i < m && r.err == nil; i++ {
 				if t := r.byte(); !isValType(t) {
 					r.fail(fmt.Errorf("value of unknown type 0x%02x", t))
 				}
@@ -240,8 +240,10 @@ func countFuncTypes(payload []byte) (uint32, error) {
 	return n, r.err
 }
 
-// countImports returns the numbers of imported functions and globals.
-func countImports(payload []byte) (funcs, globals uint32, err error) {
+// countImports returns the numbers of imports of every kind (the section's own count), of
+// imported functions and of imported globals, checking function types against the number of
+// types.
+func countImports(payload []byte, types uint32) (all, funcs, globals uint32, err error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	for range n {
@@ -249,7 +251,9 @@ func countImports(payload []byte) (funcs, globals uint32, err error) {
 		r.name()
 		switch kind := r.byte(); kind {
 		case 0x00: // func
-			r.u32()
+			if t := r.u32(); t >= types && r.err == nil {
+				r.fail(fmt.Errorf("function import of unknown type %d", t))
+			}
 			funcs++
 		case 0x01: // table
 			if t := r.byte(); t != 0x70 && t != 0x6f {
@@ -268,13 +272,25 @@ func countImports(payload []byte) (funcs, globals uint32, err error) {
 			r.fail(fmt.Errorf("unknown import kind 0x%02x", kind))
 		}
 		if r.err != nil {
-			return 0, 0, r.err
+			return 0, 0, 0, r.err
 		}
 	}
 	if r.err == nil && r.i != len(payload) {
 		r.fail(errors.New("trailing bytes"))
 	}
-	return funcs, globals, r.err
+	return n, funcs, globals, r.err
+}
+
+// checkFuncTypes checks the function section's type indices against the number of types.
+func checkFuncTypes(payload []byte, types uint32) error {
+	r := &reader{b: payload}
+	n := r.u32()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		if t := r.u32(); t >= types && r.err == nil {
+			r.fail(fmt.Errorf("function %d of unknown type %d", i, t))
+		}
+	}
+	return r.err
 }
 
 // appendVec appends one entry to a vector's encoding: payload is the vector (count first) or
@@ -319,10 +335,6 @@ func patchS32(b []byte, v int32) {
 	if v < 0 {
 		b[4] |= 0x70
 	}
-}
-
-func uleb32Len(v uint32) int {
-	return len(appendU32(nil, v))
 }
 
 func appendU32(b []byte, v uint32) []byte {

@@ -24,18 +24,12 @@ var (
 // otherwise returns the next fuel allowance. It is also where a guest that never blocks
 // gives other goroutines their turn: the Go scheduler's preemption signal almost always
 // lands in compiled guest code, where it cannot act, so a call that has run for
-// schedSlice since its last turn yields the processor itself.
+// schedSlice since its last turn yields the processor itself. Host functions make the same
+// check when the work they are charged adds up (charge.go).
 func yieldFn() hostFn {
 	return hostFn{yieldImport, nil, []api.ValueType{tI32}, func(ctx context.Context, _ api.Module, s []uint64) {
 		if st := stateOf(ctx); st != nil {
-			now := st.clock()
-			if err := st.overdue(now); err != nil {
-				panic(err)
-			}
-			if now-st.turn >= schedSlice {
-				goruntime.Gosched()
-				st.turn = st.pool.t.e.since()
-			}
+			st.checkpoint(ctx)
 		} else {
 			goruntime.Gosched()
 		}

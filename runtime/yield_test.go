@@ -311,7 +311,7 @@ func fuelIndexOf(t testing.TB, wasm []byte) *fuelIndex {
 		p := r.bytes(int(r.u32()))
 		switch id {
 		case secImport:
-			f, g, err := countImports(p)
+			_, f, g, err := countImports(p, ^uint32(0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,9 +324,21 @@ func fuelIndexOf(t testing.TB, wasm []byte) *fuelIndex {
 	return x
 }
 
-// stripChecks removes the check after each function's locals and each loop's block type and
-// numbers the calls back, failing if a check is missing or malformed. Function indices come
-// out minimally encoded. With a nil x it expects no checks and only re-encodes the indices.
+// chargeOffset is where appendCheck put its charge, counted back from the check's end:
+// after global.get $fuel and the i32.const opcode.
+func (x *fuelIndex) chargeOffset() int {
+	return len(x.appendCheck(nil, 0)) - (2 + uleb32Len(x.fuel))
+}
+
+func uleb32Len(v uint32) int {
+	return len(appendU32(nil, v))
+}
+
+// stripChecks removes the checks (one after each function's locals and each loop's block
+// type, which it requires, and any others between instructions) and numbers the calls back,
+// failing if a check is malformed. Function indices come out minimally encoded. With a nil x
+// it expects no checks and only re-encodes the indices. No valid original code holds a
+// check's bytes: they start with global.get of the fuel global, which the original lacks.
 func stripChecks(t testing.TB, code []byte, x *fuelIndex) ([]byte, int) {
 	var want []byte
 	var at int
@@ -347,21 +359,30 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex) ([]byte, int) {
 		}
 		var body []byte
 		body = append(body, src[:br.i]...)
-		skipCheck := func() {
-			if x == nil {
-				return
+		// skipChecks skips the checks at br.i and reports how many there were.
+		skipChecks := func() int {
+			found := 0
+			for x != nil && bytes.HasPrefix(src[br.i:], want[:at]) {
+				got := br.bytes(len(want))
+				if br.err != nil || !bytes.Equal(got[at+5:], want[at+5:]) {
+					t.Fatalf("function %d: a malformed check at offset %d", f, br.i)
+				}
+				if c := (&reader{b: got[at:]}).leb(5); c == 0 || c > fuelRefill {
+					t.Fatalf("function %d: charge %d", f, c)
+				}
+				found++
 			}
-			got := br.bytes(len(want))
-			if br.err != nil || !bytes.Equal(got[:at], want[:at]) || !bytes.Equal(got[at+5:], want[at+5:]) {
-				t.Fatalf("function %d: no check or a malformed one at offset %d", f, br.i)
-			}
-			if c := (&reader{b: got[at:]}).leb(5); c == 0 || c > 1<<20 {
-				t.Fatalf("function %d: charge %d", f, c)
-			}
-			checks++
+			checks += found
+			return found
 		}
-		skipCheck()
+		mustCheck := func() {
+			if skipChecks() == 0 && x != nil {
+				t.Fatalf("function %d: no check at offset %d", f, br.i)
+			}
+		}
+		mustCheck()
 		for depth := 1; depth > 0; {
+			skipChecks()
 			at := br.i
 			op := br.byte()
 			im, err := skipImmediates(br, op)
@@ -387,7 +408,7 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex) ([]byte, int) {
 				depth--
 			}
 			if op == 0x03 {
-				skipCheck()
+				mustCheck()
 			}
 		}
 		out = appendU32(out, uint32(len(body)))
@@ -401,7 +422,10 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex) ([]byte, int) {
 
 // FuzzInstrument: on any input the instrumenter does not panic, and whenever wazero
 // accepts a module the instrumenter either refuses it (the fallback) or returns a module
-// wazero accepts too.
+// wazero accepts too, with the usual checks or with one between every two instructions.
+// Besides the committed modules the seeds are spec-suite modules that import memories,
+// tables and globals (which instrumentation version 2 wrote an invalid import count for)
+// when the module cache holds them.
 func FuzzInstrument(f *testing.F) {
 	for _, p := range []string{"testdata/spin/spin-tinygo.wasm", "testdata/spinrust/spinrust.wasm", "../examples/handlers/echo-rust/echo-rust.wasm"} {
 		b, err := os.ReadFile(p)
@@ -411,6 +435,16 @@ func FuzzInstrument(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
+	for _, wasm := range hugeCounts {
+		f.Add(wasm)
+	}
+	if dir := specDir(); dir != "" {
+		for _, name := range []string{"imports.0", "imports.1", "linking.0", "linking.5", "memory_grow.0", "br_table.0", "loop.0", "if.0", "block.0", "br_if.0"} {
+			if b, err := os.ReadFile(filepath.Join(dir, "v2", "testdata", name+".wasm")); err == nil {
+				f.Add(b)
+			}
+		}
+	}
 	ctx := context.Background()
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer rt.Close(ctx)
@@ -422,33 +456,110 @@ func FuzzInstrument(f *testing.F) {
 			}
 			return
 		}
-		cm, err := rt.CompileModule(ctx, wasm)
+		dense, err := denseInstrument(wasm)
+		if err != nil {
+			t.Fatalf("instrumented with the usual checks but not with dense ones: %v", err)
+		}
+		if !plausibleCounts(wasm) {
+			return
+		}
+		cm, err := rt.CompileModule(ctx, withoutCustomSections(wasm))
 		if err != nil {
 			return
 		}
 		_ = cm.Close(ctx)
-		cm, err = rt.CompileModule(ctx, yc.wasm)
-		if err != nil {
-			t.Fatalf("original compiles, instrumented does not: %v", err)
+		for _, out := range []*yieldCode{yc, dense} {
+			cm, err = rt.CompileModule(ctx, withoutCustomSections(out.wasm))
+			if err != nil {
+				t.Fatalf("original compiles, instrumented does not: %v", err)
+			}
+			_ = cm.Close(ctx)
 		}
-		_ = cm.Close(ctx)
 	})
 }
 
-func TestCharge(t *testing.T) {
-	for _, tt := range []struct {
-		bytes, bulk int
-		want        uint32
-	}{
-		{0, 0, 1},
-		{31, 0, 1},
-		{64, 0, 3},
-		{1 << 20, 0, 1 + maxCharge},
-		{10, 1, 1 + bulkCharge},
-		{10, 1 << 30, fuelRefill}, // a hostile count cannot overflow the i32 charge
+// hugeCounts are modules whose vectors claim 2^32-1 entries and hold none: the renumbering
+// wrote a few bytes per claimed entry and ran out of memory.
+var hugeCounts = func() (mods [][]byte) {
+	for _, sec := range []string{
+		"\x07\x05\xff\xff\xff\xff\x0f",                     // exports
+		"\x09\x09\x01\x00\x41\x00\x0b\xff\xff\xff\xff\x0f", // an element segment's functions
+		"\x00\x0c\x04name\x01\x05\xff\xff\xff\xff\x0f",     // function names
+		"\x01\x08\x01\x60\xff\xff\xff\xff\x0f\x00",         // a type's parameters
 	} {
-		if got := charge(tt.bytes, tt.bulk); got != tt.want {
-			t.Errorf("charge(%d, %d) = %d, want %d", tt.bytes, tt.bulk, got, tt.want)
+		mods = append(mods, []byte("\x00asm\x01\x00\x00\x00"+sec))
+	}
+	return mods
+}()
+
+// TestInstrumentHugeCounts: see hugeCounts; each is refused, or instrumented without its
+// name section, in a few bytes.
+func TestInstrumentHugeCounts(t *testing.T) {
+	for i, wasm := range hugeCounts {
+		yc, err := instrument(wasm)
+		if err == nil && len(yc.wasm) > 2*len(wasm)+64 {
+			t.Errorf("module %d: %d bytes instrumented from %d", i, len(yc.wasm), len(wasm))
+		}
+	}
+}
+
+// withoutCustomSections drops wasm's custom sections, which do not change whether it is
+// valid: wazero 1.12's decoder runs out of memory (a fatal error, not a panic) on a name
+// section claiming 2^32-1 names, and the fuzzer finds that quickly.
+func withoutCustomSections(wasm []byte) []byte {
+	if len(wasm) < 8 {
+		return wasm
+	}
+	out := append([]byte(nil), wasm[:8]...)
+	r := &reader{b: wasm, i: 8}
+	for r.i < len(r.b) {
+		at := r.i
+		id := r.byte()
+		r.bytes(int(r.u32()))
+		if r.err != nil {
+			return append(out, wasm[at:]...) // let wazero say what is wrong
+		}
+		if id != secCustom {
+			out = append(out, wasm[at:r.i]...)
+		}
+	}
+	return out
+}
+
+// plausibleCounts reports whether every section that is a vector claims no more entries
+// than it has bytes: wazero 1.12's decoder allocates a section's entries before reading
+// them, and runs out of memory (a fatal error) on a few bytes claiming 2^32-1 of them.
+func plausibleCounts(wasm []byte) bool {
+	r := &reader{b: wasm, i: min(8, len(wasm))}
+	for r.i < len(r.b) {
+		id := r.byte()
+		p := r.bytes(int(r.u32()))
+		if r.err != nil {
+			return true // malformed: wazero stops before allocating
+		}
+		if id != secCustom && id != secStart {
+			if n := (&reader{b: p}).u32(); int64(n) > int64(len(p)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func TestChargeFor(t *testing.T) {
+	for _, tt := range []struct {
+		cost uint64
+		want uint32
+	}{
+		{0, 1},
+		{31, 1},
+		{64, 3},
+		{segmentBytes, 1 + segmentBytes/chargeBytes},
+		{10 + bulkBytes, 1 + bulkCharge},
+		{1 << 40, fuelRefill}, // a whole allowance or more: yields every time, never wraps the i32 fuel
+	} {
+		if got := chargeFor(tt.cost); got != tt.want {
+			t.Errorf("chargeFor(%d) = %d, want %d", tt.cost, got, tt.want)
 		}
 	}
 }

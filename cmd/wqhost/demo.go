@@ -10,7 +10,7 @@ import (
 	"github.com/wqhost/wqhost/examples/workloads"
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // The binding of the embedded default that the demo feeds.
@@ -24,7 +24,7 @@ const demoPoll = 20 * time.Millisecond
 
 // demoQueues are the three queues the demo watches, on the host's own backend.
 type demoQueues struct {
-	in, out, dead listener.Queue
+	in, out, dead queue.Queue
 }
 
 func (q demoQueues) depths(ctx context.Context) (in, out, dead int64, err error) {
@@ -54,9 +54,9 @@ func (c *cli) demo(ctx context.Context, cfg *config.Config, logger *slog.Logger)
 	}
 	var qs demoQueues
 	for _, o := range []struct {
-		dst  *listener.Queue
+		dst  *queue.Queue
 		name string
-	}{{&qs.in, bc.Queue}, {&qs.out, bc.Output}, {&qs.dead, bc.Queue + listener.PoisonSuffix}} {
+	}{{&qs.in, bc.Queue}, {&qs.out, bc.Output}, {&qs.dead, bc.Queue + queue.PoisonSuffix}} {
 		if *o.dst, err = h.OpenQueue(ctx, demoTenant, o.name); err != nil {
 			h.Close(context.Background())
 			return err
@@ -146,7 +146,7 @@ wait:
 	settled := total - in
 	fmt.Fprintln(c.stdout)
 	fmt.Fprintf(c.stdout, "processed  %d (priced lines written to %s)\n", processed, bc.Output)
-	fmt.Fprintf(c.stdout, "poisoned   %d (rejected by the handler, in %s%s)\n", poisoned, bc.Queue, listener.PoisonSuffix)
+	fmt.Fprintf(c.stdout, "poisoned   %d (rejected by the handler, in %s%s)\n", poisoned, bc.Queue, queue.PoisonSuffix)
 	fmt.Fprintf(c.stdout, "failed     %d handler failures, %d retries (%d messages left in %s)\n", bs.Failed, bs.Retried, in, bc.Queue)
 	fmt.Fprintf(c.stdout, "time       %s, %.0f msg/s\n", elapsed.Round(time.Millisecond), float64(settled)/elapsed.Seconds())
 	fmt.Fprintf(c.stdout, "outputs    %d in %s in total\n", out, bc.Output)
@@ -156,7 +156,7 @@ wait:
 	if len(reasons) > 0 {
 		fmt.Fprintf(c.stdout, "dead letters, e.g.:\n")
 		for _, m := range reasons {
-			fmt.Fprintf(c.stdout, "  %s\n", oneLine(m.Attributes[listener.AttrReason], 110))
+			fmt.Fprintf(c.stdout, "  %s\n", oneLine(m.Attributes[queue.AttrReason], 110))
 		}
 		fmt.Fprintf(c.stdout, "see them all: wqhost poison list --data-dir %s --queue %s\n", cfg.DataDir, bc.Queue)
 	}
@@ -167,18 +167,18 @@ wait:
 }
 
 // sendAll enqueues msgs in batches where the backend supports it.
-func sendAll(ctx context.Context, q listener.Queue, msgs [][]byte) error {
+func sendAll(ctx context.Context, q queue.Queue, msgs [][]byte) error {
 	bs, batched := q.(batchSender)
 	for i := 0; i < len(msgs); {
 		if !batched {
-			if _, err := q.Send(ctx, msgs[i], listener.SendOptions{}); err != nil {
+			if _, err := q.Send(ctx, msgs[i], queue.SendOptions{}); err != nil {
 				return err
 			}
 			i++
 			continue
 		}
 		n := min(sendChunk, len(msgs)-i)
-		if _, err := bs.SendBatch(ctx, msgs[i:i+n], listener.SendOptions{}); err != nil {
+		if _, err := bs.SendBatch(ctx, msgs[i:i+n], queue.SendOptions{}); err != nil {
 			return err
 		}
 		i += n
@@ -187,7 +187,7 @@ func sendAll(ctx context.Context, q listener.Queue, msgs [][]byte) error {
 }
 
 // peek leases up to n messages and releases them at once: a look that leaves them in place.
-func peek(ctx context.Context, q listener.Queue, n int) []*listener.Message {
+func peek(ctx context.Context, q queue.Queue, n int) []*queue.Message {
 	ms, err := q.Receive(ctx, n, time.Minute)
 	if err != nil {
 		return nil

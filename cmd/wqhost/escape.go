@@ -46,12 +46,12 @@ func isPlain(s string) bool {
 	return true
 }
 
-// jsonTermSafe escapes what encoding/json leaves raw but a terminal acts on: C1 controls
+// jsonTermSafe escapes what encoding/json leaves raw but a terminal acts on: DEL, C1 controls
 // and bidi overrides. They can occur only inside JSON strings, where \uXXXX means the same.
 func jsonTermSafe(js []byte) string {
 	var b strings.Builder
 	for _, r := range string(js) {
-		if (r >= 0x80 && r < 0xa0) || unicode.Is(unicode.Bidi_Control, r) {
+		if r == 0x7f || (r >= 0x80 && r < 0xa0) || unicode.Is(unicode.Bidi_Control, r) {
 			fmt.Fprintf(&b, `\u%04x`, r)
 			continue
 		}

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 type hostProc struct {
@@ -162,7 +162,7 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 
 // drainQueue leases every message of queue in the local store at path and returns them
 // (leased for a minute: call it on a store no host is running on, or on output queues).
-func drainQueue(t *testing.T, path, queue string) []*listener.Message {
+func drainQueue(t *testing.T, path, qname string) []*queue.Message {
 	t.Helper()
 	ctx := context.Background()
 	st, err := local.Open(ctx, path, local.Options{})
@@ -170,10 +170,10 @@ func drainQueue(t *testing.T, path, queue string) []*listener.Message {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	q, _ := st.Queue(ctx, queue)
-	var all []*listener.Message
+	q, _ := st.Queue(ctx, qname)
+	var all []*queue.Message
 	for {
-		ms, err := q.Receive(ctx, listener.MaxBatch, time.Minute)
+		ms, err := q.Receive(ctx, queue.MaxBatch, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/internal/testcache"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Set once by TestMain: the real binary, the e2e guest (testdata/flaky), and a compilation
@@ -449,7 +449,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	var visible int
 	for {
-		ms, err := jobs.Receive(ctx, listener.MaxBatch, time.Minute)
+		ms, err := jobs.Receive(ctx, queue.MaxBatch, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

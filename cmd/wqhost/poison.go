@@ -9,13 +9,14 @@ import (
 
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 const poisonDoc = `
 Works on the dead letters of a queue, the messages in <queue>-poison:
   list     shows each one's id, dequeue count, when it was dead-lettered and the reason
-           (--json: one object per line, with body_bytes, and the body when at most 4 KiB)
+           (--json: one object per line, with body_bytes, and the body when at most 4 KiB:
+           as text in "body" when valid UTF-8, else in "body_base64", as peek --json)
   requeue  moves them back to <queue> (fresh dequeue count; dead-letter attributes dropped)
   purge    deletes them
 Each streams in bounded memory, whatever the queue holds: bodies are not loaded for list
@@ -28,7 +29,7 @@ func (c *cli) poison(ctx context.Context, args []string) error {
 	fl := c.flags("poison", "list|requeue|purge [--config FILE] [--data-dir DIR] [--tenant T] --queue Q [--limit N] [--after CURSOR]", poisonDoc)
 	cfgFile := configFlags(fl)
 	tenant := fl.String("tenant", config.DefaultTenant, "tenant that owns the queue")
-	queue := fl.String("queue", "", "the queue whose dead letters (<queue>-poison) to work on (required)")
+	qname := fl.String("queue", "", "the queue whose dead letters (<queue>-poison) to work on (required)")
 	limit := fl.Int("limit", 0, "at most this many dead letters (0: all)")
 	asJSON := fl.Bool("json", false, "list: print one JSON object per line instead of a table")
 	after := fl.String("after", "", "list: continue a listing cut short by --limit (the cursor it printed)")
@@ -42,11 +43,11 @@ func (c *cli) poison(ctx context.Context, args []string) error {
 	if action != "list" && action != "requeue" && action != "purge" {
 		return usagef("unknown action %q (want list, requeue or purge)", action)
 	}
-	if *queue == "" {
+	if *qname == "" {
 		return usagef("--queue is required")
 	}
-	if strings.HasSuffix(*queue, listener.PoisonSuffix) {
-		return usagef("--queue %s: give the original queue; the command works on its %s queue", *queue, listener.PoisonSuffix)
+	if strings.HasSuffix(*qname, queue.PoisonSuffix) {
+		return usagef("--queue %s: give the original queue; the command works on its %s queue", *qname, queue.PoisonSuffix)
 	}
 	if *limit < 0 {
 		return usagef("--limit %d: must be 0 (all) or more", *limit)
@@ -55,25 +56,25 @@ func (c *cli) poison(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := cfg.QueueBackend(*tenant, *queue); err != nil {
+	if _, err := cfg.QueueBackend(*tenant, *qname); err != nil {
 		return &usageError{err: err}
 	}
 	if *after != "" && action != "list" {
 		return usagef("--after continues a list; %s works from the start of the queue", action)
 	}
-	dead := *queue + listener.PoisonSuffix
+	dead := *qname + queue.PoisonSuffix
 	switch action {
 	case "list":
-		return c.listDead(ctx, cfg, *tenant, *queue, host.ListOptions{Limit: *limit, After: *after}, *asJSON)
+		return c.listDead(ctx, cfg, *tenant, *qname, host.ListOptions{Limit: *limit, After: *after}, *asJSON)
 	case "requeue":
-		n, err := host.RequeueDeadLetters(ctx, cfg, *tenant, *queue, *limit)
+		n, err := host.RequeueDeadLetters(ctx, cfg, *tenant, *qname, *limit)
 		if err != nil {
 			return fmt.Errorf("requeue from %s (after %d requeued): %w", dead, n, err)
 		}
-		fmt.Fprintf(c.stdout, "requeued %d dead letters from %s to %s\n", n, dead, *queue)
+		fmt.Fprintf(c.stdout, "requeued %d dead letters from %s to %s\n", n, dead, *qname)
 		return nil
 	default:
-		n, err := host.PurgeDeadLetters(ctx, cfg, *tenant, *queue, *limit)
+		n, err := host.PurgeDeadLetters(ctx, cfg, *tenant, *qname, *limit)
 		if err != nil {
 			// No "purged 0" on stdout before the error: the count goes with the error.
 			return fmt.Errorf("purge %s (after %d purged): %w", dead, n, err)
@@ -85,22 +86,22 @@ func (c *cli) poison(ctx context.Context, args []string) error {
 
 // listDead prints the dead letters as they are read, so that listing a large queue holds
 // one page at a time.
-func (c *cli) listDead(ctx context.Context, cfg *config.Config, tenant, queue string, opts host.ListOptions, asJSON bool) error {
+func (c *cli) listDead(ctx context.Context, cfg *config.Config, tenant, qname string, opts host.ListOptions, asJSON bool) error {
 	p := c.deadPrinter(asJSON)
-	next, err := host.WalkDeadLetters(ctx, cfg, tenant, queue, opts, p.add)
+	next, err := host.WalkDeadLetters(ctx, cfg, tenant, qname, opts, p.add)
 	if ferr := p.tw.Flush(); err == nil {
 		err = ferr
 	}
 	if err != nil {
 		return err
 	}
-	p.finish(queue+listener.PoisonSuffix, opts.After != "")
+	p.finish(qname+queue.PoisonSuffix, opts.After != "")
 	if next != "" {
 		w := c.stdout
 		if asJSON {
 			w = c.stderr // stdout stays JSON lines
 		}
-		fmt.Fprintf(w, "more dead letters follow: wqhost poison list --tenant %s --queue %s --limit %d --after %s\n", termSafe(tenant), termSafe(queue), opts.Limit, termSafe(next))
+		fmt.Fprintf(w, "more dead letters follow: wqhost poison list --tenant %s --queue %s --limit %d --after %s\n", termSafe(tenant), termSafe(qname), opts.Limit, termSafe(next))
 	}
 	return nil
 }
@@ -120,7 +121,7 @@ func (c *cli) deadPrinter(asJSON bool) *deadPrinter {
 
 func (p *deadPrinter) add(d host.DeadLetter) error {
 	if p.asJSON {
-		line, err := json.Marshal(d)
+		line, err := json.Marshal(d) // the body as text, or body_base64 (queueops.DeadLetter.MarshalJSON)
 		if err != nil {
 			return err
 		}

@@ -17,8 +17,8 @@ import (
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/source"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // peakRSS runs the binary to completion and returns its result and its peak resident set
@@ -107,14 +107,14 @@ func TestOversizeAndPoisonCommandsBoundedMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	depth := func(queue string) int64 {
+	depth := func(qname string) int64 {
 		// The host moving 50 MB bodies holds the store's write lock for long stretches under
 		// -race on a loaded machine, past SQLite's 10 s busy timeout: opening is retried.
-		var q listener.Queue
+		var q queue.Queue
 		var closer io.Closer
 		var err error
 		for start := time.Now(); ; {
-			q, closer, err = host.OpenQueue(context.Background(), cfg, "default", queue)
+			q, closer, err = host.OpenQueue(context.Background(), cfg, "default", qname)
 			if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Since(start) > 2*time.Minute {
 				break
 			}

@@ -9,7 +9,7 @@ import (
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/source"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // configFlags adds --config and --data-dir, the flags every command that opens queues shares.
@@ -36,7 +36,7 @@ func (c *cli) loadConfig(file string, fl *pflag.FlagSet) (*config.Config, error)
 
 // openQueue opens a tenant's queue through the config, as the host would. A tenant or queue
 // the config does not know is a usage error.
-func openQueue(ctx context.Context, cfg *config.Config, tenant, queue string) (listener.Queue, io.Closer, error) {
+func openQueue(ctx context.Context, cfg *config.Config, tenant, queue string) (queue.Queue, io.Closer, error) {
 	q, closer, err := host.OpenQueue(ctx, cfg, tenant, queue)
 	if err != nil {
 		if errors.Is(err, config.ErrNotConfigured) || errors.Is(err, host.ErrInvalidQueue) {

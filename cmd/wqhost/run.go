@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
@@ -21,10 +22,17 @@ Runs the host: every binding of the config (or, with no --config, the embedded d
 local queue store under --data-dir and the billing example handler reading the queue
 "transactions" and writing priced lines to "priced") until SIGINT or SIGTERM, which drain it
 gracefully: receiving stops, handlers in flight finish, leased messages not yet started are
-released at once. SIGHUP reloads the config and changed modules.
+released at once. Handlers still running when the 30 s grace ends are cancelled, and those that
+cannot be stopped abandoned (exit 1, the log naming their messages, redelivered once their
+visibility timeout passes): the process ends within the grace plus a few seconds whatever the
+guests do. SIGHUP reloads the config and changed modules.
 --demo loads the shipped billing sample (3000 transactions, a few malformed) into the default
 binding's queue, processes it with a progress bar, prints a summary and exits.
 Exit code 2 means the config is invalid or could not be built (a module that does not load).`
+
+// lastResortSlack is how long past host.ShutdownBound the process waits for Run before it
+// exits regardless.
+const lastResortSlack = 5 * time.Second
 
 func (c *cli) run(ctx context.Context, args []string) error {
 	fl := c.flags("run", "[--config FILE] [--data-dir DIR] [--admin ADDR] [--demo]", runDoc)
@@ -61,11 +69,24 @@ func (c *cli) run(ctx context.Context, args []string) error {
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	finished := make(chan struct{})
+	defer close(finished)
 	go func() {
 		// The first signal drains; restoring the default lets a second one end the process
 		// at once, for an operator who will not wait for the grace period.
 		<-ctx.Done()
 		stop()
+		// Run gives up on guests that do not stop (host.ShutdownBound); should anything else
+		// still hold it, the process ends anyway, its leased messages redelivered as after a
+		// crash.
+		t := time.NewTimer(host.ShutdownBound() + lastResortSlack)
+		defer t.Stop()
+		select {
+		case <-finished:
+		case <-t.C:
+			logger.Error("shutdown did not finish; exiting anyway", "after", host.ShutdownBound()+lastResortSlack)
+			os.Exit(1)
+		}
 	}()
 	if *demo {
 		return c.demo(ctx, cfg, logger)

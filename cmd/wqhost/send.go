@@ -14,7 +14,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 const sendDoc = `
@@ -30,14 +30,14 @@ const sendChunk = 256
 
 // batchSender is implemented by backends that commit many messages at once (local).
 type batchSender interface {
-	SendBatch(ctx context.Context, bodies [][]byte, opts listener.SendOptions) ([]string, error)
+	SendBatch(ctx context.Context, bodies [][]byte, opts queue.SendOptions) ([]string, error)
 }
 
 func (c *cli) send(ctx context.Context, args []string) error {
 	fl := c.flags("send", "[--config FILE] [--data-dir DIR] [--tenant T] --queue Q [--count N] [--file F [--lines] | BODY]", sendDoc)
 	cfgFile := configFlags(fl)
 	tenant := fl.String("tenant", "default", "tenant that owns the queue")
-	queue := fl.String("queue", "", "queue to send to (required)")
+	qname := fl.String("queue", "", "queue to send to (required)")
 	count := fl.Int("count", 1, "send the body this many times ({n} in the body becomes 1..N)")
 	file := fl.String("file", "", "read the body from this file (- for stdin)")
 	lines := fl.Bool("lines", false, "with --file: one message per non-empty line")
@@ -47,10 +47,10 @@ func (c *cli) send(ctx context.Context, args []string) error {
 		return err
 	}
 	switch {
-	case *queue == "":
+	case *qname == "":
 		return usagef("--queue is required")
-	case strings.HasSuffix(*queue, config.PoisonSuffix):
-		return usagef("--queue %s: %v (requeue dead letters with 'wqhost poison requeue')", *queue, config.ErrReservedQueue)
+	case strings.HasSuffix(*qname, config.PoisonSuffix):
+		return usagef("--queue %s: %v (requeue dead letters with 'wqhost poison requeue')", *qname, config.ErrReservedQueue)
 	case *count < 1:
 		return usagef("--count %d: must be at least 1", *count)
 	case *file != "" && fl.NArg() > 0:
@@ -74,29 +74,29 @@ func (c *cli) send(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	q, closer, err := openQueue(ctx, cfg, *tenant, *queue)
+	q, closer, err := openQueue(ctx, cfg, *tenant, *qname)
 	if err != nil {
 		return err
 	}
 	defer closer.Close()
 
-	opts := listener.SendOptions{Delay: *delay}
+	opts := queue.SendOptions{Delay: *delay}
 	if *order != "" {
 		if _, err := strconv.ParseInt(*order, 10, 64); err != nil {
 			return usagef("--order %q: must be an integer group number", *order)
 		}
-		opts.Attributes = map[string]string{listener.AttrOrderKey: *order}
+		opts.Attributes = map[string]string{queue.AttrOrderKey: *order}
 	}
 	if src.n == 1 {
 		id, err := q.Send(ctx, src.body(0), opts)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.stdout, "sent message %s to %s\n", id, *queue)
+		fmt.Fprintf(c.stdout, "sent message %s to %s\n", id, *qname)
 		return closer.Close()
 	}
 	total := src.n
-	bar := c.progress(total, "sending to "+*queue)
+	bar := c.progress(total, "sending to "+*qname)
 	start := time.Now()
 	bs, batched := q.(batchSender)
 	// One chunk of bodies at a time: --count 2000000000 streams in bounded memory.
@@ -123,7 +123,7 @@ func (c *cli) send(ctx context.Context, args []string) error {
 	}
 	bar.Finish()
 	el := time.Since(start)
-	fmt.Fprintf(c.stdout, "sent %d messages to %s in %s (%.0f msg/s)\n", total, *queue, el.Round(time.Millisecond), float64(total)/el.Seconds())
+	fmt.Fprintf(c.stdout, "sent %d messages to %s in %s (%.0f msg/s)\n", total, *qname, el.Round(time.Millisecond), float64(total)/el.Seconds())
 	return closer.Close()
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // TestSendBadQueueNameIsUsageError: a queue name no tenant can own is the caller's mistake
@@ -56,7 +56,7 @@ func TestSendOrderKey(t *testing.T) {
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("Receive = %d messages, %v; want the one sent", len(ms), err)
 	}
-	if got := ms[0].Attributes[listener.AttrOrderKey]; got != "7" {
+	if got := ms[0].Attributes[queue.AttrOrderKey]; got != "7" {
 		t.Fatalf("order key = %q, want 7", got)
 	}
 }

@@ -60,10 +60,10 @@ func (h *fakeHost) reset(body []byte, meta map[string]string) {
 }
 
 // resetBatch prepares a wqhost_handle_batch call of msgs. As in such a call, msg_body is
-// empty and msg_meta knows only tenant and binding.
+// empty and msg_meta knows only the call's keys: tenant, binding and max_output_bytes.
 func (h *fakeHost) resetBatch(msgs []batchMsg) {
 	h.reset(nil, map[string]string{})
-	for _, k := range []string{"tenant", "binding"} {
+	for _, k := range []string{"tenant", "binding", "max_output_bytes"} {
 		if v, ok := msgs[0].meta[k]; ok {
 			h.meta[k] = v
 		}

@@ -99,8 +99,9 @@ func TestBulkSinkSplits(t *testing.T) {
 				}
 			}
 
-			// A large batch with the default limit: every array within 60000 bytes, and
-			// together they hold every object in order.
+			// A large batch with the default limit on a host that does not tell its own:
+			// every array within 49152 bytes (fits every backend), and together they hold
+			// every object in order.
 			h, mod = bulkSink(t, name, nil)
 			var bodies []string
 			for i := range 40 {
@@ -112,8 +113,8 @@ func TestBulkSinkSplits(t *testing.T) {
 			var all []string
 			for _, o := range out {
 				array := strings.TrimPrefix(o, ":")
-				if len(array) > 60000 {
-					t.Errorf("array of %d bytes, over the default 60000", len(array))
+				if len(array) > 49152 {
+					t.Errorf("array of %d bytes, over the default 49152", len(array))
 				}
 				var objs []json.RawMessage
 				if err := json.Unmarshal([]byte(array), &objs); err != nil {
@@ -123,8 +124,8 @@ func TestBulkSinkSplits(t *testing.T) {
 					all = append(all, string(o))
 				}
 			}
-			if status != 0 || len(out) != 4 || !slices.Equal(all, bodies) {
-				t.Fatalf("status %d, %d arrays holding %d objects; want 0, 4 arrays of all 40 in order", status, len(out), len(all))
+			if status != 0 || len(out) != 5 || !slices.Equal(all, bodies) {
+				t.Fatalf("status %d, %d arrays holding %d objects; want 0, 5 arrays of all 40 in order", status, len(out), len(all))
 			}
 		})
 	}
@@ -268,5 +269,36 @@ func TestMessageHandlerOnBatchBinding(t *testing.T) {
 				t.Errorf("message 2 ends %+v, want ok with its own priced line", ends[2])
 			}
 		})
+	}
+}
+
+// TestBulkSinkDefaultsToHostLimit: without config the arrays follow the host's limit on an
+// output (msg_meta max_output_bytes: the tenant's, or the backend's if smaller), and a
+// configured max_output_bytes above it is cut to it, so no array is one emit refuses.
+func TestBulkSinkDefaultsToHostLimit(t *testing.T) {
+	obj := func(i int) string { return fmt.Sprintf(`{"i":%d,"pad":"%s"}`, i, strings.Repeat("p", 980)) } // about 1 KB
+	for _, name := range bulkSinks {
+		for _, config := range []map[string]string{nil, {"max_output_bytes": "60000"}} {
+			t.Run(fmt.Sprintf("%s/config=%v", name, config), func(t *testing.T) {
+				h, mod := bulkSink(t, name, config)
+				var bodies []string
+				for i := range 100 {
+					bodies = append(bodies, obj(i))
+				}
+				ms := msgs(bodies...)
+				ms[0].meta["max_output_bytes"] = "20000"
+				h.resetBatch(ms)
+				status := call(t, mod, "wqhost_handle_batch")
+				_, out := h.endBatch(status)
+				if status != 0 || len(out) < 5 {
+					t.Fatalf("status %d (error %q), %d arrays; want 0 and at least 5 arrays of at most 20000 bytes", status, h.errText, len(out))
+				}
+				for _, o := range out {
+					if n := len(strings.TrimPrefix(o, ":")); n > 20000 {
+						t.Errorf("array of %d bytes, over the host's max_output_bytes 20000", n)
+					}
+				}
+			})
+		}
 	}
 }

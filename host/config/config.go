@@ -51,6 +51,7 @@ import (
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/internal/safefile"
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 	"github.com/wqhost/wqhost/plugins/external"
 	"github.com/wqhost/wqhost/runtime"
@@ -136,7 +137,7 @@ const (
 )
 
 // PoisonSuffix names a queue's dead-letter queue.
-const PoisonSuffix = listener.PoisonSuffix
+const PoisonSuffix = queue.PoisonSuffix
 
 // BuiltinPrefix marks a module reference to an embedded example handler.
 const BuiltinPrefix = "builtin:"
@@ -233,6 +234,10 @@ type Backend struct {
 	CreateQueues bool `koanf:"create_queues"`
 	// azure: PoisonTTL is the time to live of dead letters (0 = never expire).
 	PoisonTTL time.Duration `koanf:"poison_ttl"`
+	// azure: PoisonFormat is how dead letters are stored: envelope (default: wqhost's JSON
+	// with the reason, dequeue count and original id) or raw (the original body alone, as
+	// Azure Functions stores it; the reason goes to the log only).
+	PoisonFormat string `koanf:"poison_format"`
 	// azure: IdleCallsPerHour, when above 0, is the rate of idle receives shared by all the
 	// backend's bindings without push (listener/pollbudget): least recently polled queues
 	// and recently active ones first, each idle queue at least every
@@ -317,6 +322,8 @@ type Binding struct {
 	// Batch hands the module many messages per call (its wqhost_handle_batch export);
 	// off unless max_messages is above 1.
 	Batch Batch `koanf:"batch"`
+	// Breaker tunes the binding's circuit breaker (breaker.go).
+	Breaker Breaker `koanf:"breaker"`
 }
 
 // Batch bounds a batch handler's calls (listener.BatchConfig): the listener gathers leased
@@ -423,6 +430,7 @@ func defaultBinding() Binding {
 		Scaler:            Scaler{Policy: builtin.DefaultScalerName},
 		Poison:            Poison{Policy: builtin.DefaultPoisonName, BaseDelay: DefaultPoisonBaseDelay, MaxDelay: DefaultPoisonMaxDelay},
 		Pool:              Pool{MinInstances: DefaultPoolMinInstances, MaxInstances: DefaultPoolMaxInstances, IdleTimeout: DefaultPoolIdleTimeout},
+		Breaker:           Breaker{Threshold: DefaultBreakerThreshold},
 	}
 }
 

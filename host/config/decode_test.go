@@ -8,7 +8,7 @@ import (
 )
 
 // knownBindingKeys is the "known keys here" list of a binding.
-const knownBindingKeys = "abi, at_most_once, backend, backoff, batch, batch_size, config, http, max_dequeue_count, max_workers, min_workers, module, ordered, output, poison, pool, push, push_fallback_poll, queue, scaler, shards, visibility_timeout"
+const knownBindingKeys = "abi, at_most_once, backend, backoff, batch, batch_size, breaker, config, http, max_dequeue_count, max_workers, min_workers, module, ordered, output, poison, pool, push, push_fallback_poll, queue, scaler, shards, visibility_timeout"
 
 // TestDecodeProblems pins what a config that does not decode reports: every problem at
 // once, in key order, each naming its full key path; a null where a value belongs, a

@@ -10,6 +10,7 @@ import (
 	"github.com/wqhost/wqhost/internal/safefile"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 	"github.com/wqhost/wqhost/plugins/external"
 	"github.com/wqhost/wqhost/runtime"
@@ -61,7 +62,7 @@ func TestEffectiveDefaultsAreTheLibraryDefaults(t *testing.T) {
 		{"limits.http_concurrency (0 = runtime default)", DefaultHTTPConcurrency, runtime.DefaultTenantHTTPRequests, 64},
 		{"admin.max_body_bytes", int64(c.Admin.MaxBodyBytes), int64(admin.DefaultMaxBodyBytes), int64(64 << 10)},
 		{"max_module_bytes", int64(c.MaxModuleBytes), int64(safefile.DefaultMaxBytes), int64(256 << 20)},
-		{"batch_size maximum", MaxBatchSize, listener.MaxBatch, 32},
+		{"batch_size maximum", MaxBatchSize, queue.MaxBatch, 32},
 		{"visibility_timeout and poison.max_delay maximum", MaxVisibility, listener.MaxVisibility, 7 * 24 * time.Hour},
 		// The local store loads bodies up to its default limit: every message a config may
 		// allow (not imported by the config itself, which would pull SQLite into it).
@@ -98,7 +99,7 @@ func TestEffectivePoliciesAreTheLibraryDefaults(t *testing.T) {
 	boom := errors.New("boom")
 	deadAt := 0
 	for count := 1; count <= 10; count++ {
-		m := &listener.Message{ID: "m", DequeueCount: count}
+		m := &queue.Message{ID: "m", DequeueCount: count}
 		got := host.Decide(context.Background(), listener.Failure{Message: m, Err: boom, MaxDequeueCount: b.MaxDequeueCount})
 		want := lib.Decide(context.Background(), listener.Failure{Message: m, Err: boom})
 		if got != want {

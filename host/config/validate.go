@@ -12,12 +12,13 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/pollbudget"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
 // Ranges checked at load.
 const (
-	MaxBatchSize       = listener.MaxBatch      // Azure Queue Storage's receive limit, honoured by every backend
+	MaxBatchSize       = queue.MaxBatch         // Azure Queue Storage's receive limit, honoured by every backend
 	MaxVisibility      = listener.MaxVisibility // Azure's longest visibility timeout
 	MaxDequeueCountCap = 1000
 	MaxWorkersCap      = 1024
@@ -256,6 +257,9 @@ func (c *Config) validateBackend(fail failFunc, path string, b Backend) {
 		if b.PoisonTTL < 0 {
 			fail(path+".poison_ttl", "must not be negative")
 		}
+		if b.PoisonFormat != "" {
+			oneOf(fail, path+".poison_format", b.PoisonFormat, "envelope", "raw")
+		}
 		if b.IdleCallsPerHour < 0 || b.IdleCallsPerHour > pollbudget.MaxCallsPerHour {
 			fail(path+".idle_calls_per_hour", "%d is outside 0..%d", b.IdleCallsPerHour, pollbudget.MaxCallsPerHour)
 		}
@@ -267,6 +271,9 @@ func (c *Config) validateBackend(fail failFunc, path string, b Backend) {
 	}
 	if b.Type != BackendNATS && len(b.NATS.URLs)+len(b.NATS.Queues) > 0 {
 		fail(path+".nats", "nats keys given for a backend of type %s", b.Type)
+	}
+	if b.PoisonFormat != "" && b.Type != BackendAzure {
+		fail(path+".poison_format", "applies to azure backends only: local, memory and nats dead letters keep their attributes beside the body")
 	}
 	if b.IdleCallsPerHour != 0 && (b.Type == BackendLocal || b.Type == BackendMemory || b.Type == BackendNATS) {
 		fail(path+".idle_calls_per_hour", "applies to azure backends only: a %s backend wakes its idle bindings when a message arrives", b.Type)
@@ -406,6 +413,8 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 	} else if b.Poison.MaxDelay > MaxVisibility {
 		fail(bp+".poison.max_delay", "%s is above the maximum %s", b.Poison.MaxDelay, MaxVisibility)
 	}
+
+	validateBreaker(fail, bp, b.Breaker)
 
 	p := b.Pool
 	if p.MaxInstances < 1 || p.MaxInstances > t.Limits.Instances {

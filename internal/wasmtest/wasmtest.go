@@ -23,7 +23,20 @@ type Func struct {
 func Call(i int) []byte { return binary.AppendUvarint([]byte{0x10}, uint64(i)) }
 
 // I32Const returns the instruction pushing v.
-func I32Const(v int32) []byte { return binary.AppendVarint([]byte{0x41}, int64(v)) }
+func I32Const(v int32) []byte { return AppendSLEB([]byte{0x41}, int64(v)) }
+
+// AppendSLEB appends v in signed LEB128, the encoding of wasm's constants (not Go's
+// zig-zag varint, which agrees with it only for 0).
+func AppendSLEB(b []byte, v int64) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v == 0 && c&0x40 == 0 || v == -1 && c&0x40 != 0 {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
 
 // Loop is an endless loop: loop; br 0; end.
 var Loop = []byte{0x03, 0x40, 0x0c, 0x00, 0x0b}

@@ -40,12 +40,12 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 var (
-	_ listener.Backend = (*Backend)(nil)
-	_ listener.Queue   = (*Queue)(nil)
+	_ queue.Backend = (*Backend)(nil)
+	_ queue.Queue   = (*Queue)(nil)
 )
 
 // maxVisibility is Azure's limit for visibility timeouts and delays: 7 days.
@@ -59,6 +59,7 @@ type Backend struct {
 	enc     Encoding
 	create  bool
 	poisonT time.Duration
+	pfmt    PoisonFormat
 	log     *slog.Logger
 	secrets []string
 	closed  atomic.Bool
@@ -75,7 +76,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{
-		enc: opts.Encoding, create: opts.CreateQueues, poisonT: opts.PoisonTTL,
+		enc: opts.Encoding, create: opts.CreateQueues, poisonT: opts.PoisonTTL, pfmt: opts.PoisonFormat,
 		log: opts.Logger, secrets: r.secrets, queues: map[string]*Queue{},
 	}
 	if b.enc == "" {
@@ -155,12 +156,7 @@ func (b *Backend) Encoding() Encoding { return b.enc }
 
 // MaxBodySize returns the largest body Send accepts without attributes: 64 KiB of message
 // text, so 48 KiB under EncodingBase64.
-func (b *Backend) MaxBodySize() int {
-	if b.enc == EncodingText {
-		return maxMessageText
-	}
-	return maxMessageText / 4 * 3
-}
+func (b *Backend) MaxBodySize() int { return maxBodyFor(b.enc) }
 
 // Close releases idle connections; later operations fail with ErrClosed.
 func (b *Backend) Close() error {
@@ -171,7 +167,7 @@ func (b *Backend) Close() error {
 }
 
 // Open returns the named queue (see Queue).
-func (b *Backend) Open(ctx context.Context, name string) (listener.Queue, error) {
+func (b *Backend) Open(ctx context.Context, name string) (queue.Queue, error) {
 	q, err := b.Queue(ctx, name)
 	if err != nil {
 		return nil, err // not a typed nil inside the interface
@@ -196,7 +192,7 @@ func ValidQueueName(name string) error {
 
 // Queue returns the named queue. With Options.CreateQueues it is created on first use;
 // without, Open checks that it exists (one properties request) and fails with an error
-// matching listener.ErrNotFound if not.
+// matching queue.ErrNotFound if not.
 func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 	if b.closed.Load() {
 		return nil, fmt.Errorf("azure: open queue %q: %w", name, ErrClosed)
@@ -208,7 +204,7 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 	q, ok := b.queues[name]
 	if !ok {
 		q = &Queue{name: name, b: b, client: b.svc.NewQueueClient(name),
-			poison: strings.HasSuffix(name, listener.PoisonSuffix)}
+			poison: strings.HasSuffix(name, queue.PoisonSuffix)}
 		b.queues[name] = q
 	}
 	b.mu.Unlock()
@@ -281,6 +277,7 @@ type Queue struct {
 	counts      [numOps]atomic.Uint64
 	unanswered  atomic.Uint64
 	undecodable atomic.Uint64
+	stall       stallWatch // stall.go
 }
 
 // Name returns the queue's name.
@@ -332,12 +329,14 @@ func (q *Queue) call(ctx context.Context, op opKind, what, msgID string, f func(
 }
 
 // callTracked is call that also reports, through ambiguous, attempts whose outcome is unknown.
-func (q *Queue) callTracked(ctx context.Context, op opKind, what, msgID string, ambiguous *atomic.Bool, f func(ctx context.Context) error) error {
+func (q *Queue) callTracked(ctx context.Context, op opKind, what, msgID string, ambiguous *atomic.Bool, f func(ctx context.Context) error) (err error) {
 	if q.b.closed.Load() {
 		return fmt.Errorf("azure: %s %s: %w", what, q.name, ErrClosed)
 	}
+	done := q.watchStall(what) // stall.go: a call that hangs is logged
+	defer func() { done(err) }()
 	tctx := context.WithValue(ctx, tagKey{}, tag{q, op, ambiguous})
-	err := f(tctx)
+	err = f(tctx)
 	if err != nil && q.b.create && queueerror.HasCode(err, queueerror.QueueNotFound) {
 		if cerr := q.ensure(ctx); cerr != nil {
 			return cerr
@@ -370,11 +369,11 @@ func seconds(d time.Duration, lo int32) *int32 {
 
 // Receive leases up to max (capped at 32) messages for visibility (at least 1s).
 // Undecodable messages are moved to the poison queue and not returned.
-func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*listener.Message, error) {
+func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*queue.Message, error) {
 	if max < 1 {
 		return nil, fmt.Errorf("azure: receive from %s: max %d < 1", q.name, max)
 	}
-	n := int32(min(max, listener.MaxBatch))
+	n := int32(min(max, queue.MaxBatch))
 	var resp azqueue.DequeueMessagesResponse
 	err := q.call(ctx, opReceive, "receive from", "", func(ctx context.Context) (err error) {
 		resp, err = q.client.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{
@@ -384,9 +383,9 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*listener.Message, 0, len(resp.Messages))
+	out := make([]*queue.Message, 0, len(resp.Messages))
 	for _, dm := range resp.Messages {
-		m := &listener.Message{
+		m := &queue.Message{
 			ID:           deref(dm.MessageID),
 			Queue:        q.name,
 			DequeueCount: int(derefInt(dm.DequeueCount)),
@@ -401,7 +400,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 		body, attrs, derr := decode(q.b.enc, deref(dm.MessageText))
 		if derr != nil && q.poison {
 			// A poison queue has nowhere further to go: hand over the raw text, marked.
-			body, attrs = []byte(deref(dm.MessageText)), map[string]string{listener.AttrReason: derr.Error()}
+			body, attrs = []byte(deref(dm.MessageText)), map[string]string{queue.AttrReason: derr.Error()}
 		} else if derr != nil {
 			q.poisonUndecodable(ctx, m, deref(dm.MessageText), derr)
 			continue
@@ -417,16 +416,16 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 
 // poisonUndecodable moves a message whose text cannot be decoded to <queue>-poison, text
 // kept verbatim as the body, then deletes it. Failures leave it leased; it returns when the lease expires.
-func (q *Queue) poisonUndecodable(ctx context.Context, m *listener.Message, text string, derr error) {
+func (q *Queue) poisonUndecodable(ctx context.Context, m *queue.Message, text string, derr error) {
 	log := q.b.log.With("queue", q.name, "message_id", m.ID)
-	pq, err := q.b.Queue(ctx, q.name+listener.PoisonSuffix)
+	pq, err := q.b.Queue(ctx, q.name+queue.PoisonSuffix)
 	if err == nil {
-		_, err = pq.Send(ctx, []byte(text), listener.SendOptions{Attributes: map[string]string{
-			listener.AttrReason:         derr.Error(),
-			listener.AttrOriginalID:     m.ID,
-			listener.AttrOriginalQueue:  q.name,
-			listener.AttrDequeueCount:   strconv.Itoa(m.DequeueCount),
-			listener.AttrDeadLetteredAt: time.Now().UTC().Format(time.RFC3339Nano),
+		_, err = pq.Send(ctx, []byte(text), queue.SendOptions{Attributes: map[string]string{
+			queue.AttrReason:         derr.Error(),
+			queue.AttrOriginalID:     m.ID,
+			queue.AttrOriginalQueue:  q.name,
+			queue.AttrDequeueCount:   strconv.Itoa(m.DequeueCount),
+			queue.AttrDeadLetteredAt: time.Now().UTC().Format(time.RFC3339Nano),
 		}})
 	}
 	if err == nil {
@@ -437,7 +436,7 @@ func (q *Queue) poisonUndecodable(ctx context.Context, m *listener.Message, text
 		return
 	}
 	q.undecodable.Add(1)
-	log.Warn("azure: undecodable message moved to the poison queue", "poison_queue", q.name+listener.PoisonSuffix, "reason", derr.Error())
+	log.Warn("azure: undecodable message moved to the poison queue", "poison_queue", q.name+queue.PoisonSuffix, "reason", derr.Error())
 }
 
 // Delete deletes a leased message with its pop receipt; ErrLeaseLost if the receipt is stale
@@ -447,7 +446,7 @@ func (q *Queue) poisonUndecodable(ctx context.Context, m *listener.Message, text
 // may find the message gone because that attempt did delete it. "Message not found" then
 // counts as success: the message is gone either way, and reporting a lost lease would make
 // the listener count a processed message as lost.
-func (q *Queue) Delete(ctx context.Context, m *listener.Message) error {
+func (q *Queue) Delete(ctx context.Context, m *queue.Message) error {
 	var ambiguous atomic.Bool
 	err := q.callTracked(ctx, opDelete, "delete", m.ID, &ambiguous, func(ctx context.Context) error {
 		_, err := q.client.DeleteMessage(ctx, m.ID, m.LeaseToken, nil)
@@ -464,7 +463,7 @@ func (q *Queue) Delete(ctx context.Context, m *listener.Message) error {
 // UpdateVisibility makes a leased message visible after d (0: now) and stores the new pop
 // receipt in m. Azure's Update Message always rewrites the text, so the body and attributes
 // are re-encoded and sent along; the visibility is always explicit (azqueue's default is 0).
-func (q *Queue) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+func (q *Queue) UpdateVisibility(ctx context.Context, m *queue.Message, d time.Duration) error {
 	text, err := encode(q.b.enc, m.Body, m.Attributes)
 	if err != nil {
 		return fmt.Errorf("azure: update visibility of %s message %s: %w", q.name, m.ID, err)
@@ -489,9 +488,10 @@ func (q *Queue) UpdateVisibility(ctx context.Context, m *listener.Message, d tim
 }
 
 // Send enqueues a message. A zero TTL means never expire, except on a <queue>-poison queue
-// where Options.PoisonTTL applies; attributes travel in the envelope.
-func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions) (string, error) {
-	text, err := encode(q.b.enc, body, opts.Attributes)
+// where Options.PoisonTTL applies; attributes travel in the envelope (on a poison queue under
+// PoisonRaw, in the log).
+func (q *Queue) Send(ctx context.Context, body []byte, opts queue.SendOptions) (string, error) {
+	text, err := q.encodeSend(body, opts.Attributes) // poisonformat.go
 	if err != nil {
 		return "", fmt.Errorf("azure: send to %s: %w", q.name, err)
 	}

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure"
 	"github.com/wqhost/wqhost/listener/azure/azuritetest"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/listener/queuetest"
 )
 
@@ -26,11 +26,29 @@ func TestConformance(t *testing.T) {
 	t.Log("time-dependent cases are skipped by the suite (Azurite's clock cannot be advanced); TestLeaseTiming covers them with real short timeouts")
 	// Base64 only: the suite's binary bodies cannot travel under the text encoding, which
 	// TestEncodingRoundTrip and TestInteropWithJSClient cover.
-	queuetest.Run(t, func(t *testing.T) (listener.Backend, func(time.Duration)) {
-		deleteAllQueues(t, s)
-		t.Cleanup(func() { deleteAllQueues(t, s) })
-		return open(t, s, azure.EncodingBase64), nil
-	})
+	queuetest.Run(t, azureSuite(s))
+}
+
+// TestConformanceSharded runs the contract on sharded.Queues over Azure queues.
+func TestConformanceSharded(t *testing.T) {
+	queuetest.Run(t, queuetest.Sharded(azureSuite(server(t)), 2))
+}
+
+// azureSuite is the Azure backend on Azurite; Reopen opens a new backend on the same
+// account, as a restarted host would.
+func azureSuite(s *azuritetest.Server) queuetest.Suite {
+	return queuetest.Suite{
+		Name: "azure",
+		New: func(t *testing.T) (queue.Backend, func(time.Duration)) {
+			deleteAllQueues(t, s)
+			t.Cleanup(func() { deleteAllQueues(t, s) })
+			return open(t, s, azure.EncodingBase64), nil
+		},
+		Reopen: func(t *testing.T, b queue.Backend) queue.Backend {
+			b.Close()
+			return open(t, s, azure.EncodingBase64)
+		},
+	}
 }
 
 // TestLeaseTiming covers the conformance suite's timed cases with real 1-2 s timeouts.
@@ -38,9 +56,9 @@ func TestLeaseTiming(t *testing.T) {
 	s := server(t)
 	ctx := context.Background()
 	b := open(t, s, azure.EncodingBase64)
-	q := queue(t, b, "lease-timing")
+	q := openQueue(t, b, "lease-timing")
 
-	id, err := q.Send(ctx, []byte("x"), listener.SendOptions{})
+	id, err := q.Send(ctx, []byte("x"), queue.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +71,11 @@ func TestLeaseTiming(t *testing.T) {
 	if m2.ID != id || m2.DequeueCount != 2 || m2.LeaseToken == m1.LeaseToken {
 		t.Fatalf("redelivery: id %s count %d token changed %v; want %s, 2, true", m2.ID, m2.DequeueCount, m2.LeaseToken != m1.LeaseToken, id)
 	}
-	if err := q.Delete(ctx, m1); !errors.Is(err, listener.ErrLeaseLost) {
+	if err := q.Delete(ctx, m1); !errors.Is(err, queue.ErrLeaseLost) {
 		t.Fatalf("Delete with the expired receipt: %v, want ErrLeaseLost", err)
 	}
 	stale := *m1
-	if err := q.UpdateVisibility(ctx, &stale, 0); !errors.Is(err, listener.ErrLeaseLost) {
+	if err := q.UpdateVisibility(ctx, &stale, 0); !errors.Is(err, queue.ErrLeaseLost) {
 		t.Fatalf("UpdateVisibility with the expired receipt: %v, want ErrLeaseLost", err)
 	}
 	// Renewal: keep extending a 2 s lease past its original expiry.
@@ -78,7 +96,7 @@ func TestLeaseTiming(t *testing.T) {
 	}
 
 	// A delayed send stays invisible for its delay, then arrives with count 1.
-	if _, err := q.Send(ctx, []byte("later"), listener.SendOptions{Delay: time.Second}); err != nil {
+	if _, err := q.Send(ctx, []byte("later"), queue.SendOptions{Delay: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if ms := receiveN(t, q, 0, time.Second); len(ms) != 0 {
@@ -95,9 +113,9 @@ func TestLeaseTiming(t *testing.T) {
 }
 
 // receiveN receives once and checks the count (want 0 allowed).
-func receiveN(t *testing.T, q listener.Queue, want int, vis time.Duration) []*listener.Message {
+func receiveN(t *testing.T, q queue.Queue, want int, vis time.Duration) []*queue.Message {
 	t.Helper()
-	ms, err := q.Receive(context.Background(), listener.MaxBatch, vis)
+	ms, err := q.Receive(context.Background(), queue.MaxBatch, vis)
 	if err != nil {
 		t.Fatalf("Receive from %s: %v", q.Name(), err)
 	}
@@ -129,8 +147,8 @@ func TestEncodingRoundTrip(t *testing.T) {
 		for i, tc := range bodies {
 			t.Run(string(enc)+"/"+tc.name, func(t *testing.T) {
 				name := fmt.Sprintf("enc-%s-%d", enc, i)
-				q := queue(t, b, name)
-				_, err := q.Send(ctx, tc.body, listener.SendOptions{})
+				q := openQueue(t, b, name)
+				_, err := q.Send(ctx, tc.body, queue.SendOptions{})
 				if enc == azure.EncodingText && tc.binary {
 					if err == nil || !strings.Contains(err.Error(), "Encoding") {
 						t.Fatalf("Send of a binary body under text encoding: %v, want an error naming the encoding", err)
@@ -183,9 +201,9 @@ func TestSendOverLimit(t *testing.T) {
 			if b.MaxBodySize() != tc.size-1 {
 				t.Fatalf("MaxBodySize = %d, want %d", b.MaxBodySize(), tc.size-1)
 			}
-			q := queue(t, b, "over-limit")
+			q := openQueue(t, b, "over-limit")
 			before := q.Stats().Send
-			_, err := q.Send(context.Background(), bytes.Repeat([]byte("a"), tc.size), listener.SendOptions{})
+			_, err := q.Send(context.Background(), bytes.Repeat([]byte("a"), tc.size), queue.SendOptions{})
 			if err == nil || !strings.Contains(err.Error(), "65536-byte limit") || !strings.Contains(err.Error(), "over-limit") {
 				t.Fatalf("Send over the limit: %v, want an error naming the queue and the 64 KiB limit", err)
 			}
@@ -208,11 +226,11 @@ func TestUndecodableGoesToPoison(t *testing.T) {
 		}
 		return *r.Messages[0].MessageID
 	}()
-	good, err := queue(t, b, "undecodable").Send(ctx, []byte("fine"), listener.SendOptions{})
+	good, err := openQueue(t, b, "undecodable").Send(ctx, []byte("fine"), queue.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := queue(t, b, "undecodable")
+	q := openQueue(t, b, "undecodable")
 	ms := receiveN(t, q, 1, time.Minute)
 	if ms[0].ID != good {
 		t.Fatalf("Receive handed over %s, want only the decodable %s", ms[0].ID, good)
@@ -223,15 +241,15 @@ func TestUndecodableGoesToPoison(t *testing.T) {
 	if d, err := q.Depth(ctx); err != nil || d != 1 {
 		t.Fatalf("source Depth = %d, %v; want 1 (the undecodable one deleted)", d, err)
 	}
-	pq := queue(t, b, "undecodable-poison")
+	pq := openQueue(t, b, "undecodable-poison")
 	pm := receiveN(t, pq, 1, time.Minute)[0]
 	if string(pm.Body) != text {
 		t.Fatalf("poison body %q, want the original text %q", pm.Body, text)
 	}
 	checkDeadLetterAttrs(t, pm.Attributes, map[string]string{
-		listener.AttrOriginalID:    id,
-		listener.AttrOriginalQueue: "undecodable",
-		listener.AttrDequeueCount:  "1",
+		queue.AttrOriginalID:    id,
+		queue.AttrOriginalQueue: "undecodable",
+		queue.AttrDequeueCount:  "1",
 	}, "undecodable base64: ")
 }
 
@@ -242,12 +260,12 @@ func checkDeadLetterAttrs(t *testing.T, got, want map[string]string, reasonPrefi
 			t.Errorf("attribute %s = %q, want %q (all: %v)", k, got[k], v, got)
 		}
 	}
-	if !strings.HasPrefix(got[listener.AttrReason], reasonPrefix) {
-		t.Errorf("reason %q, want prefix %q", got[listener.AttrReason], reasonPrefix)
+	if !strings.HasPrefix(got[queue.AttrReason], reasonPrefix) {
+		t.Errorf("reason %q, want prefix %q", got[queue.AttrReason], reasonPrefix)
 	}
-	at, err := time.Parse(time.RFC3339Nano, got[listener.AttrDeadLetteredAt])
+	at, err := time.Parse(time.RFC3339Nano, got[queue.AttrDeadLetteredAt])
 	if err != nil || time.Since(at) > time.Minute || time.Since(at) < -time.Minute {
-		t.Errorf("dead_lettered_at %q: %v, want a recent RFC 3339 time", got[listener.AttrDeadLetteredAt], err)
+		t.Errorf("dead_lettered_at %q: %v, want a recent RFC 3339 time", got[queue.AttrDeadLetteredAt], err)
 	}
 }
 
@@ -255,10 +273,10 @@ func TestPoisonEnvelope(t *testing.T) {
 	s := server(t)
 	ctx := context.Background()
 	attrs := map[string]string{
-		listener.AttrReason:        "handler failed: \"boom\"\n<xml & co>",
-		listener.AttrOriginalID:    "5f0c-id",
-		listener.AttrDequeueCount:  "5",
-		listener.AttrOriginalQueue: "orders",
+		queue.AttrReason:        "handler failed: \"boom\"\n<xml & co>",
+		queue.AttrOriginalID:    "5f0c-id",
+		queue.AttrDequeueCount:  "5",
+		queue.AttrOriginalQueue: "orders",
 	}
 	for _, tc := range []struct {
 		name      string
@@ -276,8 +294,8 @@ func TestPoisonEnvelope(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := open(t, s, tc.enc, func(o *azure.Options) { o.PoisonTTL = tc.poisonTTL })
 			name := "env-" + tc.name + "-poison"
-			q := queue(t, b, name)
-			if _, err := q.Send(ctx, tc.body, listener.SendOptions{Attributes: attrs}); err != nil {
+			q := openQueue(t, b, name)
+			if _, err := q.Send(ctx, tc.body, queue.SendOptions{Attributes: attrs}); err != nil {
 				t.Fatalf("Send: %v", err)
 			}
 			peek, err := raw(t, s, name).PeekMessage(ctx, nil)
@@ -327,16 +345,16 @@ func TestTransactionsCounted(t *testing.T) {
 	s := server(t)
 	ctx := context.Background()
 	b := open(t, s, azure.EncodingBase64)
-	q := queue(t, b, "counted") // CreateQueues: nothing happens until first use
+	q := openQueue(t, b, "counted") // CreateQueues: nothing happens until first use
 	if got := q.Stats(); got != (azure.Stats{}) {
 		t.Fatalf("Stats after Open = %+v, want zero", got)
 	}
 	// First use of a missing queue: the send fails (404), the queue is created, the send retried.
-	if _, err := q.Send(ctx, []byte("a"), listener.SendOptions{}); err != nil {
+	if _, err := q.Send(ctx, []byte("a"), queue.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		if _, err := q.Send(ctx, []byte("b"), listener.SendOptions{}); err != nil {
+		if _, err := q.Send(ctx, []byte("b"), queue.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -349,7 +367,7 @@ func TestTransactionsCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := q.Delete(ctx, ms[0]); !errors.Is(err, listener.ErrLeaseLost) {
+	if err := q.Delete(ctx, ms[0]); !errors.Is(err, queue.ErrLeaseLost) {
 		t.Fatalf("second delete: %v", err)
 	}
 	if _, err := q.Depth(ctx); err != nil {
@@ -372,7 +390,7 @@ func TestOpenWithoutCreateQueues(t *testing.T) {
 	ctx := context.Background()
 	b := open(t, s, azure.EncodingBase64, func(o *azure.Options) { o.CreateQueues = false })
 	_, err := b.Queue(ctx, "never-created")
-	if !errors.Is(err, listener.ErrNotFound) || !strings.Contains(err.Error(), "never-created") || !strings.Contains(err.Error(), "CreateQueues") {
+	if !errors.Is(err, queue.ErrNotFound) || !strings.Contains(err.Error(), "never-created") || !strings.Contains(err.Error(), "CreateQueues") {
 		t.Fatalf("Open of a missing queue: %v, want ErrNotFound naming the queue and Options.CreateQueues", err)
 	}
 	raw(t, s, "created-before")
@@ -485,8 +503,8 @@ func TestOutageAndRestart(t *testing.T) {
 	s := azuritetest.Start(t)
 	ctx := context.Background()
 	b := open(t, s, azure.EncodingBase64)
-	q := queue(t, b, "outage")
-	id, err := q.Send(ctx, []byte("survives"), listener.SendOptions{})
+	q := openQueue(t, b, "outage")
+	id, err := q.Send(ctx, []byte("survives"), queue.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,8 +557,8 @@ func TestDeleteRetriedAfterLostAnswer(t *testing.T) {
 	ctx := context.Background()
 	rt := &loseFirstAnswer{method: http.MethodDelete}
 	b := open(t, s, azure.EncodingBase64, func(o *azure.Options) { o.HTTPClient = &http.Client{Transport: rt} })
-	q := queue(t, b, "lost-answer")
-	if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{}); err != nil {
+	q := openQueue(t, b, "lost-answer")
+	if _, err := q.Send(ctx, []byte("x"), queue.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	m := receiveN(t, q, 1, time.Minute)[0]
@@ -557,7 +575,7 @@ func TestDeleteRetriedAfterLostAnswer(t *testing.T) {
 		t.Fatalf("Depth = %d, %v; want 0", d, err)
 	}
 	// Without an unanswered attempt, deleting a gone message is still a lost lease.
-	if err := q.Delete(ctx, m); !errors.Is(err, listener.ErrLeaseLost) {
+	if err := q.Delete(ctx, m); !errors.Is(err, queue.ErrLeaseLost) {
 		t.Fatalf("second Delete: %v, want ErrLeaseLost", err)
 	}
 }

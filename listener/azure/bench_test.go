@@ -9,6 +9,7 @@ import (
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure"
 	"github.com/wqhost/wqhost/listener/azure/azuritetest"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // benchN is the backlog each iteration drains. Azurite's deletes scan the queue, so a much
@@ -19,7 +20,7 @@ const benchN = 1000
 // (a database write, an HTTP call). Both consumers run the same handler.
 const benchWork = 2 * time.Millisecond
 
-func benchHandler(context.Context, *listener.Message) error {
+func benchHandler(context.Context, *queue.Message) error {
 	time.Sleep(benchWork)
 	return nil
 }

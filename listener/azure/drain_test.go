@@ -9,6 +9,7 @@ import (
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure"
 	"github.com/wqhost/wqhost/listener/azure/azuritetest"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -27,11 +28,11 @@ func TestAzuriteDefaultDrain(t *testing.T) {
 	s := azuritetest.Start(t)
 	const n = 2000
 	b := open(t, s, azure.EncodingBase64, func(o *azure.Options) { o.Retry = azure.RetryOptions{} })
-	q := queue(t, b, "default-drain")
+	q := openQueue(t, b, "default-drain")
 	fill(t, q, n)
 	var got seen
 	var peakIdle, peakLeased int
-	l, stop := run(t, b, q, func(_ context.Context, m *listener.Message) error {
+	l, stop := run(t, b, q, func(_ context.Context, m *queue.Message) error {
 		time.Sleep(20 * time.Millisecond) // slower than the emulator's round trip
 		got.add(m.Body)                   // the output: one per successful call
 		return nil

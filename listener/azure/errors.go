@@ -14,7 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // ErrUnavailable marks transient storage faults (server busy, internal errors, timeouts,
@@ -25,8 +25,8 @@ var ErrUnavailable = errors.New("storage unavailable")
 var ErrClosed = errors.New("azure backend closed")
 
 // Error is a failed storage operation. Its text names the operation, queue and message and
-// never contains secrets. It unwraps to the matching sentinel (listener.ErrLeaseLost,
-// listener.ErrNotFound, ErrUnavailable, context errors) but deliberately not to the SDK's
+// never contains secrets. It unwraps to the matching sentinel (queue.ErrLeaseLost,
+// queue.ErrNotFound, ErrUnavailable, context errors) but deliberately not to the SDK's
 // error, whose text or URL may carry a SAS signature.
 type Error struct {
 	// Op is the operation: "receive from", "delete", "update visibility of", "send to",
@@ -66,11 +66,11 @@ func redactString(s string, secrets []string) string {
 }
 
 // wrap turns an SDK error into an *Error.
-func (b *Backend) wrap(ctx context.Context, op, queue, msgID string, err error) error {
-	e := &Error{Op: op, Queue: queue, MessageID: msgID}
-	where := queue
+func (b *Backend) wrap(ctx context.Context, op, qname, msgID string, err error) error {
+	e := &Error{Op: op, Queue: qname, MessageID: msgID}
+	where := qname
 	if msgID != "" {
-		where = fmt.Sprintf("%s message %s", queue, msgID)
+		where = fmt.Sprintf("%s message %s", qname, msgID)
 	}
 	var detail string
 	var re *azcore.ResponseError
@@ -80,10 +80,10 @@ func (b *Backend) wrap(ctx context.Context, op, queue, msgID string, err error) 
 		detail = fmt.Sprintf("HTTP %d %s", re.StatusCode, re.ErrorCode)
 		switch {
 		case queueerror.HasCode(err, queueerror.MessageNotFound, queueerror.PopReceiptMismatch):
-			e.kinds = append(e.kinds, listener.ErrLeaseLost)
+			e.kinds = append(e.kinds, queue.ErrLeaseLost)
 			detail += " (lease lost: the pop receipt is stale or the message is gone)"
 		case queueerror.HasCode(err, queueerror.QueueNotFound):
-			e.kinds = append(e.kinds, listener.ErrNotFound)
+			e.kinds = append(e.kinds, queue.ErrNotFound)
 			detail += " (queue does not exist; create it or set Options.CreateQueues)"
 		case queueerror.HasCode(err, queueerror.AuthenticationFailed, queueerror.AuthorizationFailure,
 			queueerror.AuthorizationPermissionMismatch, queueerror.InvalidAuthenticationInfo):

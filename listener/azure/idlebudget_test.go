@@ -13,6 +13,7 @@ import (
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure"
 	"github.com/wqhost/wqhost/listener/pollbudget"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // TestIdleBudgetAzurite: 1,000 idle listeners on Azurite share idle_calls_per_hour 3600.
@@ -44,8 +45,8 @@ func TestIdleBudgetAzurite(t *testing.T) {
 	ls := make([]*listener.Listener, n)
 	goroutines0 := runtime.NumGoroutine()
 	for i := range n {
-		qs[i] = queue(t, be, fmt.Sprintf("idlebudget-%04d", i))
-		ls[i], _ = run(t, be, qs[i], func(context.Context, *listener.Message) error { return nil },
+		qs[i] = openQueue(t, be, fmt.Sprintf("idlebudget-%04d", i))
+		ls[i], _ = run(t, be, qs[i], func(context.Context, *queue.Message) error { return nil },
 			func(c *listener.Config) { c.IdlePacer = budget.Queue() })
 	}
 	transactions := func() (tx, receives uint64) {
@@ -101,7 +102,7 @@ func TestIdleBudgetAzurite(t *testing.T) {
 
 	seed := uint64(time.Now().UnixNano())
 	pick := rand.New(rand.NewPCG(seed, 0)).IntN(n)
-	if _, err := qs[pick].Send(context.Background(), []byte("hello"), listener.SendOptions{}); err != nil {
+	if _, err := qs[pick].Send(context.Background(), []byte("hello"), queue.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	bound := budget.Bound(n)

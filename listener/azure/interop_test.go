@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure"
 	"github.com/wqhost/wqhost/listener/azure/azuritetest"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // jsClient runs tools/azurite/interop.js (Microsoft's @azure/storage-queue) against s.
@@ -67,7 +67,7 @@ func TestInteropWithJSClient(t *testing.T) {
 			if err := json.Unmarshal(jsClient(t, s, payload, "send", in, string(enc)), &ids); err != nil || len(ids) != len(bodies) {
 				t.Fatalf("js send ids %v: %v", ids, err)
 			}
-			q := queue(t, b, in)
+			q := openQueue(t, b, in)
 			ms := receiveN(t, q, len(bodies), time.Minute)
 			for i, m := range ms {
 				if m.ID != ids[i] || !bytes.Equal(m.Body, bodies[i]) {
@@ -80,16 +80,16 @@ func TestInteropWithJSClient(t *testing.T) {
 
 			// wqhost producer -> JS consumer; a dead letter with attributes too.
 			out := "interop-go-to-js-" + string(enc)
-			oq := queue(t, b, out)
+			oq := openQueue(t, b, out)
 			want := map[string][]byte{}
 			for _, body := range bodies {
-				id, err := oq.Send(ctx, body, listener.SendOptions{})
+				id, err := oq.Send(ctx, body, queue.SendOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				want[id] = body
 			}
-			dlID, err := oq.Send(ctx, []byte("dead"), listener.SendOptions{Attributes: map[string]string{listener.AttrReason: "boom"}})
+			dlID, err := oq.Send(ctx, []byte("dead"), queue.SendOptions{Attributes: map[string]string{queue.AttrReason: "boom"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +105,7 @@ func TestInteropWithJSClient(t *testing.T) {
 						Attributes map[string]string `json:"attributes"`
 						Text       string            `json:"text"`
 					}
-					if err := json.Unmarshal(m.Body, &env); err != nil || env.Text != "dead" || env.Attributes[listener.AttrReason] != "boom" {
+					if err := json.Unmarshal(m.Body, &env); err != nil || env.Text != "dead" || env.Attributes[queue.AttrReason] != "boom" {
 						t.Errorf("dead letter as seen by JS: %q (%v)", m.Body, err)
 					}
 					continue

@@ -14,11 +14,12 @@ import (
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure"
 	"github.com/wqhost/wqhost/listener/azure/azuritetest"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
 // fill sends n messages with bodies "0".."n-1" from 16 goroutines.
-func fill(tb testing.TB, q listener.Queue, n int) {
+func fill(tb testing.TB, q queue.Queue, n int) {
 	tb.Helper()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -32,7 +33,7 @@ func fill(tb testing.TB, q listener.Queue, n int) {
 				if i >= int64(n) {
 					return
 				}
-				if _, err := q.Send(context.Background(), []byte(strconv.FormatInt(i, 10)), listener.SendOptions{}); err != nil {
+				if _, err := q.Send(context.Background(), []byte(strconv.FormatInt(i, 10)), queue.SendOptions{}); err != nil {
 					errc <- err
 					return
 				}
@@ -82,9 +83,9 @@ func (s *seen) missing(n int) []string {
 
 // run starts a listener on q (dead letters to <q>-poison) and returns a stop function that
 // ends it and returns Run's error (the same each time).
-func run(tb testing.TB, b *azure.Backend, q listener.Queue, h listener.HandlerFunc, mod func(*listener.Config)) (*listener.Listener, func() error) {
+func run(tb testing.TB, b *azure.Backend, q queue.Queue, h listener.HandlerFunc, mod func(*listener.Config)) (*listener.Listener, func() error) {
 	tb.Helper()
-	dl := queue(tb, b, q.Name()+listener.PoisonSuffix)
+	dl := openQueue(tb, b, q.Name()+queue.PoisonSuffix)
 	cfg := listener.Config{
 		Queue: q, DeadLetter: dl, Handler: h,
 		Backoff: builtin.NewBackoff(builtin.BackoffOptions{MinIdle: 50 * time.Millisecond, MaxIdle: 500 * time.Millisecond}),
@@ -150,11 +151,11 @@ func TestListenerDrainsAzure(t *testing.T) {
 	const n = 1000
 	// Production retry settings: a loaded emulator may take seconds per request.
 	b := open(t, s, azure.EncodingBase64, func(o *azure.Options) { o.Retry = azure.RetryOptions{} })
-	q := queue(t, b, "drain")
+	q := openQueue(t, b, "drain")
 	fill(t, q, n)
 	before := q.Stats()
 	var got seen
-	l, stop := run(t, b, q, func(_ context.Context, m *listener.Message) error {
+	l, stop := run(t, b, q, func(_ context.Context, m *queue.Message) error {
 		got.add(m.Body)
 		return nil
 	}, nil)
@@ -185,8 +186,8 @@ func TestListenerRenewsLeaseOfSlowMessage(t *testing.T) {
 	s := server(t)
 	ctx := context.Background()
 	b := open(t, s, azure.EncodingBase64)
-	q := queue(t, b, "slow")
-	id, err := q.Send(ctx, []byte("slow"), listener.SendOptions{})
+	q := openQueue(t, b, "slow")
+	id, err := q.Send(ctx, []byte("slow"), queue.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestListenerRenewsLeaseOfSlowMessage(t *testing.T) {
 	started := make(chan struct{})
 	release := make(chan struct{})
 	var calls atomic.Int32
-	l, stop := run(t, b, q, func(_ context.Context, m *listener.Message) error {
+	l, stop := run(t, b, q, func(_ context.Context, m *queue.Message) error {
 		if calls.Add(1) == 1 {
 			close(started)
 		}
@@ -211,7 +212,7 @@ func TestListenerRenewsLeaseOfSlowMessage(t *testing.T) {
 	// message. The lease is long enough that a slow Azurite on a loaded machine still renews
 	// in time: 2 s was not, and 6 s lost the lease once when the emulator took seconds per
 	// request beside the whole -race suite.
-	other := queue(t, open(t, s, azure.EncodingBase64), "slow")
+	other := openQueue(t, open(t, s, azure.EncodingBase64), "slow")
 	for end := time.Now().Add(lease * 2); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
 		ms, err := other.Receive(ctx, 1, time.Minute)
 		if err != nil {
@@ -241,13 +242,13 @@ func TestListenerPoisonsFailingMessage(t *testing.T) {
 	s := server(t)
 	ctx := context.Background()
 	b := open(t, s, azure.EncodingBase64)
-	q := queue(t, b, "failing")
-	id, err := q.Send(ctx, []byte(`{"order":7}`), listener.SendOptions{})
+	q := openQueue(t, b, "failing")
+	id, err := q.Send(ctx, []byte(`{"order":7}`), queue.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var calls atomic.Int32
-	l, stop := run(t, b, q, func(_ context.Context, m *listener.Message) error {
+	l, stop := run(t, b, q, func(_ context.Context, m *queue.Message) error {
 		calls.Add(1)
 		return errors.New("payment service said no")
 	}, func(c *listener.Config) {
@@ -263,18 +264,18 @@ func TestListenerPoisonsFailingMessage(t *testing.T) {
 	if c := calls.Load(); c != 3 {
 		t.Fatalf("handler called %d times, want max_dequeue_count = 3", c)
 	}
-	pq := queue(t, b, "failing-poison")
+	pq := openQueue(t, b, "failing-poison")
 	pm := receiveN(t, pq, 1, time.Minute)[0]
 	if string(pm.Body) != `{"order":7}` {
 		t.Fatalf("poison body %q", pm.Body)
 	}
 	checkDeadLetterAttrs(t, pm.Attributes, map[string]string{
-		listener.AttrOriginalID:     id,
-		listener.AttrOriginalQueue:  "failing",
-		listener.AttrDequeueCount:   "3",
-		listener.AttrHandlerVersion: "sha256:feedface",
+		queue.AttrOriginalID:     id,
+		queue.AttrOriginalQueue:  "failing",
+		queue.AttrDequeueCount:   "3",
+		queue.AttrHandlerVersion: "sha256:feedface",
 	}, "failed 3 times")
-	if r := pm.Attributes[listener.AttrReason]; !strings.Contains(r, "payment service said no") {
+	if r := pm.Attributes[queue.AttrReason]; !strings.Contains(r, "payment service said no") {
 		t.Fatalf("reason %q lacks the handler's error", r)
 	}
 	if d, err := q.Depth(ctx); err != nil || d != 0 {
@@ -293,10 +294,10 @@ func TestListenerRidesOutOutage(t *testing.T) {
 	b := open(t, s, azure.EncodingBase64, func(o *azure.Options) {
 		o.Retry = azure.RetryOptions{MaxRetries: 1, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond, TryTimeout: 2 * time.Second}
 	})
-	q := queue(t, b, "outage-drain")
+	q := openQueue(t, b, "outage-drain")
 	fill(t, q, n)
 	var got seen
-	l, stop := run(t, b, q, func(_ context.Context, m *listener.Message) error {
+	l, stop := run(t, b, q, func(_ context.Context, m *queue.Message) error {
 		time.Sleep(10 * time.Millisecond) // a handler doing some I/O, so the drain spans the outage
 		got.add(m.Body)
 		return nil

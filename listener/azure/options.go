@@ -72,6 +72,9 @@ type Options struct {
 	// PoisonTTL is the time to live of messages sent to a <queue>-poison queue without an
 	// explicit TTL. Zero means they never expire (Functions' poison copies expire after 7 days).
 	PoisonTTL time.Duration
+	// PoisonFormat is how dead letters are stored: PoisonEnvelope (empty: the default) or
+	// PoisonRaw, the original body alone as Functions stores it.
+	PoisonFormat PoisonFormat
 	// Retry tunes the transient-fault retries.
 	Retry RetryOptions
 	// HTTPClient sends the requests (a proxy, custom TLS, a test's fault injector); nil
@@ -133,6 +136,9 @@ func (o *Options) resolve() (resolved, error) {
 	case "", EncodingBase64, EncodingText:
 	default:
 		return resolved{}, fmt.Errorf("azure: Options.Encoding %q: want %q or %q", o.Encoding, EncodingBase64, EncodingText)
+	}
+	if err := checkPoisonFormat(o.PoisonFormat); err != nil {
+		return resolved{}, err
 	}
 	if o.PoisonTTL < 0 {
 		return resolved{}, fmt.Errorf("azure: Options.PoisonTTL %s is negative (zero means never expire)", o.PoisonTTL)

@@ -5,16 +5,16 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Peek returns up to max visible messages (Azure's PeekMessages: at most 32, leased and
 // delayed messages are not seen) without leasing or changing them. A body that does not
 // decode is returned as its raw text with the decoding error as the reason attribute.
 // max <= 0 means 32.
-func (q *Queue) Peek(ctx context.Context, max int) ([]*listener.Message, error) {
-	if max <= 0 || max > listener.MaxBatch {
-		max = listener.MaxBatch
+func (q *Queue) Peek(ctx context.Context, max int) ([]*queue.Message, error) {
+	if max <= 0 || max > queue.MaxBatch {
+		max = queue.MaxBatch
 	}
 	n := int32(max)
 	var resp azqueue.PeekMessagesResponse
@@ -25,15 +25,15 @@ func (q *Queue) Peek(ctx context.Context, max int) ([]*listener.Message, error) 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*listener.Message, 0, len(resp.Messages))
+	out := make([]*queue.Message, 0, len(resp.Messages))
 	for _, pm := range resp.Messages {
-		m := &listener.Message{ID: deref(pm.MessageID), Queue: q.name, DequeueCount: int(derefInt(pm.DequeueCount))}
+		m := &queue.Message{ID: deref(pm.MessageID), Queue: q.name, DequeueCount: int(derefInt(pm.DequeueCount))}
 		if pm.InsertionTime != nil {
 			m.InsertedAt = *pm.InsertionTime
 		}
 		body, attrs, derr := decode(q.b.enc, deref(pm.MessageText))
 		if derr != nil {
-			body, attrs = []byte(deref(pm.MessageText)), map[string]string{listener.AttrReason: derr.Error()}
+			body, attrs = []byte(deref(pm.MessageText)), map[string]string{queue.AttrReason: derr.Error()}
 		}
 		if body == nil {
 			body = []byte{}

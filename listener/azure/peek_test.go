@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // TestPeek: PeekMessages shows visible messages with their bodies decoded and attributes,
@@ -20,7 +20,7 @@ func TestPeek(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, body := range []string{"a", "b\x00c"} {
-		if _, err := q.Send(ctx, []byte(body), listener.SendOptions{Attributes: map[string]string{"k": body}}); err != nil {
+		if _, err := q.Send(ctx, []byte(body), queue.SendOptions{Attributes: map[string]string{"k": body}}); err != nil {
 			t.Fatal(err)
 		}
 	}

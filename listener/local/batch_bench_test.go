@@ -12,6 +12,7 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -22,13 +23,13 @@ const sinkCost = time.Millisecond
 // sinkHandler pays sinkCost once per call, for one message or a batch, and counts calls.
 type sinkHandler struct{ calls *atomic.Int64 }
 
-func (h sinkHandler) Handle(context.Context, *listener.Message) error {
+func (h sinkHandler) Handle(context.Context, *queue.Message) error {
 	h.calls.Add(1)
 	time.Sleep(sinkCost)
 	return nil
 }
 
-func (h sinkHandler) HandleBatch(_ context.Context, _ []*listener.Message, vs []listener.Verdict) {
+func (h sinkHandler) HandleBatch(_ context.Context, _ []*queue.Message, vs []listener.Verdict) {
 	h.calls.Add(1)
 	time.Sleep(sinkCost)
 	for i := range vs {
@@ -48,7 +49,7 @@ func drainWith(b *testing.B, n int, batch listener.BatchConfig) (time.Duration, 
 	}
 	defer be.Close()
 	q, _ := be.Queue(ctx, "sink")
-	dl, _ := be.Queue(ctx, "sink"+listener.PoisonSuffix)
+	dl, _ := be.Queue(ctx, "sink"+queue.PoisonSuffix)
 	fill(b, q, n)
 	var calls atomic.Int64
 	l, err := listener.New(listener.Config{

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/clock/clocktest"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 const (
@@ -52,7 +52,7 @@ func crashChild(path string) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < crashSends; i += 8 {
-				id, err := q.Send(ctx, []byte(fmt.Sprint(i)), listener.SendOptions{})
+				id, err := q.Send(ctx, []byte(fmt.Sprint(i)), queue.SendOptions{})
 				if err != nil {
 					fmt.Fprintln(os.Stderr, err)
 					os.Exit(2)
@@ -154,7 +154,7 @@ func TestCrashDurability(t *testing.T) {
 	q, _ := b.Queue(context.Background(), crashQueue)
 	remaining := map[string]bool{}
 	for {
-		ms, err := q.Receive(context.Background(), listener.MaxBatch, time.Hour)
+		ms, err := q.Receive(context.Background(), queue.MaxBatch, time.Hour)
 		if err != nil {
 			t.Fatalf("Receive after crash: %v", err)
 		}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/clock/clocktest"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Dead-lettering on the local store is one transaction: the dead letter is inserted and the
@@ -24,11 +24,11 @@ func TestMoveToIsOneTransactionPerLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dl, err := b.Queue(ctx, "work"+listener.PoisonSuffix)
+	dl, err := b.Queue(ctx, "work"+queue.PoisonSuffix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Send(ctx, []byte("poison"), listener.SendOptions{}); err != nil {
+	if _, err := q.Send(ctx, []byte("poison"), queue.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ms, err := q.Receive(ctx, 1, 30*time.Second)
@@ -41,8 +41,8 @@ func TestMoveToIsOneTransactionPerLease(t *testing.T) {
 	if err != nil || len(again) != 1 {
 		t.Fatalf("redelivery: %v %d", err, len(again))
 	}
-	opts := listener.SendOptions{Attributes: map[string]string{listener.AttrOriginalID: stale.ID}}
-	if err := q.MoveTo(ctx, &stale, dl, stale.Body, opts); !errors.Is(err, listener.ErrLeaseLost) {
+	opts := queue.SendOptions{Attributes: map[string]string{queue.AttrOriginalID: stale.ID}}
+	if err := q.MoveTo(ctx, &stale, dl, stale.Body, opts); !errors.Is(err, queue.ErrLeaseLost) {
 		t.Fatalf("move with an expired lease: %v, want ErrLeaseLost", err)
 	}
 	if d, _ := dl.Depth(ctx); d != 0 {
@@ -51,7 +51,7 @@ func TestMoveToIsOneTransactionPerLease(t *testing.T) {
 	if err := q.MoveTo(ctx, again[0], dl, again[0].Body, opts); err != nil {
 		t.Fatalf("move with the current lease: %v", err)
 	}
-	if err := q.MoveTo(ctx, again[0], dl, again[0].Body, opts); !errors.Is(err, listener.ErrLeaseLost) {
+	if err := q.MoveTo(ctx, again[0], dl, again[0].Body, opts); !errors.Is(err, queue.ErrLeaseLost) {
 		t.Fatalf("second move of one lease: %v, want ErrLeaseLost", err)
 	}
 	qd, _ := q.Depth(ctx)
@@ -60,7 +60,7 @@ func TestMoveToIsOneTransactionPerLease(t *testing.T) {
 		t.Fatalf("after the move: queue depth %d, dead letters %d; want 0 and 1", qd, dd)
 	}
 	got, err := dl.Receive(ctx, 1, time.Minute)
-	if err != nil || len(got) != 1 || string(got[0].Body) != "poison" || got[0].Attributes[listener.AttrOriginalID] != stale.ID {
+	if err != nil || len(got) != 1 || string(got[0].Body) != "poison" || got[0].Attributes[queue.AttrOriginalID] != stale.ID {
 		t.Fatalf("dead letter: %v %+v", err, got)
 	}
 	other, err := local.Open(ctx, filepath.Join(t.TempDir(), "other.db"), local.Options{})
@@ -69,7 +69,7 @@ func TestMoveToIsOneTransactionPerLease(t *testing.T) {
 	}
 	defer other.Close()
 	foreign, _ := other.Queue(ctx, "elsewhere")
-	if err := q.MoveTo(ctx, got[0], foreign, nil, listener.SendOptions{}); !errors.Is(err, errors.ErrUnsupported) {
+	if err := q.MoveTo(ctx, got[0], foreign, nil, queue.SendOptions{}); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("move to another store: %v, want errors.ErrUnsupported", err)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // fill enqueues n 100-byte messages in batches of 1000.
@@ -19,7 +19,7 @@ func fill(tb testing.TB, q *local.Queue, n int) {
 	for i := 0; i < n; i++ {
 		batch = append(batch, body)
 		if len(batch) == cap(batch) || i == n-1 {
-			if _, err := q.SendBatch(context.Background(), batch, listener.SendOptions{}); err != nil {
+			if _, err := q.SendBatch(context.Background(), batch, queue.SendOptions{}); err != nil {
 				tb.Fatalf("fill: %v", err)
 			}
 			batch = batch[:0]
@@ -40,7 +40,7 @@ func drain(tb testing.TB, q *local.Queue, workers int) int {
 		go func() {
 			defer wg.Done()
 			for {
-				ms, err := q.Receive(ctx, listener.MaxBatch, time.Minute)
+				ms, err := q.Receive(ctx, queue.MaxBatch, time.Minute)
 				if err != nil {
 					tb.Errorf("Receive: %v", err)
 					return

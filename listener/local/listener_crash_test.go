@@ -17,6 +17,7 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -45,10 +46,10 @@ func drainCrashChild(path string, batch bool) {
 		os.Exit(2)
 	}
 	q, _ := b.Queue(ctx, "drain")
-	dl, _ := b.Queue(ctx, "drain"+listener.PoisonSuffix)
+	dl, _ := b.Queue(ctx, "drain"+queue.PoisonSuffix)
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
-	single := listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+	single := listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 		time.Sleep(2 * time.Millisecond)
 		mu.Lock()
 		defer mu.Unlock()
@@ -103,7 +104,7 @@ func TestCrashDrainDuplicatesBounded(t *testing.T) {
 // drainBatchHandler runs a single-message handler on each message of a batch.
 type drainBatchHandler struct{ listener.HandlerFunc }
 
-func (h drainBatchHandler) HandleBatch(ctx context.Context, ms []*listener.Message, vs []listener.Verdict) {
+func (h drainBatchHandler) HandleBatch(ctx context.Context, ms []*queue.Message, vs []listener.Verdict) {
 	for i, m := range ms {
 		vs[i] = listener.VerdictOf(h.HandlerFunc(ctx, m))
 	}
@@ -121,7 +122,7 @@ func crashDrain(t *testing.T, mode string) {
 		for i := range bodies {
 			bodies[i] = fmt.Append(nil, i)
 		}
-		if _, err := q.SendBatch(context.Background(), bodies, listener.SendOptions{}); err != nil {
+		if _, err := q.SendBatch(context.Background(), bodies, queue.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.Close(); err != nil {

@@ -33,7 +33,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/clock"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
@@ -72,7 +72,7 @@ type Options struct {
 	MaxGroup int
 	// MaxBodyBytes is the largest body Send, SendBatch and MoveTo accept and Receive loads;
 	// 0 means DefaultMaxBodyBytes. A larger body already in the store (an older store, or a
-	// lower limit) is received unloaded (listener.Message.Oversize).
+	// lower limit) is received unloaded (queue.Message.Oversize).
 	MaxBodyBytes int64
 }
 
@@ -128,12 +128,12 @@ type Backend struct {
 }
 
 var (
-	_ listener.Backend     = (*Backend)(nil)
-	_ listener.Queue       = (*Queue)(nil)
-	_ listener.Batcher     = (*Queue)(nil)
-	_ listener.Waiter      = (*Queue)(nil)
-	_ listener.Watcher     = (*Queue)(nil)
-	_ listener.FuncWatcher = (*Queue)(nil)
+	_ queue.Backend     = (*Backend)(nil)
+	_ queue.Queue       = (*Queue)(nil)
+	_ queue.Batcher     = (*Queue)(nil)
+	_ queue.Waiter      = (*Queue)(nil)
+	_ queue.Watcher     = (*Queue)(nil)
+	_ queue.FuncWatcher = (*Queue)(nil)
 )
 
 // ErrClosed is returned by operations on a closed Backend.
@@ -258,7 +258,7 @@ func (b *Backend) Close() error {
 }
 
 // Open returns the named queue. Queues exist implicitly: opening creates nothing on disk.
-func (b *Backend) Open(ctx context.Context, name string) (listener.Queue, error) {
+func (b *Backend) Open(ctx context.Context, name string) (queue.Queue, error) {
 	return b.Queue(ctx, name)
 }
 
@@ -292,4 +292,4 @@ func (b *Backend) Notify() {
 	}
 }
 
-var _ listener.BodyLimiter = (*Queue)(nil)
+var _ queue.BodyLimiter = (*Queue)(nil)

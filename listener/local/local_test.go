@@ -3,12 +3,13 @@ package local_test
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/wqhost/wqhost/internal/clock/clocktest"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/listener/queuetest"
 )
 
@@ -26,19 +27,45 @@ func openStore(t testing.TB, path string, opts local.Options) *local.Backend {
 	return b
 }
 
-func TestConformance(t *testing.T) {
-	for _, mode := range []struct {
-		name string
-		sync local.Sync
-	}{{"full", local.SyncFull}, {"normal", local.SyncNormal}} {
-		t.Run(mode.name, func(t *testing.T) {
-			queuetest.Run(t, func(t *testing.T) (listener.Backend, func(time.Duration)) {
-				clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-				b := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{Sync: mode.sync, Clock: clk})
-				return b, clk.Advance
-			})
-		})
+// localSuite is the local store in a sync mode, on a fake clock; Reopen closes the store and
+// opens its file again on the same clock.
+func localSuite(name string, mode local.Sync) queuetest.Suite {
+	var mu sync.Mutex
+	type store struct {
+		path string
+		clk  *clocktest.Fake
 	}
+	stores := map[queue.Backend]store{}
+	return queuetest.Suite{
+		Name: name,
+		New: func(t *testing.T) (queue.Backend, func(time.Duration)) {
+			clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			path := filepath.Join(t.TempDir(), "q.db")
+			b := openStore(t, path, local.Options{Sync: mode, Clock: clk})
+			mu.Lock()
+			stores[b] = store{path, clk}
+			mu.Unlock()
+			return b, clk.Advance
+		},
+		Reopen: func(t *testing.T, b queue.Backend) queue.Backend {
+			mu.Lock()
+			st := stores[b]
+			mu.Unlock()
+			if err := b.Close(); err != nil {
+				t.Fatalf("close before reopening: %v", err)
+			}
+			return openStore(t, st.path, local.Options{Sync: mode, Clock: st.clk})
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	t.Run("full", func(t *testing.T) { queuetest.Run(t, localSuite("local", local.SyncFull)) })
+	t.Run("normal", func(t *testing.T) { queuetest.Run(t, localSuite("local(sync=normal)", local.SyncNormal)) })
+}
+
+func TestConformanceSharded(t *testing.T) {
+	queuetest.Run(t, queuetest.Sharded(localSuite("local", local.SyncNormal), 2))
 }
 
 func TestReopenKeepsMessagesAndLeases(t *testing.T) {
@@ -52,7 +79,7 @@ func TestReopenKeepsMessagesAndLeases(t *testing.T) {
 	q, _ := b.Open(ctx, "jobs")
 	ids := map[string]bool{}
 	for i := 0; i < 5; i++ {
-		id, err := q.Send(ctx, []byte{byte(i)}, listener.SendOptions{Attributes: map[string]string{"n": string(rune('a' + i))}})
+		id, err := q.Send(ctx, []byte{byte(i)}, queue.SendOptions{Attributes: map[string]string{"n": string(rune('a' + i))}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +98,7 @@ func TestReopenKeepsMessagesAndLeases(t *testing.T) {
 	if d, err := q2.Depth(ctx); err != nil || d != 5 {
 		t.Fatalf("Depth after reopen = %d, %v; want 5", d, err)
 	}
-	got, err := q2.Receive(ctx, listener.MaxBatch, time.Minute)
+	got, err := q2.Receive(ctx, queue.MaxBatch, time.Minute)
 	if err != nil || len(got) != 3 {
 		t.Fatalf("Receive after reopen: %d, %v; want the 3 unleased", len(got), err)
 	}
@@ -80,7 +107,7 @@ func TestReopenKeepsMessagesAndLeases(t *testing.T) {
 		t.Fatalf("Delete with pre-restart lease: %v", err)
 	}
 	clk.Advance(2 * time.Minute)
-	again, err := q2.Receive(ctx, listener.MaxBatch, time.Minute)
+	again, err := q2.Receive(ctx, queue.MaxBatch, time.Minute)
 	if err != nil || len(again) != 4 {
 		t.Fatalf("Receive after leases expired: %d, %v; want 4", len(again), err)
 	}
@@ -103,7 +130,7 @@ func TestWaitWakesOnSendAndLeaseExpiry(t *testing.T) {
 		t.Fatalf("Wait on an empty queue returned: %v", err)
 	default:
 	}
-	if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{}); err != nil {
+	if _, err := q.Send(ctx, []byte("x"), queue.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -144,10 +171,16 @@ func TestClosedBackend(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{}); err == nil {
+	if _, err := q.Send(ctx, []byte("x"), queue.SendOptions{}); err == nil {
 		t.Fatal("Send on a closed backend succeeded")
 	}
 	if err := b.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
+}
+
+// TestConformanceShardedOne: over one shard, where the order of groups is defined, a sharded
+// queue advertises exactly what the local store does (ordered receive included).
+func TestConformanceShardedOne(t *testing.T) {
+	queuetest.Run(t, queuetest.Sharded(localSuite("local", local.SyncNormal), 1))
 }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // TestWatchExternalWakesWaiter: two Backends on one file stand for `wqhost run` and a
@@ -36,7 +36,7 @@ func TestWatchExternalWakesWaiter(t *testing.T) {
 			// Something already in the store, so the watcher's starting point is not zero;
 			// leased for an hour, so Wait has nothing visible to return for. Done before the
 			// watch starts: the watcher would rightly wake "jobs" for this new row.
-			if _, err := q.Send(ctx, []byte("old"), listener.SendOptions{}); err != nil {
+			if _, err := q.Send(ctx, []byte("old"), queue.SendOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if ms, err := q.Receive(ctx, 1, time.Hour); err != nil || len(ms) != 1 {
@@ -59,7 +59,7 @@ func TestWatchExternalWakesWaiter(t *testing.T) {
 			}
 
 			sq, _ := sender.Queue(ctx, tc.queue)
-			if _, err := sq.Send(ctx, []byte("new"), listener.SendOptions{}); err != nil {
+			if _, err := sq.Send(ctx, []byte("new"), queue.SendOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			limit := 10 * time.Second // generous for a loaded machine; far below the minute
@@ -131,7 +131,7 @@ func BenchmarkExternalWake(b *testing.B) {
 		go func() { q.Wait(ctx, time.Minute); close(waited) }()
 		time.Sleep(time.Millisecond)
 		start := time.Now()
-		if _, err := sq.Send(ctx, []byte("x"), listener.SendOptions{}); err != nil {
+		if _, err := sq.Send(ctx, []byte("x"), queue.SendOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		<-waited
@@ -184,7 +184,7 @@ func BenchmarkWatchOverhead(b *testing.B) {
 					go func() {
 						defer wg.Done()
 						for {
-							ms, err := in.Receive(ctx, listener.MaxBatch, time.Minute)
+							ms, err := in.Receive(ctx, queue.MaxBatch, time.Minute)
 							if err != nil || len(ms) == 0 {
 								return
 							}
@@ -192,7 +192,7 @@ func BenchmarkWatchOverhead(b *testing.B) {
 							for j, m := range ms {
 								bodies[j] = m.Body
 							}
-							if _, err := out.SendBatch(ctx, bodies, listener.SendOptions{}); err != nil {
+							if _, err := out.SendBatch(ctx, bodies, queue.SendOptions{}); err != nil {
 								b.Error(err)
 								return
 							}

@@ -7,12 +7,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // orderExpr is a message's order group: the integer value of its AttrOrderKey attribute
 // (NULL without one; a key that is not an integer counts as 0).
-const orderExpr = `CAST(json_extract(attrs, '$."` + listener.AttrOrderKey + `"') AS INTEGER)`
+const orderExpr = `CAST(json_extract(attrs, '$."` + queue.AttrOrderKey + `"') AS INTEGER)`
 
 // orderIndexSQL lets the lowest group of a queue be found without reading every row.
 const orderIndexSQL = `CREATE INDEX IF NOT EXISTS messages_order ON messages (queue, ` + orderExpr + `)`
@@ -27,20 +27,25 @@ const (
 	nextInGroupSQL = `SELECT min(visible_at) FROM messages WHERE queue = ? AND visible_at > ? AND ` + orderExpr + ` = ?`
 )
 
-var _ listener.OrderedReceiver = (*Queue)(nil)
+var _ queue.OrderedReceiver = (*Queue)(nil)
 
-// ReceiveOrdered implements listener.OrderedReceiver: it leases up to max visible messages
+// ReceiveOrdered implements queue.OrderedReceiver: it leases up to max visible messages
 // of the lowest order group in the queue (counting leased and delayed messages, so a
 // group whose retry is pending still holds the next one back) and messages without an
-// order key, in (visible_at, id) order. The group is found and the messages leased in one
+// order key, in (visible_at, id) order. Bodies above maxBody are left unread, as
+// ReceiveLimited leaves them. The group is found and the messages leased in one
 // transaction of the store's writer, so no Send or settle can slip in between.
-func (q *Queue) ReceiveOrdered(ctx context.Context, max int, visibility time.Duration) ([]*listener.Message, time.Time, error) {
+func (q *Queue) ReceiveOrdered(ctx context.Context, max int, visibility time.Duration, maxBody int64) ([]*queue.Message, time.Time, error) {
+	if maxBody <= 0 {
+		maxBody = q.b.maxBody
+	}
+	maxBody = min(maxBody, q.b.maxBody)
 	if max < 1 {
 		return nil, time.Time{}, fmt.Errorf("local: ordered receive from %s: max %d < 1", q.name, max)
 	}
-	max = min(max, listener.MaxBatch)
+	max = min(max, queue.MaxBatch)
 	var (
-		out       []*listener.Message
+		out       []*queue.Message
 		heldUntil time.Time
 	)
 	o := &op{apply: func(now int64) error {
@@ -58,7 +63,7 @@ func (q *Queue) ReceiveOrdered(ctx context.Context, max int, visibility time.Dur
 		if err := c.QueryRowContext(bg, minGroupSQL, q.name).Scan(&group); err != nil {
 			return fmt.Errorf("lowest order group in %s: %w", q.name, err)
 		}
-		rows, err := c.QueryContext(bg, selectGroupSQL, q.b.maxBody, q.name, now, group, max)
+		rows, err := c.QueryContext(bg, selectGroupSQL, maxBody, q.name, now, group, max)
 		if err != nil {
 			return fmt.Errorf("select group %v in %s: %w", group, q.name, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/wqhost/wqhost/internal/clock/clocktest"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -35,9 +36,9 @@ func TestOrderedReceiveGate(t *testing.T) {
 		t.Helper()
 		var attrs map[string]string
 		if group != "" {
-			attrs = map[string]string{listener.AttrOrderKey: group}
+			attrs = map[string]string{queue.AttrOrderKey: group}
 		}
-		if _, err := q.Send(ctx, []byte(body), listener.SendOptions{Attributes: attrs}); err != nil {
+		if _, err := q.Send(ctx, []byte(body), queue.SendOptions{Attributes: attrs}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -50,9 +51,9 @@ func TestOrderedReceiveGate(t *testing.T) {
 	send(q, "g1b", "1")
 	send(q, "g2b", "2")
 
-	receive := func(wantHeld bool, want ...string) []*listener.Message {
+	receive := func(wantHeld bool, want ...string) []*queue.Message {
 		t.Helper()
-		ms, heldUntil, err := q.ReceiveOrdered(ctx, 32, time.Minute)
+		ms, heldUntil, err := q.ReceiveOrdered(ctx, 32, time.Minute, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +82,7 @@ func TestOrderedReceiveGate(t *testing.T) {
 	if err := q.UpdateVisibility(ctx, retry, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, until, _ := q.ReceiveOrdered(ctx, 32, time.Minute); !until.Equal(clk.Now().Add(10 * time.Second)) {
+	if _, until, _ := q.ReceiveOrdered(ctx, 32, time.Minute, 0); !until.Equal(clk.Now().Add(10 * time.Second)) {
 		t.Fatalf("held until %s; want the retry's due time %s", until, clk.Now().Add(10*time.Second))
 	}
 	clk.Advance(11 * time.Second)
@@ -108,12 +109,12 @@ type groupBatches struct {
 	calls [][]string
 }
 
-func (h *groupBatches) Handle(context.Context, *listener.Message) error { return nil }
+func (h *groupBatches) Handle(context.Context, *queue.Message) error { return nil }
 
-func (h *groupBatches) HandleBatch(_ context.Context, ms []*listener.Message, vs []listener.Verdict) {
+func (h *groupBatches) HandleBatch(_ context.Context, ms []*queue.Message, vs []listener.Verdict) {
 	var keys []string
 	for _, m := range ms {
-		keys = append(keys, m.Attributes[listener.AttrOrderKey])
+		keys = append(keys, m.Attributes[queue.AttrOrderKey])
 	}
 	h.mu.Lock()
 	h.calls = append(h.calls, keys)
@@ -130,13 +131,13 @@ func TestOrderedBatchesNeverMixGroups(t *testing.T) {
 	ctx := context.Background()
 	be := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{Sync: local.SyncNormal})
 	q, _ := be.Queue(ctx, "work")
-	dl, _ := be.Queue(ctx, "work"+listener.PoisonSuffix)
+	dl, _ := be.Queue(ctx, "work"+queue.PoisonSuffix)
 	for _, g := range []string{"1", "2", "1", "", "3", "2", "1"} {
 		var attrs map[string]string
 		if g != "" {
-			attrs = map[string]string{listener.AttrOrderKey: g}
+			attrs = map[string]string{queue.AttrOrderKey: g}
 		}
-		if _, err := q.Send(ctx, []byte("m"+g), listener.SendOptions{Attributes: attrs}); err != nil {
+		if _, err := q.Send(ctx, []byte("m"+g), queue.SendOptions{Attributes: attrs}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,14 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Peek returns up to max messages of the queue in receive order without leasing or changing
 // them: leased and delayed messages too (VisibleAt tells when they become receivable), expired
 // ones not. DequeueCount is the number of receives so far. It is for inspection tools (wqhost
 // peek); max <= 0 means no limit.
-func (q *Queue) Peek(ctx context.Context, max int) ([]*listener.Message, error) {
+func (q *Queue) Peek(ctx context.Context, max int) ([]*queue.Message, error) {
 	limit := int64(max)
 	if max <= 0 {
 		limit = -1 // SQLite: no limit
@@ -28,12 +28,12 @@ func (q *Queue) Peek(ctx context.Context, max int) ([]*listener.Message, error) 
 		return nil, q.errf("peek", err)
 	}
 	defer rows.Close()
-	var out []*listener.Message
+	var out []*queue.Message
 	for rows.Next() {
 		var (
 			id, ins, vis int64
 			attrs        sql.NullString
-			m            listener.Message
+			m            queue.Message
 		)
 		if err := rows.Scan(&id, &m.Body, &attrs, &ins, &vis, &m.DequeueCount); err != nil {
 			return nil, q.errf("peek", err)
@@ -69,7 +69,7 @@ const listSQL = `SELECT id, ` + bodyColumns + `, attrs, inserted_at, visible_at,
 // and rows are read one at a time, so a listing holds one capped message at once whatever
 // the queue holds. It returns the cursor of the last message listed when more follow, ""
 // when none do. max <= 0 means no limit.
-func (q *Queue) List(ctx context.Context, after string, max int, maxBody int64, fn func(*listener.Message) error) (next string, err error) {
+func (q *Queue) List(ctx context.Context, after string, max int, maxBody int64, fn func(*queue.Message) error) (next string, err error) {
 	var vis0, id0 int64 = -1 << 63, -1 << 63
 	if after != "" {
 		v, i, ok := strings.Cut(after, ".")
@@ -94,7 +94,7 @@ func (q *Queue) List(ctx context.Context, after string, max int, maxBody int64, 
 		var (
 			id, size, ins, vis int64
 			attrs              sql.NullString
-			m                  listener.Message
+			m                  queue.Message
 		)
 		if err := rows.Scan(&id, &m.Body, &size, &attrs, &ins, &vis, &m.DequeueCount); err != nil {
 			return "", q.errf("list", err)

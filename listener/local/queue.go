@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/wake"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Queue is one named queue in the store.
@@ -31,21 +31,21 @@ func (q *Queue) errf(what string, err error) error {
 
 // Receive leases up to max visible messages in (visible_at, id) order. A body above the
 // store's MaxBodyBytes is not loaded (see ReceiveLimited).
-func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*listener.Message, error) {
+func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*queue.Message, error) {
 	return q.ReceiveLimited(ctx, max, visibility, q.b.maxBody)
 }
 
-// ReceiveLimited implements listener.BodyLimiter: it is Receive, loading only bodies of at
+// ReceiveLimited implements queue.BodyLimiter: it is Receive, loading only bodies of at
 // most maxBody bytes (and at most the store's MaxBodyBytes); a larger one is leased with Body
 // nil and Oversize set to its size, read neither from disk nor into memory. MoveTo moves such
 // a message with its stored body.
-func (q *Queue) ReceiveLimited(ctx context.Context, max int, visibility time.Duration, maxBody int64) ([]*listener.Message, error) {
+func (q *Queue) ReceiveLimited(ctx context.Context, max int, visibility time.Duration, maxBody int64) ([]*queue.Message, error) {
 	maxBody = min(maxBody, q.b.maxBody)
 	if max < 1 {
 		return nil, fmt.Errorf("local: receive from %s: max %d < 1", q.name, max)
 	}
-	max = min(max, listener.MaxBatch)
-	out := make([]*listener.Message, 0, max)
+	max = min(max, queue.MaxBatch)
+	out := make([]*queue.Message, 0, max)
 	s := &q.b.stmts
 	o := &op{apply: func(now int64) error {
 		out = out[:0]
@@ -93,7 +93,7 @@ func (q *Queue) ReceiveLimited(ctx context.Context, max int, visibility time.Dur
 }
 
 // idOf and tokenOf are m's id and lease token, or -1 (no row) when they do not parse.
-func idOf(m *listener.Message) int64 {
+func idOf(m *queue.Message) int64 {
 	id, _, ok := parseLease(m)
 	if !ok {
 		return -1
@@ -101,7 +101,7 @@ func idOf(m *listener.Message) int64 {
 	return id
 }
 
-func tokenOf(m *listener.Message) int64 {
+func tokenOf(m *queue.Message) int64 {
 	_, tok, ok := parseLease(m)
 	if !ok {
 		return -1
@@ -117,7 +117,7 @@ func (q *Queue) checkSize(what string, n int) error {
 	return nil
 }
 
-func parseLease(m *listener.Message) (id, tok int64, ok bool) {
+func parseLease(m *queue.Message) (id, tok int64, ok bool) {
 	id, err1 := strconv.ParseInt(m.ID, 10, 64)
 	tok, err2 := strconv.ParseInt(m.LeaseToken, 36, 64)
 	return id, tok, err1 == nil && err2 == nil
@@ -125,7 +125,7 @@ func parseLease(m *listener.Message) (id, tok int64, ok bool) {
 
 // Send enqueues a message and returns its id once committed. A body above the store's
 // MaxBodyBytes is refused with ErrTooLarge.
-func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions) (string, error) {
+func (q *Queue) Send(ctx context.Context, body []byte, opts queue.SendOptions) (string, error) {
 	if err := q.checkSize("send to", len(body)); err != nil {
 		return "", err
 	}
@@ -164,7 +164,7 @@ func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions
 
 // SendBatch enqueues many messages in one transaction (bulk loads, the CLI's send) and
 // returns their ids in order.
-func (q *Queue) SendBatch(ctx context.Context, bodies [][]byte, opts listener.SendOptions) ([]string, error) {
+func (q *Queue) SendBatch(ctx context.Context, bodies [][]byte, opts queue.SendOptions) ([]string, error) {
 	for i, body := range bodies {
 		if err := q.checkSize(fmt.Sprintf("send (message %d of batch) to", i), len(body)); err != nil {
 			return nil, err
@@ -216,7 +216,7 @@ func (q *Queue) Depth(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-func (q *Queue) scanReady(rows *sql.Rows, now int64, out []*listener.Message, ids []int64) (_ []*listener.Message, _, expired []int64, err error) {
+func (q *Queue) scanReady(rows *sql.Rows, now int64, out []*queue.Message, ids []int64) (_ []*queue.Message, _, expired []int64, err error) {
 	defer func() {
 		if cerr := rows.Close(); err == nil {
 			err = cerr
@@ -227,7 +227,7 @@ func (q *Queue) scanReady(rows *sql.Rows, now int64, out []*listener.Message, id
 			id, ins, exp, size int64
 			dq                 int
 			attrs              sql.NullString
-			m                  listener.Message
+			m                  queue.Message
 		)
 		if err := rows.Scan(&id, &m.Body, &size, &attrs, &ins, &dq, &exp); err != nil {
 			return out, ids, expired, fmt.Errorf("scan message: %w", err)

@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
-func (q *Queue) deleteOne(m *listener.Message, now int64) (lost bool, err error) {
+func (q *Queue) deleteOne(m *queue.Message, now int64) (lost bool, err error) {
 	id, tok, ok := parseLease(m)
 	if !ok {
 		return true, nil
@@ -30,8 +30,8 @@ func (q *Queue) deleteOne(m *listener.Message, now int64) (lost bool, err error)
 
 // deleteChunk deletes up to MaxBatch leased messages with one statement and sets errs[i] to
 // ErrLeaseLost for each message whose lease was no longer held. It returns storage errors.
-func (q *Queue) deleteChunk(ms []*listener.Message, errs []error, now int64) error {
-	var idBuf [listener.MaxBatch]int64
+func (q *Queue) deleteChunk(ms []*queue.Message, errs []error, now int64) error {
+	var idBuf [queue.MaxBatch]int64
 	msgID := idBuf[:len(ms)] // each message's id, 0 when it holds no lease to delete with
 	ids := make([]int64, 0, len(ms))
 	pairs := make([]any, 0, 2*len(ms))
@@ -82,12 +82,12 @@ func (q *Queue) deleteChunk(ms []*listener.Message, errs []error, now int64) err
 	return nil
 }
 
-func (q *Queue) lost(m *listener.Message) error {
-	return fmt.Errorf("local: message %s in %s: %w", m.ID, q.name, listener.ErrLeaseLost)
+func (q *Queue) lost(m *queue.Message) error {
+	return fmt.Errorf("local: message %s in %s: %w", m.ID, q.name, queue.ErrLeaseLost)
 }
 
 // Delete removes a leased message; ErrLeaseLost if its lease expired or was replaced.
-func (q *Queue) Delete(ctx context.Context, m *listener.Message) error {
+func (q *Queue) Delete(ctx context.Context, m *queue.Message) error {
 	var lost bool
 	o := &op{apply: func(now int64) (err error) {
 		lost, err = q.deleteOne(m, now)
@@ -103,11 +103,11 @@ func (q *Queue) Delete(ctx context.Context, m *listener.Message) error {
 }
 
 // DeleteBatch deletes the messages in one transaction and returns one error per message.
-func (q *Queue) DeleteBatch(ctx context.Context, ms []*listener.Message) []error {
+func (q *Queue) DeleteBatch(ctx context.Context, ms []*queue.Message) []error {
 	errs := make([]error, len(ms))
 	o := &op{apply: func(now int64) error {
-		for start := 0; start < len(ms); start += listener.MaxBatch {
-			if err := q.deleteChunk(ms[start:min(start+listener.MaxBatch, len(ms))], errs[start:], now); err != nil {
+		for start := 0; start < len(ms); start += queue.MaxBatch {
+			if err := q.deleteChunk(ms[start:min(start+queue.MaxBatch, len(ms))], errs[start:], now); err != nil {
 				return err
 			}
 		}
@@ -124,7 +124,7 @@ func (q *Queue) DeleteBatch(ctx context.Context, ms []*listener.Message) []error
 
 // UpdateVisibility makes a leased message visible after d with a new lease token; d <= 0
 // releases it to the head of the queue.
-func (q *Queue) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+func (q *Queue) UpdateVisibility(ctx context.Context, m *queue.Message, d time.Duration) error {
 	var lost bool
 	var tok, until int64
 	o := &op{apply: func(now int64) error {
@@ -164,12 +164,12 @@ func (q *Queue) UpdateVisibility(ctx context.Context, m *listener.Message, d tim
 	return nil
 }
 
-// MoveTo implements listener.Mover: it inserts body into dl and deletes the leased m in one
+// MoveTo implements queue.Mover: it inserts body into dl and deletes the leased m in one
 // transaction, so a message is dead-lettered exactly once per lease (never twice by a
 // redelivered copy, never lost). It fails with ErrLeaseLost, inserting nothing, when m's
 // lease is no longer held, and with errors.ErrUnsupported when dl is not a queue of this
 // store.
-func (q *Queue) MoveTo(ctx context.Context, m *listener.Message, dl listener.Queue, body []byte, opts listener.SendOptions) error {
+func (q *Queue) MoveTo(ctx context.Context, m *queue.Message, dl queue.Queue, body []byte, opts queue.SendOptions) error {
 	dq, ok := dl.(*Queue)
 	if !ok || dq.b != q.b {
 		return errors.ErrUnsupported

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // TestBodySizeBounds: the store refuses a body above MaxBodyBytes on every way in (Send,
@@ -29,10 +30,10 @@ func TestBodySizeBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	over := bytes.Repeat([]byte{'o'}, 1001)
-	if _, err := q.Send(ctx, over, listener.SendOptions{}); !errors.Is(err, local.ErrTooLarge) {
+	if _, err := q.Send(ctx, over, queue.SendOptions{}); !errors.Is(err, local.ErrTooLarge) {
 		t.Errorf("Send of 1001 bytes into a 1000-byte store: %v, want ErrTooLarge", err)
 	}
-	if _, err := q.SendBatch(ctx, [][]byte{[]byte("ok"), over}, listener.SendOptions{}); !errors.Is(err, local.ErrTooLarge) {
+	if _, err := q.SendBatch(ctx, [][]byte{[]byte("ok"), over}, queue.SendOptions{}); !errors.Is(err, local.ErrTooLarge) {
 		t.Errorf("SendBatch with a 1001-byte body: %v, want ErrTooLarge", err)
 	}
 	if d, _ := q.Depth(ctx); d != 0 {
@@ -40,7 +41,7 @@ func TestBodySizeBounds(t *testing.T) {
 	}
 	big := bytes.Repeat([]byte{'b'}, 1000)
 	for _, body := range [][]byte{[]byte("small"), big, {}} {
-		if _, err := q.Send(ctx, body, listener.SendOptions{}); err != nil {
+		if _, err := q.Send(ctx, body, queue.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,15 +58,15 @@ func TestBodySizeBounds(t *testing.T) {
 	if ms[2].Body == nil || len(ms[2].Body) != 0 || ms[2].Oversize != 0 {
 		t.Errorf("empty message: body %v oversize %d; want an empty body", ms[2].Body, ms[2].Oversize)
 	}
-	if err := q.MoveTo(ctx, ms[0], dead, over, listener.SendOptions{}); !errors.Is(err, local.ErrTooLarge) {
+	if err := q.MoveTo(ctx, ms[0], dead, over, queue.SendOptions{}); !errors.Is(err, local.ErrTooLarge) {
 		t.Errorf("MoveTo with a 1001-byte body: %v, want ErrTooLarge", err)
 	}
-	attrs := map[string]string{listener.AttrReason: "too big"}
-	if err := q.MoveTo(ctx, ms[1], dead, nil, listener.SendOptions{Attributes: attrs}); err != nil {
+	attrs := map[string]string{queue.AttrReason: "too big"}
+	if err := q.MoveTo(ctx, ms[1], dead, nil, queue.SendOptions{Attributes: attrs}); err != nil {
 		t.Fatalf("MoveTo of an unloaded message: %v", err)
 	}
 	got, err := dead.Receive(ctx, 10, time.Minute)
-	if err != nil || len(got) != 1 || !bytes.Equal(got[0].Body, big) || got[0].Attributes[listener.AttrReason] != "too big" {
+	if err != nil || len(got) != 1 || !bytes.Equal(got[0].Body, big) || got[0].Attributes[queue.AttrReason] != "too big" {
 		t.Fatalf("dead letter of the unloaded message: %d messages %v; want its whole stored body and reason", len(got), err)
 	}
 	// A lost lease moves nothing.
@@ -74,7 +75,7 @@ func TestBodySizeBounds(t *testing.T) {
 	}
 	stale := *ms[2]
 	stale.Oversize, stale.Body = 5, nil
-	if err := q.MoveTo(ctx, &stale, dead, nil, listener.SendOptions{}); !errors.Is(err, listener.ErrLeaseLost) {
+	if err := q.MoveTo(ctx, &stale, dead, nil, queue.SendOptions{}); !errors.Is(err, queue.ErrLeaseLost) {
 		t.Errorf("MoveTo of an unloaded message whose lease is gone: %v, want ErrLeaseLost", err)
 	}
 	if d, _ := dead.Depth(ctx); d != 1 {
@@ -97,14 +98,14 @@ func TestListPagesWithCursor(t *testing.T) {
 		if i == 3 {
 			body = bytes.Repeat([]byte{'x'}, 5000)
 		}
-		if _, err := q.Send(ctx, body, listener.SendOptions{}); err != nil {
+		if _, err := q.Send(ctx, body, queue.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	seen := map[string]int{}
 	after, pages := "", 0
 	for {
-		next, err := q.List(ctx, after, 3, 4096, func(m *listener.Message) error {
+		next, err := q.List(ctx, after, 3, 4096, func(m *queue.Message) error {
 			seen[m.ID]++
 			if m.ID == "4" && (m.Body != nil || m.Oversize != 5000) {
 				t.Errorf("message 4: body of %d bytes loaded, oversize %d; want unread, 5000", len(m.Body), m.Oversize)
@@ -116,7 +117,7 @@ func TestListPagesWithCursor(t *testing.T) {
 		}
 		pages++
 		if pages == 1 {
-			if _, err := q.Send(ctx, []byte("late"), listener.SendOptions{}); err != nil {
+			if _, err := q.Send(ctx, []byte("late"), queue.SendOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -139,7 +140,7 @@ func TestListPagesWithCursor(t *testing.T) {
 	if ms, err := q.Receive(ctx, 32, time.Minute); err != nil || len(ms) != 8 {
 		t.Errorf("after listing, %d messages receivable (%v), want all 8: List must not lease", len(ms), err)
 	}
-	if _, err := q.List(ctx, "garbage", 3, 0, func(*listener.Message) error { return nil }); err == nil {
+	if _, err := q.List(ctx, "garbage", 3, 0, func(*queue.Message) error { return nil }); err == nil {
 		t.Error("List accepted a cursor it never gave")
 	}
 }
@@ -156,7 +157,7 @@ func TestOrderedMovesUnreadBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := bytes.Repeat([]byte{'b'}, 200)
-	if _, err := oq.Send(ctx, big, listener.SendOptions{Attributes: map[string]string{listener.AttrOrderKey: "1"}}); err != nil {
+	if _, err := oq.Send(ctx, big, queue.SendOptions{Attributes: map[string]string{queue.AttrOrderKey: "1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := old.Close(); err != nil {
@@ -179,11 +180,11 @@ func TestOrderedMovesUnreadBody(t *testing.T) {
 	if err != nil || len(ms) != 1 || ms[0].Body != nil || ms[0].Oversize != 200 {
 		t.Fatalf("ordered receive: %d messages, %v; want the 200-byte one unread", len(ms), err)
 	}
-	mv, ok := ord.(listener.Mover)
+	mv, ok := ord.(queue.Mover)
 	if !ok {
 		t.Fatal("the ordered queue of a local store is no Mover")
 	}
-	if err := mv.MoveTo(ctx, ms[0], dead, nil, listener.SendOptions{}); err != nil {
+	if err := mv.MoveTo(ctx, ms[0], dead, nil, queue.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := dead.Peek(ctx, 0)

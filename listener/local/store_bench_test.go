@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // BenchmarkStore compares the SQLite tunings the local backend can run with, on 20k 100-byte
@@ -61,7 +61,7 @@ func sendConcurrently(tb testing.TB, q *local.Queue, n, workers int) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += workers {
-				if _, err := q.Send(context.Background(), body, listener.SendOptions{}); err != nil {
+				if _, err := q.Send(context.Background(), body, queue.SendOptions{}); err != nil {
 					tb.Errorf("Send: %v", err)
 					return
 				}

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // leasedOne opens a store on the real clock with one message in queue jobs, leased for a
 // minute.
-func leasedOne(t *testing.T) (*local.Queue, []*listener.Message) {
+func leasedOne(t *testing.T) (*local.Queue, []*queue.Message) {
 	t.Helper()
 	ctx := context.Background()
 	b := openStore(t, filepath.Join(t.TempDir(), "q.db"), local.Options{})
@@ -21,7 +21,7 @@ func leasedOne(t *testing.T) (*local.Queue, []*listener.Message) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{}); err != nil {
+	if _, err := q.Send(ctx, []byte("x"), queue.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ms, err := q.Receive(ctx, 1, time.Minute)

@@ -19,7 +19,7 @@ func (q *Queue) nextVisible(ctx context.Context) (int64, error) {
 	return v.Int64, nil
 }
 
-// Watch implements listener.Watcher. The channel is closed by a Send or release in this
+// Watch implements queue.Watcher. The channel is closed by a Send or release in this
 // process, by the ExternalWatcher when another process sent to the queue, by Backend.Notify,
 // and when the Backend closes (a Watch then fails with ErrClosed). visibleIn is -1 for an
 // empty queue and, with an injected clock, for one whose messages are all leased or delayed:
@@ -35,7 +35,7 @@ func (q *Queue) Watch(ctx context.Context) (changed <-chan struct{}, visibleIn t
 	return wake, in, stop, nil
 }
 
-// WatchFunc implements listener.FuncWatcher: fn is called once by whatever would close
+// WatchFunc implements queue.FuncWatcher: fn is called once by whatever would close
 // Watch's channel (in the writer's goroutine), unless stop is called first. visibleIn is as
 // Watch's.
 func (q *Queue) WatchFunc(ctx context.Context, fn func()) (visibleIn time.Duration, stop func(), err error) {

@@ -1,4 +1,4 @@
-// Package memory is an in-process listener.Backend for tests and benchmarks. Nothing is
+// Package memory is an in-process queue.Backend for tests and benchmarks. Nothing is
 // persisted. Each queue keeps its messages in a heap ordered by (visible time, sequence), so
 // Receive, Delete and UpdateVisibility cost O(log n) under one short mutex hold.
 package memory
@@ -14,7 +14,7 @@ import (
 	"github.com/wqhost/wqhost/internal/clock"
 	"github.com/wqhost/wqhost/internal/wait"
 	"github.com/wqhost/wqhost/internal/wake"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Options configure a Backend.
@@ -36,12 +36,12 @@ type Backend struct {
 }
 
 var (
-	_ listener.Backend     = (*Backend)(nil)
-	_ listener.Queue       = (*Queue)(nil)
-	_ listener.Batcher     = (*Queue)(nil)
-	_ listener.Waiter      = (*Queue)(nil)
-	_ listener.Watcher     = (*Queue)(nil)
-	_ listener.FuncWatcher = (*Queue)(nil)
+	_ queue.Backend     = (*Backend)(nil)
+	_ queue.Queue       = (*Queue)(nil)
+	_ queue.Batcher     = (*Queue)(nil)
+	_ queue.Waiter      = (*Queue)(nil)
+	_ queue.Watcher     = (*Queue)(nil)
+	_ queue.FuncWatcher = (*Queue)(nil)
 )
 
 // New returns an empty Backend.
@@ -54,7 +54,7 @@ func New(opts Options) *Backend {
 }
 
 // Open returns the named queue, creating it on first use.
-func (b *Backend) Open(ctx context.Context, name string) (listener.Queue, error) {
+func (b *Backend) Open(ctx context.Context, name string) (queue.Queue, error) {
 	return b.Queue(ctx, name)
 }
 
@@ -160,22 +160,22 @@ func (q *Queue) Name() string { return q.name }
 
 // Receive leases up to max visible messages, oldest visible first. The returned Body and
 // Attributes share the stored message's memory: callers must treat them as read-only.
-func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*listener.Message, error) {
+func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*queue.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memory: receive from %s: %w", q.name, err)
 	}
 	if max < 1 {
 		return nil, fmt.Errorf("memory: receive from %s: max %d < 1", q.name, max)
 	}
-	if max > listener.MaxBatch {
-		max = listener.MaxBatch
+	if max > queue.MaxBatch {
+		max = queue.MaxBatch
 	}
 	now := q.b.now()
 	nowN := now.UnixNano()
 	until := now.Add(visibility)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var out []*listener.Message
+	var out []*queue.Message
 	for len(out) < max && len(q.heap) > 0 {
 		it := q.heap[0]
 		if it.visible > nowN {
@@ -193,9 +193,9 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 		it.visible = until.UnixNano()
 		heap.Fix(&q.heap, 0)
 		if out == nil {
-			out = make([]*listener.Message, 0, min(max, len(q.heap)))
+			out = make([]*queue.Message, 0, min(max, len(q.heap)))
 		}
-		out = append(out, &listener.Message{
+		out = append(out, &queue.Message{
 			ID:           it.id,
 			Queue:        q.name,
 			Body:         it.body,
@@ -207,32 +207,32 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 		})
 	}
 	if out == nil {
-		out = []*listener.Message{}
+		out = []*queue.Message{}
 	}
 	return out, nil
 }
 
 // leasedLocked returns the item m holds a live lease on.
-func (q *Queue) leasedLocked(m *listener.Message, nowN int64) (*item, error) {
+func (q *Queue) leasedLocked(m *queue.Message, nowN int64) (*item, error) {
 	it, ok := q.byID[m.ID]
 	if !ok {
-		return nil, fmt.Errorf("memory: message %s in %s: %w", m.ID, q.name, listener.ErrLeaseLost)
+		return nil, fmt.Errorf("memory: message %s in %s: %w", m.ID, q.name, queue.ErrLeaseLost)
 	}
 	if !it.leased || it.visible <= nowN || strconv.FormatUint(it.token, 36) != m.LeaseToken {
-		return nil, fmt.Errorf("memory: message %s in %s: %w", m.ID, q.name, listener.ErrLeaseLost)
+		return nil, fmt.Errorf("memory: message %s in %s: %w", m.ID, q.name, queue.ErrLeaseLost)
 	}
 	return it, nil
 }
 
 // Delete removes a leased message.
-func (q *Queue) Delete(_ context.Context, m *listener.Message) error {
+func (q *Queue) Delete(_ context.Context, m *queue.Message) error {
 	nowN := q.b.now().UnixNano()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.deleteLocked(m, nowN)
 }
 
-func (q *Queue) deleteLocked(m *listener.Message, nowN int64) error {
+func (q *Queue) deleteLocked(m *queue.Message, nowN int64) error {
 	it, err := q.leasedLocked(m, nowN)
 	if err != nil {
 		return err
@@ -243,7 +243,7 @@ func (q *Queue) deleteLocked(m *listener.Message, nowN int64) error {
 }
 
 // DeleteBatch deletes the messages under one lock and returns one error per message.
-func (q *Queue) DeleteBatch(_ context.Context, ms []*listener.Message) []error {
+func (q *Queue) DeleteBatch(_ context.Context, ms []*queue.Message) []error {
 	nowN := q.b.now().UnixNano()
 	errs := make([]error, len(ms))
 	q.mu.Lock()
@@ -256,7 +256,7 @@ func (q *Queue) DeleteBatch(_ context.Context, ms []*listener.Message) []error {
 
 // UpdateVisibility moves a leased message's visibility to now+d and gives it a new lease
 // token. d == 0 releases it to the head of the queue.
-func (q *Queue) UpdateVisibility(_ context.Context, m *listener.Message, d time.Duration) error {
+func (q *Queue) UpdateVisibility(_ context.Context, m *queue.Message, d time.Duration) error {
 	now := q.b.now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -287,7 +287,7 @@ func (q *Queue) UpdateVisibility(_ context.Context, m *listener.Message, d time.
 }
 
 // Send enqueues a message. The body is copied.
-func (q *Queue) Send(_ context.Context, body []byte, opts listener.SendOptions) (string, error) {
+func (q *Queue) Send(_ context.Context, body []byte, opts queue.SendOptions) (string, error) {
 	now := q.b.now()
 	it := &item{
 		body:     append([]byte(nil), body...),
@@ -323,7 +323,7 @@ func (q *Queue) Depth(context.Context) (int64, error) {
 
 func (q *Queue) broadcastLocked() { q.wake.Fire() }
 
-// Watch implements listener.Watcher. The channel is closed by a Send or release, and by
+// Watch implements queue.Watcher. The channel is closed by a Send or release, and by
 // Backend.Notify; visibleIn is -1 for an empty queue and, with an injected clock, for one
 // whose messages are all leased or delayed (call Backend.Notify after advancing the clock).
 // stop does nothing: the channel costs a waiter nothing to drop.
@@ -333,7 +333,7 @@ func (q *Queue) Watch(context.Context) (changed <-chan struct{}, visibleIn time.
 	return q.wake.Chan(), q.visibleInLocked(), func() {}, nil
 }
 
-// WatchFunc implements listener.FuncWatcher: fn is called once by the next Send, release or
+// WatchFunc implements queue.FuncWatcher: fn is called once by the next Send, release or
 // Backend.Notify (in the writer's goroutine, under the queue's lock), unless stop is called
 // first. visibleIn is as Watch's.
 func (q *Queue) WatchFunc(_ context.Context, fn func()) (visibleIn time.Duration, stop func(), err error) {

@@ -7,27 +7,35 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/clock/clocktest"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/listener/queuetest"
 )
 
-func TestConformance(t *testing.T) {
-	queuetest.Run(t, func(t *testing.T) (listener.Backend, func(time.Duration)) {
+// memorySuite is the memory backend on a fake clock (real: the system clock).
+func memorySuite(real bool) queuetest.Suite {
+	name := "memory"
+	if real {
+		name = "memory(real clock)"
+	}
+	return queuetest.Suite{Name: name, New: func(t *testing.T) (queue.Backend, func(time.Duration)) {
+		if real {
+			b := memory.New(memory.Options{})
+			t.Cleanup(func() { b.Close() })
+			return b, nil
+		}
 		clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 		b := memory.New(memory.Options{Clock: clk})
 		t.Cleanup(func() { b.Close() })
 		return b, clk.Advance
-	})
+	}}
 }
 
-func TestConformanceRealClock(t *testing.T) {
-	queuetest.Run(t, func(t *testing.T) (listener.Backend, func(time.Duration)) {
-		b := memory.New(memory.Options{})
-		t.Cleanup(func() { b.Close() })
-		return b, nil
-	})
-}
+func TestConformance(t *testing.T) { queuetest.Run(t, memorySuite(false)) }
+
+func TestConformanceRealClock(t *testing.T) { queuetest.Run(t, memorySuite(true)) }
+
+func TestConformanceSharded(t *testing.T) { queuetest.Run(t, queuetest.Sharded(memorySuite(false), 2)) }
 
 func TestWaitWakesOnSend(t *testing.T) {
 	b := memory.New(memory.Options{})
@@ -43,7 +51,7 @@ func TestWaitWakesOnSend(t *testing.T) {
 		t.Fatalf("Wait on empty queue returned early: %v", err)
 	default:
 	}
-	if _, err := q.Send(context.Background(), []byte("x"), listener.SendOptions{}); err != nil {
+	if _, err := q.Send(context.Background(), []byte("x"), queue.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -60,7 +68,7 @@ func TestWaitWakesWhenLeaseExpires(t *testing.T) {
 	ctx := context.Background()
 	b := memory.New(memory.Options{})
 	q, _ := b.Queue(ctx, "w")
-	if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{}); err != nil {
+	if _, err := q.Send(ctx, []byte("x"), queue.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if ms, err := q.Receive(ctx, 1, 30*time.Millisecond); err != nil || len(ms) != 1 {
@@ -83,7 +91,7 @@ func TestWaitInjectedClock(t *testing.T) {
 	clk := clocktest.New(time.Unix(1000, 0))
 	b := memory.New(memory.Options{Clock: clk})
 	q, _ := b.Queue(ctx, "w")
-	if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{Delay: time.Minute}); err != nil {
+	if _, err := q.Send(ctx, []byte("x"), queue.SendOptions{Delay: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.Wait(ctx, 20*time.Millisecond); err != nil {
@@ -128,7 +136,7 @@ func BenchmarkStoreDrain(b *testing.B) {
 		q, _ := be.Queue(ctx, "bench")
 		const n = 100_000
 		for j := 0; j < n; j++ {
-			q.Send(ctx, body, listener.SendOptions{})
+			q.Send(ctx, body, queue.SendOptions{})
 		}
 		b.StartTimer()
 		start := time.Now()
@@ -138,7 +146,7 @@ func BenchmarkStoreDrain(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for {
-					ms, _ := q.Receive(ctx, listener.MaxBatch, time.Minute)
+					ms, _ := q.Receive(ctx, queue.MaxBatch, time.Minute)
 					if len(ms) == 0 {
 						return
 					}

@@ -5,14 +5,14 @@ import (
 	"sort"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Peek returns up to max messages of the queue in receive order without leasing or changing
 // them: leased and delayed ones too (VisibleAt tells when they become receivable), expired
 // ones not. DequeueCount is the number of receives so far; Body and Attributes are copies.
 // max <= 0 means no limit.
-func (q *Queue) Peek(ctx context.Context, max int) ([]*listener.Message, error) {
+func (q *Queue) Peek(ctx context.Context, max int) ([]*queue.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -33,9 +33,9 @@ func (q *Queue) Peek(ctx context.Context, max int) ([]*listener.Message, error) 
 	if max > 0 && len(items) > max {
 		items = items[:max]
 	}
-	out := make([]*listener.Message, len(items))
+	out := make([]*queue.Message, len(items))
 	for i, it := range items {
-		m := &listener.Message{ID: it.id, Queue: q.name, Body: append([]byte{}, it.body...),
+		m := &queue.Message{ID: it.id, Queue: q.name, Body: append([]byte{}, it.body...),
 			DequeueCount: it.dequeues, InsertedAt: it.inserted}
 		if it.visible > 0 {
 			m.VisibleAt = time.Unix(0, it.visible)

@@ -12,15 +12,15 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	natsgo "github.com/nats-io/nats.go"
 
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 	wqnats "github.com/wqhost/wqhost/listener/nats"
 	"github.com/wqhost/wqhost/listener/nats/natstest"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // drainQueue empties q with 4 goroutines, each receiving 32 and deleting them in one
 // DeleteBatch, and returns the number deleted.
-func drainQueue(tb testing.TB, q listener.Queue) int {
+func drainQueue(tb testing.TB, q queue.Queue) int {
 	ctx := context.Background()
 	var mu sync.Mutex
 	total := 0
@@ -28,7 +28,7 @@ func drainQueue(tb testing.TB, q listener.Queue) int {
 	for range 4 {
 		wg.Go(func() {
 			for {
-				ms, err := q.Receive(ctx, listener.MaxBatch, time.Minute)
+				ms, err := q.Receive(ctx, queue.MaxBatch, time.Minute)
 				if err != nil {
 					tb.Errorf("Receive: %v", err)
 					return
@@ -36,7 +36,7 @@ func drainQueue(tb testing.TB, q listener.Queue) int {
 				if len(ms) == 0 {
 					return
 				}
-				for i, err := range q.(listener.Batcher).DeleteBatch(ctx, ms) {
+				for i, err := range q.(queue.Batcher).DeleteBatch(ctx, ms) {
 					if err != nil {
 						tb.Errorf("Delete %s: %v", ms[i].ID, err)
 						return
@@ -52,10 +52,10 @@ func drainQueue(tb testing.TB, q listener.Queue) int {
 	return total
 }
 
-func fillQueue(tb testing.TB, q listener.Queue, n int) {
+func fillQueue(tb testing.TB, q queue.Queue, n int) {
 	body := make([]byte, 100)
 	for range n {
-		if _, err := q.Send(context.Background(), body, listener.SendOptions{}); err != nil {
+		if _, err := q.Send(context.Background(), body, queue.SendOptions{}); err != nil {
 			tb.Fatal(err)
 		}
 	}

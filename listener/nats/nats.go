@@ -1,4 +1,4 @@
-// Package nats is a listener.Backend on NATS JetStream, the self-hosted distributed queue: many
+// Package nats is a queue.Backend on NATS JetStream, the self-hosted distributed queue: many
 // wqhost hosts share one queue, and an R3 stream survives the loss of a node.
 //
 // Each queue is one stream (work-queue retention) with one subject, consumed through one
@@ -43,7 +43,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Options configure a Backend.
@@ -107,14 +107,16 @@ type Backend struct {
 }
 
 var (
-	_ listener.Backend     = (*Backend)(nil)
-	_ listener.Queue       = (*Queue)(nil)
-	_ listener.Batcher     = (*Queue)(nil)
-	_ listener.Waiter      = (*Queue)(nil)
-	_ listener.Watcher     = (*Queue)(nil)
-	_ listener.FuncWatcher = (*Queue)(nil)
-	_ listener.Renewer     = (*Queue)(nil)
-	_ listener.Mover       = (*Queue)(nil)
+	_ queue.Backend        = (*Backend)(nil)
+	_ queue.Queue          = (*Queue)(nil)
+	_ queue.Batcher        = (*Queue)(nil)
+	_ queue.Waiter         = (*Queue)(nil)
+	_ queue.Watcher        = (*Queue)(nil)
+	_ queue.FuncWatcher    = (*Queue)(nil)
+	_ queue.Renewer        = (*Queue)(nil)
+	_ queue.Mover          = (*Queue)(nil)
+	_ queue.Peeker         = (*Queue)(nil)
+	_ queue.MessageLimiter = (*Queue)(nil)
 )
 
 // Open connects to the servers of opts.
@@ -220,7 +222,7 @@ func (b *Backend) binding(name string) QueueBinding {
 
 // Open returns the named queue, creating its stream when CreateQueues is on, and its
 // durable consumer.
-func (b *Backend) Open(ctx context.Context, name string) (listener.Queue, error) {
+func (b *Backend) Open(ctx context.Context, name string) (queue.Queue, error) {
 	return b.Queue(ctx, name)
 }
 
@@ -263,7 +265,7 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 			return nil, fmt.Errorf("nats: create stream %s for queue %q: %w", qb.Stream, name, err)
 		}
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return nil, fmt.Errorf("nats: queue %q: stream %s does not exist (turn create_queues on, or create it): %w", name, qb.Stream, listener.ErrNotFound)
+		return nil, fmt.Errorf("nats: queue %q: stream %s does not exist (turn create_queues on, or create it): %w", name, qb.Stream, queue.ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("nats: queue %q: stream %s: %w", name, qb.Stream, err)
 	}

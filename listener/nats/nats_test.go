@@ -13,9 +13,9 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/wqhost/wqhost/listener"
 	wqnats "github.com/wqhost/wqhost/listener/nats"
 	"github.com/wqhost/wqhost/listener/nats/natstest"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/listener/queuetest"
 )
 
@@ -40,9 +40,9 @@ func open(t testing.TB, url string, mod func(*wqnats.Options)) *wqnats.Backend {
 
 func TestConformance(t *testing.T) {
 	_, url := natstest.Server(t)
-	queuetest.Run(t, func(t *testing.T) (listener.Backend, func(time.Duration)) {
+	queuetest.Run(t, queuetest.Suite{Name: "nats", New: func(t *testing.T) (queue.Backend, func(time.Duration)) {
 		return open(t, url, nil), nil
-	})
+	}})
 }
 
 // Interop: a message published by another program with the official client (headers and a
@@ -81,7 +81,7 @@ func TestInteropWithOfficialClient(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	id, err := q.Send(ctx, body, listener.SendOptions{Attributes: map[string]string{"k": "v", listener.AttrReason: "two\nlines"}})
+	id, err := q.Send(ctx, body, queue.SendOptions{Attributes: map[string]string{"k": "v", queue.AttrReason: "two\nlines"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestInteropWithOfficialClient(t *testing.T) {
 	}
 }
 
-func receiveOne(t *testing.T, q listener.Queue) *listener.Message {
+func receiveOne(t *testing.T, q queue.Queue) *queue.Message {
 	t.Helper()
 	for range 50 {
 		ms, err := q.Receive(context.Background(), 1, time.Minute)
@@ -170,10 +170,10 @@ func TestMaxMessageBytes(t *testing.T) {
 	if want := int(b.Conn().MaxPayload()) - 8<<10; max != want {
 		t.Fatalf("MaxMessageBytes = %d, want %d", max, want)
 	}
-	if _, err := q.Send(context.Background(), make([]byte, max), listener.SendOptions{Attributes: map[string]string{listener.AttrReason: strings.Repeat("r", 4000)}}); err != nil {
+	if _, err := q.Send(context.Background(), make([]byte, max), queue.SendOptions{Attributes: map[string]string{queue.AttrReason: strings.Repeat("r", 4000)}}); err != nil {
 		t.Fatalf("Send of %d bytes with 4 KB of attributes: %v", max, err)
 	}
-	if _, err := q.Send(context.Background(), make([]byte, max+1), listener.SendOptions{}); err == nil || !strings.Contains(err.Error(), strconv.Itoa(max)) {
+	if _, err := q.Send(context.Background(), make([]byte, max+1), queue.SendOptions{}); err == nil || !strings.Contains(err.Error(), strconv.Itoa(max)) {
 		t.Fatalf("Send of %d bytes = %v; want an error naming the limit %d", max+1, err, max)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // walk calls fn for the queue's messages in stream order from sequence from on, read by
@@ -37,8 +37,8 @@ func (q *Queue) walk(ctx context.Context, from uint64, fn func(*jetstream.RawStr
 	}
 }
 
-func peeked(q *Queue, raw *jetstream.RawStreamMsg, body bool) *listener.Message {
-	m := &listener.Message{ID: strconv.FormatUint(raw.Sequence, 10), Queue: q.name, InsertedAt: raw.Time,
+func peeked(q *Queue, raw *jetstream.RawStreamMsg, body bool) *queue.Message {
+	m := &queue.Message{ID: strconv.FormatUint(raw.Sequence, 10), Queue: q.name, InsertedAt: raw.Time,
 		Attributes: attributesOf(raw.Header)}
 	if body {
 		m.Body = raw.Data
@@ -52,8 +52,8 @@ func peeked(q *Queue, raw *jetstream.RawStreamMsg, body bool) *listener.Message 
 // Peek returns up to max (<= 0: all) of the queue's messages in stream order without leasing
 // them. DequeueCount is 0: the server keeps delivery counts only for delivered messages and
 // tells them only with a delivery.
-func (q *Queue) Peek(ctx context.Context, max int) ([]*listener.Message, error) {
-	var out []*listener.Message
+func (q *Queue) Peek(ctx context.Context, max int) ([]*queue.Message, error) {
+	var out []*queue.Message
 	err := q.walk(ctx, 0, func(raw *jetstream.RawStreamMsg) (bool, error) {
 		if exp, ok := unixHeader(raw.Header, hdrExpires); ok && !time.Now().Before(exp) {
 			return true, nil
@@ -67,7 +67,7 @@ func (q *Queue) Peek(ctx context.Context, max int) ([]*listener.Message, error) 
 // List calls fn for up to max (<= 0: all) messages after the cursor, in stream order, without
 // leasing them; a body above maxBody is left unread (Oversize gives its size). It returns the
 // cursor that continues the listing when more follow, "" otherwise.
-func (q *Queue) List(ctx context.Context, after string, max int, maxBody int64, fn func(*listener.Message) error) (string, error) {
+func (q *Queue) List(ctx context.Context, after string, max int, maxBody int64, fn func(*queue.Message) error) (string, error) {
 	var from uint64
 	if after != "" {
 		n, err := strconv.ParseUint(after, 10, 64)

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wqhost/wqhost/internal/wake"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Headers the backend writes for itself; they are not attributes.
@@ -121,14 +121,14 @@ func (q *Queue) HeldPulls() int64 { return q.pulls.Load() }
 
 // Receive leases up to max visible messages: first those a held pull already brought, then
 // one no-wait pull for the rest.
-func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*listener.Message, error) {
+func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*queue.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("nats: receive from %s: %w", q.name, err)
 	}
 	if max < 1 {
 		return nil, fmt.Errorf("nats: receive from %s: max %d < 1", q.name, max)
 	}
-	max = min(max, listener.MaxBatch)
+	max = min(max, queue.MaxBatch)
 	out := q.takeHeld(max, visibility)
 	if len(out) == max {
 		return out, nil
@@ -162,7 +162,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 		q.mu.Unlock()
 	}
 	if out == nil {
-		out = []*listener.Message{}
+		out = []*queue.Message{}
 	}
 	return out, nil
 }
@@ -171,7 +171,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 // delayed (NakWithDelay for the time left) or dropping one expired. start is when the pull
 // was asked for: the server's AckWait began after it. held says the message waited in a
 // held pull, whose lease must be set afresh.
-func (q *Queue) admit(msg delivery, start time.Time, visibility time.Duration, held bool) *listener.Message {
+func (q *Queue) admit(msg delivery, start time.Time, visibility time.Duration, held bool) *queue.Message {
 	h := msg.Headers()
 	now := time.Now()
 	var err error
@@ -210,7 +210,7 @@ func (q *Queue) admit(msg delivery, start time.Time, visibility time.Duration, h
 	q.mu.Lock()
 	q.leases[id] = &lease{reply: msg.Reply(), token: token, until: until}
 	q.mu.Unlock()
-	return &listener.Message{
+	return &queue.Message{
 		ID:           id,
 		Queue:        q.name,
 		Body:         msg.msg.Data,
@@ -269,16 +269,16 @@ func reserved(k string) bool {
 }
 
 // leaseOf returns the live lease m holds; remove takes it out of the table.
-func (q *Queue) leaseOf(m *listener.Message, remove bool) (*lease, error) {
+func (q *Queue) leaseOf(m *queue.Message, remove bool) (*lease, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	l, ok := q.leases[m.ID]
 	if !ok || l.token != m.LeaseToken {
-		return nil, fmt.Errorf("nats: message %s in %s: %w", m.ID, q.name, listener.ErrLeaseLost)
+		return nil, fmt.Errorf("nats: message %s in %s: %w", m.ID, q.name, queue.ErrLeaseLost)
 	}
 	if !time.Now().Before(l.until) {
 		delete(q.leases, m.ID)
-		return nil, fmt.Errorf("nats: message %s in %s: lease expired at %s: %w", m.ID, q.name, l.until.Format(time.RFC3339Nano), listener.ErrLeaseLost)
+		return nil, fmt.Errorf("nats: message %s in %s: lease expired at %s: %w", m.ID, q.name, l.until.Format(time.RFC3339Nano), queue.ErrLeaseLost)
 	}
 	if remove {
 		delete(q.leases, m.ID)
@@ -296,7 +296,7 @@ func (q *Queue) restore(id string, l *lease) {
 }
 
 // Delete acks a leased message and waits for the server's confirmation (double ack).
-func (q *Queue) Delete(ctx context.Context, m *listener.Message) error {
+func (q *Queue) Delete(ctx context.Context, m *queue.Message) error {
 	l, err := q.leaseOf(m, true)
 	if err != nil {
 		return err
@@ -309,7 +309,7 @@ func (q *Queue) Delete(ctx context.Context, m *listener.Message) error {
 }
 
 // DeleteBatch acks the messages concurrently, each confirmed, and returns one error per message.
-func (q *Queue) DeleteBatch(ctx context.Context, ms []*listener.Message) []error {
+func (q *Queue) DeleteBatch(ctx context.Context, ms []*queue.Message) []error {
 	errs := make([]error, len(ms))
 	var wg sync.WaitGroup
 	for i, m := range ms {
@@ -322,7 +322,7 @@ func (q *Queue) DeleteBatch(ctx context.Context, ms []*listener.Message) []error
 // UpdateVisibility gives a leased message back: at once (Nak) for d <= 0, after d
 // (NakWithDelay) otherwise — this process keeps the lease until then, so a renewal is an
 // update too.
-func (q *Queue) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+func (q *Queue) UpdateVisibility(ctx context.Context, m *queue.Message, d time.Duration) error {
 	if d <= 0 {
 		l, err := q.leaseOf(m, true)
 		if err != nil {
@@ -341,11 +341,11 @@ func (q *Queue) UpdateVisibility(ctx context.Context, m *listener.Message, d tim
 
 // Renew extends m's lease by d: InProgress when d is the consumer's AckWait, NakWithDelay(d)
 // otherwise.
-func (q *Queue) Renew(ctx context.Context, m *listener.Message, d time.Duration) error {
+func (q *Queue) Renew(ctx context.Context, m *queue.Message, d time.Duration) error {
 	return q.extend(ctx, m, d, d == q.b.opts.AckWait)
 }
 
-func (q *Queue) extend(ctx context.Context, m *listener.Message, d time.Duration, progress bool) error {
+func (q *Queue) extend(ctx context.Context, m *queue.Message, d time.Duration, progress bool) error {
 	l, err := q.leaseOf(m, false)
 	if err != nil {
 		return err
@@ -373,7 +373,7 @@ func (q *Queue) extend(ctx context.Context, m *listener.Message, d time.Duration
 
 // Send publishes a message to the queue's subject and returns its stream sequence. The
 // attributes become headers; a Delay or TTL becomes a header of the backend's own.
-func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions) (string, error) {
+func (q *Queue) Send(ctx context.Context, body []byte, opts queue.SendOptions) (string, error) {
 	msg, err := q.newMsg(body, opts.Attributes)
 	if err != nil {
 		return "", err
@@ -430,7 +430,7 @@ func (q *Queue) newMsg(body []byte, attrs map[string]string) (*natsgo.Msg, error
 // copy redelivered after a lost Term is not moved twice within the stream's duplicate window,
 // then terminates the source, confirmed by the server. It fails with ErrLeaseLost, sending nothing, when
 // the lease is no longer held, and with errors.ErrUnsupported when dst is not of this backend.
-func (q *Queue) MoveTo(ctx context.Context, m *listener.Message, dst listener.Queue, body []byte, opts listener.SendOptions) error {
+func (q *Queue) MoveTo(ctx context.Context, m *queue.Message, dst queue.Queue, body []byte, opts queue.SendOptions) error {
 	d, ok := dst.(*Queue)
 	if !ok || d.b != q.b || opts.Delay > 0 || opts.TTL > 0 {
 		return errors.ErrUnsupported
@@ -451,7 +451,7 @@ func (q *Queue) MoveTo(ctx context.Context, m *listener.Message, dst listener.Qu
 	q.mu.Lock()
 	delete(q.leases, m.ID)
 	q.mu.Unlock()
-	reason := opts.Attributes[listener.AttrReason]
+	reason := opts.Attributes[queue.AttrReason]
 	if len(reason) > 200 {
 		reason = reason[:200]
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wqhost/wqhost/internal/wait"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // An idle queue waits with one held pull request: a Fetch of one message that the server
@@ -27,13 +27,13 @@ type heldMsg struct {
 
 // takeHeld leases up to max of the messages held pulls brought, dropping those whose lease
 // may have run out meanwhile (the server redelivers them).
-func (q *Queue) takeHeld(max int, visibility time.Duration) []*listener.Message {
+func (q *Queue) takeHeld(max int, visibility time.Duration) []*queue.Message {
 	q.mu.Lock()
 	n := min(max, len(q.held))
 	take := append([]heldMsg(nil), q.held[:n]...)
 	q.held = q.held[n:]
 	q.mu.Unlock()
-	var out []*listener.Message
+	var out []*queue.Message
 	for _, h := range take {
 		if time.Since(h.at) > q.b.opts.AckWait*3/4 {
 			continue // its lease may run out before the receive renews it: the server redelivers it
@@ -98,7 +98,7 @@ func (q *Queue) watchLocked() (stop func()) {
 	}
 }
 
-// Watch implements listener.Watcher: the channel is closed when a held pull brings a message
+// Watch implements queue.Watcher: the channel is closed when a held pull brings a message
 // and by a local send or release.
 func (q *Queue) Watch(context.Context) (changed <-chan struct{}, visibleIn time.Duration, stop func(), err error) {
 	q.mu.Lock()
@@ -108,7 +108,7 @@ func (q *Queue) Watch(context.Context) (changed <-chan struct{}, visibleIn time.
 	return ch, in, q.watchLocked(), nil
 }
 
-// WatchFunc implements listener.FuncWatcher: fn runs when a held pull brings a message (in
+// WatchFunc implements queue.FuncWatcher: fn runs when a held pull brings a message (in
 // the pull's goroutine) or by a local send or release (in the writer's).
 func (q *Queue) WatchFunc(_ context.Context, fn func()) (visibleIn time.Duration, stop func(), err error) {
 	q.mu.Lock()
@@ -119,7 +119,7 @@ func (q *Queue) WatchFunc(_ context.Context, fn func()) (visibleIn time.Duration
 	return in, func() { stopFn(); stopWatch() }, nil
 }
 
-// Wait implements listener.Waiter.
+// Wait implements queue.Waiter.
 func (q *Queue) Wait(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -24,11 +25,11 @@ type batchRecorder struct {
 	seen   map[string]int // deliveries by body
 }
 
-func (h *batchRecorder) Handle(context.Context, *listener.Message) error {
+func (h *batchRecorder) Handle(context.Context, *queue.Message) error {
 	return errors.New("a batching listener called Handle")
 }
 
-func (h *batchRecorder) HandleBatch(_ context.Context, ms []*listener.Message, vs []listener.Verdict) {
+func (h *batchRecorder) HandleBatch(_ context.Context, ms []*queue.Message, vs []listener.Verdict) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i, m := range ms {
@@ -56,15 +57,15 @@ func (h *batchRecorder) HandleBatch(_ context.Context, ms []*listener.Message, v
 // testBatchListener runs a batching listener on the backend: every message of a batch is
 // settled by its own verdict (ok deleted, retry redelivered after its delay, reject
 // dead-lettered with its reason, no verdict retried by the poison policy).
-func testBatchListener(t *testing.T, b listener.Backend, advance func(time.Duration)) {
+func testBatchListener(t *testing.T, b queue.Backend, advance func(time.Duration)) {
 	q := open(t, b, "batchwork")
-	dl := open(t, b, "batchwork"+listener.PoisonSuffix)
+	dl := open(t, b, "batchwork"+queue.PoisonSuffix)
 	var bodies []string
 	for i, kind := range []string{"ok", "retry", "reject", "none", "ok", "ok", "retry", "reject"} {
 		bodies = append(bodies, fmt.Sprintf("%s-%d", kind, i))
 	}
 	for _, body := range bodies {
-		send(t, q, []byte(body), listener.SendOptions{})
+		send(t, q, []byte(body), queue.SendOptions{})
 	}
 	h := &batchRecorder{seen: map[string]int{}}
 	l, err := listener.New(listener.Config{
@@ -114,12 +115,12 @@ func testBatchListener(t *testing.T, b listener.Backend, advance func(time.Durat
 			t.Errorf("%s handled %d times, want %d", body, h.seen[body], want)
 		}
 	}
-	dead := receive(t, dl, listener.MaxBatch, time.Minute)
+	dead := receive(t, dl, queue.MaxBatch, time.Minute)
 	if len(dead) != 2 {
 		t.Fatalf("%d dead letters, want the 2 rejects", len(dead))
 	}
 	for _, d := range dead {
-		if r := d.Attributes[listener.AttrReason]; !strings.HasPrefix(string(d.Body), "reject") || !strings.Contains(r, "bad record "+string(d.Body)) {
+		if r := d.Attributes[queue.AttrReason]; !strings.HasPrefix(string(d.Body), "reject") || !strings.Contains(r, "bad record "+string(d.Body)) {
 			t.Errorf("dead letter %q has reason %q, want a reject with its own reason", d.Body, r)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -16,17 +17,13 @@ import (
 // was handled, racing the listener's empty receive and its going idle (registering its
 // wake-up). A write that lands between the registration and the visibility read must still
 // wake it, or the message waits for lostWakeUp and the test fails.
-func testPushListenerNoLostWakeUp(t *testing.T, b listener.Backend, _ func(time.Duration)) {
+func testPushListenerNoLostWakeUp(t *testing.T, b queue.Backend, _ func(time.Duration)) {
 	q := open(t, b, "push-race")
-	_, fw := q.(listener.FuncWatcher)
-	if _, w := q.(listener.Watcher); !fw && !w {
-		t.Skip("queue announces no write: only Notify or the fallback poll wake a push listener")
-	}
 	const n = 200
 	handled := make(chan struct{}, n)
 	l, err := listener.New(listener.Config{
-		Queue: q, DeadLetter: open(t, b, "push-race"+listener.PoisonSuffix),
-		Handler: listener.HandlerFunc(func(context.Context, *listener.Message) error {
+		Queue: q, DeadLetter: open(t, b, "push-race"+queue.PoisonSuffix),
+		Handler: listener.HandlerFunc(func(context.Context, *queue.Message) error {
 			handled <- struct{}{}
 			return nil
 		}),
@@ -48,7 +45,7 @@ func testPushListenerNoLostWakeUp(t *testing.T, b listener.Backend, _ func(time.
 		}
 	}()
 	for i := range n {
-		send(t, q, []byte("m"), listener.SendOptions{})
+		send(t, q, []byte("m"), queue.SendOptions{})
 		select {
 		case <-handled:
 		case <-time.After(lostWakeUp):

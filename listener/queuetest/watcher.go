@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // lostWakeUp bounds the wait for a channel that a write should have closed: only a lost
@@ -23,11 +23,11 @@ func isClosed(ch <-chan struct{}) bool {
 
 // watchVia is one way a consumer watches a queue, as Watcher.Watch reports it; ok is false
 // when the queue does not offer it.
-type watchVia func(q listener.Queue) (w func(ctx context.Context) (<-chan struct{}, time.Duration, func(), error), ok bool)
+type watchVia func(q queue.Queue) (w func(ctx context.Context) (<-chan struct{}, time.Duration, func(), error), ok bool)
 
 // byChan watches with Watcher.
-func byChan(q listener.Queue) (func(context.Context) (<-chan struct{}, time.Duration, func(), error), bool) {
-	w, ok := q.(listener.Watcher)
+func byChan(q queue.Queue) (func(context.Context) (<-chan struct{}, time.Duration, func(), error), bool) {
+	w, ok := queue.As[queue.Watcher](q)
 	if !ok {
 		return nil, false
 	}
@@ -35,8 +35,8 @@ func byChan(q listener.Queue) (func(context.Context) (<-chan struct{}, time.Dura
 }
 
 // byFunc watches with FuncWatcher, whose callback closes a channel: a second call panics.
-func byFunc(q listener.Queue) (func(context.Context) (<-chan struct{}, time.Duration, func(), error), bool) {
-	w, ok := q.(listener.FuncWatcher)
+func byFunc(q queue.Queue) (func(context.Context) (<-chan struct{}, time.Duration, func(), error), bool) {
+	w, ok := queue.As[queue.FuncWatcher](q)
 	if !ok {
 		return nil, false
 	}
@@ -47,14 +47,9 @@ func byFunc(q listener.Queue) (func(context.Context) (<-chan struct{}, time.Dura
 	}, true
 }
 
-// watchers runs test for each way the queue can be watched, skipping those it lacks.
-func watchers(via watchVia, name string, test func(t *testing.T, b listener.Backend, advance func(time.Duration), via watchVia)) func(*testing.T, listener.Backend, func(time.Duration)) {
-	return func(t *testing.T, b listener.Backend, advance func(time.Duration)) {
-		if _, ok := via(open(t, b, "watch-probe")); !ok {
-			t.Skipf("queue does not implement listener.%s", name)
-		}
-		test(t, b, advance, via)
-	}
+// watchers runs test watching the queue through via.
+func watchers(via watchVia, test func(t *testing.T, b queue.Backend, advance func(time.Duration), via watchVia)) func(*testing.T, queue.Backend, func(time.Duration)) {
+	return func(t *testing.T, b queue.Backend, advance func(time.Duration)) { test(t, b, advance, via) }
 }
 
 func watch(t *testing.T, w func(context.Context) (<-chan struct{}, time.Duration, func(), error)) (<-chan struct{}, time.Duration, func()) {
@@ -69,7 +64,7 @@ func watch(t *testing.T, w func(context.Context) (<-chan struct{}, time.Duration
 // testWatcher: Watch reports an empty queue as -1 (only a write helps), a delayed message as
 // not visible yet, a visible one as 0; a Send closes the channel of a Watch taken before it
 // (calls back a WatchFunc registered before it).
-func testWatcher(t *testing.T, b listener.Backend, advance func(time.Duration), via watchVia) {
+func testWatcher(t *testing.T, b queue.Backend, advance func(time.Duration), via watchVia) {
 	q := open(t, b, "watcher")
 	w, _ := via(q)
 	ch, in, stop := watch(t, w)
@@ -77,7 +72,7 @@ func testWatcher(t *testing.T, b listener.Backend, advance func(time.Duration), 
 		t.Fatalf("Watch on an empty queue: visibleIn %s, channel closed %v; want -1 and open", in, isClosed(ch))
 	}
 	const delay = time.Hour
-	send(t, q, []byte("later"), listener.SendOptions{Delay: delay})
+	send(t, q, []byte("later"), queue.SendOptions{Delay: delay})
 	if !isClosed(ch) {
 		t.Fatal("Send did not close the channel of a Watch taken before it")
 	}
@@ -101,7 +96,7 @@ func testWatcher(t *testing.T, b listener.Backend, advance func(time.Duration), 
 		stop()
 		receiveOne(t, q, time.Hour)
 	}
-	send(t, q, []byte("now"), listener.SendOptions{})
+	send(t, q, []byte("now"), queue.SendOptions{})
 	if _, in, stop = watch(t, w); in != 0 {
 		t.Fatalf("Watch with a visible message: visibleIn %s, want 0", in)
 	}
@@ -113,7 +108,7 @@ func testWatcher(t *testing.T, b listener.Backend, advance func(time.Duration), 
 // about to watch, racing the Watch. A send that lands between the channel being taken and the
 // visibility being read must still close the channel, or the consumer waits for lostWakeUp
 // and fails.
-func testWatcherNoLostWakeUp(t *testing.T, b listener.Backend, _ func(time.Duration), via watchVia) {
+func testWatcherNoLostWakeUp(t *testing.T, b queue.Backend, _ func(time.Duration), via watchVia) {
 	q := open(t, b, "watcher-race")
 	w, _ := via(q)
 	const n = 200
@@ -132,7 +127,7 @@ func testWatcherNoLostWakeUp(t *testing.T, b listener.Backend, _ func(time.Durat
 				return
 			case <-poke:
 			}
-			if _, err := q.Send(ctx, []byte("m"), listener.SendOptions{}); err != nil && ctx.Err() == nil {
+			if _, err := q.Send(ctx, []byte("m"), queue.SendOptions{}); err != nil && ctx.Err() == nil {
 				t.Errorf("Send: %v", err)
 			}
 		}
@@ -157,7 +152,7 @@ func testWatcherNoLostWakeUp(t *testing.T, b listener.Backend, _ func(time.Durat
 			continue
 		}
 		stop()
-		ms := receive(t, q, listener.MaxBatch, time.Hour)
+		ms := receive(t, q, queue.MaxBatch, time.Hour)
 		got += len(ms)
 		for _, m := range ms {
 			if err := q.Delete(ctx, m); err != nil {

@@ -1,5 +1,19 @@
-// Package sharded composes several listener.Queues (orders-0..orders-N) into one Queue so a
+// Package sharded composes several queue.Queues (orders-0..orders-N) into one Queue so a
 // hot logical queue can exceed the throughput limit of a single storage queue.
+//
+// A sharded Queue provides every capability of the contract (listener/queue) that all its
+// shards provide, and no other. It does so by construction with one concrete type: Queue
+// has the methods of every capability and implements queue.Advertiser, whose Capabilities
+// is the intersection of its shards' (queue.Of). The listener discovers capabilities with
+// queue.As, which honours it, so a binding on shards of the local store keeps its body limit,
+// moves, batch deletes and push wake-ups. The alternative, one type per combination of
+// capabilities, would need 2^11 types. The test TestShardedForwardsEveryCapability walks the
+// contract's capability list, so a capability added to the contract without its forwarding
+// here fails it.
+//
+// Ordered receive is forwarded over a single shard only: order groups span the shards, and
+// no shard can tell which group is lowest across all of them (the config refuses ordered
+// sharded bindings for the same reason).
 package sharded
 
 import (
@@ -9,14 +23,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Queue spreads receives and sends over its shards. It is safe for concurrent use.
 type Queue struct {
 	name     string
-	shards   []listener.Queue
-	byName   map[string]listener.Queue
+	shards   []queue.Queue
+	byName   map[string]queue.Queue
 	refresh  time.Duration
 	mu       sync.Mutex
 	depths   []int64
@@ -32,11 +46,11 @@ type Options struct {
 }
 
 // New returns a Queue named name over shards, which must have distinct names.
-func New(name string, shards []listener.Queue, opts Options) (*Queue, error) {
+func New(name string, shards []queue.Queue, opts Options) (*Queue, error) {
 	if len(shards) == 0 {
 		return nil, fmt.Errorf("sharded queue %q: no shards", name)
 	}
-	q := &Queue{name: name, shards: shards, byName: map[string]listener.Queue{},
+	q := &Queue{name: name, shards: shards, byName: map[string]queue.Queue{},
 		refresh: opts.DepthRefresh, depths: make([]int64, len(shards))}
 	if q.refresh <= 0 {
 		q.refresh = 5 * time.Second
@@ -82,41 +96,53 @@ func (q *Queue) order(ctx context.Context) []int {
 	return out
 }
 
-// Receive leases from the deepest shard first and moves on to others until it has messages.
-func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*listener.Message, error) {
+// Receive leases from the deepest shard first and moves on to the others until it has max
+// messages or has asked every shard.
+func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*queue.Message, error) {
+	return q.receive(ctx, min(max, queue.MaxBatch), func(s queue.Queue, n int) ([]*queue.Message, error) {
+		return s.Receive(ctx, n, visibility)
+	})
+}
+
+// receive calls recv on the shards, the deepest first, until it has max messages or has
+// asked every shard: a receive returns what the logical queue holds, up to max, as a single
+// queue's would. Only a short first answer costs calls to the other shards.
+func (q *Queue) receive(ctx context.Context, max int, recv func(s queue.Queue, max int) ([]*queue.Message, error)) ([]*queue.Message, error) {
 	var errs []error
+	var out []*queue.Message
 	for _, i := range q.order(ctx) {
-		ms, err := q.shards[i].Receive(ctx, max, visibility)
+		ms, err := recv(q.shards[i], max-len(out))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("receive from shard %q: %w", q.shards[i].Name(), err))
 			continue
 		}
-		if len(ms) > 0 {
-			q.mu.Lock()
-			q.depths[i] -= int64(len(ms)) // keep the cache honest between refreshes
-			q.mu.Unlock()
-			return ms, nil
-		}
 		q.mu.Lock()
-		q.depths[i] = 0
+		if len(ms) > 0 {
+			q.depths[i] -= int64(len(ms)) // keep the cache honest between refreshes
+		} else {
+			q.depths[i] = 0
+		}
 		q.mu.Unlock()
+		if out = append(out, ms...); len(out) >= max {
+			break
+		}
 	}
-	if len(errs) == len(q.shards) {
+	if len(out) == 0 && len(errs) > 0 && len(errs) == len(q.shards) {
 		return nil, errors.Join(errs...)
 	}
-	return nil, nil
+	return out, nil
 }
 
-func (q *Queue) shardOf(m *listener.Message) (listener.Queue, error) {
+func (q *Queue) shardOf(m *queue.Message) (queue.Queue, error) {
 	s, ok := q.byName[m.Queue]
 	if !ok {
-		return nil, fmt.Errorf("sharded queue %q: message %s from unknown shard %q: %w", q.name, m.ID, m.Queue, listener.ErrNotFound)
+		return nil, fmt.Errorf("sharded queue %q: message %s from unknown shard %q: %w", q.name, m.ID, m.Queue, queue.ErrNotFound)
 	}
 	return s, nil
 }
 
 // Delete deletes m on the shard it was received from.
-func (q *Queue) Delete(ctx context.Context, m *listener.Message) error {
+func (q *Queue) Delete(ctx context.Context, m *queue.Message) error {
 	s, err := q.shardOf(m)
 	if err != nil {
 		return err
@@ -125,7 +151,7 @@ func (q *Queue) Delete(ctx context.Context, m *listener.Message) error {
 }
 
 // UpdateVisibility updates m on the shard it was received from.
-func (q *Queue) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+func (q *Queue) UpdateVisibility(ctx context.Context, m *queue.Message, d time.Duration) error {
 	s, err := q.shardOf(m)
 	if err != nil {
 		return err
@@ -134,7 +160,7 @@ func (q *Queue) UpdateVisibility(ctx context.Context, m *listener.Message, d tim
 }
 
 // Send enqueues on the shards in turn.
-func (q *Queue) Send(ctx context.Context, body []byte, opts listener.SendOptions) (string, error) {
+func (q *Queue) Send(ctx context.Context, body []byte, opts queue.SendOptions) (string, error) {
 	q.mu.Lock()
 	i := q.sendNext
 	q.sendNext = (q.sendNext + 1) % len(q.shards)

@@ -7,14 +7,14 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 func TestShardedRoutesAndDrains(t *testing.T) {
 	ctx := context.Background()
 	b := memory.New(memory.Options{})
-	var shards []listener.Queue
+	var shards []queue.Queue
 	for i := range 4 {
 		s, err := b.Open(ctx, fmt.Sprintf("orders-%d", i))
 		if err != nil {
@@ -27,7 +27,7 @@ func TestShardedRoutesAndDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 40 {
-		if _, err := q.Send(ctx, []byte(fmt.Sprint(i)), listener.SendOptions{}); err != nil {
+		if _, err := q.Send(ctx, []byte(fmt.Sprint(i)), queue.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,7 +73,7 @@ func TestShardedFavoursDeepestAndDoesNotStarve(t *testing.T) {
 func testFavoursDeepest(t *testing.T) {
 	ctx := context.Background()
 	b := memory.New(memory.Options{})
-	var shards []listener.Queue
+	var shards []queue.Queue
 	for i := range 3 {
 		s, err := b.Open(ctx, fmt.Sprintf("s-%d", i))
 		if err != nil {
@@ -82,11 +82,11 @@ func testFavoursDeepest(t *testing.T) {
 		shards = append(shards, s)
 	}
 	for i := range 100 {
-		if _, err := shards[2].Send(ctx, []byte(fmt.Sprint(i)), listener.SendOptions{}); err != nil {
+		if _, err := shards[2].Send(ctx, []byte(fmt.Sprint(i)), queue.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := shards[0].Send(ctx, []byte("small"), listener.SendOptions{}); err != nil {
+	if _, err := shards[0].Send(ctx, []byte("small"), queue.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	q, err := New("s", shards, Options{})

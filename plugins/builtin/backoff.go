@@ -39,7 +39,9 @@ type BackoffOptions struct {
 //
 //	delay = min(MinIdle + (2^idle − 1)·rand(0.8δ..1.2δ), MaxIdle)
 //
-// A worker stops once its delay has reached MaxIdle and another worker is still active —
+// Once the delay reaches MaxIdle it is jittered below it (CapJitter: the last 10 % of the
+// range), so workers stay out of step for good. A worker stops once its delay has reached
+// MaxIdle and another worker is still active —
 // or, with push wake-ups, whenever it reaches MaxIdle, since a wake-up restarts the
 // listener. Jitter keeps workers that went idle together from polling in step, so they
 // also stop one by one, down to the single poller (or none) the whitepaper prescribes.
@@ -72,23 +74,36 @@ func NewBackoff(o BackoffOptions) *RandomExponential {
 // Bounds returns the effective minimum and maximum delays.
 func (b *RandomExponential) Bounds() (minIdle, maxIdle time.Duration) { return b.minIdle, b.maxIdle }
 
+// CapJitter is the spread of a delay that reached MaxIdle: it is drawn from
+// [MaxIdle − CapJitter·(MaxIdle − MinIdle), MaxIdle], so bindings that went idle together
+// (a host start, a shared outage) do not keep polling in step, all exactly MaxIdle apart,
+// once their growth jitter is used up; it never exceeds MaxIdle, the documented bound.
+const CapJitter = 0.1
+
 // Next implements listener.Backoff.
 func (b *RandomExponential) Next(_ context.Context, s listener.IdleState) (time.Duration, bool) {
-	d := b.delay(s.Idle)
-	stop := d >= b.maxIdle && (s.ActiveWorkers > 1 || s.PushEnabled)
+	d, capped := b.delay(s.Idle)
+	stop := capped && (s.ActiveWorkers > 1 || s.PushEnabled)
 	return d, stop
 }
 
 // delay computes the formula in float64 so that no idle count overflows: 2^idle becomes
-// +Inf for huge counts, which the comparison with MaxIdle absorbs.
-func (b *RandomExponential) delay(idle int) time.Duration {
+// +Inf for huge counts, which the comparison with MaxIdle absorbs. capped reports that the
+// delay reached MaxIdle (then jittered below it by CapJitter).
+func (b *RandomExponential) delay(idle int) (d time.Duration, capped bool) {
 	idle = max(idle, 1) // the first empty receive is idle 1; nonsense counts act like it
 	step := float64(b.delta) * (0.8 + 0.4*b.uniform())
 	growth := (math.Ldexp(1, idle) - 1) * step
 	if growth >= float64(b.maxIdle-b.minIdle) {
-		return b.maxIdle
+		return b.atCap(), true
 	}
-	return min(b.minIdle+time.Duration(growth), b.maxIdle)
+	return b.minIdle + time.Duration(growth), false
+}
+
+// atCap is a delay that reached MaxIdle, jittered by CapJitter.
+func (b *RandomExponential) atCap() time.Duration {
+	spread := CapJitter * float64(b.maxIdle-b.minIdle)
+	return b.maxIdle - time.Duration(spread*b.uniform())
 }
 
 // uniform returns a number in [0, 1], whatever the injected source returns.

@@ -39,19 +39,21 @@ func TestBackoffStaysWithinBounds(t *testing.T) {
 	for _, tt := range opts {
 		for _, r := range rands {
 			b := NewBackoff(BackoffOptions{MinIdle: tt.o.MinIdle, MaxIdle: tt.o.MaxIdle, Delta: tt.o.Delta, Rand: fixedRand(r)})
+			// At the cap the delay is jittered down by up to CapJitter of the range.
+			capLow := tt.max - time.Duration(CapJitter*float64(tt.max-tt.min))
 			prev := time.Duration(0)
 			for _, idle := range idles() {
 				d, _ := b.Next(ctx, listener.IdleState{Idle: idle, ActiveWorkers: 2})
 				if d < tt.min || d > tt.max {
 					t.Fatalf("%s, rand %v: idle %d gave %v, outside [%v, %v]", tt.name, r, idle, d, tt.min, tt.max)
 				}
-				if d < prev {
-					t.Fatalf("%s, rand %v: idle %d gave %v, shorter than the previous %v", tt.name, r, idle, d, prev)
+				if d < prev && d < capLow {
+					t.Fatalf("%s, rand %v: idle %d gave %v, shorter than the previous %v below the cap's jitter band", tt.name, r, idle, d, prev)
 				}
 				prev = d
 			}
-			if prev != tt.max {
-				t.Errorf("%s, rand %v: never reached the maximum %v (last %v)", tt.name, r, tt.max, prev)
+			if prev < capLow {
+				t.Errorf("%s, rand %v: never reached the maximum %v less its jitter (last %v)", tt.name, r, tt.max, prev)
 			}
 		}
 	}
@@ -73,9 +75,10 @@ func TestBackoffFormula(t *testing.T) {
 		{2, 0.5, 100*ms + 300*ms},
 		{3, 0, 100*ms + 7*80*ms},
 		{8, 1, 100*ms + 255*120*ms},
-		{9, 0, 100*ms + 511*80*ms}, // 40.98 s: the slowest jitter is still under the cap
-		{9, 1, time.Minute},        // 61.42 s would pass the cap
+		{9, 0, 100*ms + 511*80*ms},    // 40.98 s: the slowest jitter is still under the cap
+		{9, 1, time.Minute - 5990*ms}, // 61.42 s would pass the cap: the cap less its jitter (rand 1: 10 % of 59.9 s)
 		{10, 0, time.Minute},
+		{10, 0.5, time.Minute - 2995*ms},
 		{math.MaxInt, 0, time.Minute},
 	}
 	for _, tt := range tests {
@@ -190,4 +193,29 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestBackoffJitterAtTheCap: workers whose delays reached MaxIdle keep drawing them from the
+// top CapJitter of the range, so bindings that went idle together do not poll in step (they
+// used to, exactly MaxIdle apart); the draws spread over the band and never pass MaxIdle.
+func TestBackoffJitterAtTheCap(t *testing.T) {
+	ctx := context.Background()
+	// A deterministic source walking [0, 1): the draws, not luck, decide the spread.
+	var i int
+	seq := func() float64 { i++; return float64(i%97) / 97 }
+	b := NewBackoff(BackoffOptions{Rand: seq})
+	low := listener.DefaultMaxIdle - time.Duration(CapJitter*float64(listener.DefaultMaxIdle-listener.DefaultMinIdle))
+	seen := map[time.Duration]bool{}
+	lo, hi := listener.DefaultMaxIdle, time.Duration(0)
+	for range 200 {
+		d, _ := b.Next(ctx, listener.IdleState{Idle: 30, ActiveWorkers: 1})
+		if d < low || d > listener.DefaultMaxIdle {
+			t.Fatalf("delay at the cap %v outside [%v, %v]", d, low, listener.DefaultMaxIdle)
+		}
+		seen[d] = true
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if len(seen) < 50 || hi-lo < 5*time.Second {
+		t.Errorf("200 delays at the cap took %d values spanning %v; want them spread over the %v band", len(seen), hi-lo, listener.DefaultMaxIdle-low)
+	}
 }

@@ -12,7 +12,7 @@ import (
 func TestNamedConstructors(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range append(BackoffNames(), "") {
-		b, err := NewBackoffNamed(name, BackoffOptions{MaxIdle: time.Second})
+		b, err := NewBackoffNamed(name, BackoffOptions{MaxIdle: time.Second, Rand: fixedRand(0)})
 		if err != nil {
 			t.Fatalf("NewBackoffNamed(%q): %v", name, err)
 		}
@@ -32,7 +32,7 @@ func TestNamedConstructors(t *testing.T) {
 		}
 	}
 	for _, name := range append(PoisonNames(), "") {
-		p, err := NewPoisonNamed(name, PoisonOptions{BaseDelay: time.Second})
+		p, err := NewPoisonNamed(name, PoisonOptions{BaseDelay: time.Second, Jitter: -1})
 		if err != nil {
 			t.Fatalf("NewPoisonNamed(%q): %v", name, err)
 		}

@@ -11,7 +11,8 @@ import (
 
 // Poison policy defaults, also the host's (poison.base_delay and max_delay): with the
 // listener's default MaxDequeueCount of 5 a failing message is retried after 1 s, 2 s, 4 s
-// and 8 s and dead-lettered on its 5th failure, about 15 s after the first. Azure Functions
+// and 8 s (each ±10 %, DefaultJitter) and dead-lettered on its 5th failure, about 15 s
+// (at most 16.5 s) after the first. Azure Functions
 // retries at once (visibilityTimeout 0); a short first delay keeps that promptness without
 // a hot loop. DefaultPoisonMaxDelay also caps a handler's own retry-after.
 const (
@@ -30,16 +31,20 @@ type PoisonOptions struct {
 	// Factor multiplies the delay after each further failure; values below 1 (or NaN) mean
 	// DefaultFactor, and 1 gives a constant delay.
 	Factor float64
+	// Jitter spreads each delay the policy picks by up to ±Jitter of it (never past
+	// MaxDelay); 0 means DefaultJitter (±10 %), a negative value none. A handler's own
+	// retry-after is not jittered.
+	Jitter float64
 }
 
 // RetryThenDeadLetter is the default listener.PoisonPolicy. A message the handler rejected
 // is dead-lettered at once with the error text as its reason. Otherwise it is retried after
-// BaseDelay·Factor^(dequeueCount−1), capped at MaxDelay (or after the handler's retry-after,
-// capped too), until its dequeue count reaches the binding's max_dequeue_count; that failure
+// BaseDelay·Factor^(dequeueCount−1), capped at MaxDelay and spread by ±Jitter (or after the
+// handler's retry-after, capped too, not spread), until its dequeue count reaches the binding's max_dequeue_count; that failure
 // dead-letters it with a reason giving the count and the error text.
 type RetryThenDeadLetter struct {
 	base, maxDelay time.Duration
-	factor         float64
+	factor, jitter float64
 }
 
 var _ listener.PoisonPolicy = (*RetryThenDeadLetter)(nil)
@@ -58,7 +63,10 @@ func NewPoison(o PoisonOptions) *RetryThenDeadLetter {
 	if !(o.Factor >= 1) || math.IsInf(o.Factor, 0) {
 		o.Factor = DefaultFactor
 	}
-	return &RetryThenDeadLetter{base: o.BaseDelay, maxDelay: o.MaxDelay, factor: o.Factor}
+	if o.Jitter == 0 || math.IsNaN(o.Jitter) {
+		o.Jitter = DefaultJitter
+	}
+	return &RetryThenDeadLetter{base: o.BaseDelay, maxDelay: o.MaxDelay, factor: o.Factor, jitter: min(o.Jitter, 1)}
 }
 
 // Decide implements listener.PoisonPolicy.
@@ -70,9 +78,9 @@ func (p *RetryThenDeadLetter) Decide(_ context.Context, f listener.Failure) list
 	if f.Reject {
 		return listener.Decision{Action: listener.ActionDeadLetter, Reason: text}
 	}
-	count := 1
+	count, id := 1, ""
 	if f.Message != nil {
-		count = max(f.Message.DequeueCount, 1)
+		count, id = max(f.Message.DequeueCount, 1), f.Message.ID
 	}
 	limit := f.MaxDequeueCount
 	if limit <= 0 {
@@ -87,7 +95,7 @@ func (p *RetryThenDeadLetter) Decide(_ context.Context, f listener.Failure) list
 	if f.RetryAfter > 0 {
 		return listener.Decision{Action: listener.ActionRetry, Delay: min(f.RetryAfter, p.maxDelay)}
 	}
-	return listener.Decision{Action: listener.ActionRetry, Delay: p.delay(count)}
+	return listener.Decision{Action: listener.ActionRetry, Delay: jitter(p.delay(count), p.jitter, p.maxDelay, id, count)}
 }
 
 // delay is BaseDelay·Factor^(count−1) capped at MaxDelay, computed in float64 so that large

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 func failure(count, maxDequeue int, err error) listener.Failure {
 	return listener.Failure{
-		Message:         &listener.Message{ID: "m1", Queue: "orders", DequeueCount: count},
+		Message:         &queue.Message{ID: "m1", Queue: "orders", DequeueCount: count},
 		Err:             err,
 		MaxDequeueCount: maxDequeue,
 	}
@@ -24,7 +25,7 @@ func failure(count, maxDequeue int, err error) listener.Failure {
 // max_dequeue_count, and that very failure dead-letters it.
 func TestPoisonExactlyAtMaxDequeueCount(t *testing.T) {
 	ctx := context.Background()
-	p := NewPoison(PoisonOptions{})
+	p := NewPoison(PoisonOptions{Jitter: -1}) // the count rule; TestPoisonJitter the delays
 	boom := errors.New("boom: invalid order 42")
 	for _, limit := range []int{1, 2, 3, 5, 8, 20} {
 		var prev time.Duration
@@ -55,37 +56,39 @@ func TestPoisonDecisions(t *testing.T) {
 	ctx := context.Background()
 	boom := errors.New("boom")
 	s := time.Second
-	custom := PoisonOptions{BaseDelay: s, MaxDelay: 10 * s, Factor: 3}
+	// The formula without the jitter (TestPoisonJitter covers it).
+	noJitter := PoisonOptions{Jitter: -1}
+	custom := PoisonOptions{BaseDelay: s, MaxDelay: 10 * s, Factor: 3, Jitter: -1}
 	tests := []struct {
 		name string
 		o    PoisonOptions
 		f    listener.Failure
 		want listener.Decision
 	}{
-		{"first failure", PoisonOptions{}, failure(1, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: s}},
-		{"second", PoisonOptions{}, failure(2, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: 2 * s}},
-		{"fourth", PoisonOptions{}, failure(4, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: 8 * s}},
-		{"fifth: poison", PoisonOptions{}, failure(5, 5, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
-		{"past the limit (limit lowered)", PoisonOptions{}, failure(9, 5, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 9 times (max_dequeue_count 5): boom"}},
-		{"limit 0 means 5: fourth", PoisonOptions{}, failure(4, 0, boom), listener.Decision{Action: listener.ActionRetry, Delay: 8 * s}},
-		{"limit 0 means 5: fifth", PoisonOptions{}, failure(5, 0, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
-		{"negative limit means 5", PoisonOptions{}, failure(5, -3, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
-		{"reject: dead-letter now", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 1}, Err: listener.Reject(boom), Reject: true, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "rejected: boom"}},
-		{"reject without error", PoisonOptions{}, listener.Failure{Reject: true}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "handler failed"}},
-		{"retry-after honoured", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 2}, Err: boom, RetryAfter: 3 * s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: 3 * s}},
-		{"retry-after capped", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 2}, Err: boom, RetryAfter: 100 * time.Hour, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: DefaultPoisonMaxDelay}},
-		{"retry-after does not outlive the limit", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 5}, Err: boom, RetryAfter: s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
-		{"negative retry-after ignored", PoisonOptions{}, listener.Failure{Message: &listener.Message{DequeueCount: 1}, Err: boom, RetryAfter: -s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: s}},
-		{"nil message counts as first", PoisonOptions{}, listener.Failure{Err: boom, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: s}},
-		{"zero dequeue count counts as first", PoisonOptions{}, failure(0, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: s}},
+		{"first failure", noJitter, failure(1, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: s}},
+		{"second", noJitter, failure(2, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: 2 * s}},
+		{"fourth", noJitter, failure(4, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: 8 * s}},
+		{"fifth: poison", noJitter, failure(5, 5, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
+		{"past the limit (limit lowered)", noJitter, failure(9, 5, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 9 times (max_dequeue_count 5): boom"}},
+		{"limit 0 means 5: fourth", noJitter, failure(4, 0, boom), listener.Decision{Action: listener.ActionRetry, Delay: 8 * s}},
+		{"limit 0 means 5: fifth", noJitter, failure(5, 0, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
+		{"negative limit means 5", noJitter, failure(5, -3, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
+		{"reject: dead-letter now", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 1}, Err: listener.Reject(boom), Reject: true, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "rejected: boom"}},
+		{"reject without error", noJitter, listener.Failure{Reject: true}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "handler failed"}},
+		{"retry-after honoured", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 2}, Err: boom, RetryAfter: 3 * s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: 3 * s}},
+		{"retry-after capped", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 2}, Err: boom, RetryAfter: 100 * time.Hour, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: DefaultPoisonMaxDelay}},
+		{"retry-after does not outlive the limit", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 5}, Err: boom, RetryAfter: s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
+		{"negative retry-after ignored", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 1}, Err: boom, RetryAfter: -s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: s}},
+		{"nil message counts as first", noJitter, listener.Failure{Err: boom, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: s}},
+		{"zero dequeue count counts as first", noJitter, failure(0, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: s}},
 		{"custom 1", custom, failure(1, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: s}},
 		{"custom 2", custom, failure(2, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 3 * s}},
 		{"custom 3", custom, failure(3, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 9 * s}},
 		{"custom 4 capped", custom, failure(4, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 10 * s}},
-		{"huge count saturates", PoisonOptions{}, failure(100000, math.MaxInt, boom), listener.Decision{Action: listener.ActionRetry, Delay: DefaultPoisonMaxDelay}},
-		{"constant factor", PoisonOptions{BaseDelay: 2 * s, Factor: 1}, failure(7, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 2 * s}},
-		{"factor below 1 is the default", PoisonOptions{BaseDelay: s, Factor: 0.5}, failure(3, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 4 * s}},
-		{"max below base is raised", PoisonOptions{BaseDelay: 8 * s, MaxDelay: s}, failure(3, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 8 * s}},
+		{"huge count saturates", noJitter, failure(100000, math.MaxInt, boom), listener.Decision{Action: listener.ActionRetry, Delay: DefaultPoisonMaxDelay}},
+		{"constant factor", PoisonOptions{BaseDelay: 2 * s, Factor: 1, Jitter: -1}, failure(7, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 2 * s}},
+		{"factor below 1 is the default", PoisonOptions{BaseDelay: s, Factor: 0.5, Jitter: -1}, failure(3, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 4 * s}},
+		{"max below base is raised", PoisonOptions{BaseDelay: 8 * s, MaxDelay: s, Jitter: -1}, failure(3, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 8 * s}},
 	}
 	for _, tt := range tests {
 		if got := NewPoison(tt.o).Decide(ctx, tt.f); got != tt.want {
@@ -113,5 +116,53 @@ func TestPoisonValidate(t *testing.T) {
 		if tt.err == "" && got != "" || !strings.Contains(got, tt.err) {
 			t.Errorf("%+v.Validate() = %q, want %q", tt.o, got, tt.err)
 		}
+	}
+}
+
+// TestPoisonJitter: messages that failed together (1000 of them, one batch) are retried
+// spread over ±10 % of the delay instead of all at once; a delay at max_delay spreads below
+// it, never past; one message's delay is reproducible; Jitter < 0 turns it off, and a
+// handler's own retry-after is never spread.
+func TestPoisonJitter(t *testing.T) {
+	ctx := context.Background()
+	boom := errors.New("boom")
+	p := NewPoison(PoisonOptions{})
+	for _, tc := range []struct {
+		count    int
+		lo, hi   time.Duration
+		nominal  time.Duration
+		atTheCap bool
+	}{
+		{1, 900 * time.Millisecond, 1100 * time.Millisecond, time.Second, false},
+		{3, 3600 * time.Millisecond, 4400 * time.Millisecond, 4 * time.Second, false},
+		{20, 54 * time.Second, 60 * time.Second, 60 * time.Second, true},
+	} {
+		seen := map[time.Duration]bool{}
+		lo, hi := time.Duration(math.MaxInt64), time.Duration(0)
+		for i := range 1000 {
+			f := listener.Failure{Message: &queue.Message{ID: fmt.Sprintf("msg-%d", i), DequeueCount: tc.count}, Err: boom, MaxDequeueCount: 100}
+			d := p.Decide(ctx, f).Delay
+			if d < tc.lo || d > tc.hi {
+				t.Fatalf("failure %d of %s: delay %v outside [%v, %v]", tc.count, f.Message.ID, d, tc.lo, tc.hi)
+			}
+			if again := p.Decide(ctx, f).Delay; again != d {
+				t.Fatalf("failure %d of %s: delay %v, then %v for the same failure", tc.count, f.Message.ID, d, again)
+			}
+			seen[d] = true
+			lo, hi = min(lo, d), max(hi, d)
+		}
+		// Spread over the band: no lockstep, and no pile-up on the cap.
+		band := tc.hi - tc.lo
+		if len(seen) < 900 || hi-lo < band*8/10 {
+			t.Errorf("failure %d: 1000 messages got %d distinct delays spanning %v; want them spread over %v", tc.count, len(seen), hi-lo, band)
+		}
+	}
+	off := NewPoison(PoisonOptions{Jitter: -1})
+	if d := off.Decide(ctx, failure(3, 5, boom)).Delay; d != 4*time.Second {
+		t.Errorf("Jitter -1: delay %v, want exactly 4s", d)
+	}
+	own := listener.Failure{Message: &queue.Message{ID: "m", DequeueCount: 2}, Err: boom, RetryAfter: 3 * time.Second, MaxDequeueCount: 5}
+	if d := p.Decide(ctx, own).Delay; d != 3*time.Second {
+		t.Errorf("a handler's retry-after of 3s became %v; want it as asked", d)
 	}
 }

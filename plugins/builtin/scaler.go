@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // DepthRow is one threshold of a DepthTable: a depth of at least Depth wants Workers workers.
@@ -93,10 +94,10 @@ func (t *DepthTable) Desired(_ context.Context, s listener.State) int {
 	return clampWorkers(want, s)
 }
 
-// DefaultTargetPerWorker is Target's default: one full receive batch (listener.MaxBatch) per
+// DefaultTargetPerWorker is Target's default: one full receive batch (queue.MaxBatch) per
 // worker, since a worker leases and runs a whole batch at once. (KEDA's default of 5 counts
 // messages per pod, not per batch-receiving worker.)
-const DefaultTargetPerWorker = listener.MaxBatch
+const DefaultTargetPerWorker = queue.MaxBatch
 
 // Target is KEDA's scaling rule as a listener.Scaler: ceil(depth / target per worker),
 // clamped to the State's MinWorkers..MaxWorkers.

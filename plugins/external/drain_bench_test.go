@@ -8,6 +8,7 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -118,14 +119,14 @@ func drainOnce(b *testing.B, ps policySet, slice time.Duration, p *Plugin) (elap
 	}
 	body := make([]byte, 100)
 	for i := range policyDrainN {
-		if _, err := q.Send(ctx, body, listener.SendOptions{}); err != nil {
+		if _, err := q.Send(ctx, body, queue.SendOptions{}); err != nil {
 			b.Fatalf("fill message %d: %v", i, err)
 		}
 	}
 	l, err := listener.New(listener.Config{
 		Queue:      q,
 		DeadLetter: dl,
-		Handler:    listener.HandlerFunc(func(context.Context, *listener.Message) error { return nil }),
+		Handler:    listener.HandlerFunc(func(context.Context, *queue.Message) error { return nil }),
 		Backoff:    ps.backoff,
 		Scaler:     ps.scaler,
 		Poison:     ps.poison,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wqhost/wqhost/internal/clock/clocktest"
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Plugin binaries built once for the package by TestMain.
@@ -149,7 +150,7 @@ func TestDecisionsReachCaller(t *testing.T) {
 		t.Errorf("Backoff of a scaler-only plugin = %v,%v, want the fallback's 1m,true", d, stop)
 	}
 
-	msg := &listener.Message{ID: "m-1", Queue: "orders", DequeueCount: 1}
+	msg := &queue.Message{ID: "m-1", Queue: "orders", DequeueCount: 1}
 	poisonTests := []struct {
 		name      string
 		err       string

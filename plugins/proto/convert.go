@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // FromIdleState converts the listener's idle state to its wire form.
@@ -124,7 +125,7 @@ func ToFailure(f *Failure) listener.Failure {
 		out.Err = errors.New(f.GetError())
 	}
 	if m := f.GetMessage(); m != nil {
-		out.Message = &listener.Message{
+		out.Message = &queue.Message{
 			ID:           m.GetId(),
 			Queue:        m.GetQueue(),
 			DequeueCount: int(m.GetDequeueCount()),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -36,7 +37,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("IdleState round trip = %+v", got)
 	}
 	f := listener.Failure{
-		Message: &listener.Message{ID: "m", Queue: "q", DequeueCount: 3, InsertedAt: time.Unix(5, 6),
+		Message: &queue.Message{ID: "m", Queue: "q", DequeueCount: 3, InsertedAt: time.Unix(5, 6),
 			Body: []byte("secret"), LeaseToken: "lease", Attributes: map[string]string{"k": "v"}},
 		Err: errors.New("boom"), Reject: true, RetryAfter: time.Second, MaxDequeueCount: 5,
 	}

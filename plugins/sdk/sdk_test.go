@@ -9,6 +9,7 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 	policyv1 "github.com/wqhost/wqhost/plugins/proto"
 )
 
@@ -51,7 +52,7 @@ func TestServedOverGRPC(t *testing.T) {
 	if err != nil || w.GetWorkers() != 7 {
 		t.Errorf("Desired = %v, %v, want 7", w, err)
 	}
-	d, err := c.Poison.Decide(ctx, policyv1.FromFailure(listener.Failure{Err: errors.New("boom"), Message: &listener.Message{ID: "m9"}}))
+	d, err := c.Poison.Decide(ctx, policyv1.FromFailure(listener.Failure{Err: errors.New("boom"), Message: &queue.Message{ID: "m9"}}))
 	if err != nil {
 		t.Fatal(err)
 	}

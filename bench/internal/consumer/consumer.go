@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
@@ -35,7 +36,7 @@ var Kinds = []Kind{Listener, Naive, Poller}
 
 // Options configure a consumer.
 type Options struct {
-	Queue, DeadLetter listener.Queue
+	Queue, DeadLetter queue.Queue
 	Handler           listener.Handler
 	// Workers is the listener's MaxWorkers and the naive loop's goroutine count.
 	Workers int
@@ -56,8 +57,8 @@ func (o *Options) defaults() {
 	if o.Workers < 1 {
 		o.Workers = 1
 	}
-	if o.BatchSize < 1 || o.BatchSize > listener.MaxBatch {
-		o.BatchSize = listener.MaxBatch
+	if o.BatchSize < 1 || o.BatchSize > queue.MaxBatch {
+		o.BatchSize = queue.MaxBatch
 	}
 	if o.NaiveIdle <= 0 {
 		o.NaiveIdle = 100 * time.Millisecond
@@ -118,7 +119,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // settle deletes a handled message; a failed message is left to reappear when its lease
 // ends, which is all a naive consumer does about failures.
-func settle(ctx context.Context, o Options, m *listener.Message, herr error) {
+func settle(ctx context.Context, o Options, m *queue.Message, herr error) {
 	if herr != nil && !listener.IsReject(herr) {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // TestEachConsumerDrainsOnce checks the three consumers do the same job: every message
@@ -23,14 +24,14 @@ func TestEachConsumerDrainsOnce(t *testing.T) {
 			dl, _ := b.Open(ctx, "work-poison")
 			const n = 200
 			for i := range n {
-				if _, err := q.Send(ctx, fmt.Appendf(nil, "m%d", i), listener.SendOptions{}); err != nil {
+				if _, err := q.Send(ctx, fmt.Appendf(nil, "m%d", i), queue.SendOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			var mu sync.Mutex
 			seen := map[string]int{}
 			done := make(chan struct{})
-			h := listener.HandlerFunc(func(_ context.Context, m *listener.Message) error {
+			h := listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 				mu.Lock()
 				defer mu.Unlock()
 				seen[string(m.Body)]++

@@ -1,4 +1,4 @@
-// Package countq wraps a listener.Queue to count every call made to it: the cost model of a
+// Package countq wraps a queue.Queue to count every call made to it: the cost model of a
 // hosted queue (Azure bills each request as one storage transaction, empty receives
 // included), applied to every backend so the consumers can be compared on equal terms.
 package countq
@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Counts are the calls made through a wrapped queue.
@@ -52,34 +52,36 @@ func (s Snapshot) Sub(o Snapshot) Snapshot {
 	}
 }
 
-// Wrap returns q counting into c. The result implements listener.Batcher and
-// listener.Waiter exactly when q does, so the listener takes the same code paths as with q.
-func Wrap(q listener.Queue, c *Counts) listener.Queue {
-	base := &queue{q: q, c: c}
-	b, isB := q.(listener.Batcher)
-	w, isW := q.(listener.Waiter)
-	switch {
-	case isB && isW:
-		return &batchWaitQueue{queue: base, b: b, w: w}
-	case isB:
-		return &batchQueue{queue: base, b: b}
-	case isW:
-		return &waitQueue{queue: base, w: w}
-	default:
-		return base
+// Wrap returns q counting into c. It embeds queue.Decorator, so it advertises exactly q's
+// capabilities and the listener takes the same code paths as with q.
+func Wrap(q queue.Queue, c *Counts) queue.Queue {
+	return &counted{Decorator: queue.Decorator{Queue: q}, c: c}
+}
+
+// WrapPolling is Wrap without the wake-up capabilities: the listener then polls with its
+// back-off, as it must on a backend that cannot wait (Azure).
+func WrapPolling(q queue.Queue, c *Counts) queue.Queue {
+	return &counted{Decorator: queue.Decorator{Queue: q}, c: c, polling: true}
+}
+
+type counted struct {
+	queue.Decorator
+	c       *Counts
+	polling bool // wake-ups withheld
+}
+
+// Capabilities implements queue.Advertiser.
+func (q *counted) Capabilities() queue.Caps {
+	cs := q.Decorator.Capabilities()
+	if q.polling {
+		cs &^= queue.CapWait | queue.CapWatch | queue.CapWatchFunc
 	}
+	return cs
 }
 
-type queue struct {
-	q listener.Queue
-	c *Counts
-}
-
-func (q *queue) Name() string { return q.q.Name() }
-
-func (q *queue) Receive(ctx context.Context, max int, vis time.Duration) ([]*listener.Message, error) {
+func (q *counted) Receive(ctx context.Context, max int, vis time.Duration) ([]*queue.Message, error) {
 	q.c.Receive.Add(1)
-	ms, err := q.q.Receive(ctx, max, vis)
+	ms, err := q.Queue.Receive(ctx, max, vis)
 	if err == nil && len(ms) == 0 {
 		q.c.EmptyReceive.Add(1)
 	}
@@ -87,70 +89,32 @@ func (q *queue) Receive(ctx context.Context, max int, vis time.Duration) ([]*lis
 	return ms, err
 }
 
-func (q *queue) Delete(ctx context.Context, m *listener.Message) error {
+func (q *counted) Delete(ctx context.Context, m *queue.Message) error {
 	q.c.Delete.Add(1)
-	return q.q.Delete(ctx, m)
+	return q.Queue.Delete(ctx, m)
 }
 
-func (q *queue) UpdateVisibility(ctx context.Context, m *listener.Message, d time.Duration) error {
+func (q *counted) UpdateVisibility(ctx context.Context, m *queue.Message, d time.Duration) error {
 	q.c.Update.Add(1)
-	return q.q.UpdateVisibility(ctx, m, d)
+	return q.Queue.UpdateVisibility(ctx, m, d)
 }
 
-func (q *queue) Send(ctx context.Context, body []byte, opts listener.SendOptions) (string, error) {
+func (q *counted) Send(ctx context.Context, body []byte, opts queue.SendOptions) (string, error) {
 	q.c.Send.Add(1)
-	return q.q.Send(ctx, body, opts)
+	return q.Queue.Send(ctx, body, opts)
 }
 
-func (q *queue) Depth(ctx context.Context) (int64, error) {
+func (q *counted) Depth(ctx context.Context) (int64, error) {
 	q.c.Depth.Add(1)
-	return q.q.Depth(ctx)
+	return q.Queue.Depth(ctx)
 }
 
-func (q *queue) deleteBatch(b listener.Batcher, ctx context.Context, ms []*listener.Message) []error {
+func (q *counted) DeleteBatch(ctx context.Context, ms []*queue.Message) []error {
 	q.c.DeleteBatch.Add(1)
-	return b.DeleteBatch(ctx, ms)
+	return q.Decorator.DeleteBatch(ctx, ms)
 }
 
-func (q *queue) wait(w listener.Waiter, ctx context.Context, d time.Duration) error {
+func (q *counted) Wait(ctx context.Context, d time.Duration) error {
 	q.c.Wait.Add(1)
-	return w.Wait(ctx, d)
-}
-
-type batchQueue struct {
-	*queue
-	b listener.Batcher
-}
-
-func (q *batchQueue) DeleteBatch(ctx context.Context, ms []*listener.Message) []error {
-	return q.deleteBatch(q.b, ctx, ms)
-}
-
-type waitQueue struct {
-	*queue
-	w listener.Waiter
-}
-
-func (q *waitQueue) Wait(ctx context.Context, d time.Duration) error { return q.wait(q.w, ctx, d) }
-
-type batchWaitQueue struct {
-	*queue
-	b listener.Batcher
-	w listener.Waiter
-}
-
-func (q *batchWaitQueue) DeleteBatch(ctx context.Context, ms []*listener.Message) []error {
-	return q.deleteBatch(q.b, ctx, ms)
-}
-
-func (q *batchWaitQueue) Wait(ctx context.Context, d time.Duration) error { return q.wait(q.w, ctx, d) }
-
-// WrapPolling is Wrap without the Waiter capability: the listener then polls with its
-// back-off, as it must on a backend that cannot wait (Azure).
-func WrapPolling(q listener.Queue, c *Counts) listener.Queue {
-	base := &queue{q: q, c: c}
-	if b, ok := q.(listener.Batcher); ok {
-		return &batchQueue{queue: base, b: b}
-	}
-	return base
+	return q.Decorator.Wait(ctx, d)
 }

@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // plain hides the memory queue's Batcher and Waiter.
-type plain struct{ listener.Queue }
+type plain struct{ queue.Queue }
 
 func TestWrapKeepsCapabilities(t *testing.T) {
 	ctx := context.Background()
@@ -20,7 +20,7 @@ func TestWrapKeepsCapabilities(t *testing.T) {
 	}
 	tests := []struct {
 		name        string
-		q           listener.Queue
+		q           queue.Queue
 		batch, wait bool
 	}{
 		{"memory", mq, true, true},
@@ -28,8 +28,11 @@ func TestWrapKeepsCapabilities(t *testing.T) {
 	}
 	for _, tc := range tests {
 		w := Wrap(tc.q, &Counts{})
-		_, b := w.(listener.Batcher)
-		_, wt := w.(listener.Waiter)
+		_, b := queue.As[queue.Batcher](w)
+		_, wt := queue.As[queue.Waiter](w)
+		if got, want := queue.Of(w), queue.Of(tc.q); got != want {
+			t.Errorf("%s: wrapped capabilities %s, want the queue's %s", tc.name, got, want)
+		}
 		if b != tc.batch || wt != tc.wait {
 			t.Errorf("%s: Batcher %v Waiter %v, want %v %v", tc.name, b, wt, tc.batch, tc.wait)
 		}
@@ -48,7 +51,7 @@ func TestCounts(t *testing.T) {
 		t.Fatal(ms, err)
 	}
 	for range 3 {
-		if _, err := q.Send(ctx, []byte("x"), listener.SendOptions{}); err != nil {
+		if _, err := q.Send(ctx, []byte("x"), queue.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,13 +62,13 @@ func TestCounts(t *testing.T) {
 	if err := q.Delete(ctx, ms[0]); err != nil {
 		t.Fatal(err)
 	}
-	if errs := q.(listener.Batcher).DeleteBatch(ctx, ms[1:]); errs[0] != nil || errs[1] != nil {
+	if errs := q.(queue.Batcher).DeleteBatch(ctx, ms[1:]); errs[0] != nil || errs[1] != nil {
 		t.Fatal(errs)
 	}
 	if _, err := q.Depth(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_ = q.(listener.Waiter).Wait(ctx, time.Millisecond)
+	_ = q.(queue.Waiter).Wait(ctx, time.Millisecond)
 	got := c.Snapshot()
 	want := Snapshot{Receive: 2, EmptyReceive: 1, Delete: 1, DeleteBatch: 1, Send: 3, Depth: 1, Wait: 1, Received: 3, Transactions: 8}
 	if got != want {

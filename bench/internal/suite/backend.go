@@ -8,11 +8,11 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure"
 	"github.com/wqhost/wqhost/listener/azure/azuritetest"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Backend names a queue store.
@@ -68,7 +68,7 @@ func (s *Stores) azureConn(ctx context.Context) (string, func() error, error) {
 
 // Opened is a work queue and its dead-letter queue on a fresh store or fresh names.
 type Opened struct {
-	Queue, DeadLetter listener.Queue
+	Queue, DeadLetter queue.Queue
 	close             func() error
 }
 
@@ -79,7 +79,7 @@ func (o *Opened) Close() error { return o.close() }
 func (s *Stores) Open(ctx context.Context, b Backend) (*Opened, error) {
 	n := s.seq.Add(1)
 	name := fmt.Sprintf("bench-%d", n)
-	var be listener.Backend
+	var be queue.Backend
 	switch b {
 	case Memory:
 		be = memory.New(memory.Options{})
@@ -112,17 +112,17 @@ func (s *Stores) Open(ctx context.Context, b Backend) (*Opened, error) {
 		be.Close()
 		return nil, fmt.Errorf("backend %s: open %s: %w", b, name, err)
 	}
-	dl, err := be.Open(ctx, name+listener.PoisonSuffix)
+	dl, err := be.Open(ctx, name+queue.PoisonSuffix)
 	if err != nil {
 		be.Close()
-		return nil, fmt.Errorf("backend %s: open %s: %w", b, name+listener.PoisonSuffix, err)
+		return nil, fmt.Errorf("backend %s: open %s: %w", b, name+queue.PoisonSuffix, err)
 	}
 	return &Opened{Queue: q, DeadLetter: dl, close: be.Close}, nil
 }
 
 // closer runs cleanup after closing a backend.
 type closer struct {
-	listener.Backend
+	queue.Backend
 	after func()
 }
 
@@ -134,15 +134,15 @@ func (c closer) Close() error {
 
 // batchSender is implemented by backends that enqueue many messages in one transaction.
 type batchSender interface {
-	SendBatch(ctx context.Context, bodies [][]byte, opts listener.SendOptions) ([]string, error)
+	SendBatch(ctx context.Context, bodies [][]byte, opts queue.SendOptions) ([]string, error)
 }
 
 // Preload enqueues bodies, in batches where the backend can, else from 16 goroutines.
-func Preload(ctx context.Context, q listener.Queue, bodies [][]byte, progress func(int)) error {
+func Preload(ctx context.Context, q queue.Queue, bodies [][]byte, progress func(int)) error {
 	if bs, ok := q.(batchSender); ok {
 		for i := 0; i < len(bodies); i += 512 {
 			chunk := bodies[i:min(i+512, len(bodies))]
-			if _, err := bs.SendBatch(ctx, chunk, listener.SendOptions{}); err != nil {
+			if _, err := bs.SendBatch(ctx, chunk, queue.SendOptions{}); err != nil {
 				return fmt.Errorf("preload %s: %w", q.Name(), err)
 			}
 			if progress != nil {
@@ -163,7 +163,7 @@ func Preload(ctx context.Context, q listener.Queue, bodies [][]byte, progress fu
 				if i >= len(bodies) {
 					return
 				}
-				if _, err := q.Send(ctx, bodies[i], listener.SendOptions{}); err != nil {
+				if _, err := q.Send(ctx, bodies[i], queue.SendOptions{}); err != nil {
 					errs <- fmt.Errorf("preload %s message %d: %w", q.Name(), i, err)
 					return
 				}

@@ -10,6 +10,7 @@ import (
 	"github.com/wqhost/wqhost/bench/internal/consumer"
 	"github.com/wqhost/wqhost/bench/internal/countq"
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // IdleRow is the queue calls one consumer made while its queue stayed empty.
@@ -93,7 +94,7 @@ func idleOne(ctx context.Context, stores *Stores, o IdleOptions, c idleCase) (Id
 	}
 	var handled atomic.Int64
 	burstDone := make(chan struct{})
-	h := listener.HandlerFunc(func(context.Context, *listener.Message) error {
+	h := listener.HandlerFunc(func(context.Context, *queue.Message) error {
 		if handled.Add(1) == int64(o.Burst) {
 			close(burstDone)
 		}

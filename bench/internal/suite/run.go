@@ -14,6 +14,7 @@ import (
 	"github.com/wqhost/wqhost/examples/workloads"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // RunOptions describe one end-to-end workload: preload a queue, drain it with a consumer
@@ -130,7 +131,7 @@ func Run(ctx context.Context, stores *Stores, paths engine.Paths, o RunOptions) 
 	// The semaphore holds calls beyond the engine's instances, so the latency measured is
 	// the handler's own and not the wait for a free instance.
 	sem := make(chan struct{}, o.Instances)
-	h := listener.HandlerFunc(func(ctx context.Context, m *listener.Message) error {
+	h := listener.HandlerFunc(func(ctx context.Context, m *queue.Message) error {
 		sem <- struct{}{}
 		t0 := time.Now()
 		_, err := caller.Call(ctx, m.Body)

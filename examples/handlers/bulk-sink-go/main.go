@@ -10,9 +10,12 @@
 //
 // Config (binding config:):
 //
-//	max_output_bytes  the largest array to emit, in bytes (default 60000, under the
-//	                  64 KiB a queue message may hold); an object too large for an array
-//	                  of its own is rejected
+//	max_output_bytes  the largest array to emit, in bytes; an object too large for an
+//	                  array of its own is rejected. Default: the host's limit on an
+//	                  output (wqhost.MaxOutputBytes: the tenant's max_output_bytes, or
+//	                  less where the queue backend carries less, e.g. 49152 on Azure under
+//	                  base64), or 49152 where the host does not tell; a larger value is
+//	                  cut to the host's limit, since emit would refuse it
 package main
 
 import (
@@ -22,7 +25,9 @@ import (
 	wqhost "github.com/wqhost/wqhost/sdk/go"
 )
 
-const defaultMaxOutput = 60000
+// fallbackMaxOutput is the array size limit on a host that does not tell its own: 49152
+// bytes fit a message on every backend (Azure's 64 KiB of text after base64).
+const fallbackMaxOutput = 49152
 
 func init() { wqhost.HandleBatch(handle) }
 
@@ -36,7 +41,11 @@ type settings struct {
 var cfg *settings
 
 func loadSettings() *settings {
-	s := &settings{max: defaultMaxOutput}
+	host := wqhost.MaxOutputBytes() // 0: the host does not tell
+	s := &settings{max: host}
+	if host == 0 {
+		s.max = fallbackMaxOutput
+	}
 	if v, ok := wqhost.Config("max_output_bytes"); ok && v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
@@ -44,6 +53,9 @@ func loadSettings() *settings {
 			return s
 		}
 		s.max = n
+		if host > 0 {
+			s.max = min(n, host)
+		}
 	}
 	return s
 }

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 func TestDecide(t *testing.T) {
 	p := policy{pattern: regexp.MustCompile(`schema|invalid`), delay: 7 * time.Second}
-	msg := func(n int) *listener.Message { return &listener.Message{ID: "m1", DequeueCount: n} }
+	msg := func(n int) *queue.Message { return &queue.Message{ID: "m1", DequeueCount: n} }
 	tests := []struct {
 		name      string
 		f         listener.Failure

@@ -16,14 +16,14 @@ import (
 	"path/filepath"
 
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Open opens the named backend of cfg.
-func Open(ctx context.Context, cfg *config.Config, name string, log *slog.Logger) (listener.Backend, error) {
+func Open(ctx context.Context, cfg *config.Config, name string, log *slog.Logger) (queue.Backend, error) {
 	bc, ok := cfg.BackendFor(name)
 	if !ok {
 		return nil, fmt.Errorf("backend %q is not configured", name)
@@ -51,6 +51,7 @@ func Open(ctx context.Context, cfg *config.Config, name string, log *slog.Logger
 		opts := azure.Options{
 			AccountName: bc.AccountName, ServiceURL: bc.ServiceURL, DefaultCredential: bc.DefaultCredential,
 			Encoding: azure.Encoding(bc.Encoding), CreateQueues: bc.CreateQueues, PoisonTTL: bc.PoisonTTL, Logger: log,
+			PoisonFormat: azure.PoisonFormat(bc.PoisonFormat),
 		}
 		secret := func(key, env string) (string, error) {
 			if env == "" {

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -33,7 +33,7 @@ func CheckOwnQueue(cfg *config.Config, tenant, backend, q string) error {
 
 // OpenQueues opens tenant's queues on the backend of the first one, opened once for this
 // call: close the returned Closer when done (it closes the backend).
-func OpenQueues(ctx context.Context, cfg *config.Config, tenant string, queues ...string) ([]listener.Queue, io.Closer, error) {
+func OpenQueues(ctx context.Context, cfg *config.Config, tenant string, queues ...string) ([]queue.Queue, io.Closer, error) {
 	bname, err := cfg.QueueBackend(tenant, queues[0])
 	if err != nil {
 		return nil, nil, fmt.Errorf("open queue %s/%s: %w", tenant, queues[0], err)
@@ -47,7 +47,7 @@ func OpenQueues(ctx context.Context, cfg *config.Config, tenant string, queues .
 	if err != nil {
 		return nil, nil, fmt.Errorf("open queue %s/%s: %w", tenant, queues[0], err)
 	}
-	out := make([]listener.Queue, len(queues))
+	out := make([]queue.Queue, len(queues))
 	for i, name := range queues {
 		if out[i], err = b.Open(ctx, cfg.PhysicalQueue(tenant, bname, name)); err != nil {
 			_ = b.Close()

@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Set opens each backend of a config once, on first use, and shares it: a running host's
@@ -20,17 +20,17 @@ type Set struct {
 	log *slog.Logger
 
 	mu     sync.Mutex // held while a backend is opened, watched or closed
-	open   map[string]listener.Backend
+	open   map[string]queue.Backend
 	closed bool
 }
 
 // NewSet returns a Set of cfg's backends, none opened yet.
 func NewSet(cfg *config.Config, log *slog.Logger) *Set {
-	return &Set{cfg: cfg, log: log, open: map[string]listener.Backend{}}
+	return &Set{cfg: cfg, log: log, open: map[string]queue.Backend{}}
 }
 
 // Get returns the backend name, opening it on first use.
-func (bs *Set) Get(ctx context.Context, name string) (listener.Backend, error) {
+func (bs *Set) Get(ctx context.Context, name string) (queue.Backend, error) {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	if b, ok := bs.open[name]; ok {
@@ -80,7 +80,7 @@ func (bs *Set) Close() error {
 			errs = append(errs, fmt.Errorf("backend %s: %w", name, err))
 		}
 	}
-	bs.open = map[string]listener.Backend{}
+	bs.open = map[string]queue.Backend{}
 	bs.closed = true
 	return errors.Join(errs...)
 }

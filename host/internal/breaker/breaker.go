@@ -20,15 +20,25 @@ import (
 )
 
 // A binding's circuit breaker. A binding whose calls keep running to their time limit (or
-// trapping, or breaking their memory limit) would otherwise keep every instance of its pool
-// spinning: its neighbours, in its tenant or another, lose CPU whatever their slot share.
+// breaking their memory limit, or trapping after long work) would otherwise keep every
+// instance of its pool spinning: its neighbours, in its tenant or another, lose CPU whatever
+// their slot share.
 //
-//   - closed: the binding runs as configured. breakerThreshold failed calls in a row (no
-//     success in between) open it.
+// Only expensive failures count (Options.counts): a time-limit kill, a memory-limit kill, or
+// a trap after at least Options.CheapFailure. A trap that comes at once (a bad pointer, a
+// panic on bad input, unreachable) costs no more than a successful call, and counting it
+// made a handler that always traps poison its backlog at one probe per cool-down (about one
+// delivery every 4 minutes, days for 1000 messages); such failures now go the poison
+// policy's way, retried and dead-lettered after max_dequeue_count deliveries in seconds.
+// Unknown statuses and wasi-stdio exit codes never counted (the call returned).
+//
+//   - closed: the binding runs as configured. Options.Threshold (3) counted failures in a
+//     row (no success in between) open it.
 //   - open: the binding leases no message for a cool-down (its messages stay in the queue,
 //     their dequeue counts untouched). The first cool-down is the tenant's time limit; each
-//     failed probe doubles it, up to MaxCooldown time limits, so a binding that only
-//     spins spends at most about half its time spinning at first and a ninth at worst.
+//     failed probe doubles it, up to MaxCooldown time limits (Options.Cooldown and
+//     MaxCooldown set them), so a binding that only spins spends at most about half its
+//     time spinning at first and a ninth at worst.
 //   - half-open: after the cool-down the binding leases one message at a time (a probe). A
 //     probe that runs without a trap or timeout closes the breaker; one that fails opens it
 //     again.
@@ -47,9 +57,64 @@ import (
 // at most a time limit plus the cool-down (or the slot's rest) and the poison policy's
 // retry delay.
 const (
-	breakerThreshold = 3
-	MaxCooldown      = 8 // × the tenant's time limit
+	// DefaultThreshold is Options.Threshold's default: counted failures in a row that open
+	// the breaker.
+	DefaultThreshold = 3
+	// MaxCooldown is Options.MaxCooldown's default, in cool-downs (the tenant's time limit
+	// unless Options.Cooldown says otherwise).
+	MaxCooldown = 8
+	// CheapFailureDivisor gives Options.CheapFailure's default: the time limit / 10.
+	CheapFailureDivisor = 10
 )
+
+// Options configure a binding's breaker (the config's breaker: block). Zero values mean the
+// defaults.
+type Options struct {
+	// Timeout is the tenant's time limit per call (limits.timeout).
+	Timeout time.Duration
+	// Threshold is how many counted failures in a row open the breaker; default
+	// DefaultThreshold, negative: never (the breaker stays closed).
+	Threshold int
+	// Cooldown is the first cool-down; default Timeout.
+	Cooldown time.Duration
+	// MaxCooldown caps the doubling cool-down; default MaxCooldown × Cooldown.
+	MaxCooldown time.Duration
+	// CheapFailure: a trap that ends a call within it of its start is cheap and not counted;
+	// default Timeout / CheapFailureDivisor, negative: every trap counts (the old rule).
+	CheapFailure time.Duration
+}
+
+// withDefaults fills in o's zero values.
+func (o Options) withDefaults() Options {
+	if o.Threshold == 0 {
+		o.Threshold = DefaultThreshold
+	}
+	if o.Cooldown <= 0 {
+		o.Cooldown = o.Timeout
+	}
+	o.Cooldown = max(o.Cooldown, 10*time.Millisecond)
+	if o.MaxCooldown <= 0 {
+		o.MaxCooldown = MaxCooldown * o.Cooldown
+	}
+	o.MaxCooldown = max(o.MaxCooldown, o.Cooldown)
+	if o.CheapFailure == 0 {
+		o.CheapFailure = o.Timeout / CheapFailureDivisor
+	}
+	return o
+}
+
+// counts reports whether a handler call that ended with err after d counts toward opening
+// the breaker: the guest misbehaved expensively, as opposed to failing at once, returning
+// a status, or the host shutting down or a reload closing its pool.
+func (o Options) counts(err error, d time.Duration) bool {
+	switch {
+	case errors.Is(err, wrt.ErrTimeout), errors.Is(err, wrt.ErrMemoryLimit):
+		return true
+	case errors.Is(err, wrt.ErrTrap):
+		return o.CheapFailure < 0 || d >= o.CheapFailure
+	}
+	return false
+}
 
 // breakerState is a circuit breaker's state.
 type breakerState int32
@@ -74,6 +139,7 @@ func (s breakerState) String() string {
 // without a clock.
 type breaker struct {
 	base, max time.Duration // first and longest cool-down
+	threshold int           // counted failures in a row that open it; < 0: never
 
 	mu       sync.Mutex
 	state    breakerState
@@ -86,9 +152,9 @@ type breaker struct {
 	st    atomic.Int32  // state, for status without the lock
 }
 
-func newBreaker(timeout time.Duration) *breaker {
-	base := max(timeout, 10*time.Millisecond)
-	return &breaker{base: base, max: MaxCooldown * base, wake: make(chan struct{})}
+func newBreaker(o Options) *breaker {
+	o = o.withDefaults()
+	return &breaker{base: o.Cooldown, max: o.MaxCooldown, threshold: o.Threshold, wake: make(chan struct{})}
 }
 
 // room implements the lease rule (listener.LeaseGate) at now, with held messages leased.
@@ -110,8 +176,7 @@ func (b *breaker) room(now time.Time, held int) (room int, wake <-chan struct{},
 	return -1, nil, 0
 }
 
-// record notes the outcome of one call at now: failed means it trapped, timed out or broke
-// its memory limit.
+// record notes the outcome of one call at now: failed means it counts (Options.counts).
 func (b *breaker) record(now time.Time, failed bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -124,7 +189,7 @@ func (b *breaker) record(now time.Time, failed bool) {
 	}
 	switch b.state {
 	case breakerClosed:
-		if b.fails++; b.fails >= breakerThreshold {
+		if b.fails++; b.threshold > 0 && b.fails >= b.threshold {
 			b.tripLocked(now)
 		}
 	case breakerHalfOpen:
@@ -174,12 +239,6 @@ func (b *breaker) status() Status {
 	return Status{State: b.state.String(), Trips: b.trips.Load(), Cooldown: b.cooldown}
 }
 
-// callFailed reports whether a handler call's error is one the breaker counts: the guest
-// misbehaved, as opposed to the host shutting down or a reload closing its pool.
-func callFailed(err error) bool {
-	return errors.Is(err, wrt.ErrTimeout) || errors.Is(err, wrt.ErrTrap) || errors.Is(err, wrt.ErrMemoryLimit)
-}
-
 // NewSuspectSlots returns the host's suspect slots, shared by the gates of all its
 // bindings: as many calls of bindings whose breaker is not closed may run at once
 // host-wide as half the cores Go uses, at least one.
@@ -190,6 +249,7 @@ func NewSuspectSlots() chan struct{} { return make(chan struct{}, max(runtime.GO
 // the tenant's share of the fair scheduler (nil when the tenant has none).
 type Gate struct {
 	br      *breaker
+	opts    Options          // with defaults: which failures count
 	tenant  listener.Limiter // may be nil
 	suspect chan struct{}    // the host's suspect slots
 	holding atomic.Int64     // suspect slots held by this binding's calls
@@ -197,11 +257,12 @@ type Gate struct {
 	running atomic.Int64     // calls holding a slot of this gate, for status
 }
 
-// NewGate returns the gate of a binding whose tenant has the time limit timeout: its own
-// breaker, the host's suspect slots (NewSuspectSlots), and tenant, the tenant's share of
-// the fair scheduler, or nil when it has none.
-func NewGate(timeout time.Duration, suspect chan struct{}, tenant listener.Limiter) *Gate {
-	return &Gate{br: newBreaker(timeout), suspect: suspect, tenant: tenant}
+// NewGateWith returns the gate of a binding: its own breaker on o, the host's suspect slots
+// (NewSuspectSlots), and tenant, the tenant's share of the fair scheduler, or nil when it
+// has none.
+func NewGateWith(o Options, suspect chan struct{}, tenant listener.Limiter) *Gate {
+	o = o.withDefaults()
+	return &Gate{br: newBreaker(o), opts: o, suspect: suspect, tenant: tenant}
 }
 
 // Status is a gate's state, for status and metrics.
@@ -283,7 +344,7 @@ func (g *Gate) Record(err error, d time.Duration) {
 	switch {
 	case err == nil:
 		g.br.record(time.Now(), false)
-	case callFailed(err):
+	case g.opts.counts(err, d):
 		g.br.record(time.Now(), true)
 		if g.holding.Load() > 0 {
 			g.rest.Store(int64(d))

@@ -87,7 +87,7 @@ func TestBreakerRules(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newBreaker(time.Second)
+			b := newBreaker(Options{Timeout: time.Second})
 			t0 := time.Unix(1e9, 0)
 			for i, s := range tt.steps {
 				now := t0.Add(s.at)
@@ -132,11 +132,11 @@ func TestBindingGateSuspectSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		suspect := make(chan struct{}, 1)
 		now := time.Now() // the bubble's clock stands still until every goroutine in it blocks
-		sick := &Gate{br: newBreaker(time.Second), suspect: suspect}
-		other := &Gate{br: newBreaker(time.Second), suspect: suspect}
-		healthy := &Gate{br: newBreaker(time.Second), suspect: suspect}
+		sick := &Gate{br: newBreaker(Options{Timeout: time.Second}), suspect: suspect}
+		other := &Gate{br: newBreaker(Options{Timeout: time.Second}), suspect: suspect}
+		healthy := &Gate{br: newBreaker(Options{Timeout: time.Second}), suspect: suspect}
 		for _, g := range []*Gate{sick, other} {
-			for range breakerThreshold {
+			for range DefaultThreshold {
 				g.br.record(now, true)
 			}
 		}
@@ -174,9 +174,9 @@ func TestBindingGateSuspectSlots(t *testing.T) {
 func TestBindingGateSuspectSlotRests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		suspect := make(chan struct{}, 1)
-		sick := &Gate{br: newBreaker(time.Second), suspect: suspect}
-		healthy := &Gate{br: newBreaker(time.Second), suspect: suspect}
-		for range breakerThreshold {
+		sick := &Gate{br: newBreaker(Options{Timeout: time.Second}), suspect: suspect}
+		healthy := &Gate{br: newBreaker(Options{Timeout: time.Second}), suspect: suspect}
+		for range DefaultThreshold {
 			sick.Record(fmt.Errorf("call: %w", wrt.ErrTimeout), time.Second)
 		}
 		ctx := context.Background()

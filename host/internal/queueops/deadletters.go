@@ -11,7 +11,7 @@ import (
 
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/internal/backends"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // DeadLetter is one message of a <queue>-poison queue, with what the listener recorded.
@@ -38,13 +38,13 @@ type DeadLetter struct {
 // metadata, and must not load a queue of large bodies into memory.
 const ListBodyBytes = 4 << 10
 
-func deadLetterOf(m *listener.Message) DeadLetter {
+func deadLetterOf(m *queue.Message) DeadLetter {
 	a := m.Attributes
-	n, _ := strconv.Atoi(a[listener.AttrDequeueCount])
+	n, _ := strconv.Atoi(a[queue.AttrDequeueCount])
 	d := DeadLetter{
-		ID: m.ID, BodyBytes: int64(len(m.Body)), Reason: a[listener.AttrReason], OriginalID: a[listener.AttrOriginalID],
-		OriginalQueue: a[listener.AttrOriginalQueue], DequeueCount: n,
-		DeadLetteredAt: a[listener.AttrDeadLetteredAt], HandlerVersion: a[listener.AttrHandlerVersion],
+		ID: m.ID, BodyBytes: int64(len(m.Body)), Reason: a[queue.AttrReason], OriginalID: a[queue.AttrOriginalID],
+		OriginalQueue: a[queue.AttrOriginalQueue], DequeueCount: n,
+		DeadLetteredAt: a[queue.AttrDeadLetteredAt], HandlerVersion: a[queue.AttrHandlerVersion],
 		Attributes: userAttributes(a),
 	}
 	if m.Oversize > 0 {
@@ -60,8 +60,8 @@ func userAttributes(a map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range a {
 		switch k {
-		case listener.AttrReason, listener.AttrOriginalID, listener.AttrOriginalQueue,
-			listener.AttrDequeueCount, listener.AttrDeadLetteredAt, listener.AttrHandlerVersion:
+		case queue.AttrReason, queue.AttrOriginalID, queue.AttrOriginalQueue,
+			queue.AttrDequeueCount, queue.AttrDeadLetteredAt, queue.AttrHandlerVersion:
 			continue
 		}
 		out[k] = v
@@ -76,8 +76,8 @@ func userAttributes(a map[string]string) map[string]string {
 const peekLease = 30 * time.Second
 
 // withPoison opens tenant's <queue>-poison and runs fn on it.
-func withPoison(ctx context.Context, cfg *config.Config, tenant, queue string, fn func(dead listener.Queue) error) error {
-	qs, closer, err := backends.OpenQueues(ctx, cfg, tenant, strings.TrimSuffix(queue, config.PoisonSuffix)+config.PoisonSuffix)
+func withPoison(ctx context.Context, cfg *config.Config, tenant, qname string, fn func(dead queue.Queue) error) error {
+	qs, closer, err := backends.OpenQueues(ctx, cfg, tenant, strings.TrimSuffix(qname, config.PoisonSuffix)+config.PoisonSuffix)
 	if err != nil {
 		return err
 	}
@@ -86,9 +86,9 @@ func withPoison(ctx context.Context, cfg *config.Config, tenant, queue string, f
 }
 
 // receiveUnread leases up to want messages of q, loading no body above maxBody where the
-// queue can leave it in its store (local: listener.Message.Oversize).
-func receiveUnread(ctx context.Context, q listener.Queue, want int, maxBody int64) ([]*listener.Message, error) {
-	if bl, ok := q.(listener.BodyLimiter); ok {
+// queue can leave it in its store (local: queue.Message.Oversize).
+func receiveUnread(ctx context.Context, q queue.Queue, want int, maxBody int64) ([]*queue.Message, error) {
+	if bl, ok := queue.As[queue.BodyLimiter](q); ok {
 		return bl.ReceiveLimited(ctx, want, peekLease, maxBody)
 	}
 	return q.Receive(ctx, want, peekLease)
@@ -98,10 +98,10 @@ func receiveUnread(ctx context.Context, q listener.Queue, want int, maxBody int6
 // it or leaves it leased. At most limit messages (0 = all); it returns how many fn took.
 // Bodies above maxBody are not loaded where the backend can leave them in its store, so a
 // batch holds at most MaxBatch × maxBody bytes there (Azure: its 64 KiB message limit).
-func drain(ctx context.Context, dead listener.Queue, limit int, maxBody int64, fn func(m *listener.Message) error) (int, error) {
+func drain(ctx context.Context, dead queue.Queue, limit int, maxBody int64, fn func(m *queue.Message) error) (int, error) {
 	n := 0
 	for limit <= 0 || n < limit {
-		want := listener.MaxBatch
+		want := queue.MaxBatch
 		if limit > 0 {
 			want = min(want, limit-n)
 		}
@@ -133,7 +133,7 @@ type ListOptions struct {
 // lister is a queue that can list its messages without leasing them (the local store):
 // rows one at a time, bodies above maxBody left unread, a cursor to continue.
 type lister interface {
-	List(ctx context.Context, after string, max int, maxBody int64, fn func(*listener.Message) error) (string, error)
+	List(ctx context.Context, after string, max int, maxBody int64, fn func(*queue.Message) error) (string, error)
 }
 
 // WalkDeadLetters calls fn for the dead letters of tenant's queue (its <queue>-poison), in
@@ -146,10 +146,10 @@ type lister interface {
 // releases each batch once listed (see walkLeasing); there the cursor is the insertion time
 // of the last dead letter listed.
 // fn sees repeats of one original message (Azure: see DeadLetter.Repeats) with Repeats -1.
-func WalkDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue string, opts ListOptions, fn func(DeadLetter) error) (next string, err error) {
-	err = withPoison(ctx, cfg, tenant, queue, func(dead listener.Queue) error {
+func WalkDeadLetters(ctx context.Context, cfg *config.Config, tenant, qname string, opts ListOptions, fn func(DeadLetter) error) (next string, err error) {
+	err = withPoison(ctx, cfg, tenant, qname, func(dead queue.Queue) error {
 		seen := map[string]bool{} // original ids listed: their ids only, not their dead letters
-		emit := func(m *listener.Message) error {
+		emit := func(m *queue.Message) error {
 			d := deadLetterOf(m)
 			if d.OriginalID != "" {
 				if seen[d.OriginalID] {
@@ -178,10 +178,10 @@ func WalkDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue stri
 // keeps the Limit+1 first by (dead-lettered time, id) after the cursor "t<ns>.<id>" (a
 // bounded selection, not the queue) and lists them in that order, so pages follow each
 // other whatever order the service returns messages in.
-func walkLeasing(ctx context.Context, dead listener.Queue, opts ListOptions, emit func(*listener.Message) error, next *string) error {
+func walkLeasing(ctx context.Context, dead queue.Queue, opts ListOptions, emit func(*queue.Message) error, next *string) error {
 	type keyed struct {
 		t int64
-		m *listener.Message
+		m *queue.Message
 	}
 	less := func(a, b keyed) bool { return a.t < b.t || a.t == b.t && a.m.ID < b.m.ID }
 	var after keyed
@@ -191,12 +191,12 @@ func walkLeasing(ctx context.Context, dead listener.Queue, opts ListOptions, emi
 		if !ok || err != nil || !strings.HasPrefix(opts.After, "t") {
 			return fmt.Errorf("%s: cursor %q is not one this queue gave", dead.Name(), opts.After)
 		}
-		after = keyed{n, &listener.Message{ID: id}}
+		after = keyed{n, &queue.Message{ID: id}}
 	}
 	seen := map[string]bool{}
 	var page []keyed // with a Limit: the first Limit+1 after the cursor, sorted
 	for {
-		ms, err := receiveUnread(ctx, dead, listener.MaxBatch, ListBodyBytes)
+		ms, err := receiveUnread(ctx, dead, queue.MaxBatch, ListBodyBytes)
 		if err != nil {
 			return fmt.Errorf("%s: receive: %w", dead.Name(), err)
 		}
@@ -208,13 +208,13 @@ func walkLeasing(ctx context.Context, dead listener.Queue, opts ListOptions, emi
 			}
 			seen[m.ID] = true
 			fresh++
-			d := &listener.Message{ID: m.ID, Attributes: m.Attributes, Body: m.Body}
+			d := &queue.Message{ID: m.ID, Attributes: m.Attributes, Body: m.Body}
 			if len(m.Body) > ListBodyBytes {
 				// Azure bodies (at most 64 KiB) arrive whole: list only the size.
-				d = &listener.Message{ID: m.ID, Attributes: m.Attributes, Oversize: int64(len(m.Body))}
+				d = &queue.Message{ID: m.ID, Attributes: m.Attributes, Oversize: int64(len(m.Body))}
 			}
 			k := keyed{0, d}
-			if at, err := time.Parse(time.RFC3339Nano, m.Attributes[listener.AttrDeadLetteredAt]); err == nil {
+			if at, err := time.Parse(time.RFC3339Nano, m.Attributes[queue.AttrDeadLetteredAt]); err == nil {
 				k.t = at.UnixNano()
 			}
 			if opts.Limit <= 0 {
@@ -265,9 +265,9 @@ func walkLeasing(ctx context.Context, dead listener.Queue, opts ListOptions, emi
 // dropped), then deleted from <queue>-poison. It returns how many moved. On the local store
 // each moves in one transaction without its body being loaded, so a requeue runs in bounded
 // memory whatever the bodies' sizes.
-func RequeueDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) (int, error) {
-	queue = strings.TrimSuffix(queue, config.PoisonSuffix)
-	qs, closer, err := backends.OpenQueues(ctx, cfg, tenant, queue, queue+config.PoisonSuffix)
+func RequeueDeadLetters(ctx context.Context, cfg *config.Config, tenant, qname string, limit int) (int, error) {
+	qname = strings.TrimSuffix(qname, config.PoisonSuffix)
+	qs, closer, err := backends.OpenQueues(ctx, cfg, tenant, qname, qname+config.PoisonSuffix)
 	if err != nil {
 		return 0, err
 	}
@@ -277,8 +277,8 @@ func RequeueDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue s
 	// lease ran out before its delete and by the one that got the redelivery: repeats of one
 	// original id are requeued once, the others only deleted.
 	requeued := map[string]bool{}
-	return drain(ctx, dead, limit, 0, func(m *listener.Message) error {
-		if orig := m.Attributes[listener.AttrOriginalID]; orig != "" {
+	return drain(ctx, dead, limit, 0, func(m *queue.Message) error {
+		if orig := m.Attributes[queue.AttrOriginalID]; orig != "" {
 			if requeued[orig] {
 				if err := dead.Delete(ctx, m); err != nil {
 					return fmt.Errorf("requeue %s: delete repeated dead letter of %s: %w", m.ID, orig, err)
@@ -287,24 +287,24 @@ func RequeueDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue s
 			}
 			requeued[orig] = true
 		}
-		opts := listener.SendOptions{Attributes: userAttributes(m.Attributes)}
+		opts := queue.SendOptions{Attributes: userAttributes(m.Attributes)}
 		// A store with transactions (local) moves the dead letter back in one: a requeue
 		// cut short can neither lose it nor leave it in both queues. A body left unread
 		// (Oversize) moves inside the store.
-		if mv, ok := dead.(listener.Mover); ok {
+		if mv, ok := queue.As[queue.Mover](dead); ok {
 			err := mv.MoveTo(ctx, m, dst, m.Body, opts)
 			if err == nil {
 				return nil
 			}
 			if !errors.Is(err, errors.ErrUnsupported) {
-				return fmt.Errorf("requeue %s to %s: %w", m.ID, queue, err)
+				return fmt.Errorf("requeue %s to %s: %w", m.ID, qname, err)
 			}
 		}
 		if m.Oversize > 0 {
-			return fmt.Errorf("requeue %s to %s: its body (%d bytes) was left in a store that cannot move it", m.ID, queue, m.Oversize)
+			return fmt.Errorf("requeue %s to %s: its body (%d bytes) was left in a store that cannot move it", m.ID, qname, m.Oversize)
 		}
 		if _, err := dst.Send(ctx, m.Body, opts); err != nil {
-			return fmt.Errorf("requeue %s to %s: %w", m.ID, queue, err)
+			return fmt.Errorf("requeue %s to %s: %w", m.ID, qname, err)
 		}
 		if err := dead.Delete(ctx, m); err != nil {
 			return fmt.Errorf("requeue %s: delete from poison queue: %w", m.ID, err)
@@ -315,11 +315,11 @@ func RequeueDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue s
 
 // PurgeDeadLetters deletes up to limit (0 = all) dead letters of tenant's queue and returns
 // how many. It loads no body where the backend can leave it in its store (local).
-func PurgeDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) (int, error) {
+func PurgeDeadLetters(ctx context.Context, cfg *config.Config, tenant, qname string, limit int) (int, error) {
 	n := 0
-	err := withPoison(ctx, cfg, tenant, queue, func(dead listener.Queue) error {
+	err := withPoison(ctx, cfg, tenant, qname, func(dead queue.Queue) error {
 		var err error
-		n, err = drain(ctx, dead, limit, 0, func(m *listener.Message) error {
+		n, err = drain(ctx, dead, limit, 0, func(m *queue.Message) error {
 			if err := dead.Delete(ctx, m); err != nil {
 				return fmt.Errorf("purge %s: %w", m.ID, err)
 			}

@@ -12,14 +12,8 @@ import (
 
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/internal/backends"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
-
-// Peeker is implemented by queues that can show their messages without leasing or changing
-// them (the local, memory and Azure backends). max <= 0 asks for the backend's maximum.
-type Peeker interface {
-	Peek(ctx context.Context, max int) ([]*listener.Message, error)
-}
 
 // PeekedMessage is one message as PeekMessages shows it.
 type PeekedMessage struct {
@@ -35,19 +29,19 @@ type PeekedMessage struct {
 // backends) messages of tenant's queue — an input, output or <queue>-poison queue — without
 // consuming them, in receive order. It opens the queue through cfg as the host would, so it
 // may run beside a running host.
-func PeekMessages(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) ([]PeekedMessage, error) {
-	qs, closer, err := backends.OpenQueues(ctx, cfg, tenant, queue)
+func PeekMessages(ctx context.Context, cfg *config.Config, tenant, qname string, limit int) ([]PeekedMessage, error) {
+	qs, closer, err := backends.OpenQueues(ctx, cfg, tenant, qname)
 	if err != nil {
 		return nil, err
 	}
 	defer closer.Close()
-	p, ok := qs[0].(Peeker)
+	p, ok := queue.As[queue.Peeker](qs[0])
 	if !ok {
-		return nil, fmt.Errorf("peek %s/%s: the queue's backend cannot show messages without receiving them", tenant, queue)
+		return nil, fmt.Errorf("peek %s/%s: the queue's backend cannot show messages without receiving them", tenant, qname)
 	}
 	ms, err := p.Peek(ctx, limit)
 	if err != nil {
-		return nil, fmt.Errorf("peek %s/%s: %w", tenant, queue, err)
+		return nil, fmt.Errorf("peek %s/%s: %w", tenant, qname, err)
 	}
 	out := make([]PeekedMessage, len(ms))
 	for i, m := range ms {

@@ -452,6 +452,18 @@ pub fn config(key: &str) -> Option<String> {
     lookup(key, |k, kl, b, bl| unsafe { abi::config_get(k, kl, b, bl) })
 }
 
+/// The largest output `emit` accepts in this call, in bytes: the tenant's
+/// `limits.max_output_bytes`, or less where the binding's queue backend carries less (Azure
+/// under base64: 49152). An `emit` above it fails with `Error::TooLarge`. It is the host's
+/// `max_output_bytes` metadata key, known in every handler call (single or batch), not in a
+/// self test; 0 where the host does not tell (a self test, a native build, or a host older
+/// than the key), so a caller falls back to its own default.
+pub fn max_output_bytes() -> usize {
+    parse_max_output(lookup("max_output_bytes", |k, kl, b, bl| unsafe { abi::msg_meta(k, kl, b, bl) }))
+}
+
+fn parse_max_output(v: Option<String>) -> usize { v.and_then(|s| s.parse::<usize>().ok()).unwrap_or(0) }
+
 /// Writes a line to the host's structured log.
 pub fn log(level: Level, msg: &str) {
     unsafe { abi::log(level as i32, msg.as_ptr(), msg.len() as i32) }
@@ -630,6 +642,16 @@ macro_rules! batch_handler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_output_bytes_parses_the_host_key() {
+        assert_eq!(parse_max_output(Some("49152".into())), 49152);
+        assert_eq!(parse_max_output(None), 0);
+        assert_eq!(parse_max_output(Some("lots".into())), 0);
+        assert_eq!(parse_max_output(Some("-1".into())), 0);
+        // Off wasm the stand-in host has no metadata.
+        assert_eq!(max_output_bytes(), 0);
+    }
 
     #[test]
     fn check_maps_codes() {

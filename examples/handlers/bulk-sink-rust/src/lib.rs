@@ -1,7 +1,8 @@
 //! bulk-sink-rust: the Rust twin of bulk-sink-go, a batch handler (`wqhost::batch_handler!`).
 //! It writes the messages of a batch that are JSON objects as one JSON array, `[{...},{...}]`,
 //! to the binding's output queue, split into several arrays where one would exceed the config
-//! value `max_output_bytes` (default 60000). A message whose body is not a JSON object is
+//! value `max_output_bytes` (default: the host's limit on an output, `wqhost::max_output_bytes`,
+//! or 49152 where the host does not tell; a larger value is cut to the host's limit). A message whose body is not a JSON object is
 //! rejected with a reason naming its id; the others are done when the arrays are sent. The
 //! arrays are the call's outputs (`wqhost::emit`), sent only if the handler returns ok, so a
 //! failed emit retries every message not rejected. On a binding without `batch:` each call is
@@ -14,7 +15,9 @@ use std::cell::RefCell;
 
 mod json;
 
-const DEFAULT_MAX_OUTPUT: usize = 60000;
+/// The array size limit on a host that does not tell its own: 49152 bytes fit a message on
+/// every backend (Azure's 64 KiB of text after base64).
+const FALLBACK_MAX_OUTPUT: usize = 49152;
 
 thread_local! {
     // The binding's max_output_bytes, read once per instance (config is fixed for an
@@ -26,13 +29,19 @@ thread_local! {
 fn max_output() -> Result<usize, String> {
     MAX_OUTPUT.with(|c| {
         c.borrow_mut()
-            .get_or_insert_with(|| match wqhost::config("max_output_bytes") {
-                None => Ok(DEFAULT_MAX_OUTPUT),
-                Some(v) if v.is_empty() => Ok(DEFAULT_MAX_OUTPUT),
-                Some(v) => match v.parse::<usize>() {
-                    Ok(n) if n > 0 => Ok(n),
-                    _ => Err(format!("bulk-sink: config max_output_bytes {:?} is not a positive byte count", v)),
-                },
+            .get_or_insert_with(|| {
+                // 0: the host does not tell.
+                let host = wqhost::max_output_bytes();
+                let default = if host > 0 { host } else { FALLBACK_MAX_OUTPUT };
+                match wqhost::config("max_output_bytes") {
+                    None => Ok(default),
+                    Some(v) if v.is_empty() => Ok(default),
+                    Some(v) => match v.parse::<usize>() {
+                        Ok(n) if n > 0 && host > 0 => Ok(n.min(host)),
+                        Ok(n) if n > 0 => Ok(n),
+                        _ => Err(format!("bulk-sink: config max_output_bytes {:?} is not a positive byte count", v)),
+                    },
+                }
             })
             .clone()
     })

@@ -1,11 +1,16 @@
-// Package listener runs the auto-scaling batch queue listener: dequeue workers that receive
-// leased batches from a Queue, hand each message to a Handler, and settle it (delete, release
-// with a delay, or dead-letter) as the configured policies decide.
+// Package queue is the contract between a queue backend and the listener, as
+// database/sql/driver is for database/sql: the Message, the required Queue and Backend
+// interfaces, the optional capabilities (each documents the fallback used without it), and
+// the errors. A backend (listener/memory, local, azure) implements it and imports nothing
+// else of wqhost's listener; the listener (package listener) consumes it.
 //
-// The package knows nothing of WebAssembly. It defines the interfaces it consumes: Queue and
-// Backend (implemented by the backends in listener/memory, listener/local and listener/azure),
-// Handler, and the policies Backoff, Scaler and PoisonPolicy (built-ins live in plugins/).
-package listener
+// Optional capabilities are discovered with As (or Of), never with a bare type assertion: a
+// wrapper over other queues (listener/sharded, the listener's ordered mode) implements every
+// capability's methods and advertises with Capabilities the ones all its inner queues have,
+// so one concrete wrapper type serves every combination. listener/queuetest proves a
+// backend or wrapper against the whole contract: each capability passes or is absent, and
+// the listener's fallback for it is tested.
+package queue
 
 import (
 	"context"
@@ -46,7 +51,8 @@ var ErrNotFound = errors.New("not found")
 type Message struct {
 	// ID identifies the message within its queue for its whole life.
 	ID string
-	// Queue is the name of the queue the message was received from.
+	// Queue is the name of the queue that holds the message (behind a wrapper, the physical
+	// queue: a shard's). ID is unique within it.
 	Queue string
 	// Body is the payload, already decoded by the backend.
 	Body []byte
@@ -98,56 +104,6 @@ type Queue interface {
 	Send(ctx context.Context, body []byte, opts SendOptions) (string, error)
 	// Depth returns the approximate number of messages in the queue, leased ones included.
 	Depth(ctx context.Context) (int64, error)
-}
-
-// Batcher is implemented by queues that can settle many messages in one call (one
-// transaction, one fsync). The listener uses it when present.
-type Batcher interface {
-	// DeleteBatch deletes the messages and returns one error per message (nil on success).
-	DeleteBatch(ctx context.Context, ms []*Message) []error
-}
-
-// BodyLimiter is implemented by queues that can leave a body above a size in their store on
-// receive (the local backend): the message is leased as usual but comes back with Body nil
-// and Oversize set, so a message too large for its binding is never loaded into memory.
-type BodyLimiter interface {
-	// ReceiveLimited is Receive, loading only bodies of at most maxBody bytes.
-	ReceiveLimited(ctx context.Context, max int, visibility time.Duration, maxBody int64) ([]*Message, error)
-}
-
-// Waiter is implemented by queues that can block until a message may be available, so an
-// idle listener costs no queue calls (local and memory backends). A listener prefers a
-// queue's Watcher; it calls Wait, in a goroutine of the idle wait, only on a queue without one.
-type Waiter interface {
-	// Wait blocks until a message may be visible, ctx is done, or d elapsed (d <= 0: no
-	// limit). It returns ctx.Err() when ctx ended, and nil otherwise.
-	Wait(ctx context.Context, d time.Duration) error
-}
-
-// Watcher is implemented by queues that announce with a channel that a message may have
-// become visible (local and memory backends), so that an idle listener waits for it in its own
-// select, with no goroutine blocked in Waiter.Wait.
-type Watcher interface {
-	// Watch returns a channel closed by the next write to the queue (a send, a release, or
-	// whatever else may make a message visible) and how long until a message is visible: 0
-	// when one is now, the time until the earliest leased or delayed one is (with the real
-	// clock), or -1 when only a write can make one visible. The channel is taken before
-	// visibility is read, so a write that the answer does not show still closes it. stop ends
-	// the watch; call it once the channel is no longer waited on. An error (the store could
-	// not be read, or is closed) means the caller should receive and meet it there.
-	Watch(ctx context.Context) (changed <-chan struct{}, visibleIn time.Duration, stop func(), err error)
-}
-
-// FuncWatcher is implemented by queues that can call a function on their next write (local
-// and memory backends), so that an idle push listener waits with no goroutine at all.
-type FuncWatcher interface {
-	// WatchFunc registers fn to be called once by the next write to the queue (what would
-	// close Watcher's channel) and returns how long until a message is visible, as Watch
-	// does. fn is registered before visibility is read, so a write that the answer does not
-	// show still calls it. fn runs in the writer's goroutine: it must not block nor call the
-	// queue. stop unregisters fn if it has not run; it may be called more than once. An error
-	// means the caller should receive and meet it there; fn is not registered then.
-	WatchFunc(ctx context.Context, fn func()) (visibleIn time.Duration, stop func(), err error)
 }
 
 // Backend opens named queues of one store or account.

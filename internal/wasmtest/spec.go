@@ -1,0 +1,114 @@
+package wasmtest
+
+import "encoding/binary"
+
+// Import is a function a Spec imports; imported functions take the first indices.
+type Import struct {
+	Module, Name    string
+	Params, Results []byte // value types
+}
+
+// Data is an active data segment: Bytes at Offset of the memory.
+type Data struct {
+	Offset uint32
+	Bytes  []byte
+}
+
+// Spec is a module with imports, a memory of MemPages pages (at least 1) exported as
+// "memory", data segments and the functions Funcs (indices after the imports, each with its
+// own type, exported under its Export).
+type Spec struct {
+	Imports  []Import
+	Funcs    []Func
+	MemPages uint32
+	Data     []Data
+}
+
+// Bytes assembles the module.
+func (s Spec) Bytes() []byte {
+	uleb := func(b []byte, v int) []byte { return binary.AppendUvarint(b, uint64(v)) }
+	name := func(b []byte, s string) []byte { return append(uleb(b, len(s)), s...) }
+	section := func(mod []byte, id byte, body []byte) []byte {
+		return append(uleb(append(mod, id), len(body)), body...)
+	}
+	sig := func(b, params, results []byte) []byte {
+		b = append(uleb(append(b, 0x60), len(params)), params...)
+		return append(uleb(b, len(results)), results...)
+	}
+	types := uleb(nil, len(s.Imports)+len(s.Funcs))
+	imports := uleb(nil, len(s.Imports))
+	for i, im := range s.Imports {
+		types = sig(types, im.Params, im.Results)
+		imports = append(name(name(imports, im.Module), im.Name), 0x00)
+		imports = uleb(imports, i)
+	}
+	funcs, code := uleb(nil, len(s.Funcs)), uleb(nil, len(s.Funcs))
+	exports := uleb(nil, len(s.Funcs)+1)
+	for i, f := range s.Funcs {
+		types = sig(types, f.Params, f.Results)
+		funcs = uleb(funcs, len(s.Imports)+i)
+		exports = append(name(exports, f.Export), 0x00)
+		exports = uleb(exports, len(s.Imports)+i)
+		body := append(append([]byte{0x00}, f.Body...), 0x0b)
+		code = append(uleb(code, len(body)), body...)
+	}
+	exports = append(name(exports, "memory"), 0x02, 0x00)
+	data := uleb(nil, len(s.Data))
+	for _, d := range s.Data {
+		data = append(data, 0x00)
+		data = append(AppendSLEB(append(data, 0x41), int64(int32(d.Offset))), 0x0b)
+		data = append(uleb(data, len(d.Bytes)), d.Bytes...)
+	}
+	mod := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+	mod = section(mod, 1, types)
+	if len(s.Imports) > 0 {
+		mod = section(mod, 2, imports)
+	}
+	mod = section(mod, 3, funcs)
+	mod = section(mod, 5, uleb([]byte{0x01, 0x00}, int(max(s.MemPages, 1))))
+	mod = section(mod, 7, exports)
+	mod = section(mod, 10, code)
+	if len(s.Data) > 0 {
+		mod = section(mod, 11, data)
+	}
+	return mod
+}
+
+// Instructions for Spec bodies.
+var (
+	Drop = []byte{0x1a}
+)
+
+// Forever returns an endless loop around body: loop; body; br 0; end.
+func Forever(body ...[]byte) []byte {
+	out := []byte{0x03, 0x40}
+	for _, b := range body {
+		out = append(out, b...)
+	}
+	return append(out, 0x0c, 0x00, 0x0b)
+}
+
+// I32s returns the instructions pushing vs, in order.
+func I32s(vs ...int32) []byte {
+	var out []byte
+	for _, v := range vs {
+		out = append(out, I32Const(v)...)
+	}
+	return out
+}
+
+// I64Const returns the instruction pushing v.
+func I64Const(v int64) []byte { return AppendSLEB([]byte{0x42}, v) }
+
+// MemoryFill returns memory.fill of n bytes at dst with the byte val.
+func MemoryFill(dst, val, n int32) []byte {
+	return append(I32s(dst, val, n), 0xfc, 0x0b, 0x00)
+}
+
+// Load32 returns i32.load of the word at addr.
+func Load32(addr int32) []byte { return append(I32Const(addr), 0x28, 0x02, 0x00) }
+
+// Copy32 returns the code copying the i32 at src to dst.
+func Copy32(dst, src int32) []byte {
+	return append(append(I32Const(dst), Load32(src)...), 0x36, 0x02, 0x00)
+}

@@ -1,0 +1,330 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Where a function body gets its fuel checks and what each charges (instrument.go has the
+// rationale). A body is decoded into instructions with their control structure, then walked
+// backwards computing, for every instruction, the most code that can run from it before
+// the next check along any path (divisions and square roots, bulk memory operations weigh
+// more than their bytes): control only moves forward (to a block's end, an if's
+// else arm) except to a loop header, which always has a check, so this is one pass with
+// every branch target already known. A check goes
+//
+//   - at the function's entry and at every loop header (calls and back edges),
+//   - before an instruction whose cost would exceed segmentBytes (long straight-line code,
+//     big arms and loop bodies: a check every few KiB, so no stretch between two checks runs
+//     long), and
+//   - where a loop is left (after its end, or after the end of an outer block a branch
+//     inside it leaves to) when more than exitBytes follow before the next check, so a hot
+//     loop's header check does not pay for the code after the loop at every iteration,
+//
+// and charges the cost it resets, in units of chargeBytes. A check is stack-neutral and
+// valid between any two instructions.
+
+// Kinds of decoded instructions, as far as the control flow goes.
+const (
+	opPlain uint8 = iota
+	opBlock
+	opLoop
+	opIf
+	opElse
+	opEnd
+	opBr
+	opBrIf
+	opBrTable
+	opExit // return, unreachable, return_call, return_call_indirect
+)
+
+// Flags of decoded instructions.
+const (
+	flagBulk    = 1 << iota // a bulk memory or table operation, or memory.grow
+	flagFuncIdx             // call, return_call, ref.func: the immediate is a function index
+	flagLeft                // a block or loop a branch inside a loop leaves by; on its opener and end
+	flagSlow                // a division, remainder or square root
+)
+
+// inst is one decoded instruction of a function body.
+type inst struct {
+	at    uint32 // offset of its opcode in the body
+	kind  uint8
+	flags uint8
+	// end: for block, loop and if, the index of their end; for else, of its if's end; for
+	// br_table, the first of its targets in body.targets.
+	end int32
+	// alt: for if, the index of its else or -1; for br and br_if, the index of the block,
+	// loop or if they target, -1 for the function's own label; for br_table, the number of
+	// targets (the default included).
+	alt int32
+}
+
+// bodyScratch holds the buffers instrumentBody reuses from one function to the next.
+type bodyScratch struct {
+	segment uint64 // segmentBytes, or less in tests
+	x       *fuelIndex
+	insts   []inst
+	targets []int32
+	cost    []uint32
+	checks  []placedCheck
+	ctl     []ctlEntry
+}
+
+type ctlEntry struct {
+	idx  int32 // the opener's instruction index, -1 for the function
+	loop int   // the stack position of the innermost loop at or below this entry, -1 for none
+}
+
+type placedCheck struct {
+	before int32 // the instruction it goes in front of
+	charge uint32
+}
+
+// Segment sizes, in bytes of code; see above.
+const (
+	segmentBytes = 4 << 10
+	exitBytes    = 64
+	// bulkBytes is what a bulk operation weighs: bulkCharge units.
+	bulkBytes = bulkCharge * chargeBytes
+	// slowBytes is what a division, remainder or square root weighs on top of its bytes:
+	// one byte of code that takes as long as tens of bytes of other code (a chain of
+	// f64.sqrt runs 20 ns a byte against about 1 for multiplications or loads).
+	slowBytes = chargeBytes
+)
+
+// slowOp reports whether op (sub, for the 0xfd prefix) is a division, remainder or square
+// root, integer, float or SIMD.
+func slowOp(op byte, sub uint32) bool {
+	switch op {
+	case 0x6d, 0x6e, 0x6f, 0x70, 0x7f, 0x80, 0x81, 0x82, 0x91, 0x95, 0x9f, 0xa3:
+		return true
+	case 0xfd:
+		return sub == 227 || sub == 231 || sub == 239 || sub == 243 // f32x4/f64x2 sqrt and div
+	}
+	return false
+}
+
+// chargeFor is what a check covering cost bytes (bulk operations at bulkBytes) charges: one
+// unit for the check plus one per chargeBytes. A check covering a whole allowance or more
+// charges exactly fuelRefill, which yields every time it runs (the fuel is an i32 the charge
+// must not wrap).
+func chargeFor(cost uint64) uint32 {
+	return uint32(min(1+cost/chargeBytes, fuelRefill))
+}
+
+// decode reads the instructions of a body whose locals end at offset start.
+func (s *bodyScratch) decode(src []byte, start int) error {
+	s.insts, s.targets = s.insts[:0], s.targets[:0]
+	s.ctl = append(s.ctl[:0], ctlEntry{idx: -1, loop: -1})
+	label := func(l uint32) (int32, error) {
+		if int64(l) >= int64(len(s.ctl)) {
+			return 0, fmt.Errorf("branch depth %d out of range", l)
+		}
+		t := len(s.ctl) - 1 - int(l)
+		// A branch from inside a loop to a block around that loop leaves the loop.
+		if e := s.ctl[t]; e.idx >= 0 && s.ctl[len(s.ctl)-1].loop > t {
+			s.insts[e.idx].flags |= flagLeft
+		}
+		return s.ctl[t].idx, nil
+	}
+	r := &reader{b: src, i: start}
+	for len(s.ctl) > 0 {
+		idx := int32(len(s.insts))
+		in := inst{at: uint32(r.i), alt: -1}
+		op := r.byte()
+		if r.err != nil {
+			return errors.New("missing end of function")
+		}
+		var err error
+		switch op {
+		case 0x02, 0x03, 0x04: // block, loop, if
+			if r.i < len(src) && src[r.i] != 0x40 && !isValType(src[r.i]) {
+				if t := (&reader{b: src, i: r.i}).leb(5); t >= uint64(s.x.types) {
+					return fmt.Errorf("block of unknown type %d at offset %d", t, in.at)
+				}
+			}
+			r.blockType()
+			in.kind = [...]uint8{opBlock, opLoop, opIf}[op-0x02]
+			loop := s.ctl[len(s.ctl)-1].loop
+			if op == 0x03 {
+				loop = len(s.ctl)
+				in.flags |= flagLeft // falling out of the loop at its end leaves it
+			}
+			s.ctl = append(s.ctl, ctlEntry{idx: idx, loop: loop})
+		case 0x05: // else
+			top := s.ctl[len(s.ctl)-1].idx
+			if top < 0 || s.insts[top].kind != opIf || s.insts[top].alt >= 0 {
+				return fmt.Errorf("else without if at offset %d", in.at)
+			}
+			in.kind = opElse
+			s.insts[top].alt = idx
+		case 0x0b: // end
+			in.kind = opEnd
+			top := s.ctl[len(s.ctl)-1].idx
+			s.ctl = s.ctl[:len(s.ctl)-1]
+			if top >= 0 {
+				o := &s.insts[top]
+				o.end = idx
+				in.flags = o.flags & flagLeft
+				if o.kind == opIf && o.alt >= 0 {
+					s.insts[o.alt].end = idx
+				}
+			}
+		case 0x0c, 0x0d: // br, br_if
+			in.kind = opBr
+			if op == 0x0d {
+				in.kind = opBrIf
+			}
+			in.alt, err = label(r.u32())
+		case 0x0e: // br_table
+			in.kind = opBrTable
+			n := r.u32()
+			in.end = int32(len(s.targets))
+			for i := uint64(0); i <= uint64(n) && r.err == nil && err == nil; i++ {
+				var t int32
+				t, err = label(r.u32())
+				s.targets = append(s.targets, t)
+			}
+			in.alt = int32(len(s.targets)) - in.end
+		case 0x00, 0x0f: // unreachable, return
+			in.kind = opExit
+		default:
+			var im immediates
+			sub := (&reader{b: src, i: r.i}).u32() // the first immediate, if any
+			switch {
+			case (op == 0x23 || op == 0x24) && sub >= s.x.fuel:
+				return fmt.Errorf("unknown global %d at offset %d", sub, in.at)
+			case (op == 0x11 || op == 0x13) && sub >= s.x.types:
+				return fmt.Errorf("indirect call of unknown type %d at offset %d", sub, in.at)
+			}
+			if slowOp(op, sub) {
+				in.flags |= flagSlow
+			}
+			im, err = skipImmediates(r, op)
+			if op == 0x12 || op == 0x13 { // return_call, return_call_indirect
+				in.kind = opExit
+			}
+			if im.bulk {
+				in.flags |= flagBulk
+			}
+			if im.funcIdx {
+				in.flags |= flagFuncIdx
+			}
+		}
+		if err == nil {
+			err = r.err
+		}
+		if err != nil {
+			return fmt.Errorf("instruction 0x%02x at offset %d: %w", op, in.at, err)
+		}
+		s.insts = append(s.insts, in)
+	}
+	if r.i != len(src) {
+		return fmt.Errorf("%d bytes after the function's end", len(src)-r.i)
+	}
+	return nil
+}
+
+// place computes where the checks go and what they charge (see above), into s.checks from
+// the last to the first. bodyEnd is the body's length, where the last instruction ends.
+func (s *bodyScratch) place(bodyEnd int) {
+	n := len(s.insts)
+	if cap(s.cost) < n+1 {
+		s.cost = make([]uint32, n+1)
+	}
+	s.cost = s.cost[:n+1]
+	s.cost[n] = 0 // every other entry is written before it is read
+	s.checks = s.checks[:0]
+	cost, insts := s.cost, s.insts
+	// after is the cost from just after the end of the block, loop or if at index o when a
+	// branch targets it: a loop's header has a check.
+	after := func(o int32) uint64 {
+		if o < 0 || insts[o].kind == opLoop {
+			return 0
+		}
+		return uint64(cost[insts[o].end+1])
+	}
+	next := uint32(bodyEnd)
+	for i := n - 1; i >= 0; i-- {
+		in := insts[i]
+		c := uint64(next - in.at)
+		next = in.at
+		if in.flags&flagBulk != 0 {
+			c += bulkBytes
+		}
+		if in.flags&flagSlow != 0 {
+			c += slowBytes
+		}
+		switch in.kind {
+		case opIf:
+			alt := in.end // no else: false goes past the end
+			if in.alt >= 0 {
+				alt = in.alt // into the else arm
+			}
+			c += max(uint64(cost[i+1]), uint64(cost[alt+1]))
+		case opElse: // the then arm is done: past the end
+			c += uint64(cost[in.end+1])
+		case opBr:
+			c += after(in.alt)
+		case opBrIf:
+			c += max(uint64(cost[i+1]), after(in.alt))
+		case opBrTable:
+			var m uint64
+			for _, t := range s.targets[in.end : in.end+in.alt] {
+				m = max(m, after(t))
+			}
+			c += m
+		case opExit:
+		default:
+			c += uint64(cost[i+1])
+		}
+		entry := i == 0 || insts[i-1].kind == opLoop
+		left := i > 0 && insts[i-1].kind == opEnd && insts[i-1].flags&flagLeft != 0
+		if entry || c > s.segment || left && c > min(exitBytes, s.segment) {
+			s.checks = append(s.checks, placedCheck{before: int32(i), charge: chargeFor(c)})
+			c = 0
+		}
+		cost[i] = uint32(min(c, 1<<32-1))
+	}
+}
+
+// instrumentBody appends src, one function's body (locals and code), with the fuel checks
+// added and function indices renumbered.
+func instrumentBody(out, src []byte, x *fuelIndex, s *bodyScratch) ([]byte, error) {
+	r := &reader{b: src}
+	groups := r.u32()
+	for range groups {
+		r.u32()
+		if t := r.byte(); !isValType(t) {
+			return nil, fmt.Errorf("local of unknown type 0x%02x", t)
+		}
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("locals: %w", r.err)
+	}
+	out = append(out, src[:r.i]...)
+	s.x = x
+	if err := s.decode(src, r.i); err != nil {
+		return nil, err
+	}
+	s.place(len(src))
+	k := len(s.checks) - 1
+	for i, in := range s.insts {
+		if k >= 0 && s.checks[k].before == int32(i) {
+			out = x.appendCheck(out, s.checks[k].charge)
+			k--
+		}
+		end := len(src)
+		if i+1 < len(s.insts) {
+			end = int(s.insts[i+1].at)
+		}
+		if in.flags&flagFuncIdx != 0 {
+			ir := &reader{b: src, i: int(in.at) + 1}
+			out = appendU32(append(out, src[in.at]), x.fn(ir.u32()))
+			continue
+		}
+		out = append(out, src[in.at:end]...)
+	}
+	return out, nil
+}
