@@ -110,7 +110,7 @@ deadcode_check() {
 	local all found
 	all=$("$gobin/deadcode" ./...) || return 1
 	found=$(echo "$all" |
-		grep -vE '^(internal/(testcache|wasmtest|clock/clocktest|goroutinetest)|listener/(azure/azuritetest|queuetest)|sdk/go)/' |
+		grep -vE '^(internal/(testcache|wasmtest|clock/clocktest|goroutinetest)|listener/(azure/azuritetest|nats/natstest|queuetest)|sdk/go)/' |
 		sed -E 's/:[0-9]+:[0-9]+: /: /' |
 		grep -vxF -f <(grep -vE '^[[:space:]]*(#|$)' scripts/deadcode-allow.txt) || true)
 	if [ -n "$found" ]; then

@@ -217,7 +217,7 @@ type Log struct {
 
 // Backend is one queue store or account. Fields apply to the type named in the comment.
 type Backend struct {
-	Type string `koanf:"type"` // local, azure or memory
+	Type string `koanf:"type"` // local, azure, nats or memory
 
 	// local: Path is the SQLite file, relative to data_dir (default wqhost.db).
 	Path string `koanf:"path"`
@@ -233,7 +233,7 @@ type Backend struct {
 	DefaultCredential   bool   `koanf:"default_credential"`
 	// azure: Encoding of message bodies on the wire: base64 (default, as Functions) or text.
 	Encoding string `koanf:"encoding"`
-	// azure: CreateQueues creates missing queues on open.
+	// azure, nats: CreateQueues creates missing queues (nats: streams) on open.
 	CreateQueues bool `koanf:"create_queues"`
 	// azure: PoisonTTL is the time to live of dead letters (0 = never expire).
 	PoisonTTL time.Duration `koanf:"poison_ttl"`
@@ -248,6 +248,8 @@ type Backend struct {
 	// each binding polls on its own back-off, up to backoff.max apart (60 calls an hour at
 	// the 60s default).
 	IdleCallsPerHour int `koanf:"idle_calls_per_hour"`
+	// nats: servers, authentication, streams (see NATS).
+	NATS NATS `koanf:"nats"`
 }
 
 // Tenant is the unit of isolation: its own bindings, queue namespace, limits and token.

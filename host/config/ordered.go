@@ -6,8 +6,11 @@ package config
 func (c *Config) validateOrdered(fail failFunc, bp string, b Binding) {
 	if be, ok := c.BackendFor(b.Backend); ok && be.Type != BackendLocal {
 		why := "it has no ordered receive"
-		if be.Type == BackendAzure {
+		switch be.Type {
+		case BackendAzure:
 			why = "Azure Queue Storage does not deliver in FIFO order"
+		case BackendNATS:
+			why = "the nats backend does not map order groups onto subjects yet (redeliveries and delayed retries break a stream's FIFO order)"
 		}
 		fail(bp+".ordered", "backend %q is of type %s: %s; ordered mode needs a local backend", b.Backend, be.Type, why)
 	}

@@ -264,14 +264,19 @@ func (c *Config) validateBackend(fail failFunc, path string, b Backend) {
 		if b.IdleCallsPerHour < 0 || b.IdleCallsPerHour > pollbudget.MaxCallsPerHour {
 			fail(path+".idle_calls_per_hour", "%d is outside 0..%d", b.IdleCallsPerHour, pollbudget.MaxCallsPerHour)
 		}
+	case BackendNATS:
+		validateNATS(fail, path, b)
 	case BackendMemory:
 	default:
-		fail(path+".type", "%q is not one of local, azure, memory", b.Type)
+		fail(path+".type", "%q is not one of local, azure, nats, memory", b.Type)
+	}
+	if b.Type != BackendNATS && len(b.NATS.URLs)+len(b.NATS.Queues) > 0 {
+		fail(path+".nats", "nats keys given for a backend of type %s", b.Type)
 	}
 	if b.PoisonFormat != "" && b.Type != BackendAzure {
-		fail(path+".poison_format", "applies to azure backends only: local and memory dead letters keep their attributes beside the body")
+		fail(path+".poison_format", "applies to azure backends only: local, memory and nats dead letters keep their attributes beside the body")
 	}
-	if b.IdleCallsPerHour != 0 && (b.Type == BackendLocal || b.Type == BackendMemory) {
+	if b.IdleCallsPerHour != 0 && (b.Type == BackendLocal || b.Type == BackendMemory || b.Type == BackendNATS) {
 		fail(path+".idle_calls_per_hour", "applies to azure backends only: a %s backend wakes its idle bindings when a message arrives", b.Type)
 	}
 }

@@ -79,6 +79,8 @@ func Open(ctx context.Context, cfg *config.Config, name string, log *slog.Logger
 			return nil, fmt.Errorf("backends.%s: %w", name, err)
 		}
 		return b, nil
+	case config.BackendNATS:
+		return openNATS(ctx, cfg, name, bc, log)
 	}
 	return nil, fmt.Errorf("backends.%s: unknown type %q", name, bc.Type)
 }

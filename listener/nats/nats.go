@@ -1,0 +1,334 @@
+// Package nats is a queue.Backend on NATS JetStream, the self-hosted distributed queue: many
+// wqhost hosts share one queue, and an R3 stream survives the loss of a node.
+//
+// Each queue is one stream (work-queue retention) with one subject, consumed through one
+// shared durable pull consumer with explicit acks. The lease model maps onto JetStream's ack
+// model:
+//
+//	lease (visibility timeout)   AckWait of the durable consumer (a Receive with another
+//	                             visibility sets the message's lease with NakWithDelay)
+//	renew                        InProgress (+WPI), or NakWithDelay(d) for another length
+//	retry after d / release      NakWithDelay(d) / Nak
+//	delete on success            Ack, double-acked (the server confirms it)
+//	dead-letter with reason      publish the original, with its headers and the reason
+//	                             headers, to the poison queue's stream (deduplicated by
+//	                             Nats-Msg-Id), then Term
+//	dequeue count                NumDelivered of the message metadata
+//	push wake-up                 one held pull request (long-poll Fetch with heartbeats)
+//
+// MaxDeliver is unlimited: the server never drops a message on its own; the listener's poison
+// policy dead-letters it by its dequeue count. The consumer's MaxAckPending is unlimited too,
+// so messages waiting for a delayed retry never hold back new ones.
+//
+// A lease token is valid only in the process that received the message: this process refuses
+// (ErrLeaseLost) a delete or an update with a stale token or after the lease expired. The
+// server itself does not tell deliveries of one message apart, so a host whose lease ran out
+// without it noticing may still ack a copy redelivered to another host; that host then
+// handles a duplicate, which is the at-least-once contract.
+//
+// Delayed sends and time-to-live are headers (Wqhost-Not-Before, Wqhost-Expires): a delayed
+// message delivered early goes back with NakWithDelay for the time left, and counts that one
+// early delivery out of its dequeue count; an expired one is acked without being handed out.
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/wqhost/wqhost/listener/queue"
+)
+
+// Options configure a Backend.
+type Options struct {
+	// URLs are the servers to connect to (nats://host:port); the client fails over between
+	// them and learns the rest of the cluster from the server.
+	URLs []string
+	// Conn are extra client options: credentials, NKey, TLS, name. Open adds reconnect
+	// options of its own after them.
+	Conn []natsgo.Option
+	// CreateQueues creates a queue's stream on first use; otherwise Open fails when the stream
+	// does not exist. The durable consumer is always created (or updated) by Open.
+	CreateQueues bool
+	// Replicas is the replica count of created streams (1, 3 or 5); 0 means 1.
+	Replicas int
+	// MemoryStorage keeps created streams in memory instead of on disk (tests).
+	MemoryStorage bool
+	// StreamPrefix names the stream of a queue that Queues does not name: prefix + the queue
+	// name, bytes other than letters, digits and '-' escaped as _XX. Default "WQ_".
+	StreamPrefix string
+	// SubjectPrefix forms the subject of a queue that Queues does not name: prefix + queue.
+	// Default "wqhost.q.".
+	SubjectPrefix string
+	// Queues binds named queues to existing (or chosen) streams and subjects.
+	Queues map[string]QueueBinding
+	// Consumer is the name of the shared durable consumer. Default "wqhost".
+	Consumer string
+	// AckWait is the consumer's AckWait: the lease of a received message when the receive
+	// asks for the same visibility. Default 30s; set it to the bindings' visibility timeout.
+	AckWait time.Duration
+	// PullHold is how long one held pull request waits for a message while the queue is
+	// idle before it is re-armed. Default 15m (4 requests per idle hour).
+	PullHold time.Duration
+	// PullHeartbeat is the server's heartbeat on a held pull: a pull lost with its server
+	// is noticed after two missed heartbeats and re-armed (a reconnect re-arms it at once).
+	// Default 5s.
+	PullHeartbeat time.Duration
+	// Logger receives reconnect and pull errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// QueueBinding names the stream and subject of one queue.
+type QueueBinding struct {
+	// Stream is the stream's name.
+	Stream string
+	// Subject is the subject messages are published to and consumed from. Default: the
+	// stream's first subject when the stream exists, else SubjectPrefix + queue.
+	Subject string
+}
+
+// Backend opens queues on one NATS connection. It is safe for concurrent use.
+type Backend struct {
+	opts Options
+	nc   *natsgo.Conn
+	js   jetstream.JetStream
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	queues map[string]*Queue
+	closed bool
+}
+
+var (
+	_ queue.Backend        = (*Backend)(nil)
+	_ queue.Queue          = (*Queue)(nil)
+	_ queue.Batcher        = (*Queue)(nil)
+	_ queue.Waiter         = (*Queue)(nil)
+	_ queue.Watcher        = (*Queue)(nil)
+	_ queue.FuncWatcher    = (*Queue)(nil)
+	_ queue.Renewer        = (*Queue)(nil)
+	_ queue.Mover          = (*Queue)(nil)
+	_ queue.Peeker         = (*Queue)(nil)
+	_ queue.MessageLimiter = (*Queue)(nil)
+)
+
+// Open connects to the servers of opts.
+func Open(ctx context.Context, opts Options) (*Backend, error) {
+	if len(opts.URLs) == 0 {
+		return nil, errors.New("nats: no server urls")
+	}
+	if opts.StreamPrefix == "" {
+		opts.StreamPrefix = "WQ_"
+	}
+	if opts.SubjectPrefix == "" {
+		opts.SubjectPrefix = "wqhost.q."
+	}
+	if opts.Consumer == "" {
+		opts.Consumer = "wqhost"
+	}
+	if opts.AckWait <= 0 {
+		opts.AckWait = 30 * time.Second
+	}
+	if opts.PullHold <= 0 {
+		opts.PullHold = 15 * time.Minute
+	}
+	if opts.PullHeartbeat <= 0 {
+		opts.PullHeartbeat = 5 * time.Second
+	}
+	if opts.PullHeartbeat*2 >= opts.PullHold {
+		return nil, fmt.Errorf("nats: pull_heartbeat %s must be below half of pull_hold %s", opts.PullHeartbeat, opts.PullHold)
+	}
+	if opts.Replicas <= 0 {
+		opts.Replicas = 1
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	copts := append([]natsgo.Option{}, opts.Conn...)
+	copts = append(copts,
+		natsgo.MaxReconnects(-1),
+		natsgo.RetryOnFailedConnect(false),
+		natsgo.DisconnectErrHandler(func(_ *natsgo.Conn, err error) {
+			if err != nil {
+				log.Warn("nats: disconnected", "err", err)
+			}
+		}),
+	)
+	b := &Backend{opts: opts, log: log, queues: map[string]*Queue{}}
+	copts = append(copts, natsgo.ReconnectHandler(func(c *natsgo.Conn) {
+		log.Info("nats: reconnected", "server", c.ConnectedUrlRedacted())
+		b.mu.Lock()
+		qs := make([]*Queue, 0, len(b.queues))
+		for _, q := range b.queues {
+			qs = append(qs, q)
+		}
+		b.mu.Unlock()
+		for _, q := range qs {
+			q.reconnected()
+		}
+	}))
+	nc, err := natsgo.Connect(strings.Join(opts.URLs, ","), copts...)
+	if err != nil {
+		return nil, fmt.Errorf("nats: connect to %s: %w", strings.Join(opts.URLs, ","), err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("nats: jetstream: %w", err)
+	}
+	if _, err := js.AccountInfo(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("nats: jetstream account info (is JetStream enabled?): %w", err)
+	}
+	b.nc, b.js = nc, js
+	return b, nil
+}
+
+// Conn returns the backend's connection (tests, and the interop check).
+func (b *Backend) Conn() *natsgo.Conn { return b.nc }
+
+// streamName escapes a queue name into a stream name: letters, digits and '-' stay, every
+// other byte becomes _XX (hex), so two queue names never share a stream ("a.b" is a_2Eb,
+// "a_b" is a_5Fb).
+func streamName(queue string) string {
+	var sb strings.Builder
+	for i := 0; i < len(queue); i++ {
+		c := queue[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' {
+			sb.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&sb, "_%02X", c)
+	}
+	return sb.String()
+}
+
+// binding returns the stream and subject of queue name.
+func (b *Backend) binding(name string) QueueBinding {
+	qb := b.opts.Queues[name]
+	if qb.Stream == "" {
+		qb.Stream = b.opts.StreamPrefix + streamName(name)
+	}
+	return qb
+}
+
+// Open returns the named queue, creating its stream when CreateQueues is on, and its
+// durable consumer.
+func (b *Backend) Open(ctx context.Context, name string) (queue.Queue, error) {
+	return b.Queue(ctx, name)
+}
+
+// Queue is Open with the concrete type.
+func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
+	if name == "" || strings.ContainsAny(name, " \t\r\n*>") {
+		return nil, fmt.Errorf("nats: open queue %q: a queue name must be non-empty and hold no space, '*' or '>'", name)
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("nats: open queue %q: backend closed", name)
+	}
+	if q, ok := b.queues[name]; ok {
+		b.mu.Unlock()
+		return q, nil
+	}
+	b.mu.Unlock()
+
+	qb := b.binding(name)
+	stream, err := b.js.Stream(ctx, qb.Stream)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound) && b.opts.CreateQueues:
+		if qb.Subject == "" {
+			qb.Subject = b.opts.SubjectPrefix + name
+		}
+		cfg := jetstream.StreamConfig{
+			Name:       qb.Stream,
+			Subjects:   []string{qb.Subject},
+			Retention:  jetstream.WorkQueuePolicy,
+			Storage:    jetstream.FileStorage,
+			Replicas:   b.opts.Replicas,
+			Duplicates: 2 * time.Minute,
+		}
+		if b.opts.MemoryStorage {
+			cfg.Storage = jetstream.MemoryStorage
+		}
+		stream, err = b.js.CreateOrUpdateStream(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("nats: create stream %s for queue %q: %w", qb.Stream, name, err)
+		}
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, fmt.Errorf("nats: queue %q: stream %s does not exist (turn create_queues on, or create it): %w", name, qb.Stream, queue.ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("nats: queue %q: stream %s: %w", name, qb.Stream, err)
+	}
+	info := stream.CachedInfo()
+	if qb.Subject == "" {
+		if len(info.Config.Subjects) == 0 {
+			return nil, fmt.Errorf("nats: queue %q: stream %s has no subjects; name one in the binding", name, qb.Stream)
+		}
+		qb.Subject = info.Config.Subjects[0]
+	}
+	if strings.ContainsAny(qb.Subject, "*>") {
+		return nil, fmt.Errorf("nats: queue %q: subject %q is a wildcard; a queue publishes to one subject", name, qb.Subject)
+	}
+	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       b.opts.Consumer,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       b.opts.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: -1,
+		FilterSubject: qb.Subject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Replicas:      0, // the stream's
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nats: queue %q: durable consumer %s on stream %s: %w", name, b.opts.Consumer, qb.Stream, err)
+	}
+	maxPayload := int(b.nc.MaxPayload())
+	if info.Config.MaxMsgSize > 0 && int(info.Config.MaxMsgSize) < maxPayload {
+		maxPayload = int(info.Config.MaxMsgSize)
+	}
+	q := &Queue{name: name, b: b, stream: stream, cons: cons, subject: qb.Subject, streamName: qb.Stream,
+		maxPayload: maxPayload, leases: map[string]*lease{},
+		ownStream: info.Config.Retention == jetstream.WorkQueuePolicy && len(info.Config.Subjects) == 1 && info.Config.Subjects[0] == qb.Subject}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, fmt.Errorf("nats: open queue %q: backend closed", name)
+	}
+	if old, ok := b.queues[name]; ok {
+		return old, nil
+	}
+	b.queues[name] = q
+	return q, nil
+}
+
+// Close gives back the messages held by idle pulls and closes the connection.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	qs := make([]*Queue, 0, len(b.queues))
+	for _, q := range b.queues {
+		qs = append(qs, q)
+	}
+	b.mu.Unlock()
+	for _, q := range qs {
+		q.close()
+	}
+	// The flush sends the naks of the held messages before the connection closes.
+	_ = b.nc.FlushTimeout(2 * time.Second)
+	b.nc.Close()
+	return nil
+}
