@@ -194,7 +194,7 @@ func (b *binding) policies(ctx context.Context) (listener.Backoff, listener.Scal
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("scaler: %w", err)
 	}
-	poison, err := builtin.NewPoisonNamed(bc.Poison.Policy, builtin.PoisonOptions{BaseDelay: bc.Poison.BaseDelay, MaxDelay: bc.Poison.MaxDelay})
+	poison, err := builtin.NewPoisonNamed(bc.Poison.Policy, builtin.PoisonOptions{BaseDelay: bc.Poison.BaseDelay, MaxDelay: bc.Poison.MaxDelay, Jitter: poisonJitter(bc.Poison.Jitter)})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("poison: %w", err)
 	}
@@ -382,6 +382,15 @@ func (b *binding) close(ctx context.Context) error {
 		b.share.Drop()
 	}
 	return errors.Join(errs...)
+}
+
+// poisonJitter maps the config's poison.jitter (0 = none) to the policy's (0 = its default,
+// negative = none).
+func poisonJitter(j float64) float64 {
+	if j == 0 {
+		return -1
+	}
+	return j
 }
 
 // pushFallback maps the config's push_fallback_poll (0 = off) to the listener's (negative =

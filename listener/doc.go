@@ -10,5 +10,11 @@
 //   - this package: Config and New/Run to embed a listener, the Handler it calls, and the
 //     policies it consults (Backoff, Scaler, PoisonPolicy; built-ins in plugins/builtin).
 //
+// Settlement: a handler call ends in a Verdict (ok, retry after a delay, reject, failed).
+// Every verdict but ok goes to the PoisonPolicy, and so do the messages the listener refuses
+// unread (a body over MaxMessageBytes, a dequeue count over MaxDequeueCount), as rejects
+// carrying the refusal as their reason: the policy is the one place a message becomes
+// poison, and one function carries out every dead letter.
+//
 // The package knows nothing of WebAssembly nor of any backend.
 package listener

@@ -10,7 +10,10 @@ import (
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
-// fail settles a failed message as the poison policy decides.
+// fail settles a failed message as the poison policy decides. It is the one place a
+// message becomes poison: every failure comes here (a handler's failure, retry or reject,
+// and the listener's own refusals: over the dequeue count, body over the size limit), the
+// policy decides, and deadLetter, called from here only, carries out a dead-letter.
 func (l *Listener) fail(ctx context.Context, m *queue.Message, v Verdict) {
 	l.c.failed.Add(1)
 	err := v.Error()
@@ -23,8 +26,10 @@ func (l *Listener) fail(ctx context.Context, m *queue.Message, v Verdict) {
 	if reason == "" {
 		reason = err.Error()
 	}
-	if l.cfg.AtMostOnce && d.Action == ActionRetry {
-		d.Action = ActionDeadLetter // deleted on receive: keeping it is all that is left
+	if d.Action != ActionDeadLetter && d.Action != ActionDrop && (l.cfg.AtMostOnce || isRefusal(v)) {
+		// Deleted on receive (at most once): keeping it is all that is left. Refused by the
+		// listener: every later delivery would be refused again, so a retry is a loop.
+		d.Action = ActionDeadLetter
 	}
 	switch d.Action {
 	case ActionDeadLetter:

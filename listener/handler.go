@@ -40,10 +40,17 @@ func (e *retryError) Unwrap() error { return e.Err }
 // Retry returns an error that asks for the message to be retried after d.
 func Retry(d time.Duration, err error) error { return &retryError{After: d, Err: err} }
 
-// rejectError asks for the message to be dead-lettered at once.
-type rejectError struct{ Err error }
+// rejectError asks for the message to be dead-lettered at once. bare is set on the
+// listener's own refusals (refused): their text is the whole reason, without "rejected: ".
+type rejectError struct {
+	Err  error
+	bare bool
+}
 
 func (e *rejectError) Error() string {
+	if e.bare {
+		return e.Err.Error()
+	}
 	if e.Err == nil {
 		return "rejected"
 	}
@@ -111,12 +118,27 @@ func (v Verdict) Error() error {
 	case OutcomeRetry:
 		return Retry(v.After, v.Err)
 	case OutcomeReject:
+		if re, ok := v.Err.(*rejectError); ok {
+			return re
+		}
 		return Reject(v.Err)
 	}
 	if v.Err == nil {
 		return errors.New("handler failed")
 	}
 	return v.Err
+}
+
+// refused is the verdict of a message the listener settles without handling it (over its
+// dequeue count, body above the size limit): a reject whose reason is the formatted text.
+func refused(format string, args ...any) Verdict {
+	return Verdict{Outcome: OutcomeReject, Err: &rejectError{Err: fmt.Errorf(format, args...), bare: true}}
+}
+
+// isRefusal reports whether v is one of the listener's own refusals (refused).
+func isRefusal(v Verdict) bool {
+	re, ok := v.Err.(*rejectError)
+	return ok && re.bare && v.Outcome == OutcomeReject
 }
 
 // VerdictOf converts a Handler's error to a verdict (the one place errors are decoded:

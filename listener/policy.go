@@ -127,7 +127,10 @@ type Decision struct {
 type Failure struct {
 	Message *queue.Message
 	Err     error
-	// Reject is true when the handler asked for the message to be dead-lettered now.
+	// Reject is true when the handler asked for the message to be dead-lettered now, or the
+	// listener refused it unread (body over MaxMessageBytes, dequeue count over
+	// MaxDequeueCount; Err is then the reason as is). A refused message is never retried:
+	// the listener dead-letters it if the policy answers retry.
 	Reject bool
 	// RetryAfter is the delay the handler asked for, or zero.
 	RetryAfter time.Duration

@@ -63,14 +63,6 @@ type batch struct {
 	callVs []Verdict
 }
 
-// errOverDequeued marks a message received more often than MaxDequeueCount: its earlier
-// leases expired unsettled (a hung or crashed handler), so it is dead-lettered unhandled.
-var errOverDequeued = errors.New("over dequeue count")
-
-// errOversize marks a message whose body is above MaxMessageBytes: it is dead-lettered
-// without being handled.
-var errOversize = errors.New("oversize")
-
 // errSkip marks a message left alone: an at-most-once delete failed, so it is not handled
 // and its lease expires.
 var errSkip = errors.New("skipped")
@@ -136,14 +128,20 @@ func (l *Listener) process(ctx context.Context, b *batch, leasedAt time.Time) {
 	if l.cfg.AtMostOnce {
 		l.deleteOnReceive(b)
 	}
-	// The one place a body's size is checked: no handler sees a body above the limit.
+	// The one place a body's size is checked: no handler sees a body above the limit. A
+	// message refused here is not dead-lettered here: like every failure it goes to the
+	// poison policy (fail), as a reject.
 	for i, m := range msgs {
 		switch {
 		case b.vs[i].Err != nil: // the at-most-once delete failed: not handled
 		case !l.cfg.AtMostOnce && m.DequeueCount > l.cfg.MaxDequeueCount:
-			b.vs[i] = Failed(errOverDequeued)
+			// Its earlier leases expired unsettled (a hung or crashed handler): the poison
+			// policy settles it unhandled, as a reject.
+			b.vs[i] = refused("dequeue count %d exceeds max_dequeue_count %d: earlier leases expired unsettled",
+				m.DequeueCount, l.cfg.MaxDequeueCount)
 		case l.cfg.MaxMessageBytes > 0 && (m.Oversize > 0 || int64(len(m.Body)) > l.cfg.MaxMessageBytes):
-			b.vs[i] = Failed(errOversize)
+			b.vs[i] = refused("message body of %d bytes exceeds max_message_bytes %d",
+				max(m.Oversize, int64(len(m.Body))), l.cfg.MaxMessageBytes)
 		}
 	}
 	b.left.Store(1)
@@ -182,7 +180,7 @@ func (b *batch) run() {
 		}
 		l.c.leasedIdle.Add(-1)
 		if b.vs[i].Err != nil {
-			continue // settled before handling (over-dequeued, or at-most-once delete failed)
+			continue // settled unhandled (refused: over-dequeued or oversize; or the at-most-once delete failed)
 		}
 		if !b.st[i].CompareAndSwap(stUnstarted, stRunning) {
 			continue // its lease was lost before it started: someone else may hold it now
@@ -421,11 +419,6 @@ func (l *Listener) settleOne(ctx context.Context, m *queue.Message, v Verdict) (
 	case err == errSkip:
 	case err == errUnstarted:
 		l.putBack(ctx, m)
-	case err == errOverDequeued:
-		l.deadLetter(ctx, m, fmt.Sprintf("dequeue count %d exceeds max_dequeue_count %d: earlier leases expired unsettled",
-			m.DequeueCount, l.cfg.MaxDequeueCount))
-	case err == errOversize:
-		l.deadLetter(ctx, m, fmt.Sprintf("message body of %d bytes exceeds max_message_bytes %d", max(m.Oversize, int64(len(m.Body))), l.cfg.MaxMessageBytes))
 	case v.Outcome == OutcomeFailed && l.hctx.Err() != nil && errors.Is(err, context.Canceled):
 		// Cut off by the end of the shutdown grace: not the message's fault.
 		l.putBack(ctx, m)

@@ -382,6 +382,62 @@ func TestOverDequeuedMessageDeadLettered(t *testing.T) {
 	})
 }
 
+// A message the listener refuses unread (body over MaxMessageBytes) is settled like any
+// failure, by the poison policy: it sees a reject carrying the refusal's reason. A policy
+// that retries it still gets it dead-lettered (a retry would be refused again, for ever);
+// one that drops it drops it.
+func TestRefusedMessageSettledByPolicy(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		action   listener.Action
+		poisoned uint64
+	}{
+		{"retry becomes dead-letter", listener.ActionRetry, 1},
+		{"dead-letter", listener.ActionDeadLetter, 1},
+		{"drop", listener.ActionDrop, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newMem(t)
+				e.send(t, 1) // a 2-byte body
+				cfg := baseConfig(e.q, e.dl)
+				cfg.MaxMessageBytes = 1
+				var seen []listener.Failure
+				cfg.Poison = policyFunc(func(f listener.Failure) listener.Decision {
+					seen = append(seen, f)
+					if len(seen) > 1 { // retried after all: end the loop, the check below fails
+						return listener.Decision{Action: listener.ActionDeadLetter}
+					}
+					return listener.Decision{Action: tt.action}
+				})
+				var runs atomic.Int32
+				cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
+					runs.Add(1)
+					return nil
+				})
+				l := start(t, cfg)
+				synctest.Wait()
+				const reason = "message body of 2 bytes exceeds max_message_bytes 1"
+				if len(seen) != 1 || !seen[0].Reject || seen[0].Err == nil || seen[0].Err.Error() != reason {
+					t.Fatalf("policy saw %+v; want one reject with reason %q", seen, reason)
+				}
+				if s := l.State(); s.Poisoned != tt.poisoned || s.Retried != 0 || runs.Load() != 0 {
+					t.Fatalf("poisoned %d, retried %d, handler runs %d; want %d, 0, 0", s.Poisoned, s.Retried, runs.Load(), tt.poisoned)
+				}
+				if tt.poisoned == 1 {
+					ms, _ := e.dl.Receive(context.Background(), 1, time.Minute)
+					if len(ms) != 1 || ms[0].Attributes[queue.AttrReason] != reason {
+						t.Errorf("dead letter %+v, want reason %q", ms, reason)
+					}
+				}
+				if d, _ := e.q.Depth(context.Background()); d != 0 {
+					t.Errorf("queue depth %d after settling, want 0", d)
+				}
+			})
+		})
+	}
+}
+
 // Absurd poison decisions are clamped: a negative delay retries now, an unknown action
 // retries (never loses the message), a delay beyond 7 days is cut to 7 days.
 func TestPoisonDecisionClamped(t *testing.T) {

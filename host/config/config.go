@@ -79,6 +79,7 @@ const (
 	DefaultBackoffMax        = listener.DefaultMaxIdle
 	DefaultPoisonBaseDelay   = builtin.DefaultBaseDelay
 	DefaultPoisonMaxDelay    = builtin.DefaultPoisonMaxDelay
+	DefaultPoisonJitter      = builtin.DefaultJitter
 	DefaultPluginTimeout     = external.DefaultCallTimeout
 	DefaultMemory            = ByteSize(runtime.DefaultMemoryBytes)
 	DefaultPushFallbackPoll  = listener.DefaultPushFallbackPoll
@@ -399,6 +400,9 @@ type Poison struct {
 	Policy    string        `koanf:"policy"` // retry-then-dead-letter
 	BaseDelay time.Duration `koanf:"base_delay"`
 	MaxDelay  time.Duration `koanf:"max_delay"`
+	// Jitter spreads each retry delay by up to ±Jitter of it (0.1 = ±10 %, the default;
+	// 0 = none), so messages that failed together do not retry in lockstep.
+	Jitter    float64 `koanf:"jitter"`
 	PluginRef `koanf:",squash"`
 }
 
@@ -450,7 +454,7 @@ func defaultBinding() Binding {
 		Batch:             Batch{MaxBytes: DefaultBatchMaxBytes},
 		Backoff:           Backoff{Policy: builtin.DefaultBackoffName, Min: DefaultBackoffMin, Max: DefaultBackoffMax},
 		Scaler:            Scaler{Policy: builtin.DefaultScalerName},
-		Poison:            Poison{Policy: builtin.DefaultPoisonName, BaseDelay: DefaultPoisonBaseDelay, MaxDelay: DefaultPoisonMaxDelay},
+		Poison:            Poison{Policy: builtin.DefaultPoisonName, BaseDelay: DefaultPoisonBaseDelay, MaxDelay: DefaultPoisonMaxDelay, Jitter: DefaultPoisonJitter},
 		Pool:              Pool{MinInstances: DefaultPoolMinInstances, MaxInstances: DefaultPoolMaxInstances, IdleTimeout: DefaultPoolIdleTimeout},
 		Breaker:           Breaker{Threshold: DefaultBreakerThreshold},
 	}

@@ -184,6 +184,8 @@ func TestBadConfigs(t *testing.T) {
 			[]string{"tenants.acme.bindings.orders.queue: required (with shards"}},
 		{"unknown poison policy", binding("        poison: {policy: ignore}\n"),
 			[]string{`tenants.acme.bindings.orders.poison.policy: unknown policy "ignore"`}},
+		{"poison jitter above 1", binding("        poison: {jitter: 2}\n"),
+			[]string{"tenants.acme.bindings.orders.poison.jitter: 2 is outside 0..1"}},
 		{"negative target", binding("        scaler: {policy: target, target: -3}\n"),
 			[]string{"tenants.acme.bindings.orders.scaler.target: -3 is negative"}},
 		{"descending depth table", binding("        scaler: {policy: depth-table, table: [{depth: 10, workers: 2}, {depth: 5, workers: 4}]}\n"),

@@ -47,6 +47,7 @@ func TestEffectiveDefaultsAreTheLibraryDefaults(t *testing.T) {
 		{"poison.policy", b.Poison.Policy, builtin.DefaultPoisonName, "retry-then-dead-letter"},
 		{"poison.base_delay", b.Poison.BaseDelay, builtin.DefaultBaseDelay, time.Second},
 		{"poison.max_delay", b.Poison.MaxDelay, builtin.DefaultPoisonMaxDelay, 60 * time.Second},
+		{"poison.jitter", b.Poison.Jitter, builtin.DefaultJitter, 0.1},
 		// A plugin's timeout is left 0 and the host passes it on: external's default applies.
 		{"poison.timeout (0 = plugin default)", DefaultPluginTimeout, external.DefaultCallTimeout, 50 * time.Millisecond},
 		{"pool.max_instances", b.Pool.MaxInstances, runtime.DefaultMaxInstances, 4},

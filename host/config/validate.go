@@ -409,6 +409,9 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 	if !slices.Contains(builtin.PoisonNames(), b.Poison.Policy) {
 		fail(bp+".poison.policy", "unknown policy %q (known: %s)", b.Poison.Policy, strings.Join(builtin.PoisonNames(), ", "))
 	}
+	if !(b.Poison.Jitter >= 0 && b.Poison.Jitter <= 1) {
+		fail(bp+".poison.jitter", "%v is outside 0..1 (a fraction of each retry delay: 0.1 = ±10 %%, 0 = none)", b.Poison.Jitter)
+	}
 	if b.Poison.BaseDelay < 0 {
 		fail(bp+".poison.base_delay", "%s is negative", b.Poison.BaseDelay)
 	}

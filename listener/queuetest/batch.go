@@ -13,7 +13,6 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/queue"
-	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
 // batchRecorder is a listener.BatchHandler that gives each message the verdict its body
@@ -71,9 +70,7 @@ func testBatchListener(t *testing.T, b queue.Backend, advance func(time.Duration
 	l, err := listener.New(listener.Config{
 		Queue: q, DeadLetter: dl, Handler: h,
 		Batch:   listener.BatchConfig{MaxMessages: 100, MaxWait: time.Second},
-		Backoff: builtin.NewBackoff(builtin.BackoffOptions{}),
-		Scaler:  builtin.NewTarget(0),
-		Poison:  builtin.NewPoison(builtin.PoisonOptions{BaseDelay: time.Second}),
+		Backoff: idleBackoff{}, Scaler: depthScaler{}, Poison: retryPoison{delay: time.Second},
 		// A backend on a fake clock does not wake the listener when a delay ends: poll.
 		MinIdle: 50 * time.Millisecond, MaxIdle: 50 * time.Millisecond,
 		MaxWorkers: 1,

@@ -14,7 +14,6 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/queue"
-	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
 // runListener starts a polling listener on b's queue name with h and the given changes to
@@ -24,9 +23,7 @@ func runListener(t *testing.T, b queue.Backend, name string, h listener.HandlerF
 	q, dl := open(t, b, name), open(t, b, name+queue.PoisonSuffix)
 	cfg := listener.Config{
 		Queue: q, DeadLetter: dl, Handler: h,
-		Backoff: builtin.NewBackoff(builtin.BackoffOptions{}),
-		Scaler:  builtin.NewTarget(0),
-		Poison:  builtin.NewPoison(builtin.PoisonOptions{BaseDelay: 10 * time.Millisecond}),
+		Backoff: idleBackoff{}, Scaler: depthScaler{}, Poison: retryPoison{delay: 10 * time.Millisecond},
 		// A backend on a fake clock does not wake the listener when a delay ends: poll.
 		MinIdle: 50 * time.Millisecond, MaxIdle: 50 * time.Millisecond,
 		MaxWorkers: 2,

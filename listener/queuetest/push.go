@@ -9,7 +9,6 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/queue"
-	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
 // testPushListenerNoLostWakeUp: an idle push listener is woken by the queue alone (no Notify,
@@ -28,10 +27,8 @@ func testPushListenerNoLostWakeUp(t *testing.T, b queue.Backend, _ func(time.Dur
 			return nil
 		}),
 		Push: true, PushFallbackPoll: time.Hour, MinWorkers: 1, MaxWorkers: 1,
-		Backoff: builtin.NewBackoff(builtin.BackoffOptions{}),
-		Scaler:  builtin.NewTarget(0),
-		Poison:  builtin.NewPoison(builtin.PoisonOptions{BaseDelay: time.Second}),
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Backoff: idleBackoff{}, Scaler: depthScaler{}, Poison: retryPoison{delay: time.Second},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
