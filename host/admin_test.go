@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wqhost/wqhost/host/config"
 )
@@ -143,4 +144,71 @@ func TestReadyzFollowsLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	get(t, srv.URL+"/readyz", "", 503)
+}
+
+// TestReadyzFalseWhileDraining: once Run's context ends (SIGTERM) /readyz answers 503 "not
+// ready: shutting down" while a handler call still runs, before Run returns, so that a
+// Kubernetes Service stops routing to a pod as soon as its drain starts; the call in flight
+// still finishes (its output is sent) and Run returns nil.
+func TestReadyzFalseWhileDraining(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+data_dir: %s
+cache_dir: %s
+admin: {addr: "127.0.0.1:0"}
+tenants:
+  default:
+    bindings:
+      slow: {queue: in, output: out, module: %q}
+`, filepath.Join(dir, "data"), cacheDir, abs(t, flakyWasm))), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, h)
+	eventually(t, "the admin server", func() bool { return h.AdminAddr() != nil })
+	base := "http://" + h.AdminAddr().String()
+	get(t, base+"/readyz", "", 200)
+	send(t, h, "default", "in", "sleep:5000")
+	eventually(t, "the handler running", func() bool { return h.Status(t.Context()).Tenants[0].Bindings[0].InFlight == 1 })
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	var code int
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if resp, err := http.Get(base + "/readyz"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			code, body = resp.StatusCode, string(b)
+		}
+		if code == http.StatusServiceUnavailable {
+			break
+		}
+		select {
+		case err := <-stopped:
+			t.Fatalf("Run returned (%v) with /readyz never 503 during the drain (last %d %s)", err, code, body)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d %s 30s after the context ended", code, body)
+		}
+	}
+	inFlight := h.Status(t.Context()).Tenants[0].Bindings[0].InFlight
+	if !strings.Contains(body, "shutting down") || inFlight != 1 {
+		t.Errorf("/readyz during the drain = %d %s with %d handlers in flight; want 503 shutting down while the call still runs", code, body, inFlight)
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Run after the drain: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return within a minute of the context ending")
+	}
+	if s := h.Status(t.Context()).Tenants[0].Bindings[0]; s.Processed != 1 {
+		t.Errorf("%d messages processed after the drain, want the call in flight finished (1)", s.Processed)
+	}
 }

@@ -15,7 +15,7 @@ import (
 // handler latency histogram is observed per call.
 //
 // With metrics.per_binding (the default) every series is labelled tenant, binding and queue:
-// seriesPerBinding (45) series per binding, plus 3 per policy plugin: 450,000 at 10,000
+// seriesPerBinding (48) series per binding, plus 3 per policy plugin: 480,000 at 10,000
 // bindings. With per_binding false the same names are served summed per tenant (label
 // tenant only), so a scrape's size follows the tenants, not the bindings. Three series
 // change meaning: wqhost_module_info counts the tenant's bindings running each digest,
@@ -31,8 +31,8 @@ type metrics struct {
 	labels     []string           // bindingLabels, or tenant alone
 	descs      []*prometheus.Desc // by bindingMetrics index; nil: not served
 	// The series not in bindingMetrics, labelled labels plus one.
-	queueCalls, module, moduleLoaded, pluginUp, pluginFallbacks, pluginRestarts *prometheus.Desc
-	breakers                                                                    *prometheus.Desc // per tenant only
+	queueCalls, messages, module, moduleLoaded, pluginUp, pluginFallbacks, pluginRestarts *prometheus.Desc
+	breakers                                                                              *prometheus.Desc // per tenant only
 }
 
 var bindingLabels = []string{"tenant", "binding", "queue"}
@@ -41,9 +41,16 @@ var bindingLabels = []string{"tenant", "binding", "queue"}
 var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 4, 10)
 
 // seriesPerBinding is the number of series one binding adds with metrics.per_binding: one
-// per bindingMetrics entry, one per queue call, the module's info and load time, and the
-// latency histogram's buckets, +Inf, sum and count. Policy plugins add 3 each.
-var seriesPerBinding = len(bindingMetrics) + len(queueCallNames) + 2 + len(latencyBuckets) + 3
+// per bindingMetrics entry, one per queue call, one per depth state, the module's info and
+// load time, and the latency histogram's buckets, +Inf, sum and count. Policy plugins add 3
+// each.
+var seriesPerBinding = len(bindingMetrics) + len(queueCallNames) + len(depthStates) + 2 + len(latencyBuckets) + 3
+
+// depthStates are the values of wqhost_queue_messages' state label.
+var depthStates = []string{"visible", "leased", "delayed"}
+
+// depthValues are s's split in depthStates' order.
+func depthValues(s DepthSplit) []int64 { return []int64{s.Visible, s.Leased, s.Delayed} }
 
 func newMetrics(h *Host) *metrics {
 	m := &metrics{h: h, reg: prometheus.NewRegistry(), perBinding: h.cfg.Metrics.PerBinding, labels: bindingLabels}
@@ -65,6 +72,11 @@ func newMetrics(h *Host) *metrics {
 	}
 	m.queueCalls = prometheus.NewDesc("wqhost_queue_calls_total",
 		"Backend calls made by the listener (the whitepaper's cost model), by call.", with("call"), nil)
+	m.messages = prometheus.NewDesc("wqhost_queue_messages",
+		"The input queue's depth by state: visible, leased (in flight, or released for a later retry) and delayed; "+
+			"visible + leased is the scaling signal that waits for work in flight (docs/deploy.md). "+
+			"Without a backend split (azure): visible is the approximate depth less this host's leases, leased this host's, delayed 0.",
+		with("state"), nil)
 	m.module = prometheus.NewDesc("wqhost_module_info",
 		"The module version a binding runs (value 1; per tenant: its bindings running it), with its sha256 digest.", with("digest"), nil)
 	m.moduleLoaded = prometheus.NewDesc("wqhost_module_loaded_timestamp_seconds",
@@ -161,7 +173,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 			ch <- d
 		}
 	}
-	for _, d := range []*prometheus.Desc{m.queueCalls, m.module, m.moduleLoaded, m.pluginUp,
+	for _, d := range []*prometheus.Desc{m.queueCalls, m.messages, m.module, m.moduleLoaded, m.pluginUp,
 		m.pluginFallbacks, m.pluginRestarts, tenantRunningDesc, readyDesc} {
 		ch <- d
 	}
@@ -208,6 +220,7 @@ func (m *metrics) collectGroup(ch chan<- prometheus.Metric, lv []string, group [
 		ch <- prometheus.MustNewConstMetric(m.descs[k], sp.kind, sum, lv...)
 	}
 	calls := make([]uint64, len(queueCallNames))
+	depths := make([]int64, len(depthStates))
 	digests := map[string]float64{}
 	var loaded time.Time
 	type pluginSums struct{ up, fallbacks, restarts float64 }
@@ -216,6 +229,9 @@ func (m *metrics) collectGroup(ch chan<- prometheus.Metric, lv []string, group [
 		s := &group[i]
 		for k, v := range queueCallValues(s.QueueCalls) {
 			calls[k] += v
+		}
+		for k, v := range depthValues(s.Messages) {
+			depths[k] += v
 		}
 		digests[s.ModuleDigest]++
 		if s.ModuleLoadedAt.After(loaded) {
@@ -236,6 +252,9 @@ func (m *metrics) collectGroup(ch chan<- prometheus.Metric, lv []string, group [
 	}
 	for k, name := range queueCallNames {
 		ch <- prometheus.MustNewConstMetric(m.queueCalls, prometheus.CounterValue, float64(calls[k]), with(name)...)
+	}
+	for k, state := range depthStates {
+		ch <- prometheus.MustNewConstMetric(m.messages, prometheus.GaugeValue, float64(depths[k]), with(state)...)
 	}
 	for _, d := range slices.Sorted(maps.Keys(digests)) {
 		ch <- prometheus.MustNewConstMetric(m.module, prometheus.GaugeValue, digests[d], with(d)...)

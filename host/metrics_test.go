@@ -2,8 +2,13 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/wqhost/wqhost/listener/queue"
 
 	dto "github.com/prometheus/client_model/go"
 )
@@ -73,6 +78,9 @@ func TestMetricsPerBindingCardinality(t *testing.T) {
 			}
 			_, digestBindings, _ := series(t, h, "", "wqhost_module_info", map[string]string{"tenant": "t1"})
 			if tc.perBinding {
+				if seriesPerBinding != 48 {
+					t.Errorf("seriesPerBinding = %d: the README, docs/configuration.md and docs/guarantees.md quote 48", seriesPerBinding)
+				}
 				if perBinding != 6*seriesPerBinding {
 					t.Errorf("%d series with a binding label, want 6 bindings × %d", perBinding, seriesPerBinding)
 				}
@@ -101,5 +109,57 @@ func TestMetricsPerBindingCardinality(t *testing.T) {
 				t.Errorf("wqhost_breaker_state served per tenant")
 			}
 		})
+	}
+}
+
+// TestQueueMessagesByState: a binding's input queue depth is served split by state, on
+// /metrics (wqhost_queue_messages{state}) and in /v1/status (messages): a message released
+// for a later retry counts as leased, one sent with a delay as delayed, from the listener's
+// own depth reads.
+func TestQueueMessagesByState(t *testing.T) {
+	h, _ := newHost(t, fmt.Sprintf(`  t0:
+    bindings:
+      b0:
+        queue: q0
+        output: out
+        module: %q
+        max_dequeue_count: 5
+        poison: {base_delay: 1h, max_delay: 1h}
+`, abs(t, flakyWasm)))
+	q, err := h.OpenQueue(t.Context(), "t0", "q0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := q.Send(t.Context(), []byte("later"), queue.SendOptions{Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(t, h, "t0", "q0", "fail", "a", "b", "c")
+	run(t, h)
+	want := DepthSplit{Visible: 0, Leased: 1, Delayed: 2, Exact: true}
+	var got DepthSplit
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		s := h.Status(t.Context()).Tenants[0].Bindings[0]
+		got = s.Messages
+		if s.Processed == 3 && s.Retried == 1 && got == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status messages = %+v (processed %d, retried %d), want %+v after 3 processed and 1 retried", got, s.Processed, s.Retried, want)
+		}
+	}
+	js, err := json.Marshal(h.Status(t.Context()).Tenants[0].Bindings[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := `"messages":{"visible":0,"leased":1,"delayed":2,"exact":true}`; !strings.Contains(string(js), w) {
+		t.Errorf("status JSON has no %s:\n%s", w, js)
+	}
+	for state, v := range map[string]float64{"visible": 0, "leased": 1, "delayed": 2} {
+		_, value, found := series(t, h, "", "wqhost_queue_messages", map[string]string{"tenant": "t0", "binding": "b0", "state": state})
+		if !found || value != v {
+			t.Errorf("wqhost_queue_messages{state=%q} = %v (found %v), want %v", state, value, found, v)
+		}
 	}
 }

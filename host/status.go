@@ -65,8 +65,10 @@ type BindingStatus struct {
 	// until the listener has read them once, at its start.
 	Depth           int64 `json:"depth"`
 	DeadLetterDepth int64 `json:"dead_letter_depth"`
-	Workers         int   `json:"workers"`
-	PeakWorkers     int   `json:"peak_workers"`
+	// Messages splits Depth for scaling (docs/deploy.md): read with it, no call per status.
+	Messages    DepthSplit `json:"messages"`
+	Workers     int        `json:"workers"`
+	PeakWorkers int        `json:"peak_workers"`
 	// HelperWorkers counts workers started to receive while a slow message held its
 	// batch's worker (listener.State.HelperWorkers).
 	HelperWorkers uint64 `json:"helper_workers"`
@@ -106,6 +108,18 @@ type BindingStatus struct {
 	// Running is the binding's handler calls holding a slot; Breaker its circuit breaker.
 	Running int64         `json:"running"`
 	Breaker BreakerStatus `json:"breaker"`
+}
+
+// DepthSplit is the input queue's depth split into visible, leased (in flight, or released
+// for a retry later) and delayed (sent with a delay) messages. Exact: the backend split it
+// (memory, local, sharded), queue-wide. Otherwise (azure) Visible is the approximate depth
+// less the messages this host holds, Leased those this host holds, and Delayed 0 (delayed
+// messages and other hosts' leases are in Visible).
+type DepthSplit struct {
+	Visible int64 `json:"visible"`
+	Leased  int64 `json:"leased"`
+	Delayed int64 `json:"delayed"`
+	Exact   bool  `json:"exact"`
 }
 
 // QueueCalls are the whitepaper's cost model: every backend call the listener made.
@@ -228,7 +242,8 @@ func (b *binding) status(ctx context.Context) BindingStatus {
 	bs := BindingStatus{
 		Name: b.name, Queue: b.cfg.Queue, PhysicalQueue: b.physical, Output: b.cfg.Output, Backend: b.cfg.Backend,
 		Depth: depth, DeadLetterDepth: dead,
-		Workers: ls.ActiveWorkers, PeakWorkers: ls.PeakWorkers, HelperWorkers: ls.HelperWorkers, InFlight: ls.InFlight,
+		Messages: DepthSplit{Visible: ls.Counts.Visible, Leased: ls.Counts.Leased, Delayed: ls.Counts.Delayed, Exact: ls.CountsExact},
+		Workers:  ls.ActiveWorkers, PeakWorkers: ls.PeakWorkers, HelperWorkers: ls.HelperWorkers, InFlight: ls.InFlight,
 		Processed: ls.Processed, Failed: ls.Failed, Retried: ls.Retried, Poisoned: ls.Poisoned,
 		QueueCalls: QueueCalls{
 			Receives: ls.Receives, EmptyReceives: ls.EmptyReceives, Deletes: ls.Deletes,

@@ -38,6 +38,7 @@ type Listener struct {
 	// IdlePacer, and the queue's wake-ups (if any) come by callback.
 	canDoze bool
 	renewer queue.Renewer  // nil when renewal is a plain UpdateVisibility
+	counter queue.Counter  // nil when the queue knows only its total depth
 	vh      VerdictHandler // the handler, when it returns verdicts
 	bh      BatchHandler   // the handler, when Config.Batch is on
 	budget  *leaseBudget
@@ -92,6 +93,7 @@ type counters struct {
 	deadDepth                                                    atomic.Int64
 	deadDirty                                                    atomic.Bool
 	leasedIdle, peakLeasedIdle                                   atomic.Int64
+	counts                                                       atomic.Pointer[queue.Counts] // the last split read (Counter), nil before
 }
 
 // New validates cfg and returns a Listener. Errors name the offending field.
@@ -116,6 +118,7 @@ func New(cfg Config) (*Listener, error) {
 	l.fwatch, _ = queue.As[queue.FuncWatcher](c.Queue)
 	l.canDoze = c.Push && c.IdlePacer == nil && (l.fwatch != nil || l.watcher == nil && l.waiter == nil)
 	l.renewer, _ = queue.As[queue.Renewer](c.Queue)
+	l.counter, _ = queue.As[queue.Counter](c.Queue)
 	l.vh, _ = c.Handler.(VerdictHandler)
 	l.c.deadDirty.Store(true) // read once, at the first empty receive
 	// Unknown until Run reads them: a status page must not show an unread backlog as empty.
@@ -150,6 +153,15 @@ func (l *Listener) Notify() {
 // concurrently with Run.
 func (l *Listener) State() State {
 	q := l.hist.quantiles(0.5, 0.99)
+	held := l.budget.held()
+	counts, exact := queue.Counts{Leased: int64(held)}, false
+	if c := l.c.counts.Load(); c != nil {
+		counts, exact = *c, true
+	} else if d := l.c.depth.Load(); d > 0 {
+		// Only the total is known, leased messages included: this listener's own leases
+		// are taken out of it, other hosts' stay in Visible.
+		counts.Visible = max(d-int64(held), 0)
+	}
 	return State{
 		Queue:           l.q.Name(),
 		Depth:           l.c.depth.Load(),
@@ -175,7 +187,9 @@ func (l *Listener) State() State {
 		LeasesLost:      l.c.leasesLost.Load(),
 		LeasedIdle:      int(max(l.c.leasedIdle.Load(), 0)),
 		PeakLeasedIdle:  int(l.c.peakLeasedIdle.Load()),
-		Leased:          l.budget.held(),
+		Leased:          held,
+		Counts:          counts,
+		CountsExact:     exact,
 		LatencyP50:      q[0],
 		LatencyP99:      q[1],
 	}
@@ -409,15 +423,30 @@ func (l *Listener) refreshDepth(ctx context.Context) {
 		return // another worker is refreshing it
 	}
 	l.c.depthQueries.Add(1)
+	if l.counter != nil {
+		// One call either way: the split costs no more than the total.
+		c, err := l.counter.Counts(ctx)
+		if err != nil {
+			l.depthErr(ctx, err)
+			return
+		}
+		l.c.counts.Store(&c)
+		l.c.depth.Store(c.Visible + c.Leased + c.Delayed)
+		return
+	}
 	d, err := l.q.Depth(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			l.c.errorCalls.Add(1)
-			l.log.Warn("queue depth", "err", err)
-		}
+		l.depthErr(ctx, err)
 		return
 	}
 	l.c.depth.Store(d)
+}
+
+func (l *Listener) depthErr(ctx context.Context, err error) {
+	if ctx.Err() == nil {
+		l.c.errorCalls.Add(1)
+		l.log.Warn("queue depth", "err", err)
+	}
 }
 
 // errDelay is the pause before the next call after n consecutive backend errors:

@@ -47,6 +47,13 @@ type State struct {
 	LeasedIdle     int
 	PeakLeasedIdle int
 
+	// Counts splits Depth, read with it (never by State): from the queue's Counter when it
+	// has one (CountsExact), queue-wide. Otherwise Visible is Depth less this listener's
+	// Leased (other hosts' leases and delayed messages stay in it), Leased is this
+	// listener's and Delayed 0.
+	Counts      queue.Counts
+	CountsExact bool
+
 	LatencyP50 time.Duration
 	LatencyP99 time.Duration
 }

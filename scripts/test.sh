@@ -147,7 +147,7 @@ fault_suite() {
 	go test -race -count=1 -timeout 20m -run Fault -v ./faulttest 2>&1 | tee "$faultlog" || status=$?
 	echo
 	echo "fault summary:"
-	grep -E '^fault |^--- (FAIL|SKIP)' "$faultlog" || true
+	grep -E '^fault |^sigterm drain: |^--- (FAIL|SKIP)' "$faultlog" || true
 	return "$status"
 }
 check "fault suite (go test -race -run Fault -v ./faulttest)" fault_suite

@@ -25,9 +25,10 @@ const kedaModule = "github.com/kedacore/keda/v2"
 type keda struct {
 	version string
 	schemas map[string]*jsonschema.Schema // by kind
-	// azureQueue is the azure-queue trigger's metadata: every key it reads, and which of
-	// them are required and which take a fixed set of values.
-	azureQueue scalerMeta
+	// scalers are the metadata of the triggers the chart and its docs use (azure-queue,
+	// prometheus), by type: every key each reads, which of them are required and which take
+	// a fixed set of values.
+	scalers map[string]scalerMeta
 }
 
 type scalerMeta struct {
@@ -45,7 +46,7 @@ var loadKEDA = sync.OnceValues(func() (*keda, error) {
 	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
 		return nil, fmt.Errorf("go mod download %s: no directory in %s", kedaModule, out)
 	}
-	k := &keda{version: mod.Version, schemas: map[string]*jsonschema.Schema{}}
+	k := &keda{version: mod.Version, schemas: map[string]*jsonschema.Schema{}, scalers: map[string]scalerMeta{}}
 	for kind, file := range map[string]string{
 		"ScaledObject":          "keda.sh_scaledobjects.yaml",
 		"TriggerAuthentication": "keda.sh_triggerauthentications.yaml",
@@ -56,8 +57,15 @@ var loadKEDA = sync.OnceValues(func() (*keda, error) {
 		}
 		k.schemas[kind] = s
 	}
-	k.azureQueue, err = parseScalerMeta(filepath.Join(mod.Dir, "pkg/scalers/azure_queue_scaler.go"), "azureQueueMetadata")
-	return k, err
+	for typ, src := range map[string][2]string{
+		"azure-queue": {"azure_queue_scaler.go", "azureQueueMetadata"},
+		"prometheus":  {"prometheus_scaler.go", "prometheusMetadata"},
+	} {
+		if k.scalers[typ], err = parseScalerMeta(filepath.Join(mod.Dir, "pkg/scalers", src[0]), src[1]); err != nil {
+			return nil, err
+		}
+	}
+	return k, nil
 })
 
 // crdSchema compiles a CRD version's openAPIV3Schema, made strict as the API server's
@@ -138,6 +146,9 @@ func parseScalerMeta(path, structName string) (scalerMeta, error) {
 			params[k] = v
 		}
 		name := params["name"]
+		if name == "" {
+			continue // a field filled from elsewhere (prometheus' authentication)
+		}
 		m.keys = append(m.keys, name)
 		if strings.Contains(params["order"], "resolvedEnv") {
 			m.keys = append(m.keys, name+"FromEnv")
@@ -159,7 +170,8 @@ func parseScalerMeta(path, structName string) (scalerMeta, error) {
 }
 
 // checkKEDA validates a KEDA object against its CRD schema, its metadata strictly as
-// ObjectMeta, and each azure-queue trigger's metadata against what the scaler reads.
+// ObjectMeta, and each azure-queue and prometheus trigger's metadata against what the
+// scaler reads.
 func checkKEDA(o object) error {
 	k, err := loadKEDA()
 	if err != nil {
@@ -196,13 +208,13 @@ func checkKEDA(o object) error {
 		return fmt.Errorf("%s %s metadata: %w", o.kind, o.name, err)
 	}
 	for i, tr := range obj.Spec.Triggers {
-		if tr.Type != "azure-queue" {
+		aq, ok := k.scalers[tr.Type]
+		if !ok {
 			continue
 		}
-		aq := k.azureQueue
 		for key, v := range tr.Metadata {
 			if !slices.Contains(aq.keys, key) {
-				return fmt.Errorf("%s %s trigger %d: azure-queue reads no metadata %q (KEDA %s reads %s)", o.kind, o.name, i, key, k.version, strings.Join(aq.keys, ", "))
+				return fmt.Errorf("%s %s trigger %d: %s reads no metadata %q (KEDA %s reads %s)", o.kind, o.name, i, tr.Type, key, k.version, strings.Join(aq.keys, ", "))
 			}
 			if e := aq.enums[key]; e != nil && !slices.Contains(e, v) {
 				return fmt.Errorf("%s %s trigger %d: %s %q is not one of %s", o.kind, o.name, i, key, v, strings.Join(e, ", "))
@@ -210,7 +222,7 @@ func checkKEDA(o object) error {
 		}
 		for _, key := range aq.required {
 			if _, ok := tr.Metadata[key]; !ok {
-				return fmt.Errorf("%s %s trigger %d: azure-queue needs %q", o.kind, o.name, i, key)
+				return fmt.Errorf("%s %s trigger %d: %s needs %q", o.kind, o.name, i, tr.Type, key)
 			}
 		}
 	}

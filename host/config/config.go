@@ -180,7 +180,7 @@ type Config struct {
 // Metrics configures the Prometheus series the admin API serves.
 type Metrics struct {
 	// PerBinding labels every binding's series with tenant, binding and queue (default
-	// true): about 40 series per binding, 400,000 at 10,000 bindings. False serves the same
+	// true): 48 series per binding, 480,000 at 10,000 bindings. False serves the same
 	// metric names summed per tenant (the binding and queue labels dropped), except those
 	// that only make sense per binding (see host/metrics.go).
 	PerBinding bool `koanf:"per_binding"`
