@@ -28,6 +28,11 @@ tenants:
         visibility_timeout: 5s
         backoff: {min: 10ms, max: 200ms}
         poison: {base_delay: 100ms, max_delay: 300ms}
+        # The loop and bomb guests fail expensively (time and memory limit) on every delivery,
+        # and a trap on a loaded machine can run past cheap_failure (timeout/10): with the
+        # default max_cooldown (8 x 2s) the breaker's probes alone could take 12 x 18s, past the
+        # settle wait below. The breaker's own timing is tested in host.
+        breaker: {max_cooldown: 4s}
       outputs:
         queue: outputs
         output: outputs-out
@@ -36,6 +41,7 @@ tenants:
         visibility_timeout: 5s
         backoff: {min: 10ms, max: 200ms}
         poison: {base_delay: 100ms, max_delay: 300ms}
+        breaker: {max_cooldown: 4s}
   good:
     bindings:
       steady:
