@@ -81,6 +81,11 @@ scaling: {kind: hpa, minReplicas: 2, maxReplicas: 6}
 shutdown: {graceSeconds: 30, releaseSeconds: 10, preStopSleepSeconds: 0}
 tenants: {default: {bindings: {jobs: {queue: jobs, module: builtin:echo-go}}}}
 `, []string{"default/jobs"}},
+	{"nats-keda", "nats", `
+mode: nats
+nats: {servers: ["nats://nats.nats:4222"], monitoringEndpoint: "nats.nats:8222", tokenEnv: NATS_TOKEN}
+secretEnv: [{name: NATS_TOKEN, secretName: nats, key: token}]
+` + tenantsWithHTTP, []string{"acme/hooks", "default/billing"}},
 }
 
 // TestChartRendersStrictly renders every mode and decodes every object strictly into its
