@@ -170,6 +170,12 @@ func checkRender(t *testing.T, mode string, r rendered) *config.Config {
 				t.Errorf("sqlite: binding reads backend %q of type %s, want local", b.Backend, be.Type)
 			}
 		}
+	case "nats":
+		if len(so) != 1 || len(hpa) != 0 {
+			t.Errorf("nats: %d ScaledObjects and %d HPAs, want one ScaledObject", len(so), len(hpa))
+		} else {
+			checkNATSScaledObject(t, r, cfg)
+		}
 	case "azure":
 		if len(so) == 1 {
 			checkScaledObject(t, r, cfg, dep, c)
