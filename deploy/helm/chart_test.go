@@ -83,7 +83,7 @@ tenants: {default: {bindings: {jobs: {queue: jobs, module: builtin:echo-go}}}}
 `, []string{"default/jobs"}},
 	{"nats-keda", "nats", `
 mode: nats
-nats: {servers: ["nats://nats.nats:4222"], monitoringEndpoint: "nats.nats:8222", tokenEnv: NATS_TOKEN}
+nats: {servers: ["tls://nats.nats:4222"], monitoringEndpoint: "nats.nats:8222", tokenEnv: NATS_TOKEN, caSecret: {name: nats-ca}}
 secretEnv: [{name: NATS_TOKEN, secretName: nats, key: token}]
 ` + tenantsWithHTTP, []string{"acme/hooks", "default/billing"}},
 }
@@ -175,6 +175,7 @@ func checkRender(t *testing.T, mode string, r rendered) *config.Config {
 			t.Errorf("nats: %d ScaledObjects and %d HPAs, want one ScaledObject", len(so), len(hpa))
 		} else {
 			checkNATSScaledObject(t, r, cfg)
+			checkNATSCA(t, cfg, c)
 		}
 	case "azure":
 		if len(so) == 1 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/wqhost/wqhost/host/config"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -59,6 +60,21 @@ func checkNATSScaledObject(t *testing.T, r rendered, cfg *config.Config) {
 	if !slices.Equal(got, want) {
 		t.Errorf("nats-jetstream triggers watch stream/consumer %q, want %q", got, want)
 	}
+}
+
+// checkNATSCA: a ca_file the nats backend names lies on a read-only mount of the container.
+func checkNATSCA(t *testing.T, cfg *config.Config, c corev1.Container) {
+	t.Helper()
+	be, _ := cfg.BackendFor("nats")
+	if be.NATS.CAFile == "" {
+		return
+	}
+	for _, m := range c.VolumeMounts {
+		if strings.HasPrefix(be.NATS.CAFile, m.MountPath+"/") && m.ReadOnly {
+			return
+		}
+	}
+	t.Errorf("nats ca_file %q is on no read-only volume mount", be.NATS.CAFile)
 }
 
 // TestNATSStreamNames pins the escaping both the chart and the check above copy.

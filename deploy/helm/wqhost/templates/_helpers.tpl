@@ -125,6 +125,9 @@ backends:
       stream_prefix: {{ .Values.nats.streamPrefix | quote }}
       consumer: {{ .Values.nats.consumer | quote }}
       replicas: {{ .Values.nats.replicas }}
+      {{- if .Values.nats.caSecret.name }}
+      ca_file: /etc/wqhost-nats-ca/ca.crt
+      {{- end }}
     create_queues: {{ .Values.nats.createQueues }}
 {{- else }}
   azure:
