@@ -81,6 +81,11 @@ scaling: {kind: hpa, minReplicas: 2, maxReplicas: 6}
 shutdown: {graceSeconds: 30, releaseSeconds: 10, preStopSleepSeconds: 0}
 tenants: {default: {bindings: {jobs: {queue: jobs, module: builtin:echo-go}}}}
 `, []string{"default/jobs"}},
+	{"nats-keda", "nats", `
+mode: nats
+nats: {servers: ["tls://nats.nats:4222"], monitoringEndpoint: "nats.nats:8222", tokenEnv: NATS_TOKEN, caSecret: {name: nats-ca}}
+secretEnv: [{name: NATS_TOKEN, secretName: nats, key: token}]
+` + tenantsWithHTTP, []string{"acme/hooks", "default/billing"}},
 }
 
 // TestChartRendersStrictly renders every mode and decodes every object strictly into its
@@ -164,6 +169,13 @@ func checkRender(t *testing.T, mode string, r rendered) *config.Config {
 			if be, _ := cfg.BackendFor(b.Backend); be.Type != config.BackendLocal {
 				t.Errorf("sqlite: binding reads backend %q of type %s, want local", b.Backend, be.Type)
 			}
+		}
+	case "nats":
+		if len(so) != 1 || len(hpa) != 0 {
+			t.Errorf("nats: %d ScaledObjects and %d HPAs, want one ScaledObject", len(so), len(hpa))
+		} else {
+			checkNATSScaledObject(t, r, cfg)
+			checkNATSCA(t, cfg, c)
 		}
 	case "azure":
 		if len(so) == 1 {

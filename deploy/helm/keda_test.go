@@ -58,8 +58,9 @@ var loadKEDA = sync.OnceValues(func() (*keda, error) {
 		k.schemas[kind] = s
 	}
 	for typ, src := range map[string][2]string{
-		"azure-queue": {"azure_queue_scaler.go", "azureQueueMetadata"},
-		"prometheus":  {"prometheus_scaler.go", "prometheusMetadata"},
+		"azure-queue":    {"azure_queue_scaler.go", "azureQueueMetadata"},
+		"prometheus":     {"prometheus_scaler.go", "prometheusMetadata"},
+		"nats-jetstream": {"nats_jetstream_scaler.go", "natsJetStreamMetadata"},
 	} {
 		if k.scalers[typ], err = parseScalerMeta(filepath.Join(mod.Dir, "pkg/scalers", src[0]), src[1]); err != nil {
 			return nil, err

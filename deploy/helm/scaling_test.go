@@ -172,7 +172,9 @@ func TestChartRefuses(t *testing.T) {
 	for _, c := range []struct {
 		name, values, want string
 	}{
-		{"nats until the JetStream backend exists", "mode: nats\n", "mode"},
+		{"nats without servers", "mode: nats\nnats: {monitoringEndpoint: \"n:8222\"}\n", "'/nats/servers': minItems"},
+		{"nats scaled by KEDA without a monitoring endpoint", "mode: nats\nnats: {servers: [\"nats://n:4222\"]}\n", "'/nats/monitoringEndpoint': minLength"},
+		{"nats server not a URL", "mode: nats\nnats: {servers: [\"n:4222\"], monitoringEndpoint: \"n:8222\"}\n", "'/nats/servers/0'"},
 		{"two sqlite replicas", "mode: sqlite\nreplicas: 2\n", "replicas"},
 		{"sqlite scaled by KEDA", "mode: sqlite\nscaling: {kind: keda}\n", "kind"},
 		{"azure without a connection string Secret", "mode: azure\n", "azure.connectionString.secretName is required"},

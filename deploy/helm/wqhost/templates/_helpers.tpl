@@ -85,7 +85,7 @@ The tenants of wqhost.yaml: the values' tenants, each binding on the mode's back
 binding may not name another backend: the chart defines one.
 */}}
 {{- define "wqhost.tenants" -}}
-{{- $backend := ternary "local" "azure" (eq .Values.mode "sqlite") -}}
+{{- $backend := get (dict "sqlite" "local" "azure" "azure" "nats" "nats") .Values.mode -}}
 {{- $tenants := deepCopy (include "wqhost.userTenants" . | fromYaml) -}}
 {{- range $tn, $t := $tenants -}}
 {{- range $bn, $b := (get $t "bindings" | default dict) -}}
@@ -111,6 +111,24 @@ backends:
     type: local
     path: wqhost.db
     sync: {{ .Values.sqlite.sync }}
+{{- else if eq .Values.mode "nats" }}
+  nats:
+    type: nats
+    nats:
+      urls:
+        {{- required "nats.servers is required with mode nats" .Values.nats.servers | toYaml | nindent 8 }}
+      {{- range $k, $v := pick .Values.nats "userEnv" "passwordEnv" "tokenEnv" "jwtEnv" "nkeySeedEnv" }}
+      {{- if $v }}
+      {{ $k | snakecase }}: {{ $v }}
+      {{- end }}
+      {{- end }}
+      stream_prefix: {{ .Values.nats.streamPrefix | quote }}
+      consumer: {{ .Values.nats.consumer | quote }}
+      replicas: {{ .Values.nats.replicas }}
+      {{- if .Values.nats.caSecret.name }}
+      ca_file: /etc/wqhost-nats-ca/ca.crt
+      {{- end }}
+    create_queues: {{ .Values.nats.createQueues }}
 {{- else }}
   azure:
     type: azure
@@ -152,6 +170,27 @@ its names, another tenant T's queue Q is <len(T)>-T-Q. One line per queue: "trig
 {{- range $i, $q := $qs -}}
 {{- $phys := ternary $q (printf "%d-%s-%s" (len $tn) $tn $q) (eq $tn "default") -}}
 {{ printf "%s-%s-%s" $tn $bn $q | trunc 63 | trimSuffix "-" }} {{ $phys }}
+{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The streams KEDA watches on NATS, as listener/nats names them: the physical queue (Q, or
+T.Q for a tenant T other than default) with every byte but letters, digits and '-' escaped
+as _XX, after the stream prefix. One line per queue: "trigger-name stream".
+*/}}
+{{- define "wqhost.natsStreams" -}}
+{{- range $tn, $t := (include "wqhost.userTenants" . | fromYaml) -}}
+{{- range $bn, $b := (get $t "bindings" | default dict) -}}
+{{- $qs := get $b "shards" | default (list (get $b "queue")) -}}
+{{- range $i, $q := $qs -}}
+{{- $phys := ternary $q (printf "%s.%s" $tn $q) (eq $tn "default") -}}
+{{- $esc := "" -}}
+{{- range $c := splitList "" $phys -}}
+{{- if regexMatch "^[A-Za-z0-9-]$" $c -}}{{- $esc = printf "%s%s" $esc $c -}}{{- else -}}{{- $esc = printf "%s_%X" $esc $c -}}{{- end -}}
+{{- end -}}
+{{ printf "%s-%s-%s" $tn $bn $q | trunc 63 | trimSuffix "-" }} {{ $.Values.nats.streamPrefix }}{{ $esc }}
 {{ end -}}
 {{- end -}}
 {{- end -}}
