@@ -100,6 +100,7 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		return nil, err
 	}
 	b.cur.Store(v)
+	b.hist.started(v.module, v.loadedAt)
 	b.latency = h.metrics.latencyFor(t.name, name, bc.Queue)
 
 	backoff, scaler, poison, err := b.policies(ctx)
@@ -235,7 +236,8 @@ func (b *binding) policies(ctx context.Context) (listener.Backoff, listener.Scal
 	} else if p != nil {
 		poison = p.Poison()
 	}
-	return backoff, scaler, poison, nil
+	// The console shows the scaler's recent answers (history.go).
+	return backoff, recordingScaler{inner: scaler, hist: &b.hist}, poison, nil
 }
 
 // Handle implements listener.Handler (the listener calls HandleMessage).

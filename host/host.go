@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wqhost/wqhost/host/admin"
+	"github.com/wqhost/wqhost/host/admin/console"
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/internal/backends"
 	"github.com/wqhost/wqhost/host/internal/breaker"
@@ -460,14 +461,27 @@ func (h *Host) SetConfigLoader(load func() (*config.Config, error)) {
 // binding and queue counters and gauges, handler latency, pool instances, plugin state.
 func (h *Host) Registry() *prometheus.Registry { return h.metrics.reg }
 
-// AdminHandler returns the admin API handler (what Run serves): use it with httptest or to
-// mount the API on a server of your own.
+// AdminHandler returns the admin API handler with the web console under /console/ (what
+// Run serves): use it with httptest or to mount the API on a server of your own.
 // Tenants' tokens follow config reloads.
 func (h *Host) AdminHandler() http.Handler {
-	return admin.New(adminHost{h}, admin.Options{
-		TokenSource:  func() admin.Tokens { return *h.tokens.Load() },
+	hd, _ := h.adminHandler()
+	return hd
+}
+
+// adminHandler is AdminHandler and the console's Close, which ends its live streams.
+func (h *Host) adminHandler() (http.Handler, func()) {
+	tokens := func() admin.Tokens { return *h.tokens.Load() }
+	api := admin.New(adminHost{h}, admin.Options{
+		TokenSource:  tokens,
 		MaxBodyBytes: int64(h.cfg.Admin.MaxBodyBytes), Gatherer: h.metrics.reg, Logger: h.log,
 	})
+	con := console.New(console.Options{API: api, Tokens: tokens, Logger: h.log})
+	mux := http.NewServeMux()
+	mux.Handle("/console/", con)
+	mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
+	mux.Handle("/", api)
+	return mux, con.Close
 }
 
 func tokenOf(env string) string {

@@ -112,7 +112,9 @@ func (h *Host) serveAdmin(ln net.Listener) error {
 	}
 	h.adminMu.Lock()
 	h.adminAddr = ln.Addr()
-	h.srv = admin.NewServer(h.AdminHandler(), admin.Timeouts{})
+	hd, closeConsole := h.adminHandler()
+	h.srv = admin.NewServer(hd, admin.Timeouts{})
+	h.srv.RegisterOnShutdown(closeConsole) // its live streams would hold the shutdown
 	h.srvErr = make(chan error, 1)
 	srv, srvErr := h.srv, h.srvErr
 	h.adminMu.Unlock()

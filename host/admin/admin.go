@@ -8,6 +8,8 @@
 //	                                               ?tenant=NAME filters, ?limit=N&offset=M pages over bindings
 //	POST /v1/tenants/{tenant}/queues/{queue}/notify push wake-up of the binding reading the queue
 //	POST /v1/reload                                reload config and modules
+//	GET  /v1/tenants/{tenant}/bindings/{binding}   a binding's detail (BindingHost)
+//	POST /v1/tenants/{tenant}/bindings/{binding}/rollback  previous module version (BindingHost)
 //
 // Authentication: when any token is configured, every endpoint but /healthz and /readyz needs
 // "Authorization: Bearer <token>" (the scheme in any case). The host token may do everything; a tenant token sees only
@@ -178,6 +180,7 @@ func New(h Host, opts Options) http.Handler {
 	mux.HandleFunc("GET /v1/status", s.auth(s.status))
 	mux.HandleFunc("POST /v1/tenants/{tenant}/queues/{queue}/notify", s.auth(s.notify))
 	mux.HandleFunc("POST /v1/reload", s.auth(s.reload))
+	s.routeBindings(mux)
 	return s.limitBody(mux)
 }
 
@@ -237,6 +240,19 @@ func (s *server) authenticate(r *http.Request) (principal, bool) {
 	// matched), and a token matching two principals authenticates neither: the host refuses
 	// such a config (every token must be distinct), and a handler built with one must not
 	// pick whichever the map yields first.
+	who, n := match(t, tok)
+	if n != 1 {
+		if n > 1 {
+			s.log.Error("admin API: a bearer token matches more than one principal; refused (every token must be distinct)")
+		}
+		return principal{}, false
+	}
+	return who, true
+}
+
+// match returns the principal tok is the token of and how many principals it matches,
+// comparing every token.
+func match(t Tokens, tok string) (principal, int) {
 	var who principal
 	n := 0
 	if equal(tok, t.Host) {
@@ -247,13 +263,7 @@ func (s *server) authenticate(r *http.Request) (principal, bool) {
 			who, n = principal{tenant: name}, n+1
 		}
 	}
-	if n != 1 {
-		if n > 1 {
-			s.log.Error("admin API: a bearer token matches more than one principal; refused (every token must be distinct)")
-		}
-		return principal{}, false
-	}
-	return who, true
+	return who, n
 }
 
 // bearer is the token of an Authorization header of the Bearer scheme, whose name is
