@@ -62,6 +62,8 @@ func (c *Console) call(ctx context.Context, s *session, method, target string, b
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	} else {
+		req.Body = http.NoBody // as a server's request has
 	}
 	req.RemoteAddr = "console"
 	c.opts.API.ServeHTTP(rec, req)
