@@ -70,7 +70,7 @@ tenants:
     token_env: E2E_ACME_TOKEN
     bindings:
       echo: {queue: in, output: out, module: handler.wasm, backoff: %[3]s}
-      slow: {queue: slow, module: flaky.wasm, max_workers: 1, batch_size: 1, pool: {max_instances: 1}, backoff: %[3]s}
+      slow: {queue: slow, output: done, module: flaky.wasm, max_workers: 1, batch_size: 1, pool: {max_instances: 1}, backoff: %[3]s}
       jobs: {queue: jobs, module: flaky.wasm, max_dequeue_count: 1, backoff: %[3]s}
   beta:
     token_env: E2E_BETA_TOKEN
@@ -282,11 +282,32 @@ func (b *browser) eval(step, expr string, out any) {
 	}
 }
 
-// waitFor waits until the JavaScript expression is truthy.
+// waitFor waits until the JavaScript expression is truthy. A poll that a navigation cut
+// (a form just submitted) starts again on the new page.
 func (b *browser) waitFor(step, expr string) {
 	b.t.Helper()
-	b.do(step, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(stepTimeout-5*time.Second),
-		chromedp.WithPollingInterval(100*time.Millisecond)))
+	deadline := time.Now().Add(stepTimeout)
+	for {
+		ctx, cancel := context.WithDeadline(b.ctx, deadline)
+		_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(0),
+			chromedp.WithPollingInterval(100*time.Millisecond)))
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().Before(deadline) && navigated(err) {
+			continue
+		}
+		b.shot("FAILED-" + step)
+		b.t.Fatalf("browser step %q: waiting for %s: %v", step, expr, err)
+	}
+}
+
+// navigated reports an error of a script cut by a navigation.
+func navigated(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "navigated or closed") || strings.Contains(s, "context was destroyed") ||
+		strings.Contains(s, "Cannot find context")
 }
 
 // open navigates to the console path p and waits for sel.

@@ -135,6 +135,7 @@ type deadLetter struct {
 	DeadLetteredAt time.Time      `json:"dead_lettered_at"`
 	HandlerVersion string         `json:"handler_version"`
 	OriginalQueue  string         `json:"original_queue"`
+	OriginalID     string         `json:"original_id"`
 	Size           int64          `json:"size"`
 	Body           *string        `json:"body"`
 	BodyBase64     *string        `json:"body_base64"`
@@ -153,7 +154,8 @@ func (d deadLetter) Preview() string {
 	return ""
 }
 
-// Metering is the wqhost.* attributes (what the host measured of the message), sorted.
+// Metering is the wqhost.* attributes other than those the page shows in its own rows
+// (what the host measured of the message, such as wqhost.fuel), sorted.
 func (d deadLetter) Metering() [][2]string { return attrs(d.Attributes, true) }
 
 // Other is the other attributes, sorted.
@@ -172,17 +174,19 @@ var filterKeys = []string{"reason", "version", "since", "until", "body"}
 func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session) {
 	t, q := r.PathValue("tenant"), r.PathValue("queue")
 	in := r.URL.Query()
-	f := map[string]string{}
+	f := map[string]string{}     // the filter in force, for the API and the actions
+	shown := map[string]string{} // every field, for the form
 	api := url.Values{"limit": {strconv.Itoa(listPageSize)}, "body_bytes": {strconv.Itoa(listPreviewBytes)}}
 	for _, k := range filterKeys {
 		v := strings.TrimSpace(in.Get(k))
+		shown[k] = v
 		if v == "" {
 			continue
 		}
 		if k == "since" || k == "until" {
 			v = rfc3339(v)
 		}
-		f[k] = v
+		f[k], shown[k] = v, v
 		api.Set(k, v)
 	}
 	if a := in.Get("after"); a != "" {
@@ -203,7 +207,7 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session
 		next = "?" + nv.Encode()
 	}
 	c.page(w, s, "deadletters", t+" / "+q+" dead letters", map[string]any{
-		"Tenant": t, "Queue": q, "Items": list.Items, "Next": next, "Filter": f,
+		"Tenant": t, "Queue": q, "Items": list.Items, "Next": next, "Filter": shown,
 		"FilterJSON": string(mustJSON(f)), "API": "/console/api" + strings.TrimPrefix(base, "/v1"),
 		"Paged": in.Get("after") != "",
 	}, err)
