@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +52,7 @@ type e2eHost struct {
 	h    *host.Host
 	dir  string
 	base string // http://127.0.0.1:port
+	stop func() // stops Run and waits for it (also at cleanup)
 }
 
 func startHost(t *testing.T) *e2eHost {
@@ -95,15 +97,20 @@ tenants:
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(host.ShutdownBound() + 5*time.Second):
-			t.Errorf("host.Run did not return within %v of its cancel", host.ShutdownBound()+5*time.Second)
-		}
-	})
-	return &e2eHost{h: h, dir: dir, base: "http://" + h.AdminAddr().String()}
+	e := &e2eHost{h: h, dir: dir, base: "http://" + h.AdminAddr().String()}
+	var once sync.Once
+	e.stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(host.ShutdownBound() + 5*time.Second):
+				t.Errorf("host.Run did not return within %v of its cancel", host.ShutdownBound()+5*time.Second)
+			}
+		})
+	}
+	t.Cleanup(e.stop)
+	return e
 }
 
 func copyFile(t *testing.T, from, to string) {
