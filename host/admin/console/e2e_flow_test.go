@@ -124,6 +124,23 @@ func TestConsoleE2E(t *testing.T) {
 	if d, err := e.h.BindingDetail(context.Background(), "acme", "echo"); err != nil || d.Status.ModuleDigest[:12] != v1 {
 		t.Fatalf("after the console's rollback the host serves %v (%v), want %s", d.Status.ModuleDigest, err, v1)
 	}
+	// The version rolled back to handles the messages from now on.
+	e.send(t, "acme", "in", "after-rollback")
+	out, err := e.h.OpenQueue(context.Background(), "acme", "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	eventually(t, "echo's output after the rollback", time.Minute, func() bool {
+		ms, err := out.Receive(context.Background(), 10, time.Minute)
+		for _, m := range ms {
+			got = append(got, string(m.Body))
+		}
+		return err == nil && len(got) > 0
+	})
+	if got[0] != "v1:after-rollback" {
+		t.Errorf("output after the rollback %q, want v1's", got)
+	}
 	c.actions++
 	b.shot("binding-rolled-back")
 
