@@ -256,7 +256,7 @@ func (c *Console) authed(next sessionHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s := c.lookup(r)
 		if s == nil {
-			if r.Method == http.MethodGet && r.Header.Get("Accept") != "text/event-stream" && !isAPI(r) {
+			if r.Method == http.MethodGet && r.URL.Path != "/console/events" && !isAPI(r) {
 				http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 				return
 			}
