@@ -103,6 +103,9 @@ func TestRollback(t *testing.T) {
 	if d.Status.LastScaling == nil || len(d.Scaling) == 0 {
 		t.Errorf("no scaling decision recorded after 4 messages: %+v", d.Scaling)
 	}
+	if d.Idle.EmptyReceives == 0 || d.Idle.CallsPerHour <= 0 {
+		t.Errorf("idle cost %+v: an idle polling binding made empty receives", d.Idle)
+	}
 
 	// The file back to the serving bytes settles the rollback; v2 uploaded again serves.
 	replaceModule(t, mod, readFixture(t, "v1"), false)

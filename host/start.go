@@ -119,7 +119,7 @@ func (h *Host) serveAdmin(ln net.Listener) error {
 	srv, srvErr := h.srv, h.srvErr
 	h.adminMu.Unlock()
 	go func() { srvErr <- srv.Serve(ln) }()
-	h.log.Info("admin API listening", "addr", ln.Addr().String())
+	h.log.Info("admin API listening", "addr", ln.Addr().String(), "console", "http://"+ln.Addr().String()+"/console/")
 	return nil
 }
 
