@@ -31,7 +31,7 @@ func (c *cli) sendThrough(ctx context.Context, api *adminClient, tenant, qname s
 		BodyBase64 []byte  `json:"body_base64,omitempty"`
 	}
 	type request struct {
-		Messages []msg `json:"messages"`
+		Messages []msg  `json:"messages"`
 		Delay    string `json:"delay,omitempty"`
 		Order    string `json:"order,omitempty"`
 	}
