@@ -31,7 +31,10 @@ func (j jobRunner) stop() {
 	j.jobs.Wait()
 }
 
-var _ admin.QueueHost = adminHost{}
+var (
+	_ admin.QueueHost      = adminHost{}
+	_ admin.DepthRefresher = adminHost{}
+)
 
 // Queues opens tenant's queue and its dead letters on the host's own backends for the
 // admin API's message and dead-letter endpoints.
@@ -63,4 +66,15 @@ func maxSendBytes(cfg *config.Config) int64 {
 		m = max(m, int64(t.Limits.MaxMessageBytes))
 	}
 	return m/3*4 + 64<<10
+}
+
+// RefreshDepths has the listeners of tenant's bindings that read queue read its depths
+// again (after a purge or redrive through the admin API), so that the status shows them
+// fresh.
+func (a adminHost) RefreshDepths(ctx context.Context, tenant, queue string) {
+	for _, b := range a.h.bindings() {
+		if b.tenant.name == tenant && b.reads(queue) {
+			b.lis.RefreshDepths(ctx)
+		}
+	}
 }

@@ -336,7 +336,13 @@ func (b *binding) call(ctx context.Context, in *runtime.Input) (*runtime.Output,
 	return out, time.Since(start), err
 }
 
+// logFailure logs a failed or rejected message. A retry is logged by the listener once its
+// poison policy has decided the delay (listener/fail.go): the delay the handler asked for
+// may be clamped (to max_delay), and the log must say the one applied.
 func (b *binding) logFailure(m *queue.Message, v listener.Verdict) {
+	if v.Outcome == listener.OutcomeRetry {
+		return
+	}
 	b.log.Warn("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", v.Error().Error())
 }
 

@@ -26,6 +26,19 @@ type QueueHost interface {
 	Jobs() *queueapi.Jobs
 }
 
+// DepthRefresher is a QueueHost whose status pages show depths its listeners read earlier:
+// after a purge or redrive it reads them again, so that what a client shows next is fresh.
+type DepthRefresher interface {
+	RefreshDepths(ctx context.Context, tenant, queue string)
+}
+
+// refresh asks the host, if it can, to read tenant's queue's depths again.
+func (s *server) refresh(ctx context.Context, tenant, queue string) {
+	if dr, ok := s.h.(DepthRefresher); ok {
+		dr.RefreshDepths(ctx, tenant, queue)
+	}
+}
+
 // Queues are one tenant queue and its dead letters, on a backend the host owns (not to be
 // closed).
 type Queues struct {
@@ -97,6 +110,8 @@ type sendRequest struct {
 		BodyBase64 []byte  `json:"body_base64"`
 	} `json:"messages"`
 	Delay string `json:"delay"`
+	// Order is the ordered execution group (an integer) for a binding with ordered: true.
+	Order string `json:"order"`
 }
 
 // MaxSendMessages caps the messages of one JSON send.
@@ -104,7 +119,7 @@ const MaxSendMessages = 10000
 
 func (s *server) send(w http.ResponseWriter, r *http.Request, q queueRequest) {
 	var bodies [][]byte
-	var delay time.Duration
+	var opts queue.SendOptions
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct == "application/json" {
 		var req sendRequest
@@ -133,7 +148,14 @@ func (s *server) send(w http.ResponseWriter, r *http.Request, q queueRequest) {
 				writeError(w, http.StatusBadRequest, "delay %.40q: want a duration such as 10s", req.Delay)
 				return
 			}
-			delay = d
+			opts.Delay = d
+		}
+		if req.Order != "" {
+			if _, err := strconv.ParseInt(req.Order, 10, 64); err != nil {
+				writeError(w, http.StatusBadRequest, "order %.40q: want an integer group number", req.Order)
+				return
+			}
+			opts.Attributes = map[string]string{queue.AttrOrderKey: req.Order}
 		}
 	} else {
 		b, err := io.ReadAll(r.Body)
@@ -143,7 +165,7 @@ func (s *server) send(w http.ResponseWriter, r *http.Request, q queueRequest) {
 		}
 		bodies = [][]byte{b}
 	}
-	ids, err := queueapi.SendMessages(r.Context(), q.qs.Queue, q.tenant, bodies, delay, q.qs.MaxMessageBytes)
+	ids, err := queueapi.SendMessages(r.Context(), q.qs.Queue, q.tenant, bodies, opts, q.qs.MaxMessageBytes)
 	var tl *queueapi.TooLargeError
 	switch {
 	case errors.As(err, &tl):
@@ -274,6 +296,8 @@ type bulkRequest struct {
 	Rate int `json:"rate"`
 	// Expect is the count a purge (required) or redrive (optional) was confirmed for.
 	Expect *int64 `json:"expect"`
+	// Limit, when above 0, takes at most this many of the selected dead letters.
+	Limit int64 `json:"limit"`
 }
 
 func decodeBulk(r *http.Request) (bulkRequest, error) {
@@ -282,6 +306,9 @@ func decodeBulk(r *http.Request) (bulkRequest, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
 		return req, fmt.Errorf("%w: body: %w", errBadRequest, err)
+	}
+	if req.Limit < 0 {
+		return req, fmt.Errorf("%w: limit %d: want 0 (all) or more", errBadRequest, req.Limit)
 	}
 	if req.Rate < 0 || req.Rate > queueapi.MaxRate {
 		return req, fmt.Errorf("%w: rate %d: want 0..%d messages per second", errBadRequest, req.Rate, queueapi.MaxRate)
@@ -312,7 +339,8 @@ func (s *server) deadPurge(w http.ResponseWriter, r *http.Request, q queueReques
 		writeQueueError(w, err)
 		return
 	}
-	n, err := queueapi.PurgeDead(r.Context(), q.qs.Dead, req.Filter, *req.Expect)
+	n, err := queueapi.PurgeDead(r.Context(), q.qs.Dead, req.Filter, *req.Expect, req.Limit)
+	s.refresh(r.Context(), q.tenant, q.queue)
 	if err != nil {
 		writeQueueError(w, err)
 		return
@@ -339,7 +367,12 @@ func (s *server) deadRedrive(w http.ResponseWriter, r *http.Request, q queueRequ
 		}
 	}
 	id := q.qh.Jobs().Start("redrive", q.tenant, q.queue, func(ctx context.Context, p *queueapi.Progress) error {
-		return queueapi.RedriveDead(ctx, q.qs.Dead, q.qs.Queue, req.Filter, req.Rate, p)
+		err := queueapi.RedriveDead(ctx, q.qs.Dead, q.qs.Queue, req.Filter, req.Rate, req.Limit, p)
+		// Before the job reads as finished: a client that saw it done then sees fresh depths.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		s.refresh(rctx, q.tenant, q.queue)
+		return err
 	})
 	s.log.Info("dead-letter redrive started through the admin API", "tenant", q.tenant, "queue", q.queue, "job", id)
 	writeJSON(w, http.StatusAccepted, map[string]string{"job": id})

@@ -19,13 +19,19 @@ func (e *CountChangedError) Error() string {
 	return fmt.Sprintf("the filter selects %d dead letters now, not the %d confirmed: count again and confirm that", e.Count, e.Expect)
 }
 
-// PurgeDead deletes the dead letters of dead that f selects, if there are expect of them
-// (the count a dry run showed and a user confirmed; else a *CountChangedError and nothing
-// is deleted), and returns how many it deleted. Dead letters that arrive while it runs are
+// PurgeDead deletes the dead letters of dead that f selects (at most limit of them; 0: all),
+// if there are expect of them (the count a dry run showed and a user confirmed; else a
+// *CountChangedError and nothing is deleted), and returns how many it deleted. Dead letters that arrive while it runs are
 // not taken, and one leased at that moment (a reader holds it) is left. On the local store
 // it deletes MatchChunk at a time, each chunk one short transaction, so a host serving from
 // the store is not held up.
-func PurgeDead(ctx context.Context, dead queue.Queue, f Filter, expect int64) (int64, error) {
+func PurgeDead(ctx context.Context, dead queue.Queue, f Filter, expect, limit int64) (int64, error) {
+	left := func(purged int64) int {
+		if limit <= 0 {
+			return local.MatchChunk
+		}
+		return int(min(limit-purged, local.MatchChunk))
+	}
 	if lq, ok := dead.(*local.Queue); ok {
 		m, n, err := snapshot(ctx, lq, f)
 		if err != nil {
@@ -36,13 +42,14 @@ func PurgeDead(ctx context.Context, dead queue.Queue, f Filter, expect int64) (i
 		}
 		var purged int64
 		var c local.Cursor
-		for {
-			found, deleted, err := lq.DeleteMatching(ctx, m, &c, local.MatchChunk)
+		for left(purged) > 0 {
+			found, deleted, err := lq.DeleteMatching(ctx, m, &c, left(purged))
 			purged += int64(deleted)
 			if err != nil || found == 0 {
 				return purged, err
 			}
 		}
+		return purged, nil
 	}
 	n, err := CountDead(ctx, dead, f)
 	if err != nil {
@@ -53,7 +60,7 @@ func PurgeDead(ctx context.Context, dead queue.Queue, f Filter, expect int64) (i
 	}
 	var purged int64
 	err = scanLeasing(ctx, dead, func(m *queue.Message) (bool, error) {
-		if !f.matches(m) {
+		if !f.matches(m) || left(purged) == 0 {
 			return false, nil
 		}
 		if err := dead.Delete(ctx, m); err != nil {
@@ -91,14 +98,20 @@ const DefaultRate = 500
 // MaxRate caps a redrive's pace.
 const MaxRate = 100000
 
-// RedriveDead moves the dead letters of dead that f selects back to dst (their original
-// queue) at rate messages per second (0 = DefaultRate), each with its original attributes
+// RedriveDead moves the dead letters of dead that f selects (at most limit of them; 0: all)
+// back to dst (their original queue) at rate messages per second (0 = DefaultRate), each with its original attributes
 // (the dead-letter bookkeeping dropped, as RequeueDeadLetters does) and a fresh dequeue
 // count, counting into p. Dead letters that arrive while it runs (a redriven message that
 // fails again) are not taken. On the local store each chunk moves in one transaction inside
 // the store, bodies unread; elsewhere each message is sent again and deleted (see
 // requeueOne) during a scanLeasing walk. It stops at ctx's end.
-func RedriveDead(ctx context.Context, dead, dst queue.Queue, f Filter, rate int, p *Progress) error {
+func RedriveDead(ctx context.Context, dead, dst queue.Queue, f Filter, rate int, limit int64, p *Progress) error {
+	left := func() int64 {
+		if limit <= 0 {
+			return local.MatchChunk
+		}
+		return limit - p.Done.Load() - p.Failed.Load()
+	}
 	if rate <= 0 {
 		rate = DefaultRate
 	}
@@ -113,11 +126,14 @@ func RedriveDead(ctx context.Context, dead, dst queue.Queue, f Filter, rate int,
 		if err != nil {
 			return err
 		}
+		if limit > 0 {
+			n = min(n, limit)
+		}
 		p.Matched.Store(n)
-		chunk := min(max(rate/10, 1), local.MatchChunk)
+		chunk := int64(min(max(rate/10, 1), local.MatchChunk))
 		var c local.Cursor
-		for {
-			found, moved, err := lq.MoveMatching(ctx, m, &c, chunk, ldst, deadLetterKeys)
+		for left() > 0 {
+			found, moved, err := lq.MoveMatching(ctx, m, &c, int(min(chunk, left())), ldst, deadLetterKeys)
 			p.Done.Add(int64(moved))
 			p.Failed.Add(int64(found - moved))
 			if err != nil || found == 0 {
@@ -127,15 +143,19 @@ func RedriveDead(ctx context.Context, dead, dst queue.Queue, f Filter, rate int,
 				return err
 			}
 		}
+		return nil
 	}
 	n, err := CountDead(ctx, dead, f)
 	if err != nil {
 		return err
 	}
+	if limit > 0 {
+		n = min(n, limit)
+	}
 	p.Matched.Store(n)
 	requeued := map[string]bool{}
 	return scanLeasing(ctx, dead, func(m *queue.Message) (bool, error) {
-		if !f.matches(m) {
+		if !f.matches(m) || left() <= 0 {
 			return false, nil
 		}
 		if err := pace.wait(ctx, p.Done.Load()+p.Failed.Load()); err != nil {

@@ -3,7 +3,6 @@ package queueapi
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/wqhost/wqhost/listener/queue"
 )
@@ -21,15 +20,14 @@ func (e *TooLargeError) Error() string {
 }
 
 // SendMessages sends bodies to q, in one transaction where the backend has batches (local),
-// each kept invisible for delay, after checking every body against limit (tenant's
+// with opts (a delay, attributes), after checking every body against limit (tenant's
 // limits.max_message_bytes: a *TooLargeError, nothing sent). It returns the ids in order.
-func SendMessages(ctx context.Context, q queue.Queue, tenant string, bodies [][]byte, delay time.Duration, limit int64) ([]string, error) {
+func SendMessages(ctx context.Context, q queue.Queue, tenant string, bodies [][]byte, opts queue.SendOptions, limit int64) ([]string, error) {
 	for i, b := range bodies {
 		if int64(len(b)) > limit {
 			return nil, &TooLargeError{Index: i, Size: int64(len(b)), Limit: limit, Tenant: tenant}
 		}
 	}
-	opts := queue.SendOptions{Delay: delay}
 	if bs, ok := q.(interface {
 		SendBatch(ctx context.Context, bodies [][]byte, opts queue.SendOptions) ([]string, error)
 	}); ok && len(bodies) > 1 {
