@@ -17,14 +17,21 @@ import (
 func (l *Listener) fail(ctx context.Context, m *queue.Message, v Verdict) {
 	l.c.failed.Add(1)
 	err := v.Error()
-	f := Failure{Message: m, Err: err, Reject: v.Outcome == OutcomeReject, MaxDequeueCount: l.cfg.MaxDequeueCount}
+	// A retry's own text names the delay the handler asked for, which the policy may clamp
+	// (retry_after(i64 max) is 2562047h47m16s; max_delay makes it 60 s): the policy, the
+	// reason and the log get the cause, and the log the delay applied.
+	cause := err
+	if v.Outcome == OutcomeRetry {
+		cause = retryCause(v)
+	}
+	f := Failure{Message: m, Err: cause, Reject: v.Outcome == OutcomeReject, MaxDequeueCount: l.cfg.MaxDequeueCount}
 	if v.Outcome == OutcomeRetry {
 		f.RetryAfter = max(v.After, 0)
 	}
 	d := l.cfg.Poison.Decide(ctx, f)
 	reason := d.Reason
 	if reason == "" {
-		reason = err.Error()
+		reason = cause.Error()
 	}
 	if d.Action != ActionDeadLetter && d.Action != ActionDrop && (l.cfg.AtMostOnce || isRefusal(v)) {
 		// Deleted on receive (at most once): keeping it is all that is left. Refused by the
@@ -35,7 +42,7 @@ func (l *Listener) fail(ctx context.Context, m *queue.Message, v Verdict) {
 	case ActionDeadLetter:
 		l.deadLetter(ctx, m, reason)
 	case ActionDrop:
-		l.log.Warn("failed message dropped by the poison policy", "id", m.ID, "dequeue_count", m.DequeueCount, "err", err)
+		l.log.Warn("failed message dropped by the poison policy", "id", m.ID, "dequeue_count", m.DequeueCount, "err", cause)
 		if !l.cfg.AtMostOnce {
 			l.deleteOne(ctx, m)
 		}
@@ -53,8 +60,21 @@ func (l *Listener) fail(ctx context.Context, m *queue.Message, v Verdict) {
 		}
 		l.c.retried.Add(1)
 		l.noteDue(time.Now().Add(delay))
-		l.log.Debug("message failed; retrying", "id", m.ID, "dequeue_count", m.DequeueCount, "delay", delay, "err", err)
+		l.log.Warn("message failed; retrying", "id", m.ID, "dequeue_count", m.DequeueCount, "delay", delay, "err", cause)
 	}
+}
+
+// retryCause is a retry verdict's error without the delay asked for.
+func retryCause(v Verdict) error {
+	err := v.Err
+	var rt *retryError
+	if errors.As(err, &rt) {
+		err = rt.Err
+	}
+	if err == nil {
+		return errors.New("retry requested")
+	}
+	return err
 }
 
 // noteDue remembers the earliest retry this listener scheduled, so that a push listener
