@@ -29,6 +29,11 @@
 // Delayed sends and time-to-live are headers (Wqhost-Not-Before, Wqhost-Expires): a delayed
 // message delivered early goes back with NakWithDelay for the time left, and counts that one
 // early delivery out of its dequeue count; an expired one is acked without being handed out.
+//
+// Counts splits the depth from the consumer's NumPending (visible) and NumAckPending
+// (leased, or waiting for a NakWithDelay retry); the server does not tell a delayed send
+// apart, so Delayed counts the delayed sends this process pulled early and sent back (see
+// Counts for the approximation).
 package nats
 
 import (
@@ -117,6 +122,7 @@ var (
 	_ queue.Mover          = (*Queue)(nil)
 	_ queue.Peeker         = (*Queue)(nil)
 	_ queue.MessageLimiter = (*Queue)(nil)
+	_ queue.Counter        = (*Queue)(nil)
 )
 
 // Open connects to the servers of opts.

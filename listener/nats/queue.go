@@ -47,14 +47,15 @@ type Queue struct {
 	pulls      atomic.Int64  // held pull requests issued
 
 	mu       sync.Mutex
-	leases   map[string]*lease // by message id: the leases this process holds
-	held     []heldMsg         // delivered to a held pull, not yet received
-	wake     wake.Set          // the waiters until the next message or local write
-	hint     bool              // a local write since the last empty receive: a message may be visible
-	hintGen  uint64            // counts hints
-	due      time.Time         // the earliest delayed message this process knows of
-	watchers int               // watches not stopped
-	pulling  bool              // the held-pull goroutine runs
+	leases   map[string]*lease    // by message id: the leases this process holds
+	held     []heldMsg            // delivered to a held pull, not yet received
+	wake     wake.Set             // the waiters until the next message or local write
+	hint     bool                 // a local write since the last empty receive: a message may be visible
+	hintGen  uint64               // counts hints
+	due      time.Time            // the earliest delayed message this process knows of
+	early    map[uint64]time.Time // delayed sends this process sent back, by sequence: when due
+	watchers int                  // watches not stopped
+	pulling  bool                 // the held-pull goroutine runs
 	closing  bool
 	stopPull context.CancelFunc
 	// cancelHeld ends the current held pull's Fetch (a reconnect re-arms it).
@@ -186,6 +187,9 @@ func (q *Queue) admit(msg delivery, start time.Time, visibility time.Duration, h
 		if now.Before(nb) {
 			_ = q.ack(msg.Reply(), nakDelay(nb.Sub(now)))
 			q.noteDue(nb)
+			if msg.received == 1 {
+				q.sentBack(msg.seq, nb)
+			}
 			return nil
 		}
 		if dc > 1 {

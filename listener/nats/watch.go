@@ -205,6 +205,9 @@ func (q *Queue) hold(msg delivery) {
 	if nb, ok := unixHeader(h, hdrNotBefore); ok && now.Before(nb) {
 		_ = q.ack(msg.Reply(), nakDelay(nb.Sub(now)))
 		q.noteDue(nb)
+		if msg.received == 1 {
+			q.sentBack(msg.seq, nb)
+		}
 		return
 	}
 	q.mu.Lock()
