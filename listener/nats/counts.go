@@ -3,6 +3,7 @@ package nats
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/wqhost/wqhost/listener/queue"
@@ -22,9 +23,9 @@ import (
 // idle consumer's held pull brings a delayed send within a moment of its publish, so on a
 // single host Delayed is exact but for that moment; with several hosts each counts its own.
 func (q *Queue) Counts(ctx context.Context) (queue.Counts, error) {
-	ci, err := q.cons.Info(ctx)
+	pending, acked, err := q.pendingSums(ctx)
 	if err != nil {
-		return queue.Counts{}, fmt.Errorf("nats: counts of %s: %w", q.name, err)
+		return queue.Counts{}, err
 	}
 	now := time.Now()
 	q.mu.Lock()
@@ -38,10 +39,33 @@ func (q *Queue) Counts(ctx context.Context) (queue.Counts, error) {
 	}
 	held := int64(len(q.held))
 	q.mu.Unlock()
-	acked := int64(ci.NumAckPending)
-	delayed = min(delayed, acked)
-	held = min(held, acked-delayed)
-	return queue.Counts{Visible: int64(ci.NumPending) + held, Leased: acked - delayed - held, Delayed: delayed}, nil
+	delayed = min(delayed, int64(acked))
+	held = min(held, int64(acked)-delayed)
+	return queue.Counts{Visible: int64(pending) + held, Leased: int64(acked) - delayed - held, Delayed: delayed}, nil
+}
+
+// pendingSums returns NumPending and NumAckPending of the queue's consumer, summed over its
+// order groups' consumers too on an ordered queue (one listing of the stream's consumers).
+func (q *Queue) pendingSums(ctx context.Context) (pending, acked uint64, err error) {
+	if !q.ordered {
+		ci, err := q.cons.Info(ctx)
+		if err != nil {
+			return 0, 0, fmt.Errorf("nats: counts of %s: %w", q.name, err)
+		}
+		return ci.NumPending, uint64(ci.NumAckPending), nil
+	}
+	l := q.stream.ListConsumers(ctx)
+	main := q.b.opts.Consumer
+	for ci := range l.Info() {
+		if ci.Name == main || strings.HasPrefix(ci.Name, main+"_o") {
+			pending += ci.NumPending
+			acked += uint64(ci.NumAckPending)
+		}
+	}
+	if err := l.Err(); err != nil {
+		return 0, 0, fmt.Errorf("nats: counts of %s: list consumers: %w", q.name, err)
+	}
+	return pending, acked, nil
 }
 
 // sentBack records a delayed send delivered early and sent back until due.

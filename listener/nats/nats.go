@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,6 +75,11 @@ type Options struct {
 	SubjectPrefix string
 	// Queues binds named queues to existing (or chosen) streams and subjects.
 	Queues map[string]QueueBinding
+	// Ordered names the queues read in ordered mode (ordered.go): their order keys route
+	// messages to group subjects, which their streams capture (<subject>.o.*). A stream
+	// created by the backend gets that subject; an existing one is given it when
+	// CreateQueues is on and the stream is the queue's own, else Open fails naming it.
+	Ordered map[string]bool
 	// Consumer is the name of the shared durable consumer. Default "wqhost".
 	Consumer string
 	// AckWait is the consumer's AckWait: the lease of a received message when the receive
@@ -255,9 +261,13 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 		if qb.Subject == "" {
 			qb.Subject = b.opts.SubjectPrefix + name
 		}
+		subjects := []string{qb.Subject}
+		if b.opts.Ordered[name] {
+			subjects = append(subjects, qb.Subject+".o.*")
+		}
 		cfg := jetstream.StreamConfig{
 			Name:       qb.Stream,
-			Subjects:   []string{qb.Subject},
+			Subjects:   subjects,
 			Retention:  jetstream.WorkQueuePolicy,
 			Storage:    jetstream.FileStorage,
 			Replicas:   b.opts.Replicas,
@@ -285,6 +295,19 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 	if strings.ContainsAny(qb.Subject, "*>") {
 		return nil, fmt.Errorf("nats: queue %q: subject %q is a wildcard; a queue publishes to one subject", name, qb.Subject)
 	}
+	groups := qb.Subject + ".o.*"
+	if b.opts.Ordered[name] && !slices.Contains(info.Config.Subjects, groups) && !slices.Contains(info.Config.Subjects, qb.Subject+".>") {
+		own := info.Config.Retention == jetstream.WorkQueuePolicy && slices.Equal(info.Config.Subjects, []string{qb.Subject})
+		if !b.opts.CreateQueues || !own {
+			return nil, fmt.Errorf("nats: queue %q is ordered: its stream %s must capture the group subjects %s (add the subject, or turn create_queues on for a stream of the queue's own)", name, qb.Stream, groups)
+		}
+		cfg := info.Config
+		cfg.Subjects = append(cfg.Subjects, groups)
+		if stream, err = b.js.UpdateStream(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("nats: queue %q is ordered: add the group subjects %s to stream %s: %w", name, groups, qb.Stream, err)
+		}
+		info = stream.CachedInfo()
+	}
 	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       b.opts.Consumer,
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -303,8 +326,9 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 		maxPayload = int(info.Config.MaxMsgSize)
 	}
 	q := &Queue{name: name, b: b, stream: stream, cons: cons, subject: qb.Subject, streamName: qb.Stream,
-		maxPayload: maxPayload, leases: map[string]*lease{},
-		ownStream: info.Config.Retention == jetstream.WorkQueuePolicy && len(info.Config.Subjects) == 1 && info.Config.Subjects[0] == qb.Subject}
+		maxPayload: maxPayload, leases: map[string]*lease{}, groups: map[int64]bool{}, ordered: b.opts.Ordered[name],
+		ownStream: info.Config.Retention == jetstream.WorkQueuePolicy && (slices.Equal(info.Config.Subjects, []string{qb.Subject}) ||
+			slices.Equal(info.Config.Subjects, []string{qb.Subject, groups}))}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -338,3 +362,6 @@ func (b *Backend) Close() error {
 	b.nc.Close()
 	return nil
 }
+
+// Options returns the options the backend was opened with, defaults filled in.
+func (b *Backend) Options() Options { return b.opts }

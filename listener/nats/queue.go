@@ -42,7 +42,8 @@ type Queue struct {
 	subject    string
 	streamName string
 	maxPayload int
-	ownStream  bool          // a work-queue stream of this queue's subject alone
+	ownStream  bool          // a work-queue stream of this queue's subject (and its groups) alone
+	ordered    bool          // order keys route to group subjects (Options.Ordered)
 	gen        atomic.Uint64 // lease token generations
 	pulls      atomic.Int64  // held pull requests issued
 
@@ -54,10 +55,16 @@ type Queue struct {
 	hintGen  uint64               // counts hints
 	due      time.Time            // the earliest delayed message this process knows of
 	early    map[uint64]time.Time // delayed sends this process sent back, by sequence: when due
-	watchers int                  // watches not stopped
-	pulling  bool                 // the held-pull goroutine runs
-	closing  bool
-	stopPull context.CancelFunc
+	groups   map[int64]bool       // order groups whose consumer this process made sure of
+	groupSub *natsgo.Subscription // wakes watches on a group publish (ordered, while pulling)
+	// groupHint: a group publish (or the subscription's start) may have made a message
+	// visible that the held pull does not bring; groupHintAt is when it was set.
+	groupHint   bool
+	groupHintAt time.Time
+	watchers    int  // watches not stopped
+	pulling     bool // the held-pull goroutine runs
+	closing     bool
+	stopPull    context.CancelFunc
 	// cancelHeld ends the current held pull's Fetch (a reconnect re-arms it).
 	cancelHeld context.CancelFunc
 }
@@ -66,6 +73,7 @@ type lease struct {
 	reply string // the delivery's ack subject
 	token string
 	until time.Time
+	body  []byte // a body handed out as unread (Oversize), for its dead letter
 }
 
 // The ack protocol, published to a delivery's reply subject. The client's own ack methods
@@ -410,6 +418,9 @@ func (q *Queue) newMsg(body []byte, attrs map[string]string) (*natsgo.Msg, error
 		return nil, fmt.Errorf("nats: send to %s: body of %d bytes is above the limit of %d (max_payload less %d for headers)", q.name, len(body), q.MaxMessageBytes(), headerRoom)
 	}
 	msg := natsgo.NewMsg(q.subject)
+	if k, ok := attrs[queue.AttrOrderKey]; ok && q.ordered {
+		msg.Subject = q.groupSubject(orderGroup(k))
+	}
 	msg.Data = body
 	var enc []string
 	for k, v := range attrs {
@@ -443,6 +454,11 @@ func (q *Queue) MoveTo(ctx context.Context, m *queue.Message, dst queue.Queue, b
 	if err != nil {
 		return err
 	}
+	if body == nil && m.Oversize > 0 {
+		q.mu.Lock()
+		body = l.body
+		q.mu.Unlock()
+	}
 	msg, err := d.newMsg(body, opts.Attributes)
 	if err != nil {
 		return err
@@ -470,6 +486,10 @@ func (q *Queue) MoveTo(ctx context.Context, m *queue.Message, dst queue.Queue, b
 // not acked (leased, or waiting for a delayed retry), which the consumer counts a moment
 // after a publish.
 func (q *Queue) Depth(ctx context.Context) (int64, error) {
+	if q.ordered && !q.ownStream {
+		pending, acked, err := q.pendingSums(ctx)
+		return int64(pending + acked), err
+	}
 	if q.ownStream {
 		si, err := q.stream.Info(ctx)
 		if err != nil {
