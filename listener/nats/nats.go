@@ -255,7 +255,11 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 	b.mu.Unlock()
 
 	qb := b.binding(name)
-	stream, err := b.js.Stream(ctx, qb.Stream)
+	var stream jetstream.Stream
+	err := retryAPI(ctx, func(ctx context.Context) (err error) {
+		stream, err = b.js.Stream(ctx, qb.Stream)
+		return err
+	})
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound) && b.opts.CreateQueues:
 		if qb.Subject == "" {
@@ -276,7 +280,10 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 		if b.opts.MemoryStorage {
 			cfg.Storage = jetstream.MemoryStorage
 		}
-		stream, err = b.js.CreateOrUpdateStream(ctx, cfg)
+		err = retryAPI(ctx, func(ctx context.Context) (err error) {
+			stream, err = b.js.CreateOrUpdateStream(ctx, cfg)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("nats: create stream %s for queue %q: %w", qb.Stream, name, err)
 		}
@@ -308,15 +315,10 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 		}
 		info = stream.CachedInfo()
 	}
-	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       b.opts.Consumer,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       b.opts.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: -1,
-		FilterSubject: qb.Subject,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		Replicas:      0, // the stream's
+	var cons jetstream.Consumer
+	err = retryAPI(ctx, func(ctx context.Context) (err error) {
+		cons, err = stream.CreateOrUpdateConsumer(ctx, consumerConfig(b.opts, qb.Subject))
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nats: queue %q: durable consumer %s on stream %s: %w", name, b.opts.Consumer, qb.Stream, err)
@@ -339,6 +341,49 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 	}
 	b.queues[name] = q
 	return q, nil
+}
+
+// consumerConfig is the shared durable consumer of a queue's subject.
+func consumerConfig(o Options, subject string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       o.Consumer,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: -1,
+		FilterSubject: subject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Replicas:      0, // the stream's
+	}
+}
+
+// apiTry bounds one JetStream API request of retryAPI, apiRetryFor all of its tries.
+const (
+	apiTry      = 5 * time.Second
+	apiRetryFor = 30 * time.Second
+)
+
+// retryAPI runs a JetStream API request until it is answered: a request that times out or
+// finds no responder is tried again for up to apiRetryFor (ctx permitting). Right after a
+// node restarts, an R3 stream or consumer may be without a leader for a moment and its
+// info requests go unanswered; a command run then waits for the election instead of
+// failing.
+func retryAPI(ctx context.Context, fn func(context.Context) error) error {
+	start := time.Now()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, apiTry)
+		err := fn(rctx)
+		cancel()
+		retry := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, natsgo.ErrTimeout)
+		if !retry || ctx.Err() != nil || time.Since(start) > apiRetryFor {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // Close gives back the messages held by idle pulls and closes the connection.

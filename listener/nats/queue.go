@@ -104,6 +104,36 @@ func (q *Queue) ackSync(ctx context.Context, reply string, cmd []byte) error {
 	return err
 }
 
+// Retrying a settlement: one try waits ackTry for the server's confirmation; a failed one
+// (the consumer's leader lost with its node, no responder while a new one is elected) is
+// sent again every ackRetryWait while the lease lasts.
+const (
+	ackTry       = 2 * time.Second
+	ackRetryWait = 200 * time.Millisecond
+)
+
+// ackLease sends cmd for lease l until the server confirms it, retrying while the lease lasts
+// and ctx allows. The delivery's ack subject outlives the consumer's leader: every leader
+// listens on it, so after a failover the new leader takes the retry and the message is not
+// redelivered (a duplicate) for an ack the old leader never replicated. A second copy of an
+// ack that did land is confirmed again and changes nothing.
+func (q *Queue) ackLease(ctx context.Context, l *lease, cmd []byte) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, ackTry)
+		err := q.ackSync(actx, l.reply, cmd)
+		cancel()
+		if err == nil || ctx.Err() != nil || !time.Now().Add(ackRetryWait).Before(l.until) {
+			return err
+		}
+		q.b.log.Debug("nats: settlement not confirmed; retrying", "queue", q.name, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(ackRetryWait):
+		}
+	}
+}
+
 // ack publishes one ack command for a delivery.
 func (q *Queue) ack(reply string, cmd []byte) error {
 	if reply == "" {
@@ -307,13 +337,14 @@ func (q *Queue) restore(id string, l *lease) {
 	q.mu.Unlock()
 }
 
-// Delete acks a leased message and waits for the server's confirmation (double ack).
+// Delete acks a leased message and waits for the server's confirmation (double ack),
+// retrying an unconfirmed ack while the lease lasts (ackLease).
 func (q *Queue) Delete(ctx context.Context, m *queue.Message) error {
 	l, err := q.leaseOf(m, true)
 	if err != nil {
 		return err
 	}
-	if err := q.ackSync(ctx, l.reply, ackAck); err != nil {
+	if err := q.ackLease(ctx, l, ackAck); err != nil {
 		q.restore(m.ID, l)
 		return fmt.Errorf("nats: ack %s in %s: %w", m.ID, q.name, err)
 	}
@@ -475,7 +506,7 @@ func (q *Queue) MoveTo(ctx context.Context, m *queue.Message, dst queue.Queue, b
 	if len(reason) > 200 {
 		reason = reason[:200]
 	}
-	if err := q.ackSync(ctx, l.reply, term(strings.ReplaceAll(reason, "\n", " "))); err != nil {
+	if err := q.ackLease(ctx, l, term(strings.ReplaceAll(reason, "\n", " "))); err != nil {
 		return fmt.Errorf("nats: terminate %s in %s after moving it to %s: %w", m.ID, q.name, d.name, err)
 	}
 	return nil
