@@ -407,6 +407,3 @@ func (b *Backend) Close() error {
 	b.nc.Close()
 	return nil
 }
-
-// Options returns the options the backend was opened with, defaults filled in.
-func (b *Backend) Options() Options { return b.opts }

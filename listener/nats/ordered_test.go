@@ -28,7 +28,11 @@ import (
 func TestOrderedGroupsAcrossHosts(t *testing.T) {
 	_, url := natstest.Server(t)
 	const groups, perGroup = 4, 6
-	ordered := func(o *wqnats.Options) { o.Ordered = map[string]bool{"work": true} }
+	// Every backend of the test names the same streams: the sender's and both hosts'.
+	ordered := func(o *wqnats.Options) {
+		o.Ordered = map[string]bool{"work": true}
+		o.StreamPrefix, o.SubjectPrefix = "ORD_", "ord."
+	}
 	sender := open(t, url, ordered)
 	ctx := context.Background()
 	sq, err := sender.Queue(ctx, "work")
@@ -84,11 +88,7 @@ func TestOrderedGroupsAcrossHosts(t *testing.T) {
 		}
 	}
 	for range 2 {
-		b := open(t, url, func(o *wqnats.Options) {
-			ordered(o)
-			// The test's prefixes: every host of it must name the same streams.
-			o.StreamPrefix, o.SubjectPrefix = sender.Options().StreamPrefix, sender.Options().SubjectPrefix
-		})
+		b := open(t, url, ordered)
 		q, err := b.Queue(ctx, "work")
 		if err != nil {
 			t.Fatal(err)
