@@ -191,6 +191,11 @@ func (q *Queue) ReceiveOrdered(ctx context.Context, max int, visibility time.Dur
 		start := time.Now()
 		ds, err := q.fetchFrom(ctx, cons, max, 0)
 		if err != nil && !errors.Is(err, context.Canceled) && len(ds) == 0 {
+			// The group's consumer may be gone (deleted after an hour unused): the next
+			// receive makes sure of it again.
+			q.mu.Lock()
+			delete(q.groups, groups[0])
+			q.mu.Unlock()
 			return nil, time.Time{}, fmt.Errorf("nats: ordered receive from %s, group %d: %w", q.name, groups[0], err)
 		}
 		for _, d := range ds {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wqhost/wqhost/listener"
 	wqnats "github.com/wqhost/wqhost/listener/nats"
@@ -154,5 +155,57 @@ func TestOrderedGroupsAcrossHosts(t *testing.T) {
 	}
 	if !done["wake"] {
 		t.Error("the keyed message published while idle was not handled")
+	}
+}
+
+// A group's consumer that the server deleted (an hour unused) is made again by the next
+// receives: the group is not stuck behind a consumer that is gone.
+func TestOrderedGroupConsumerRecreated(t *testing.T) {
+	_, url := natstest.Server(t)
+	b := open(t, url, func(o *wqnats.Options) { o.Ordered = map[string]bool{"work": true} })
+	ctx := context.Background()
+	q, err := b.Queue(ctx, "work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(body string) {
+		t.Helper()
+		if _, err := q.Send(ctx, []byte(body), queue.SendOptions{Attributes: map[string]string{queue.AttrOrderKey: "1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receive := func() []*queue.Message {
+		t.Helper()
+		for range 20 {
+			ms, _, err := q.ReceiveOrdered(ctx, queue.MaxBatch, time.Minute, 0)
+			if err == nil && len(ms) > 0 {
+				return ms
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("no message of group 1 received within 20 tries")
+		return nil
+	}
+	send("a")
+	for _, m := range receive() {
+		if err := q.Delete(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc, err := natsgo.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteConsumer(ctx, q.Stream(), "wqhost_o1"); err != nil {
+		t.Fatalf("delete the group's consumer: %v", err)
+	}
+	send("b")
+	if ms := receive(); string(ms[0].Body) != "b" {
+		t.Fatalf("received %q, want b", ms[0].Body)
 	}
 }
