@@ -30,6 +30,11 @@
 // message delivered early goes back with NakWithDelay for the time left, and counts that one
 // early delivery out of its dequeue count; an expired one is acked without being handed out.
 //
+// Ordered execution groups map onto subjects (<subject>.o.<group>), each consumed through a
+// durable consumer of its own, for the queues named in Options.Ordered (see ordered.go).
+// Settlements the server does not confirm are sent again while the lease lasts, so a failover
+// of the consumer's leader does not redeliver what was handled (see ackLease).
+//
 // Counts splits the depth from the consumer's NumPending (visible) and NumAckPending
 // (leased, or waiting for a NakWithDelay retry); the server does not tell a delayed send
 // apart, so Delayed counts the delayed sends this process pulled early and sent back (see
