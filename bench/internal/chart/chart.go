@@ -135,7 +135,6 @@ func Lines(file, title, xlabel, ylabel string, xticks []float64, xtickLabel func
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 		p.Y.Label.Text += " (log scale)"
 	}
-	var args []any
 	n := 0
 	for _, l := range lines {
 		if len(l.X) == 0 || l.Ideal {
@@ -148,14 +147,18 @@ func Lines(file, title, xlabel, ylabel string, xticks []float64, xtickLabel func
 				return fmt.Errorf("chart %s: %s: value %g at x=%g cannot go on a log scale", file, l.Name, pts[i].Y, pts[i].X)
 			}
 		}
-		args = append(args, l.Name, pts)
+		// Measured curves are solid, each with its colour and marker; dashes mean ideal.
+		ln, sc, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return fmt.Errorf("chart %s: %s: %w", file, l.Name, err)
+		}
+		ln.Color, sc.Color, sc.Shape = plotutil.Color(n), plotutil.Color(n), plotutil.Shape(n)
+		p.Add(ln, sc)
+		p.Legend.Add(l.Name, ln, sc)
 		n++
 	}
 	if n == 0 {
 		return fmt.Errorf("chart %s: no data", file)
-	}
-	if err := plotutil.AddLinePoints(p, args...); err != nil {
-		return fmt.Errorf("chart %s: %w", file, err)
 	}
 	// An ideal line takes the colour of the measured line before it in lines.
 	measured := 0
