@@ -3,7 +3,8 @@
 # rebuild check, Azurite via npm, staticcheck, podman and runc for the image test), then
 # checks formatting, vets, runs staticcheck, checks that the committed .wasm rebuild byte
 # for byte, runs every test with the race
-# detector, the fault suite (its one-line-per-fault summary at the end) and short fuzz runs.
+# detector, the fault suite (its one-line-per-fault summary at the end), every benchmark once
+# (root and bench/ modules) and short fuzz runs.
 # Usage: bash scripts/test.sh        (README's test command; .ci/run calls it)
 # Environment: FUZZTIME (default 10s) per fuzz target; FUZZTIME=0 skips the fuzz runs.
 set -euo pipefail
