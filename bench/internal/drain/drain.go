@@ -23,6 +23,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -111,7 +112,7 @@ func Run(ctx context.Context, o Options, rounds int, progress func(string)) ([]R
 	for r := range max(rounds, 1) {
 		for i, s := range run {
 			o := o
-			o.Dir = fmt.Sprintf("%s/%s-%d", o.Dir, s.Name, r)
+			o.Dir = filepath.Join(o.Dir, fmt.Sprintf("%s-%d", s.Name, r))
 			res, err := s.Run(ctx, o)
 			if err != nil {
 				return nil, fmt.Errorf("drain on %s (round %d): %w", s.Name, r+1, err)

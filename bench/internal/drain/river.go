@@ -55,12 +55,8 @@ func River(ctx context.Context, o Options) (Result, error) {
 	if _, err := mig.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return Result{}, fmt.Errorf("river migrate: %w", err)
 	}
-	var worked atomic.Int64
 	workers := river.NewWorkers()
-	river.AddWorker(workers, river.WorkFunc(func(context.Context, *river.Job[riverArgs]) error {
-		worked.Add(1)
-		return nil
-	}))
+	river.AddWorker(workers, river.WorkFunc(func(context.Context, *river.Job[riverArgs]) error { return nil }))
 	client, err := river.NewClient(drv, &river.Config{
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}},
 		Workers:           workers,
@@ -81,8 +77,9 @@ func River(ctx context.Context, o Options) (Result, error) {
 			return Result{}, fmt.Errorf("preload: %w", err)
 		}
 	}
-	// Completed counts jobs whose completion River has written, not only worked ones.
-	events, unsubscribe := client.Subscribe(river.EventKindJobCompleted)
+	// Completed counts jobs whose completion River has written, not only worked ones. River
+	// drops events that overflow the channel: it holds every job's.
+	events, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{Kinds: []river.EventKind{river.EventKindJobCompleted}, ChanSize: o.Messages + 1000})
 	defer unsubscribe()
 	var completed atomic.Int64
 	go func() {
