@@ -51,7 +51,14 @@ var tightLoopNs = regexp.MustCompile(`^BenchmarkFuelTightLoop/(original|instrume
 // stays 0 (the report says "not measured").
 func measureTimeLimit(ctx context.Context, repo string) (report.TimeLimitCost, error) {
 	cmd, lines, err := goBench(ctx, repo, "./runtime/", "^BenchmarkFuel", nil)
-	tl := report.TimeLimitCost{Command: cmd}
+	tl := parseTimeLimit(lines)
+	tl.Command = cmd
+	return tl, err
+}
+
+// parseTimeLimit reads the time limit's cost from the fuel benchmarks' output.
+func parseTimeLimit(lines []string) report.TimeLimitCost {
+	var tl report.TimeLimitCost
 	ns := map[string]float64{}
 	for _, l := range lines {
 		if m := timeLimitLine.FindStringSubmatch(l); m != nil {
@@ -67,7 +74,7 @@ func measureTimeLimit(ctx context.Context, repo string) (report.TimeLimitCost, e
 	if tl.TightLoop == 0 && ns["original"] > 0 && ns["instrumented"] > 0 {
 		tl.TightLoop = ns["instrumented"] / ns["original"]
 	}
-	return tl, err
+	return tl
 }
 
 // densityLine is host's BenchmarkDensity line.
@@ -81,6 +88,15 @@ func measureDensity(ctx context.Context, repo string, sizes []int, idle string) 
 	}
 	_, lines, err := goBench(ctx, repo, "./host/", "^BenchmarkDensity$",
 		[]string{"WQHOST_DENSITY_SIZES=" + strings.Join(ss, ","), "WQHOST_DENSITY_IDLE=" + idle}, "-timeout", "30m")
+	rows := parseDensity(lines)
+	if err == nil && len(rows) != len(sizes) {
+		err = fmt.Errorf("BenchmarkDensity printed %d density lines, want %d", len(rows), len(sizes))
+	}
+	return rows, err
+}
+
+// parseDensity reads BenchmarkDensity's lines, one row per size.
+func parseDensity(lines []string) []report.DensityRow {
 	var rows []report.DensityRow
 	for _, l := range lines {
 		m := densityLine.FindStringSubmatch(l)
@@ -90,8 +106,5 @@ func measureDensity(ctx context.Context, repo string, sizes []int, idle string) 
 		f := func(i int) float64 { v, _ := strconv.ParseFloat(m[i], 64); return v }
 		rows = append(rows, report.DensityRow{Bindings: int(f(1)), ReadySeconds: f(2), RSSMiB: f(3), IdleCallsPerHour: f(4), ColdP50Ms: f(5), RSSIdleMiB: f(6), Goroutines: int(f(7))})
 	}
-	if err == nil && len(rows) != len(sizes) {
-		err = fmt.Errorf("BenchmarkDensity printed %d density lines, want %d", len(rows), len(sizes))
-	}
-	return rows, err
+	return rows
 }
