@@ -12,6 +12,7 @@
 //     acks) on an embedded nats-server with a file-backed work-queue stream, with
 //     sync_always (every write fsynced, like synchronous=FULL) and with the server's default
 //     (fsync every 2 minutes, like synchronous=NORMAL or weaker).
+//   - wqhost's listener on its nats backend (listener/nats), on the same server settings.
 //
 // Round trips per message are counted where each system makes them: queue API calls for
 // wqhost (each at most one transaction; the store merges concurrent ones), SQLite commits
@@ -91,7 +92,9 @@ var Systems = []System{
 	{"wqhost", Local},
 	{"river", River},
 	{"jetstream-sync", func(ctx context.Context, o Options) (Result, error) { return JetStream(ctx, o, true) }},
+	{"wqhost-nats-sync", func(ctx context.Context, o Options) (Result, error) { return JetStreamListener(ctx, o, true) }},
 	{"jetstream", func(ctx context.Context, o Options) (Result, error) { return JetStream(ctx, o, false) }},
+	{"wqhost-nats", func(ctx context.Context, o Options) (Result, error) { return JetStreamListener(ctx, o, false) }},
 }
 
 // Run drains o.Messages on every system, rounds times in alternation (a noisy machine
@@ -106,7 +109,7 @@ func Run(ctx context.Context, o Options, rounds int, progress func(string)) ([]R
 		}
 	}
 	if len(run) == 0 {
-		return nil, fmt.Errorf("no system named %v (want some of wqhost, river, jetstream-sync, jetstream)", o.Systems)
+		return nil, fmt.Errorf("no system named %v (want some of wqhost, river, jetstream-sync, wqhost-nats-sync, jetstream, wqhost-nats)", o.Systems)
 	}
 	best := make([]Result, len(run))
 	for r := range max(rounds, 1) {
@@ -197,12 +200,13 @@ func result(system, setup, durability string, n int, elapsed time.Duration, call
 	}
 }
 
-// Find returns the result of the named system and setting ("wqhost", "river", "jetstream"
-// with sync true for sync_always), or nil.
+// Find returns the result of the named system (Result.System: "wqhost", "river",
+// "jetstream", "wqhost-nats"), for the JetStream ones with sync_always or without, or nil.
 func Find(rows []Result, system string, syncAlways bool) *Result {
 	for i := range rows {
 		r := &rows[i]
-		if r.System == system && (system != "jetstream" || strings.Contains(r.Durability, "sync_always") == syncAlways) {
+		nats := strings.HasPrefix(r.Durability, "file store")
+		if r.System == system && (!nats || strings.Contains(r.Durability, "sync_always") == syncAlways) {
 			return r
 		}
 	}
@@ -227,6 +231,10 @@ func Lines(rows []Result) []string {
 			line += fmt.Sprintf("; wqhost/jetstream(sync_always)=%.2f×", w.MsgPerSec/js.MsgPerSec)
 		}
 		out = append(out, line)
+	}
+	ns, nd := Find(rows, "wqhost-nats", true), Find(rows, "wqhost-nats", false)
+	if ns != nil && nd != nil {
+		out = append(out, fmt.Sprintf("wqhost listener on the nats backend msg/s: sync_always=%.0f default=%.0f; client messages/msg %.3f and %.3f", ns.MsgPerSec, nd.MsgPerSec, ns.CallsPerMsg, nd.CallsPerMsg))
 	}
 	return out
 }

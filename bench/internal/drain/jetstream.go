@@ -24,22 +24,11 @@ func JetStream(ctx context.Context, o Options, syncAlways bool) (Result, error) 
 		return Result{}, err
 	}
 	defer os.RemoveAll(o.Dir)
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: o.Dir, NoSigs: true, NoLog: true,
-		SyncAlways: syncAlways,
-	})
-	if err != nil {
-		return Result{}, fmt.Errorf("nats-server: %w", err)
-	}
-	go s.Start()
-	defer s.Shutdown()
-	if !s.ReadyForConnections(10 * time.Second) {
-		return Result{}, fmt.Errorf("nats-server not ready within 10s")
-	}
-	nc, err := natsgo.Connect(s.ClientURL())
+	s, nc, err := startNATS(o.Dir, syncAlways)
 	if err != nil {
 		return Result{}, err
 	}
+	defer s.Shutdown()
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -52,18 +41,8 @@ func JetStream(ctx context.Context, o Options, syncAlways bool) (Result, error) 
 	if err != nil {
 		return Result{}, fmt.Errorf("create stream: %w", err)
 	}
-	for i := range o.Messages {
-		if _, err := js.PublishAsync("drain", Body); err != nil {
-			return Result{}, fmt.Errorf("preload message %d: %w", i, err)
-		}
-		if i%1000 == 999 {
-			<-js.PublishAsyncComplete()
-		}
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(o.Timeout):
-		return Result{}, fmt.Errorf("preload not acknowledged within %s", o.Timeout)
+	if err := preload(js, "drain", o); err != nil {
+		return Result{}, err
 	}
 	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable: "drain", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute,
@@ -112,10 +91,53 @@ func JetStream(ctx context.Context, o Options, syncAlways bool) (Result, error) 
 	if n := ackErrs.Load(); n != 0 {
 		return Result{}, fmt.Errorf("%d acks failed", n)
 	}
-	dur, setup := "file store, fsync every 2 min (server default sync_interval)", "plain pull consumer (Consume, Ack per message)"
+	return result("jetstream", fmt.Sprintf("nats-server %s embedded, plain pull consumer (Consume, Ack per message), %d handlers at a time", server.VERSION, o.Workers),
+		natsDurability(syncAlways), o.Messages, elapsed, float64(sent), "client messages (pulls, acks)", 0), nil
+}
+
+func natsDurability(syncAlways bool) string {
 	if syncAlways {
-		dur = "file store, sync_always (fsync per write)"
+		return "file store, sync_always (fsync per write)"
 	}
-	return result("jetstream", fmt.Sprintf("nats-server %s embedded, %s, %d handlers at a time", server.VERSION, setup, o.Workers),
-		dur, o.Messages, elapsed, float64(sent), "client messages (pulls, acks)", 0), nil
+	return "file store, fsync every 2 min (server default sync_interval)"
+}
+
+// startNATS starts an embedded JetStream server storing in dir and connects a client.
+func startNATS(dir string, syncAlways bool) (*server.Server, *natsgo.Conn, error) {
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
+		SyncAlways: syncAlways,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("nats-server: %w", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, nil, fmt.Errorf("nats-server not ready within 10s")
+	}
+	nc, err := natsgo.Connect(s.ClientURL())
+	if err != nil {
+		s.Shutdown()
+		return nil, nil, err
+	}
+	return s, nc, nil
+}
+
+// preload publishes o.Messages bodies to subject, acknowledged by the stream.
+func preload(js jetstream.JetStream, subject string, o Options) error {
+	for i := range o.Messages {
+		if _, err := js.PublishAsync(subject, Body); err != nil {
+			return fmt.Errorf("preload message %d: %w", i, err)
+		}
+		if i%1000 == 999 {
+			<-js.PublishAsyncComplete()
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+		return nil
+	case <-time.After(o.Timeout):
+		return fmt.Errorf("preload not acknowledged within %s", o.Timeout)
+	}
 }

@@ -10,11 +10,11 @@ import (
 
 // drainLabel names a drain row in the chart and tables.
 func drainLabel(x drain.Result) string {
-	if x.System == "jetstream" {
+	if strings.HasPrefix(x.Durability, "file store") {
 		if strings.Contains(x.Durability, "sync_always") {
-			return "jetstream (sync_always)"
+			return x.System + " (sync_always)"
 		}
-		return "jetstream (default sync)"
+		return x.System + " (default sync)"
 	}
 	return x.System
 }
