@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/wqhost/wqhost/bench/internal/consumer"
+	"github.com/wqhost/wqhost/bench/internal/drain"
 	"github.com/wqhost/wqhost/bench/internal/engine"
 	"github.com/wqhost/wqhost/bench/internal/report"
 	"github.com/wqhost/wqhost/bench/internal/suite"
@@ -29,6 +31,13 @@ type allOptions struct {
 	e2eSeconds  float64
 	instances   int
 	skipAzurite bool
+	// drainMessages and drainRounds size the local drain comparison (0 messages skips it).
+	drainMessages, drainRounds int
+	// densitySizes are the bindings sweep's sizes (none skips it), densityIdle its idle wait.
+	densitySizes []int
+	densityIdle  time.Duration
+	// timeLimit runs the runtime's fuel benchmarks for the time limit's cost.
+	timeLimit bool
 }
 
 func cmdAll(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -46,6 +55,12 @@ func cmdAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&workers, "workers", "1,2,4,8,16,32,64", "max-worker counts of the scaling curve")
 	fs.StringVar(&sizes, "sizes", "100,1024,4096,16384,65536", "message sizes of the size sweep, bytes")
 	fs.BoolVar(&o.skipAzurite, "skip-azurite", false, "leave out the Azurite rows")
+	fs.IntVar(&o.drainMessages, "drain-messages", 20000, "backlog of the local drain comparison (wqhost, River, JetStream); 0 skips it")
+	fs.IntVar(&o.drainRounds, "drain-rounds", 2, "alternating rounds of the drain comparison; the best of each system is kept")
+	var density string
+	fs.StringVar(&density, "density", "100,1000,10000", "binding counts of the bindings sweep (host's BenchmarkDensity); empty skips it")
+	fs.DurationVar(&o.densityIdle, "density-idle", 10*time.Second, "idle wait of each bindings-sweep size before its resident memory is read")
+	fs.BoolVar(&o.timeLimit, "time-limit", true, "measure the time limit's cost with the runtime's fuel benchmarks (go test in the checkout)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,6 +70,9 @@ func cmdAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if o.sizes, err = ints(sizes); err != nil {
 		return fmt.Errorf("--sizes: %w", err)
+	}
+	if o.densitySizes, err = ints(density); err != nil {
+		return fmt.Errorf("--density: %w", err)
 	}
 	o.backends = []suite.Backend{suite.Local}
 	if !o.skipAzurite {
@@ -228,6 +246,40 @@ func measureAll(ctx context.Context, paths engine.Paths, stores *suite.Stores, o
 		}
 		res.Idle = append(res.Idle, out.rows...)
 	}
+	// 7. The local drain against River and JetStream.
+	if o.drainMessages > 0 {
+		step("local drain: wqhost vs River vs JetStream (%d messages, %d rounds)", count(o.drainMessages), o.drainRounds)
+		rows, err := drain.Run(ctx, drain.Options{Dir: filepath.Join(stores.Dir, "drain"), Messages: count(o.drainMessages)}, o.drainRounds,
+			func(s string) { fmt.Fprintln(log, "   "+s) })
+		if err != nil {
+			note(err, "local drain comparison")
+		}
+		res.Drain = rows
+		for _, l := range drain.Lines(rows) {
+			fmt.Fprintln(log, "   "+l)
+		}
+	}
+
+	// 8. The time limit's cost, from the runtime's fuel benchmarks.
+	if o.timeLimit {
+		step("time limit cost (runtime fuel benchmarks)")
+		tl, err := measureTimeLimit(ctx, paths.Repo)
+		if err != nil {
+			note(err, "time limit cost")
+		}
+		res.TimeLimit = tl
+		fmt.Fprintf(log, "   tight loop %.2f×, go heavy %.2f× (0: not measured)\n", tl.TightLoop, tl.GoHeavy)
+	}
+
+	// 9. The bindings sweep, from the host's density benchmark.
+	if len(o.densitySizes) > 0 {
+		step("bindings sweep (host BenchmarkDensity, sizes %v)", o.densitySizes)
+		rows, err := measureDensity(ctx, paths.Repo, o.densitySizes, o.densityIdle.String())
+		if err != nil {
+			note(err, "bindings sweep")
+		}
+		res.Density = rows
+	}
 	res.Finished = time.Now().UTC()
 	res.LoadAfter = report.LoadAverage()
 	return res, nil
@@ -263,7 +315,11 @@ func render(out string, res *report.Results, stdout io.Writer) error {
 		return err
 	}
 	md := filepath.Join(out, "benchmarks.md")
-	if err := os.WriteFile(md, []byte(report.Markdown(res, charts)), 0o644); err != nil {
+	old, err := os.ReadFile(md)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.WriteFile(md, []byte(report.WithHandWritten(report.Markdown(res, charts), string(old))), 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s, %d charts and %s\n", md, len(charts), filepath.Join(out, "img", "results.json"))

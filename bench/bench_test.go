@@ -98,4 +98,13 @@ func BenchmarkPerCall(b *testing.B) {
 	}
 }
 
+// shortOr is full, or smoke in -short mode: CI runs every benchmark once to catch one that
+// no longer builds or runs, and needs no figure from it.
+func shortOr(full, smoke int) int {
+	if testing.Short() {
+		return smoke
+	}
+	return full
+}
+
 func TestMain(m *testing.M) { os.Exit(m.Run()) }

@@ -27,6 +27,8 @@ Usage:
   wqbench idle    [flags]   queue calls while idle: listener vs naive loop vs 1 s poller
   wqbench tinygo            the TinyGo handlers against Extism (per call, end to end) and
                             the pooled no-op against a raw wazero call (BenchmarkTinyGo)
+  wqbench drain   [flags]   local drain: wqhost's local store vs River on SQLite vs a plain
+                            JetStream pull consumer (no-op handler, durable, at least once)
   wqbench all     [flags]   everything above plus the scaling and size sweeps; writes
                             <out>/benchmarks.md, <out>/img/*.png, <out>/img/results.json
   wqbench charts  [flags]   re-render the charts and the report from results.json
@@ -52,7 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
 		"run": cmdRun, "percall": cmdPerCall, "idle": cmdIdle, "all": cmdAll, "charts": cmdCharts,
-		"tinygo": cmdTinyGo,
+		"tinygo": cmdTinyGo, "drain": cmdDrain,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

@@ -82,12 +82,12 @@ func BenchmarkTinyGo(b *testing.B) {
 		for b.Loop() {
 			// The drains below are the figure (msg/s); b.N is irrelevant.
 		}
-		for range 3 {
+		for range shortOr(3, 1) {
 			for _, k := range []engine.Kind{engine.WqhostTinyGo, engine.Extism} {
 				stores := &suite.Stores{Dir: b.TempDir(), Repo: p.Repo}
-				n := 20000
+				n := shortOr(20000, 2000)
 				if k == engine.Extism {
-					n = 4000
+					n = shortOr(4000, 400)
 				}
 				r, err := suite.Run(ctx, stores, p, suite.RunOptions{Backend: suite.Memory, Consumer: consumer.Listener,
 					Engine: k, Logic: engine.Vowels, Messages: n, Size: 1024, Workers: 4, Push: true, Timeout: 3 * time.Minute})
@@ -130,7 +130,7 @@ func BenchmarkTinyGo(b *testing.B) {
 // cost with the least of that noise: the fair ratio of two costs. a and b make n calls in
 // a loop of their own, so no per-call indirection is added to either.
 func fastestRounds(a, b func(n int) error) (nsA, nsB float64, err error) {
-	const rounds, calls = 40, 20000
+	rounds, calls := shortOr(40, 2), shortOr(20000, 2000)
 	bestA, bestB := time.Duration(1<<62), time.Duration(1<<62)
 	for range rounds {
 		for _, x := range []struct {
@@ -144,7 +144,7 @@ func fastestRounds(a, b func(n int) error) (nsA, nsB float64, err error) {
 			*x.best = min(*x.best, time.Since(start))
 		}
 	}
-	return float64(bestA.Nanoseconds()) / calls, float64(bestB.Nanoseconds()) / calls, nil
+	return float64(bestA.Nanoseconds()) / float64(calls), float64(bestB.Nanoseconds()) / float64(calls), nil
 }
 
 // noopTinyGo returns the path and bytes of noop-tinygo, the module both sides of the no-op

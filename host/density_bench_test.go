@@ -33,7 +33,11 @@ import (
 // 1000,10000) picks the sizes.
 // Run: go test -run '^$' -bench Density -timeout 30m ./host/
 func BenchmarkDensity(b *testing.B) {
-	idle := 2 * time.Minute
+	idle, sizes := 2*time.Minute, []int{1000, 10000}
+	if testing.Short() {
+		// CI's smoke run (every benchmark once): one small host, a short idle wait.
+		idle, sizes = time.Second, []int{100}
+	}
 	if v := os.Getenv("WQHOST_DENSITY_IDLE"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -41,7 +45,6 @@ func BenchmarkDensity(b *testing.B) {
 		}
 		idle = d
 	}
-	sizes := []int{1000, 10000}
 	if v := os.Getenv("WQHOST_DENSITY_SIZES"); v != "" {
 		sizes = nil
 		for _, f := range strings.Split(v, ",") {
@@ -114,6 +117,9 @@ func measureDensity(b *testing.B, n int, idle time.Duration) {
 	}
 	goroutines := goruntime.NumGoroutine()
 	window := 10 * time.Second
+	if testing.Short() {
+		window = 2 * time.Second
+	}
 	before := calls()
 	time.Sleep(window)
 	after := calls()

@@ -19,10 +19,12 @@ var benchFixtures = []struct{ name, path string }{
 }
 
 // rawHost is the smallest wqhost module that lets an echo guest run: a fixed body, emit
-// discarded. It is the floor the pooled path is compared with.
+// discarded. It is the floor the pooled path is compared with. It exports every function of
+// the real module (those the echo call does not reach unchanged), so a guest importing any
+// of them links.
 func rawHost(rt wazero.Runtime, body []byte) wazero.HostModuleBuilder {
 	b := rt.NewHostModuleBuilder(hostModuleName)
-	for _, f := range hostFuncs() {
+	for _, f := range allHostFuncs() {
 		fn := f.fn
 		switch f.name {
 		case "msg_body_len":

@@ -244,9 +244,15 @@ func hostFuncs() []hostFn {
 	}
 }
 
+// allHostFuncs is every function the wqhost host module exports (the benchmarks' raw host
+// registers the same set, so a guest that links against the real module links against it).
+func allHostFuncs() []hostFn {
+	return append(append(append(append(hostFuncs(), batchHostFuncs()...), httpHostFuncs()...), faultHostFuncs()...), yieldFn())
+}
+
 func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
 	b := rt.NewHostModuleBuilder(hostModuleName)
-	for _, f := range append(append(append(append(hostFuncs(), batchHostFuncs()...), httpHostFuncs()...), faultHostFuncs()...), yieldFn()) {
+	for _, f := range allHostFuncs() {
 		b.NewFunctionBuilder().WithGoModuleFunction(f.fn, f.params, f.results).WithName(f.name).Export(f.name)
 	}
 	return b

@@ -3,7 +3,8 @@
 # rebuild check, Azurite via npm, staticcheck, podman and runc for the image test), then
 # checks formatting, vets, runs staticcheck, checks that the committed .wasm rebuild byte
 # for byte, runs every test with the race
-# detector, the fault suite (its one-line-per-fault summary at the end) and short fuzz runs.
+# detector, the fault suite (its one-line-per-fault summary at the end), every benchmark once
+# (root and bench/ modules) and short fuzz runs.
 # Usage: bash scripts/test.sh        (README's test command; .ci/run calls it)
 # Environment: FUZZTIME (default 10s) per fuzz target; FUZZTIME=0 skips the fuzz runs.
 set -euo pipefail
@@ -174,6 +175,16 @@ fault_suite() {
 	return "$status"
 }
 check "fault suite (go test -race -run Fault -v ./faulttest)" fault_suite
+# Every Go benchmark runs once, so one that no longer builds or runs turns CI red; its
+# figures are not checked (no test asserts a speed). -short makes the benchmarks that build
+# big fixtures or wait out long windows use small ones. Root module, then the bench/ module
+# (its own go.mod: Extism, River, gonum/plot stay out of wqhost's), whose tests run here too.
+bench_smoke() {
+	go test -short -count=1 -run '^$' -bench . -benchtime 1x -timeout 15m ./... &&
+		(cd bench && GOFLAGS= go vet ./... &&
+			GOFLAGS= go test -short -count=1 -bench . -benchtime 1x -timeout 15m ./...)
+}
+check "benchmarks once (-short -benchtime 1x; root and bench/ modules, bench/ tests)" bench_smoke
 # The deploy module (deploy/go.mod: Helm, Kubernetes, KEDA and go-containerregistry stay out
 # of wqhost's go.mod): the chart rendered for each mode and checked against the real schemas
 # (seconds), and the OCI image built twice and run under podman (about a minute; skipped,

@@ -12,9 +12,15 @@ import (
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
-// benchN is the backlog each iteration drains. Azurite's deletes scan the queue, so a much
-// longer backlog would measure the emulator rather than the consumers.
-const benchN = 1000
+// benchN is the backlog each iteration drains: 1000 (100 in -short mode, CI's smoke run of
+// every benchmark). Azurite's deletes scan the queue, so a much longer backlog would measure
+// the emulator rather than the consumers.
+func benchN() int {
+	if testing.Short() {
+		return 100
+	}
+	return 1000
+}
 
 // benchWork is the handler's processing time per message: a handler doing a little I/O
 // (a database write, an HTTP call). Both consumers run the same handler.
@@ -25,7 +31,7 @@ func benchHandler(context.Context, *queue.Message) error {
 	return nil
 }
 
-// BenchmarkAzure drains a backlog of benchN messages from Azurite with the listener (batch
+// BenchmarkAzure drains a backlog of benchN() messages from Azurite with the listener (batch
 // 32, workers auto-scaled up to 16) and with a naive loop (receive 1, process, delete, one
 // worker), both running the same 2 ms handler. Each reports msg/s and tx/msg: storage
 // transactions per processed message, counted by the backend, the enqueue excluded. The
@@ -38,13 +44,13 @@ func BenchmarkAzure(b *testing.B) {
 	b.Run("naive", func(b *testing.B) {
 		naiveRate = benchDrain(b, "naive", func(b *testing.B, _ *azure.Backend, q *azure.Queue) {
 			ctx := context.Background()
-			for done := 0; done < benchN; {
+			for done := 0; done < benchN(); {
 				ms, err := q.Receive(ctx, 1, 30*time.Second)
 				if err != nil {
 					b.Fatal(err)
 				}
 				if len(ms) == 0 {
-					b.Fatalf("queue empty after %d of %d messages", done, benchN)
+					b.Fatalf("queue empty after %d of %d messages", done, benchN())
 				}
 				if err := benchHandler(ctx, ms[0]); err != nil {
 					b.Fatal(err)
@@ -75,7 +81,7 @@ func benchListener(b *testing.B, name string, mod func(*listener.Config), naiveR
 		rate := benchDrain(b, name, func(b *testing.B, be *azure.Backend, q *azure.Queue) {
 			l, stop := run(b, be, q, benchHandler, mod)
 			deadline := time.Now().Add(2 * time.Minute)
-			for st := l.State(); st.Processed < benchN; st = l.State() {
+			for st := l.State(); st.Processed < uint64(benchN()); st = l.State() {
 				if time.Now().After(deadline) {
 					b.Fatalf("drain stalled: listener state %+v, queue stats %+v", st, q.Stats())
 				}
@@ -86,8 +92,8 @@ func benchListener(b *testing.B, name string, mod func(*listener.Config), naiveR
 				b.Fatal(err)
 			}
 			st := l.State()
-			if st.Processed != benchN || st.Failed != 0 || st.LeasesLost != 0 {
-				b.Fatalf("processed %d, failed %d, leases lost %d; want %d, 0, 0", st.Processed, st.Failed, st.LeasesLost, benchN)
+			if st.Processed != uint64(benchN()) || st.Failed != 0 || st.LeasesLost != 0 {
+				b.Fatalf("processed %d, failed %d, leases lost %d; want %d, 0, 0", st.Processed, st.Failed, st.LeasesLost, benchN())
 			}
 			peakIdle = max(peakIdle, st.PeakLeasedIdle)
 			b.Logf("peak workers %d, receives %d (%d empty), depth queries %d, peak leased idle %d", st.PeakWorkers, st.Receives, st.EmptyReceives, st.DepthQueries, st.PeakLeasedIdle)
@@ -99,7 +105,7 @@ func benchListener(b *testing.B, name string, mod func(*listener.Config), naiveR
 	})
 }
 
-// benchDrain runs drain over a fresh backlog of benchN messages per iteration and reports
+// benchDrain runs drain over a fresh backlog of benchN() messages per iteration and reports
 // msg/s and tx/msg; it returns msg/s. Each iteration gets its own Azurite: the emulator's
 // periodic mark-and-sweep over everything it ever stored can stall it for a long time once
 // a few thousand messages went through, which would measure the emulator's history.
@@ -121,7 +127,7 @@ func benchDrain(b *testing.B, label string, drain func(*testing.B, *azure.Backen
 		if err != nil {
 			b.Fatal(err)
 		}
-		fill(b, q, benchN)
+		fill(b, q, benchN())
 		before := total(be)
 		b.StartTimer()
 		start := time.Now()
@@ -138,9 +144,9 @@ func benchDrain(b *testing.B, label string, drain func(*testing.B, *azure.Backen
 			b.Fatal(err)
 		}
 	}
-	rate := float64(benchN*b.N) / elapsed.Seconds()
+	rate := float64(benchN()*b.N) / elapsed.Seconds()
 	b.ReportMetric(rate, "msg/s")
-	b.ReportMetric(float64(tx)/float64(benchN*b.N), "tx/msg")
+	b.ReportMetric(float64(tx)/float64(benchN()*b.N), "tx/msg")
 	b.ReportMetric(0, "ns/op") // a drain per op: ns/op only restates msg/s
 	return rate
 }

@@ -70,7 +70,10 @@ func drain(tb testing.TB, q *local.Queue, workers int) int {
 //
 //	go test ./listener/local -run '^$' -bench BenchmarkStoreDrain -benchtime 1x -count 3
 func BenchmarkStoreDrain(b *testing.B) {
-	const n = 100_000
+	n := 100_000
+	if testing.Short() {
+		n = 10_000 // CI's smoke run of every benchmark
+	}
 	for _, c := range []struct {
 		name string
 		opts local.Options

@@ -19,7 +19,10 @@ import (
 //
 //	go test ./listener/local -run '^$' -bench BenchmarkStore -benchtime 1x -count 3
 func BenchmarkStore(b *testing.B) {
-	const n = 20_000
+	n := 20_000
+	if testing.Short() {
+		n = 2_000 // CI's smoke run of every benchmark
+	}
 	for _, c := range []struct {
 		name string
 		opts local.Options

@@ -61,7 +61,7 @@ func fillQueue(tb testing.TB, q queue.Queue, n int) {
 	}
 }
 
-// BenchmarkDrain drains 5,000 100-byte messages (receive 32, delete the batch, 4 goroutines)
+// BenchmarkDrain drains 5,000 100-byte messages (500 in -short mode; receive 32, delete the batch, 4 goroutines)
 // from a file-backed JetStream stream on an embedded server and, in the same run, from the
 // local store (fsync on), and prints the figures the JetStream issue asks for: the ratio of
 // the two, the client messages (requests) per drained message, the idle requests per hour
@@ -70,7 +70,10 @@ func fillQueue(tb testing.TB, q queue.Queue, n int) {
 //
 //	go test ./listener/nats -run '^$' -bench BenchmarkDrain -benchtime 1x
 func BenchmarkDrain(b *testing.B) {
-	const n = 5000
+	n, window, wakeups := 5000, 3*time.Second, 20
+	if testing.Short() {
+		n, window, wakeups = 500, time.Second, 5 // CI's smoke run of every benchmark
+	}
 	s, err := natstest.Start(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: b.TempDir(), NoSigs: true, NoLog: true})
 	if err != nil {
 		b.Fatal(err)
@@ -90,8 +93,8 @@ func BenchmarkDrain(b *testing.B) {
 		if got := drainQueue(b, q); got != n {
 			b.Fatalf("drained %d of %d", got, n)
 		}
-		natsRate = n / time.Since(start).Seconds()
-		reqPerMsg = float64(be.Conn().Stats().OutMsgs-out) / n
+		natsRate = float64(n) / time.Since(start).Seconds()
+		reqPerMsg = float64(be.Conn().Stats().OutMsgs-out) / float64(n)
 
 		lb, err := local.Open(context.Background(), filepath.Join(b.TempDir(), "q.db"), local.Options{})
 		if err != nil {
@@ -106,7 +109,7 @@ func BenchmarkDrain(b *testing.B) {
 		if got := drainQueue(b, lq); got != n {
 			b.Fatalf("local drained %d of %d", got, n)
 		}
-		localRate = n / time.Since(start).Seconds()
+		localRate = float64(n) / time.Since(start).Seconds()
 		lb.Close()
 	}
 	b.ReportMetric(natsRate, "nats-msg/s")
@@ -118,7 +121,6 @@ func BenchmarkDrain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const window = 3 * time.Second
 	out := be.Conn().Stats().OutMsgs
 	_, _, stop, _ := q.Watch(context.Background())
 	time.Sleep(window)
@@ -136,7 +138,7 @@ func BenchmarkDrain(b *testing.B) {
 	}
 	defer nc.Close()
 	var lat []time.Duration
-	for range 20 {
+	for range wakeups {
 		ch, in, stop, _ := q.Watch(context.Background())
 		if in != -1 {
 			b.Fatalf("watch on an empty queue: %s", in)

@@ -111,9 +111,12 @@ func magnitude(v float64, unit string) string {
 type Line struct {
 	Name string
 	X, Y []float64
+	// Ideal draws the curve as a dashed reference line without points: what the measured
+	// curve would be if cost grew exactly with the work.
+	Ideal bool
 }
 
-// Lines draws curves with a log x axis labelled at the given ticks and a y axis that is
+// Lines draws curves (and dashed ideal lines, see Line.Ideal) with a log x axis labelled at the given ticks and a y axis that is
 // linear from zero, or logarithmic with logY, and saves a PNG.
 func Lines(file, title, xlabel, ylabel string, xticks []float64, xtickLabel func(float64) string, logY bool, lines []Line) error {
 	p := plot.New()
@@ -132,10 +135,9 @@ func Lines(file, title, xlabel, ylabel string, xticks []float64, xtickLabel func
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 		p.Y.Label.Text += " (log scale)"
 	}
-	var args []any
 	n := 0
 	for _, l := range lines {
-		if len(l.X) == 0 {
+		if len(l.X) == 0 || l.Ideal {
 			continue
 		}
 		pts := make(plotter.XYs, len(l.X))
@@ -145,14 +147,41 @@ func Lines(file, title, xlabel, ylabel string, xticks []float64, xtickLabel func
 				return fmt.Errorf("chart %s: %s: value %g at x=%g cannot go on a log scale", file, l.Name, pts[i].Y, pts[i].X)
 			}
 		}
-		args = append(args, l.Name, pts)
+		// Measured curves are solid, each with its colour and marker; dashes mean ideal.
+		ln, sc, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return fmt.Errorf("chart %s: %s: %w", file, l.Name, err)
+		}
+		ln.Color, sc.Color, sc.Shape = plotutil.Color(n), plotutil.Color(n), plotutil.Shape(n)
+		p.Add(ln, sc)
+		p.Legend.Add(l.Name, ln, sc)
 		n++
 	}
 	if n == 0 {
 		return fmt.Errorf("chart %s: no data", file)
 	}
-	if err := plotutil.AddLinePoints(p, args...); err != nil {
-		return fmt.Errorf("chart %s: %w", file, err)
+	// An ideal line takes the colour of the measured line before it in lines.
+	measured := 0
+	for _, l := range lines {
+		if len(l.X) == 0 {
+			continue
+		}
+		if !l.Ideal {
+			measured++
+			continue
+		}
+		pts := make(plotter.XYs, len(l.X))
+		for i := range l.X {
+			pts[i].X, pts[i].Y = l.X[i], l.Y[i]
+		}
+		ln, err := plotter.NewLine(pts)
+		if err != nil {
+			return fmt.Errorf("chart %s: %s: %w", file, l.Name, err)
+		}
+		ln.Color = plotutil.Color(max(measured-1, 0))
+		ln.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(ln)
+		p.Legend.Add(l.Name, ln)
 	}
 	if logY {
 		lo, hi := math.Inf(1), math.Inf(-1)

@@ -36,13 +36,13 @@ func TestLogBars(t *testing.T) {
 func TestLines(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "lines.png")
 	err := Lines(f, "scaling", "max workers", "msg/s", []float64{1, 2, 4}, func(x float64) string { return strconv.Itoa(int(x)) }, false,
-		[]Line{{"local", []float64{1, 2, 4}, []float64{100, 180, 300}}})
+		[]Line{{Name: "local", X: []float64{1, 2, 4}, Y: []float64{100, 180, 300}}, {Name: "ideal", X: []float64{1, 2, 4}, Y: []float64{100, 200, 400}, Ideal: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	isPNG(t, f)
 	err = Lines(f, "sizes", "size", "msg/s", []float64{1, 2}, func(float64) string { return "" }, true,
-		[]Line{{"noop", []float64{1, 2}, []float64{0, 5}}})
+		[]Line{{Name: "noop", X: []float64{1, 2}, Y: []float64{0, 5}}})
 	if err == nil {
 		t.Error("zero plotted on a log scale")
 	}

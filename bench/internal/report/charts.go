@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 
 	"github.com/wqhost/wqhost/bench/internal/chart"
 	"github.com/wqhost/wqhost/bench/internal/consumer"
@@ -21,6 +20,8 @@ const (
 	ChartIdle      = "img/bench-idle.png"
 	ChartScaling   = "img/bench-scaling.png"
 	ChartSizes     = "img/bench-sizes.png"
+	ChartDensity   = "img/bench-density.png"
+	ChartDrain     = "img/bench-drain.png"
 )
 
 // Charts renders every chart that has data into imgDir and returns the names rendered.
@@ -82,44 +83,22 @@ func Charts(r *Results, imgDir string) ([]string, error) {
 		}
 	}
 	if len(r.Scaling) > 0 {
-		var lines []chart.Line
-		var ticks []float64
-		for _, b := range suite.Backends {
-			l := chart.Line{Name: string(b)}
-			for _, x := range r.Scaling {
-				if x.Backend == b {
-					l.X, l.Y = append(l.X, float64(x.Workers)), append(l.Y, x.MsgPerSec)
-					if !slices.Contains(ticks, float64(x.Workers)) {
-						ticks = append(ticks, float64(x.Workers))
-					}
-				}
-			}
-			lines = append(lines, l)
-		}
-		slices.Sort(ticks)
-		label := func(x float64) string { return strconv.Itoa(int(x)) }
-		if err := add(ChartScaling, chart.Lines(file(ChartScaling), "Scaling: msg/s against max workers (no-op handler on wqhost)", "max workers", "msg/s", ticks, label, true, lines)); err != nil {
+		if err := add(ChartScaling, scalingChart(file(ChartScaling), r.Scaling)); err != nil {
 			return done, err
 		}
 	}
 	if len(r.Sizes) > 0 {
-		var lines []chart.Line
-		var ticks []float64
-		for _, lg := range engine.Logics {
-			l := chart.Line{Name: string(lg) + " handler"}
-			for _, x := range r.Sizes {
-				if x.Logic == lg {
-					l.X, l.Y = append(l.X, float64(x.Size)), append(l.Y, x.MsgPerSec)
-					if !slices.Contains(ticks, float64(x.Size)) {
-						ticks = append(ticks, float64(x.Size))
-					}
-				}
-			}
-			lines = append(lines, l)
+		if err := add(ChartSizes, sizesChart(file(ChartSizes), r.Sizes)); err != nil {
+			return done, err
 		}
-		slices.Sort(ticks)
-		label := func(x float64) string { return size(int(x)) }
-		if err := add(ChartSizes, chart.Lines(file(ChartSizes), "Message size sweep on the local backend (wqhost listener, 4 workers)", "message size", "msg/s", ticks, label, true, lines)); err != nil {
+	}
+	if len(r.Density) > 0 {
+		if err := add(ChartDensity, densityChart(file(ChartDensity), r.Density)); err != nil {
+			return done, err
+		}
+	}
+	if len(r.Drain) > 0 {
+		if err := add(ChartDrain, drainChart(file(ChartDrain), r.Drain)); err != nil {
 			return done, err
 		}
 	}

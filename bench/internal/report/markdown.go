@@ -31,9 +31,10 @@ func Markdown(r *Results, charts []string) string {
 	p("- **Extism's Go SDK** (github.com/extism/go-sdk v1.7.1, also on wazero), pooled as well as Extism allows: one `CompiledPlugin`, one `Instance()` per concurrent caller;\n")
 	p("- a **wazero host that instantiates a module per message** (wqhost's runtime with `max_uses: 1`), which is what a naive host does;\n")
 	p("- a **plain Go function** with the same logic: the floor;\n")
+	p("- for the durable local queue, **River** (github.com/riverqueue/river v0.51.2 on SQLite, riversqlite) and a **plain JetStream pull consumer** (nats.go's jetstream package on an embedded nats-server);\n")
 	p("- on the queue side, a **naive loop** (receive 1 / process / delete, 100 ms sleep when empty, one goroutine per worker) and a **fixed 1-second poller** (receive 32, handle them concurrently, delete one by one, sleep 1 s when empty).\n\n")
 	p("## Regenerate\n\n```sh\n%s\n```\n\n", cmd)
-	p("It measures everything below, writes this file, the charts in `docs/img/bench-*.png` and the raw numbers in `docs/img/results.json` (this run took %s on the machine below, busy with other jobs; 5 minutes when it was quieter). `go run . charts --out ../docs` re-renders the file and charts from `results.json` without measuring. Pieces run on their own: `go run . percall`, `go run . run --help` (one workload with a progress bar), `go run . idle`. The per-call ratios are also Go benchmarks:\n\n", r.Finished.Sub(r.Started).Round(time.Second))
+	p("It measures everything below, writes this file, the charts in `docs/img/bench-*.png` and the raw numbers in `docs/img/results.json` (this run took %s on the machine below; its load average says how busy it was). `go run . charts --out ../docs` re-renders the file and charts from `results.json` without measuring. Pieces run on their own: `go run . percall`, `go run . run --help` (one workload with a progress bar), `go run . idle`, `go run . drain` (the local drain against River and JetStream). The time limit's cost and the bindings sweep are the root module's benchmarks (`BenchmarkFuel*` in `runtime/`, `BenchmarkDensity` in `host/`), run by `all` with `go test` in the checkout. The per-call ratios are also Go benchmarks:\n\n", r.Finished.Sub(r.Started).Round(time.Second))
 	p("```sh\ncd bench && go test -run '^$' -bench .\n```\n\n")
 	p("`BenchmarkPerCall/<handler>/<engine>` times each engine and `BenchmarkPerCall/<handler>/ratios` reports `x-extism/wqhost`, `x-instantiate/wqhost` and `x-wqhost/go` as metrics. `bench/` is its own Go module (`replace github.com/wqhost/wqhost => ../`) so Extism and gonum/plot never become dependencies of wqhost.\n\n")
 
@@ -87,20 +88,17 @@ func Markdown(r *Results, charts []string) string {
 		p("\n")
 	}
 
-	if len(r.Scaling) > 0 {
-		p("## Scaling curve\n\n")
-		p("msg/s against the listener's max workers, no-op wqhost handler, 256 B messages. With a backlog the target scaler (32 messages per worker) runs every allowed worker. On two cores the curve flattens early: the store (SQLite with synchronous=FULL, or Azurite, a single Node.js process on the same cores) is the limit, not the number of workers.\n\n")
-		runTable(&b, r.Scaling, false)
-		img(ChartScaling, "msg/s against max workers")
-		p("\n")
+	if len(r.Drain) > 0 {
+		drainSection(&b, r.Drain, img)
 	}
-
+	if len(r.Scaling) > 0 {
+		scalingSection(&b, r.Scaling, img)
+	}
 	if len(r.Sizes) > 0 {
-		p("## Message size sweep\n\n")
-		p("Local backend, wqhost listener with 4 workers, no-op and count-vowels handlers. The no-op handler never reads the body, so its curve is the store's; count-vowels reads and scans every byte inside the sandbox.\n\n")
-		runTable(&b, r.Sizes, false)
-		img(ChartSizes, "msg/s against message size")
-		p("\n")
+		sizesSection(&b, r.Sizes, img)
+	}
+	if len(r.Density) > 0 {
+		densitySection(&b, r.Density, img)
 	}
 
 	p("## What is compared, exactly\n\n")
@@ -108,7 +106,7 @@ func Markdown(r *Results, charts []string) string {
 	p("| noop | `examples/handlers/noop-go` (standard Go, `wqhost_handle` returns OK without reading the body) | go-sdk `wasm/noop.wasm` (TinyGo), export `run_test` | empty function |\n")
 	p("| vowels (CPU-heavy) | `examples/handlers/count-vowels-go` and `count-vowels-rust`: count the body's chars found in the `vowels` config (default `aeiouAEIOU`), keep a running total per instance, emit `{\"count\":N,\"total\":N,\"vowels\":\"...\"}` | go-sdk `wasm/count_vowels.wasm` (Rust), the same logic and output byte for byte (checked by `bench/internal/engine`'s `TestSameLogicEverywhere`) | same logic in Go |\n")
 	p("| billing (JSON transform) | `examples/handlers/billing-go`: decode a transaction, price it with `tax_rate` 0.2, emit a priced line | none (Extism ships no such plugin) | same logic in Go |\n\n")
-	p("Engines: `wqhost` is `runtime.Pool` with its default per-call time limit on; `wqhost-notimeout` the same pool with the limit off (no watchdog timer per call); `wqhost-rust` the pool running the Rust-SDK module with the time limit off (Extism's count_vowels is Rust and Extism runs without a timeout unless the manifest sets one, so this row compares like with like); `extism` is one compiled plugin with one instance per concurrent caller (an Extism `Plugin` is not safe for concurrent use), no timeout (the manifest default); `extism-timeout` the same with a 30 s manifest timeout, Extism's per-call time limit (per-call table only); `instantiate` creates and closes a module instance per message. Extism's Go-compiled `count_vowels_std.wasm` is a WASI command whose `_start` exits, so it can serve one call per instance and is not used. `wqhost-tinygo` is the pool with its default time limit running the same Go-SDK source built by TinyGo 0.41 (`-scheduler=none -no-debug`, `examples/handlers/*-tinygo`); the other wqhost Go rows are built with standard Go (`GOOS=wasip1`, `-buildmode=c-shared`), which carries a larger runtime.\n\n")
+	p("Engines: `wqhost` is `runtime.Pool` with its default per-call time limit on; `wqhost-notimeout` the same pool with `Timeout` 0 (no deadline; the module is the same fuel-instrumented one, so the pair does not price the time limit: the *time limit cost* rows do); `wqhost-rust` the pool running the Rust-SDK module with the time limit off (Extism's count_vowels is Rust and Extism runs without a timeout unless the manifest sets one, so this row compares like with like); `extism` is one compiled plugin with one instance per concurrent caller (an Extism `Plugin` is not safe for concurrent use), no timeout (the manifest default); `extism-timeout` the same with a 30 s manifest timeout, Extism's per-call time limit (per-call table only); `instantiate` creates and closes a module instance per message. Extism's Go-compiled `count_vowels_std.wasm` is a WASI command whose `_start` exits, so it can serve one call per instance and is not used. `wqhost-tinygo` is the pool with its default time limit running the same Go-SDK source built by TinyGo 0.41 (`-scheduler=none -no-debug`, `examples/handlers/*-tinygo`); the other wqhost Go rows are built with standard Go (`GOOS=wasip1`, `-buildmode=c-shared`), which carries a larger runtime.\n\n")
 	if len(r.Notes) > 0 {
 		p("## Notes from this run\n\n")
 		for _, n := range r.Notes {
@@ -117,85 +115,6 @@ func Markdown(r *Results, charts []string) string {
 		p("\n")
 	}
 	return b.String()
-}
-
-func headline(b *strings.Builder, r *Results) {
-	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
-	p("## Headline (this run)\n\n| comparison | measured | target |\n|---|--:|---|\n")
-	if x := suite.Ratio(r.PerCall, engine.Noop, engine.Extism, engine.WqhostNoTimeout); x > 0 {
-		p("| no-op call, neither with a time limit (like for like): Extism ÷ wqhost pooled | **%s** | ≥ 20× |\n", ratio(x))
-	}
-	if x := suite.Ratio(r.PerCall, engine.Noop, engine.ExtismTimeout, engine.Wqhost); x > 0 {
-		p("| no-op call, both with a per-call time limit: Extism ÷ wqhost pooled | **%s** | ≥ 20× |\n", ratio(x))
-	}
-	if x := suite.Ratio(r.PerCall, engine.Noop, engine.Extism, engine.Wqhost); x > 0 {
-		p("| no-op call: Extism without a limit ÷ wqhost with its default limit | %s | |\n", ratio(x))
-	}
-	if x := suite.Ratio(r.PerCall, engine.Noop, engine.Instantiate, engine.Wqhost); x > 0 {
-		p("| no-op call: instantiate-per-message ÷ wqhost pooled | %s | |\n", ratio(x))
-	}
-	if x := suite.Ratio(r.PerCall, engine.Noop, engine.Wqhost, engine.Go); x > 0 {
-		p("| no-op call: wqhost pooled ÷ plain Go (the sandbox's price) | %s | |\n", ratio(x))
-	}
-	if x := suite.Ratio(r.PerCall, engine.Vowels, engine.Extism, engine.WqhostRust); x > 0 {
-		p("| count-vowels call, both Rust, no time limits: Extism ÷ wqhost | %s | |\n", ratio(x))
-	}
-	if x := suite.Ratio(r.PerCall, engine.Vowels, engine.Extism, engine.Wqhost); x > 0 {
-		p("| count-vowels call, Extism (Rust, no limit) ÷ wqhost (Go guest, default limit) | %s | |\n", ratio(x))
-	}
-	if x := suite.Ratio(r.PerCall, engine.Noop, engine.Extism, engine.WqhostTinyGo); x > 0 {
-		p("| no-op call: Extism without a limit ÷ wqhost TinyGo guest with its default limit | %s | |\n", ratio(x))
-	}
-	for _, l := range engine.Logics {
-		e := msgPerSec(r.Engines, l, engine.Extism)
-		if e == 0 {
-			continue
-		}
-		if tg := msgPerSec(r.Engines, l, engine.WqhostTinyGo); tg > 0 {
-			p("| end to end, %s: wqhost TinyGo guest with its default time limit ÷ Extism without | **%s** (%.0f vs %.0f msg/s) | ≥ 5× |\n", l, ratio(tg/e), tg, e)
-		}
-		// Like for like: no time limit on either side, and for vowels the same language as
-		// Extism's plugin (Rust) where that module exists.
-		like, likeName := msgPerSec(r.Engines, l, engine.WqhostRust), "both Rust, no time limits"
-		if like == 0 {
-			like, likeName = msgPerSec(r.Engines, l, engine.WqhostNoTimeout), "no time limits"
-		}
-		if like > 0 {
-			p("| end to end, %s, like for like (%s): wqhost msg/s ÷ Extism msg/s | **%s** (%.0f vs %.0f msg/s) | > 1× |\n", l, likeName, ratio(like/e), like, e)
-		}
-		if w := msgPerSec(r.Engines, l, engine.Wqhost); w > 0 {
-			p("| end to end, %s: wqhost Go guest with its default time limit ÷ Extism without | %s (%.0f vs %.0f msg/s) | |\n", l, ratio(w/e), w, e)
-		}
-	}
-	for _, bk := range suite.Backends {
-		lst, nv := consumerRow(r.Consumers, bk, consumer.Listener), consumerRow(r.Consumers, bk, consumer.Naive)
-		if lst != nil && nv != nil && nv.MsgPerSec > 0 {
-			p("| %s: listener msg/s ÷ naive loop msg/s | %s (%.0f vs %.0f msg/s) | |\n", bk, ratio(lst.MsgPerSec/nv.MsgPerSec), lst.MsgPerSec, nv.MsgPerSec)
-			p("| %s: queue calls per message, listener vs naive loop | %.3f vs %.3f | |\n", bk, lst.CallsPerMsg, nv.CallsPerMsg)
-		}
-	}
-	if !hasBackend(r, suite.Azurite) {
-		p("| Azurite rows | **TODO**: not measured in this run | |\n")
-	}
-	p("\n")
-	on, off := perCall(r.PerCall, engine.Vowels, engine.Wqhost), perCall(r.PerCall, engine.Vowels, engine.WqhostNoTimeout)
-	eon, eoff := perCall(r.PerCall, engine.Vowels, engine.ExtismTimeout), perCall(r.PerCall, engine.Vowels, engine.Extism)
-	if on > 0 && off > 0 {
-		p("**The per-call time limit is not free.** A limit that can stop a runaway guest needs wazero's close-on-context-done. In wazero 1.12 that starts a watchdog goroutine for every call (about 1.2–2 µs on this machine, see `BenchmarkDispatch/<fixture>/raw-timeout` in `runtime/`) and makes compiled code leave for Go on every loop back-edge, which is what slows CPU-heavy guests (upstream: wazero/wazero#2466; pull requests #2524 and #2533 test the closed flag inline instead). In this run it made the CPU-heavy Go guest %s slower per call (%s vs %s)", ratio(on/off), ns(on), ns(off))
-		if eon > 0 && eoff > 0 {
-			p(", and Extism's Rust plugin %s slower with a manifest timeout (%s vs %s)", ratio(eon/eoff), ns(eon), ns(eoff))
-		}
-		p(". wqhost keeps the limit on by default because a stuck handler must not hold a worker forever; the runtime can run a pool without it (`runtime.PoolConfig.Timeout` 0) for a trusted handler. The like-for-like rows above compare both hosts under the same choice.\n\n")
-	}
-}
-
-func perCall(rows []suite.PerCallRow, l engine.Logic, k engine.Kind) float64 {
-	for _, x := range rows {
-		if x.Logic == l && x.Engine == k {
-			return x.NsPerCall
-		}
-	}
-	return 0
 }
 
 func runTable(b *strings.Builder, rows []suite.RunResult, consumerCol bool) {
@@ -280,4 +199,15 @@ func firstInstances(rows []suite.RunResult) int {
 		return 0
 	}
 	return rows[0].Instances
+}
+
+// HandWrittenMarker separates the generated part of benchmarks.md from the sections written
+// by hand below it (measurements the generator does not take), which regeneration keeps.
+const HandWrittenMarker = "<!-- Sections below this line are written by hand; `go run . all` and `go run . charts` keep them. -->"
+
+// WithHandWritten is generated followed by the marker and whatever followed the marker in
+// old, the file being replaced.
+func WithHandWritten(generated, old string) string {
+	_, kept, _ := strings.Cut(old, HandWrittenMarker)
+	return strings.TrimRight(generated, "\n") + "\n\n" + HandWrittenMarker + kept
 }

@@ -1,6 +1,9 @@
 package report
 
 import (
+	"slices"
+
+	"github.com/wqhost/wqhost/bench/internal/drain"
 	"strings"
 	"testing"
 	"time"
@@ -37,13 +40,13 @@ func TestMarkdownShowsRatiosAndCommand(t *testing.T) {
 	md := Markdown(sample(), []string{ChartPerCall})
 	for _, want := range []string{
 		"cd bench && go run . all --out ../docs",
-		"| no-op call: Extism without a limit ÷ wqhost with its default limit | 45.0× | |",
+		"| no-op call: Extism without a limit ÷ wqhost with its default limit | 45.0× |  |  |",
 		"instantiate-per-message ÷ wqhost pooled | 9000×",
-		"end to end, noop: wqhost Go guest with its default time limit ÷ Extism without | 10.0× (90000 vs 9000 msg/s)",
+		"end to end, noop: wqhost standard-Go guest with its default time limit ÷ Extism without | 10.0× (90000 vs 9000 msg/s)",
 		"local: listener msg/s ÷ naive loop msg/s | 15.0×",
 		"![per-call cost by engine](img/bench-percall.png)",
 		"Test CPU, 2 cores",
-		"Azurite rows | **TODO**",
+		"Azurite rows | not measured",
 		"go test -run '^$' -bench .",
 	} {
 		if !strings.Contains(md, want) {
@@ -64,5 +67,114 @@ func TestChartsRenderWhatHasData(t *testing.T) {
 	want := []string{ChartPerCall, ChartEngines, ChartConsumers, ChartCalls, ChartIdle}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("rendered %v, want %v", got, want)
+	}
+}
+
+// row finds the headline row that starts with what.
+func row(t *testing.T, md, what string) string {
+	t.Helper()
+	for _, l := range strings.Split(md, "\n") {
+		if strings.HasPrefix(l, "| "+what) {
+			return l
+		}
+	}
+	t.Fatalf("no row %q in:\n%s", what, md)
+	return ""
+}
+
+func TestTargetRowsSayNotMeasuredWithoutAFigure(t *testing.T) {
+	md := Markdown(sample(), nil)
+	for _, what := range []string{"e2e vowels std-go vs extism", "local drain msg/s", "local drain vs River", "time limit cost, tight loop", "time limit cost, go heavy"} {
+		r := row(t, md, what)
+		if strings.Count(r, "not measured") != 2 {
+			t.Errorf("row %q: want the figure and the verdict both 'not measured'", r)
+		}
+	}
+}
+
+func TestTargetRowsSayWhetherTheyHold(t *testing.T) {
+	r := sample()
+	r.Engines = append(r.Engines,
+		suite.RunResult{RunOptions: suite.RunOptions{Backend: suite.Memory, Consumer: consumer.Listener, Engine: engine.Wqhost, Logic: engine.Vowels}, MsgPerSec: 6000},
+		suite.RunResult{RunOptions: suite.RunOptions{Backend: suite.Memory, Consumer: consumer.Listener, Engine: engine.Extism, Logic: engine.Vowels}, MsgPerSec: 1000})
+	r.Drain = []drain.Result{
+		{System: "wqhost", MsgPerSec: 70000, Messages: 100, Durability: "FULL"},
+		{System: "river", MsgPerSec: 3500, Messages: 100, Durability: "FULL"},
+	}
+	r.TimeLimit = TimeLimitCost{TightLoop: 1.25, GoHeavy: 1.10}
+	md := Markdown(r, nil)
+	for what, want := range map[string]string{
+		"e2e vowels std-go vs extism": "| **6.00×** (6000 vs 1000 msg/s) | ≥ 5× | yes |",
+		"local drain msg/s":           "| ≥ 80,000 msg/s | **no** |",
+		"local drain vs River":        "| **20.0×** (70000 vs 3500 msg/s",
+		"time limit cost, tight loop": "| **1.25×** | ≤ 1.3× | yes |",
+		"time limit cost, go heavy":   "| **1.10×** | ≤ 1.05× | **no** |",
+	} {
+		if got := row(t, md, what); !strings.Contains(got, want) {
+			t.Errorf("row %q lacks %q", got, want)
+		}
+	}
+	if !strings.Contains(md, "local drain msg/s: wqhost=70000 river=3500 (A/B=20.00×)") {
+		t.Error("the drain section lacks the issue's summary line")
+	}
+}
+
+// TestNoParagraphAboutAGoneMechanism: the time limit is the fuel counter; close-on-context-done
+// (and its watchdog goroutine) is named only as Extism's limit.
+func TestNoParagraphAboutAGoneMechanism(t *testing.T) {
+	md := Markdown(sample(), nil)
+	if strings.Contains(md, "is not free") {
+		t.Error("the report still says the time limit is not free (the close-on-context-done paragraph)")
+	}
+	for _, l := range strings.Split(md, "\n") {
+		if strings.Contains(l, "watchdog") && !strings.Contains(l, "Extism's own limit") {
+			t.Errorf("'watchdog' outside the sentence about Extism's limit: %q", l)
+		}
+	}
+}
+
+func TestSweepsShowTheIdeal(t *testing.T) {
+	r := sample()
+	r.Scaling = []suite.RunResult{
+		{RunOptions: suite.RunOptions{Backend: suite.Local, Consumer: consumer.Listener, Workers: 1}, MsgPerSec: 1000},
+		{RunOptions: suite.RunOptions{Backend: suite.Local, Consumer: consumer.Listener, Workers: 4}, MsgPerSec: 3000},
+	}
+	r.Sizes = []suite.RunResult{
+		{RunOptions: suite.RunOptions{Backend: suite.Local, Logic: engine.Noop, Size: 100}, MsgPerSec: 10000},
+		{RunOptions: suite.RunOptions{Backend: suite.Local, Logic: engine.Noop, Size: 1000}, MsgPerSec: 5000},
+	}
+	r.Density = []DensityRow{{Bindings: 100, RSSMiB: 50, RSSIdleMiB: 40}, {Bindings: 1000, RSSMiB: 250, RSSIdleMiB: 200}}
+	md := Markdown(r, nil)
+	for _, want := range []string{
+		"| local | 4 | 3000 | 4000 | 0.75 |",                    // linear in workers from w=1
+		"| noop | 1000 B | 5000 | 200.00 µs | 1.00 ms | 0.20 |", // linear in size from 100 B
+		"| 1000 | 0.0 s | 250 MiB | 500 MiB | 0.50 |",           // linear in bindings from 100
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("benchmarks.md lacks the sweep row %q", want)
+		}
+	}
+	got, err := Charts(r, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{ChartScaling, ChartSizes, ChartDensity} {
+		if !slices.Contains(got, c) {
+			t.Errorf("chart %s not rendered (got %v)", c, got)
+		}
+	}
+}
+
+func TestRegenerationKeepsHandWrittenSections(t *testing.T) {
+	old := "# Benchmarks\n\nstale generated text\n\n" + HandWrittenMarker + "\n\n## Density (by hand)\n\nkept\n"
+	got := WithHandWritten("# Benchmarks\n\nnew generated text\n", old)
+	if !strings.Contains(got, "new generated text") || strings.Contains(got, "stale generated text") {
+		t.Errorf("generated part not replaced:\n%s", got)
+	}
+	if !strings.HasSuffix(got, HandWrittenMarker+"\n\n## Density (by hand)\n\nkept\n") {
+		t.Errorf("hand-written part not kept after the marker:\n%s", got)
+	}
+	if again := WithHandWritten("# Benchmarks\n\nnew generated text\n", got); again != got {
+		t.Errorf("regenerating twice changed the file:\n%s", again)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wqhost/wqhost/bench/internal/drain"
 	"github.com/wqhost/wqhost/bench/internal/suite"
 )
 
@@ -25,8 +26,37 @@ type Results struct {
 	Scaling   []suite.RunResult  `json:"scaling"`
 	Sizes     []suite.RunResult  `json:"sizes"`
 	Idle      []suite.IdleRow    `json:"idle"`
+	// Drain is the local drain against River and JetStream (bench/internal/drain).
+	Drain []drain.Result `json:"drain,omitempty"`
+	// TimeLimit is what the fuel time limit costs, measured by the runtime's benchmarks.
+	TimeLimit TimeLimitCost `json:"time_limit"`
+	// Density is the bindings sweep (host's BenchmarkDensity), one row per size.
+	Density []DensityRow `json:"density,omitempty"`
 	// Notes are the runs that failed and were left out.
 	Notes []string `json:"notes"`
+}
+
+// TimeLimitCost is the time limit's price: the time of the same code with the fuel checks
+// divided by its time without them (1 = free). Zero means not measured.
+type TimeLimitCost struct {
+	// TightLoop is the worst case, a counting loop with nothing else in it.
+	TightLoop float64 `json:"tight_loop,omitempty"`
+	// GoHeavy is a CPU-heavy standard-Go guest.
+	GoHeavy float64 `json:"go_heavy,omitempty"`
+	// Command is how they were measured; Output the lines they were read from.
+	Command string   `json:"command,omitempty"`
+	Output  []string `json:"output,omitempty"`
+}
+
+// DensityRow is one size of the bindings sweep (host's BenchmarkDensity line).
+type DensityRow struct {
+	Bindings         int     `json:"bindings"`
+	ReadySeconds     float64 `json:"ready_seconds"`
+	RSSMiB           float64 `json:"rss_mib"`
+	RSSIdleMiB       float64 `json:"rss_idle_mib"`
+	ColdP50Ms        float64 `json:"cold_p50_ms"`
+	IdleCallsPerHour float64 `json:"idle_calls_per_hour"`
+	Goroutines       int     `json:"goroutines"`
 }
 
 // Machine describes where the numbers were taken.

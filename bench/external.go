@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/wqhost/wqhost/bench/internal/report"
+)
+
+// goBench runs `go test -run '^$' -bench pattern` in the wqhost checkout on pkg with extra
+// environment and returns its output lines. The figures that only the root module's
+// benchmarks can take (they need the runtime's or the host's internals) come this way.
+func goBench(ctx context.Context, repo, pkg, pattern string, env []string, args ...string) (string, []string, error) {
+	argv := append([]string{"test", "-run", "^$", "-bench", pattern, "-count", "1"}, args...)
+	argv = append(argv, pkg)
+	cmd := exec.CommandContext(ctx, "go", argv...)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var lines []string
+	s := bufio.NewScanner(&out)
+	for s.Scan() {
+		lines = append(lines, strings.TrimSpace(s.Text()))
+	}
+	shown := "go " + strings.Join(argv, " ")
+	if err != nil {
+		tail := lines[max(0, len(lines)-5):]
+		return shown, lines, fmt.Errorf("%s: %w: %s", shown, err, strings.Join(tail, " | "))
+	}
+	return shown, lines, nil
+}
+
+// timeLimitLine is the line the runtime's fuel benchmark prints (BenchmarkFuelCost).
+var timeLimitLine = regexp.MustCompile(`time limit cost tight loop: ([0-9.]+)×, go heavy: ([0-9.]+)×`)
+
+// tightLoopNs reads BenchmarkFuelTightLoop's two sub-benchmarks (ns per iteration).
+var tightLoopNs = regexp.MustCompile(`^BenchmarkFuelTightLoop/(original|instrumented)(?:-\d+)?\s+\d+\s+([0-9.]+) ns/op`)
+
+// measureTimeLimit runs the runtime's fuel benchmarks and reads the time limit's cost: the
+// line `time limit cost tight loop: T×, go heavy: G×` where a benchmark prints it, else the
+// tight loop from BenchmarkFuelTightLoop's instrumented ÷ original. A figure it cannot read
+// stays 0 (the report says "not measured").
+func measureTimeLimit(ctx context.Context, repo string) (report.TimeLimitCost, error) {
+	cmd, lines, err := goBench(ctx, repo, "./runtime/", "^BenchmarkFuel", nil)
+	tl := parseTimeLimit(lines)
+	tl.Command = cmd
+	return tl, err
+}
+
+// parseTimeLimit reads the time limit's cost from the fuel benchmarks' output.
+func parseTimeLimit(lines []string) report.TimeLimitCost {
+	var tl report.TimeLimitCost
+	ns := map[string]float64{}
+	for _, l := range lines {
+		if m := timeLimitLine.FindStringSubmatch(l); m != nil {
+			tl.TightLoop, _ = strconv.ParseFloat(m[1], 64)
+			tl.GoHeavy, _ = strconv.ParseFloat(m[2], 64)
+			tl.Output = append(tl.Output, l)
+		}
+		if m := tightLoopNs.FindStringSubmatch(l); m != nil {
+			ns[m[1]], _ = strconv.ParseFloat(m[2], 64)
+			tl.Output = append(tl.Output, l)
+		}
+	}
+	if tl.TightLoop == 0 && ns["original"] > 0 && ns["instrumented"] > 0 {
+		tl.TightLoop = ns["instrumented"] / ns["original"]
+	}
+	return tl
+}
+
+// densityLine is host's BenchmarkDensity line.
+var densityLine = regexp.MustCompile(`^density n=(\d+): ready=([0-9.]+)s rss=([0-9.]+)MiB idle_push_calls_per_hour=([0-9.]+) cold_p50=([0-9.]+)ms rss_idle=([0-9.]+)MiB goroutines=(\d+)`)
+
+// measureDensity runs host's BenchmarkDensity for the given binding counts and idle wait.
+func measureDensity(ctx context.Context, repo string, sizes []int, idle string) ([]report.DensityRow, error) {
+	var ss []string
+	for _, n := range sizes {
+		ss = append(ss, strconv.Itoa(n))
+	}
+	_, lines, err := goBench(ctx, repo, "./host/", "^BenchmarkDensity$",
+		[]string{"WQHOST_DENSITY_SIZES=" + strings.Join(ss, ","), "WQHOST_DENSITY_IDLE=" + idle}, "-timeout", "30m")
+	rows := parseDensity(lines)
+	if err == nil && len(rows) != len(sizes) {
+		err = fmt.Errorf("BenchmarkDensity printed %d density lines, want %d", len(rows), len(sizes))
+	}
+	return rows, err
+}
+
+// parseDensity reads BenchmarkDensity's lines, one row per size.
+func parseDensity(lines []string) []report.DensityRow {
+	var rows []report.DensityRow
+	for _, l := range lines {
+		m := densityLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		f := func(i int) float64 { v, _ := strconv.ParseFloat(m[i], 64); return v }
+		rows = append(rows, report.DensityRow{Bindings: int(f(1)), ReadySeconds: f(2), RSSMiB: f(3), IdleCallsPerHour: f(4), ColdP50Ms: f(5), RSSIdleMiB: f(6), Goroutines: int(f(7))})
+	}
+	return rows
+}
