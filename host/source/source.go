@@ -20,6 +20,11 @@ import (
 	"github.com/wqhost/wqhost/internal/safefile"
 )
 
+// MaxConfigBytes caps the config file: far above a config of max_bindings bindings, and it
+// keeps --config /dev/zero from reading until memory runs out (a FIFO or a directory is
+// refused the same way, without blocking).
+const MaxConfigBytes = 64 << 20
+
 // LoadConfig reads the config file opts.File names (or, with none, takes the embedded
 // default, relative paths then resolving against the working directory) and loads it with
 // config.Load, Check added to opts.Checks: a missing module or a bad plugin path is reported
@@ -34,7 +39,7 @@ func LoadConfig(opts config.LoadOptions) (*config.Config, error) {
 			opts.BaseDir = wd
 		}
 	} else {
-		data, err := os.ReadFile(opts.File)
+		data, err := safefile.Read(opts.File, MaxConfigBytes)
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}

@@ -113,6 +113,30 @@ func TestLoadConfigMissingFile(t *testing.T) {
 	}
 }
 
+// A config path that is not a regular file is refused naming it, without blocking on a FIFO
+// or reading /dev/zero until memory runs out.
+func TestLoadConfigNotARegularFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "c.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := write(t, t.TempDir(), "big.yaml", "", 0o644)
+	if err := os.Truncate(big, MaxConfigBytes+1); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{fifo, fifo + " is a FIFO (named pipe)"},
+		{"/dev/zero", "/dev/zero is a character device"},
+		{t.TempDir(), "is a directory"},
+		{big, big + " is 67108865 bytes, above the cap of 67108864"},
+	} {
+		_, err := LoadConfig(config.LoadOptions{File: tc.path, Environ: []string{}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("LoadConfig(%s): err = %v, want it to say %q", tc.path, err, tc.want)
+		}
+	}
+}
+
 // LoadConfig resolves relative paths against the file's directory, checks modules, and
 // keeps the file for a reload.
 func TestLoadConfigFile(t *testing.T) {
