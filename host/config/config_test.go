@@ -232,6 +232,8 @@ func TestBadConfigs(t *testing.T) {
 			[]string{`tenants.Acme: tenant name "Acme" must be lower-case`}},
 		{"no tenants", "data_dir: /x\n", []string{"tenants: no tenant configured"}},
 		{"invalid yaml", "tenants: [\n", []string{"invalid YAML"}},
+		{"top level a word", "x\n", []string{`invalid YAML: the top level must be a mapping of keys (tenants:, admin:, ...), got the value "x" at line 1`}},
+		{"top level a list", "# c\n- tenants\n", []string{"invalid YAML: the top level must be a mapping of keys (tenants:, admin:, ...), got a list at line 2"}},
 		{"several problems at once", binding("        batch_size: 64\n        max_dequeue_count: 0\n        scaler: {policy: magic}\n"),
 			[]string{"batch_size: 64 is above the maximum 32", "max_dequeue_count: 0 is outside 1..1000", `scaler.policy: unknown policy "magic"`}},
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/knadh/koanf/providers/posflag"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
+	yamlv3 "go.yaml.in/yaml/v3"
 )
 
 // defaultYAML is the embedded default configuration: the local backend under data_dir and
@@ -176,9 +177,32 @@ func loadYAML(k *koanf.Koanf, data []byte) (err error) {
 		}
 	}()
 	if err := k.Load(rawBytes(data), yaml.Parser()); err != nil {
+		if kind := topLevelKind(data); kind != "" {
+			return fmt.Errorf("invalid YAML: the top level must be a mapping of keys (tenants:, admin:, ...), got %s", kind)
+		}
 		return fmt.Errorf("invalid YAML: %w", err)
 	}
 	return nil
+}
+
+// topLevelKind names what a document that parses holds at its top level when that is not
+// a mapping (a bare word, a list), or returns "": the parser's own message for that case
+// names Go types ("cannot unmarshal !!str into map[string]interface {}").
+func topLevelKind(data []byte) string {
+	var doc yamlv3.Node
+	if yamlv3.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return ""
+	}
+	n := doc.Content[0]
+	switch n.Kind {
+	case yamlv3.ScalarNode:
+		return fmt.Sprintf("the value %q at line %d", clipMiddle(n.Value), n.Line)
+	case yamlv3.SequenceNode:
+		return fmt.Sprintf("a list at line %d", n.Line)
+	case yamlv3.AliasNode:
+		return fmt.Sprintf("an alias at line %d", n.Line)
+	}
+	return ""
 }
 
 func nameOf(file string) string {
