@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -123,7 +122,7 @@ func (s *server) send(w http.ResponseWriter, r *http.Request, q queueRequest) {
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct == "application/json" {
 		var req sendRequest
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		if err := decodeJSON(r.Body, &req); err != nil {
 			writeError(w, http.StatusBadRequest, "body: %v", err)
 			return
 		}
@@ -186,7 +185,7 @@ func intParam(r *http.Request, name string, def, lo, hi int64) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < lo || n > hi {
-		return 0, fmt.Errorf("%s=%.40q: want an integer in %d..%d", name, s, lo, hi)
+		return 0, fmt.Errorf("%w: %s=%.40q: want an integer in %d..%d", errBadRequest, name, s, lo, hi)
 	}
 	return n, nil
 }
@@ -302,10 +301,11 @@ type bulkRequest struct {
 
 func decodeBulk(r *http.Request) (bulkRequest, error) {
 	var req bulkRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+	if err := decodeJSON(r.Body, &req); err != nil && !errors.Is(err, io.EOF) {
 		return req, fmt.Errorf("%w: body: %w", errBadRequest, err)
+	}
+	if req.Expect != nil && *req.Expect < 0 {
+		return req, fmt.Errorf("%w: expect %d: want the count the dry run showed (0 or more)", errBadRequest, *req.Expect)
 	}
 	if req.Limit < 0 {
 		return req, fmt.Errorf("%w: limit %d: want 0 (all) or more", errBadRequest, req.Limit)
