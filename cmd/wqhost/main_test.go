@@ -136,6 +136,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"send", "--queue", "q", "--file", "f", "body"}, "either --file or BODY"},
 		{[]string{"send", "--queue", "q", "--count", "0", "b"}, "--count 0"},
 		{[]string{"send", "--queue", "q", "--file", "no-such-file"}, "no-such-file"},
+		{[]string{"send", "--queue", "q", "--delay", "-5s", "b"}, "--delay -5s: must be within 0..168h0m0s"},
+		{[]string{"send", "--queue", "q", "--delay", "2562047h", "b"}, "--delay 2562047h0m0s: must be within 0..168h0m0s"},
 		{[]string{"send", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"send", "--tenant", "nobody", "--queue", "q", "b"}, `tenant "nobody"`},
 		{[]string{"status", "extra"}, "takes no arguments"},
@@ -153,6 +155,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"run", "extra"}, "takes no arguments"},
 		{[]string{"run", "--demo", "--config", "c.yaml"}, "does not take --config"},
 		{[]string{"run", "--config", "no-such.yaml"}, "no-such.yaml"},
+		{[]string{"run", "--config", "/dev/zero"}, "/dev/zero is a character device"},
 		{[]string{"run", "--log-level", "loud", "--admin", "off"}, "log.level"},
 		{[]string{"run", "--admin", "0.0.0.0:0"}, "admin.allow_unauthenticated"},
 	} {

@@ -53,6 +53,8 @@ func (c *cli) send(ctx context.Context, args []string) error {
 		return usagef("--queue %s: %v (requeue dead letters with 'wqhost poison requeue')", *qname, config.ErrReservedQueue)
 	case *count < 1:
 		return usagef("--count %d: must be at least 1", *count)
+	case *delay < 0 || *delay > config.MaxVisibility:
+		return usagef("--delay %s: must be within 0..%s", *delay, config.MaxVisibility)
 	case *file != "" && fl.NArg() > 0:
 		return usagef("give either --file or BODY, not both")
 	case *file == "" && fl.NArg() != 1:

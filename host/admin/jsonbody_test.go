@@ -21,6 +21,8 @@ func TestQueueEndpointsRefuseBadInput(t *testing.T) {
 		{"send: body not text", "POST", q + "/messages", `{"messages": [{"body": 5}]}`, "body: messages.body: got a JSON number, want a string"},
 		{"send: unknown field", "POST", q + "/messages", `{"mesages": [{"body": "x"}]}`, `body: json: unknown field "mesages"`},
 		{"send: trailing data", "POST", q + "/messages", `{"messages": [{"body": "x"}]} {}`, "body: more after the JSON value"},
+		{"send: delay beyond 7 days", "POST", q + "/messages", `{"messages": [{"body": "x"}], "delay": "2562047h"}`, `delay "2562047h": want a duration such as 10s, at most 168h0m0s`},
+		{"send: negative delay", "POST", q + "/messages", `{"messages": [{"body": "x"}], "delay": "-5s"}`, `delay "-5s"`},
 		{"peek: limit 0", "GET", q + "/messages?limit=0", "", `limit="0": want an integer in 1..1000`},
 		{"peek: limit negative", "GET", q + "/messages?limit=-1", "", `limit="-1": want an integer in 1..1000`},
 		{"peek: limit huge", "GET", q + "/messages?limit=99999999999999999999", "", "want an integer in 1..1000"},
