@@ -64,7 +64,7 @@ func commands() map[string]command {
 		"status":   {"show the running host's bindings (admin API /v1/status)", (*cli).status},
 		"poison":   {"list, requeue or purge a queue's dead letters", (*cli).poison},
 		"validate": {"check a .wasm module against a guest ABI", (*cli).validate},
-		"new":      {"write a ready handler project (go, tinygo or rust) that builds anywhere", (*cli).newProject},
+		"new":      {"write a ready handler project (go, tinygo, rust or extism) that builds anywhere", (*cli).newProject},
 		"peek":     {"show messages of any queue (input, output, poison) without consuming them", (*cli).peek},
 		"call":     {"run one message through a module and print its verdict, outputs and logs", (*cli).call},
 		"version":  {"print the version", (*cli).version},

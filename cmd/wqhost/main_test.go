@@ -152,6 +152,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"validate", "/dev/zero"}, "/dev/zero is a character device"},
 		{[]string{"send", "--queue", "jobs-poison", "forged"}, "reserved for dead letters"},
 		{[]string{"version", "x"}, "takes no arguments"},
+		{[]string{"new", "go", ""}, "the directory is empty"},
 		{[]string{"run", "extra"}, "takes no arguments"},
 		{[]string{"run", "--demo", "--config", "c.yaml"}, "does not take --config"},
 		{[]string{"run", "--config", "no-such.yaml"}, "no-such.yaml"},

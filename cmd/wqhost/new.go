@@ -44,6 +44,11 @@ func (c *cli) newProject(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if dir == "" {
+		// os.ReadDir("") fails as "not exist", and the files would land in the working
+		// directory, over whatever is there.
+		return usagef("the directory is empty: name the one to create")
+	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return usagef("%s: exists and is not empty (new writes a fresh project)", dir)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {

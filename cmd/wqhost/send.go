@@ -41,7 +41,7 @@ func (c *cli) send(ctx context.Context, args []string) error {
 	count := fl.Int("count", 1, "send the body this many times ({n} in the body becomes 1..N)")
 	file := fl.String("file", "", "read the body from this file (- for stdin)")
 	lines := fl.Bool("lines", false, "with --file: one message per non-empty line")
-	delay := fl.Duration("delay", 0, "keep the messages invisible for this long")
+	delay := fl.Duration("delay", 0, "keep the messages invisible for this long (at most 168h)")
 	order := fl.String("order", "", "ordered execution group (an integer) for a binding with ordered: true")
 	if err := c.parse(fl, args); err != nil {
 		return err
