@@ -189,10 +189,14 @@ func (c *cli) adminGet(ctx context.Context, addr, path, tokenEnv string, timeout
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg := strings.TrimSpace(string(body))
+		var e struct{ Error string }
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			msg = e.Error // the API's message, not its JSON
+		}
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			msg += fmt.Sprintf(" (set the token in $%s)", tokenEnv)
 		}
-		return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, msg)
+		return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, termSafe(msg))
 	}
 	return body, nil
 }

@@ -102,6 +102,27 @@ func TestStatusFlagsPassThrough(t *testing.T) {
 	}
 }
 
+// TestStatusErrorIsTheAPIMessage: an error answer shows the API's message, not its JSON,
+// with control characters escaped.
+func TestStatusErrorIsTheAPIMessage(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"error": "tenant \"nope\" is not configured"}`, `404 Not Found: tenant "nope" is not configured`},
+		{"not json \x1b[31m", `404 Not Found: not json \x1b[31m`},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(tc.body))
+		}))
+		var out bytes.Buffer
+		c := &cli{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+		err := c.status(context.Background(), []string{"--admin", srv.URL, "--tenant", "nope"})
+		srv.Close()
+		if err == nil || !strings.HasSuffix(err.Error(), tc.want) {
+			t.Errorf("answer %q: err = %v, want it to end %q", tc.body, err, tc.want)
+		}
+	}
+}
+
 // TestStatusTableShowsStartProgress: a host still starting says how many bindings are up.
 func TestStatusTableShowsStartProgress(t *testing.T) {
 	var out bytes.Buffer
