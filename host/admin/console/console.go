@@ -166,7 +166,10 @@ func randomID() string {
 }
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, http.StatusOK, "login", map[string]any{"Error": r.URL.Query().Get("e") != ""})
+	// A host with no token at all takes any login, an empty one too: say so, or a new user
+	// on the loopback default is asked for a token that does not exist.
+	_, _, open := admin.Identify(c.opts.Tokens(), "")
+	c.render(w, http.StatusOK, "login", map[string]any{"Error": r.URL.Query().Get("e") != "", "Open": open})
 }
 
 // login checks the posted token and opens a session for it.

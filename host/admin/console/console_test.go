@@ -129,6 +129,32 @@ func csrfOf(t *testing.T, page string) string {
 	return tok
 }
 
+// TestLoginPageOnAHostWithoutToken: a host with no token configured says on the login
+// page that an empty token logs in (and it does); a host with tokens does not.
+func TestLoginPageOnAHostWithoutToken(t *testing.T) {
+	con := New(Options{API: fakeAPI(t), Tokens: func() admin.Tokens { return admin.Tokens{} },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Interval: 20 * time.Millisecond})
+	open := httptest.NewServer(con)
+	t.Cleanup(open.Close)
+	t.Cleanup(con.Close)
+	_, closed := newServer(t)
+	for _, tc := range []struct {
+		url  string
+		hint bool
+	}{{open.URL, true}, {closed.URL, false}} {
+		c := newClient(t, tc.url)
+		_, page := c.do("GET", "/console/login", "", nil)
+		if got := strings.Contains(page, "log in with the field empty"); got != tc.hint {
+			t.Errorf("%s: login page hints at an empty token: %v, want %v", tc.url, got, tc.hint)
+		}
+		if tc.hint {
+			if resp := c.login(""); resp.StatusCode != http.StatusSeeOther {
+				t.Errorf("empty token on a host without one: %d, want 303", resp.StatusCode)
+			}
+		}
+	}
+}
+
 // Login: a wrong token gets 401 and no cookie; a good one a session cookie (HttpOnly,
 // SameSite=Strict, not Secure over plain HTTP) that is an opaque id, and a redirect whose URL
 // holds no token. Pages without a session send to the login page.
