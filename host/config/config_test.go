@@ -144,6 +144,8 @@ func TestBadConfigs(t *testing.T) {
 			[]string{`tenants.acme.bindings.orders.push: expected true or false, got "maybe"`}},
 		{"bad duration", binding("        visibility_timeout: 30 seconds\n"),
 			[]string{`tenants.acme.bindings.orders.visibility_timeout: expected a duration such as "30s"`}},
+		{"duration too large", binding("        visibility_timeout: 999999999h\n"),
+			[]string{`tenants.acme.bindings.orders.visibility_timeout: "999999999h" is out of range (a duration holds at most 2562047h47m16.854775807s)`}},
 		{"duration as bare number", binding("        backoff: {min: 100}\n"),
 			[]string{`tenants.acme.bindings.orders.backoff.min: expected a duration such as "30s" or "100ms", got 100`}},
 		{"bad size", "tenants:\n  acme:\n    limits: {memory: lots}\n    bindings:\n      orders: {queue: orders, module: 'builtin:echo-go'}\n",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,12 +114,20 @@ func (d *decoding) hook(from, to reflect.Value) (any, error) {
 	return nil, errors.New(msg)
 }
 
+// durationSyntax matches what time.ParseDuration reads, so a duration it refuses anyway is
+// one too large for time.Duration ("999999999h"), not a typo.
+var durationSyntax = regexp.MustCompile(`^[-+]?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
+
 func (d *decoding) convert(raw any, to reflect.Value) (any, string) {
 	switch to.Type() {
 	case durationType:
 		if s, ok := raw.(string); ok {
-			if dur, err := time.ParseDuration(strings.TrimSpace(s)); err == nil {
+			dur, err := time.ParseDuration(strings.TrimSpace(s))
+			if err == nil {
 				return dur, ""
+			}
+			if durationSyntax.MatchString(strings.TrimSpace(s)) {
+				return nil, fmt.Sprintf("%s is out of range (a duration holds at most %s)", describe(raw), time.Duration(math.MaxInt64))
 			}
 		} else if n, ok := integer(raw); ok && n == 0 {
 			return time.Duration(0), ""
