@@ -106,8 +106,12 @@ func (c *cli) call(ctx context.Context, args []string) error {
 		return usagef("--body and --file: give one of them")
 	}
 	mem, err := config.ParseByteSize(*memory)
-	if err != nil || mem <= 0 {
-		return usagef("--memory %q: want a size such as 64MiB", *memory)
+	if err != nil || mem < config.MinMemory || mem > config.MaxMemory {
+		return usagef("--memory %q: want a size such as 64MiB, within %s..%s (as limits.memory)", *memory, config.MinMemory, config.MaxMemory)
+	}
+	if *timeout <= 0 || *timeout > config.MaxTimeout {
+		// 0 or below ran the call with no time limit at all.
+		return usagef("--timeout %s: want above 0 and at most %s (as limits.timeout)", *timeout, config.MaxTimeout)
 	}
 	if *output != "" && !config.ValidQueueName(*output) {
 		return usagef("--output %q: not a queue name (1-63 lower-case letters, digits or inner '-')", *output)

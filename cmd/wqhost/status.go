@@ -168,6 +168,9 @@ func adminURL(addr, path string) string {
 func (c *cli) adminGet(ctx context.Context, addr, path, tokenEnv string, timeout time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if scheme, _, ok := strings.Cut(addr, "://"); ok && scheme != "http" && scheme != "https" {
+		return nil, usagef("--admin %q: want host:port or an http:// or https:// URL", addr)
+	}
 	u := adminURL(addr, path)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
