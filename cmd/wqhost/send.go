@@ -34,7 +34,7 @@ type batchSender interface {
 }
 
 func (c *cli) send(ctx context.Context, args []string) error {
-	fl := c.flags("send", "[--config FILE] [--data-dir DIR] [--tenant T] --queue Q [--count N] [--file F [--lines] | BODY]", sendDoc)
+	fl := c.flags("send", "[--config FILE] [--data-dir DIR] [--tenant T] --queue Q [--count N] [--delay D] [--order N] [--file F [--lines] | BODY]", sendDoc)
 	cfgFile := configFlags(fl)
 	tenant := fl.String("tenant", "default", "tenant that owns the queue")
 	qname := fl.String("queue", "", "queue to send to (required)")
