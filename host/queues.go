@@ -82,7 +82,6 @@ func PurgeDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue str
 	return queueops.PurgeDeadLetters(ctx, cfg, tenant, queue, limit)
 }
 
-
 // PeekItem is one message as StreamPeek shows it: its body cut to a preview, and its size.
 type PeekItem = queueapi.PeekItem
 
