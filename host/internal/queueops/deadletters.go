@@ -1,3 +1,9 @@
+// Package queueops are the operations on a tenant's dead letters that run without a host,
+// through the config alone (the CLI's poison commands when no host runs on the data
+// directory): list, requeue or purge them. Each opens the queues it needs on a backend of
+// its own (backends.OpenQueues) and closes it on return; nothing is shared and nothing is
+// locked. With a host running, the CLI goes through its admin API instead
+// (host/internal/queueapi).
 package queueops
 
 import (
