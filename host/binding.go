@@ -20,6 +20,7 @@ import (
 	"github.com/wqhost/wqhost/host/internal/fair"
 	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/listener/sharded"
 	"github.com/wqhost/wqhost/plugins/builtin"
@@ -238,29 +239,22 @@ func (b *binding) policies(ctx context.Context) (listener.Backoff, listener.Scal
 	return backoff, scaler, poison, nil
 }
 
-// Handle implements listener.Handler (the listener calls HandleMessage).
-func (b *binding) Handle(ctx context.Context, m *queue.Message) error {
-	return b.HandleMessage(ctx, m).Error()
-}
-
-// HandleMessage implements listener.VerdictHandler: one message through the module, its
-// status passed to the listener as a verdict value.
-func (b *binding) HandleMessage(ctx context.Context, m *queue.Message) listener.Verdict {
+// Handle implements listener.Handler: one message through the module, its result as the
+// message's outcome.
+func (b *binding) Handle(ctx context.Context, m *queue.Message) outcome.Outcome {
 	in := b.input(m)
 	out, took, err := b.call(ctx, &in)
 	b.latency.Observe(took.Seconds())
 	b.gate.Record(err, took)
 	if err != nil {
-		return b.verdict(ctx, m, runtime.MessageResult{Err: err}, nil)
+		return b.settleOutputs(ctx, m, outcomeOf(0, 0, "", err), nil, nil)
 	}
-	return b.verdict(ctx, m, runtime.MessageResult{
-		Status: out.Status, RetryAfter: out.RetryAfter, ErrorText: out.ErrorText, Outputs: out.Outputs,
-	}, nil)
+	return b.settleOutputs(ctx, m, outcomeOf(out.Status, out.RetryAfter, out.ErrorText, nil), out.Outputs, nil)
 }
 
 // HandleBatch implements listener.BatchHandler: the messages through the module's
 // wqhost_handle_batch in one call, each message settled by its own result.
-func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, vs []listener.Verdict) {
+func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, outs []outcome.Outcome) {
 	ins := make([]*runtime.Input, len(ms))
 	for i, m := range ms {
 		in := b.input(m)
@@ -282,8 +276,23 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, vs []lis
 		sendErr = b.sendOutputs(ctx, out.Outputs)
 	}
 	for k, r := range out.Messages {
-		vs[k] = b.verdict(ctx, ms[k], r, sendErr)
+		outs[k] = b.settleOutputs(ctx, ms[k], outcomeOf(r.Status, r.RetryAfter, r.ErrorText, r.Err), r.Outputs, sendErr)
 	}
+}
+
+// outcomeOf is the one translation of the runtime's result into the listener's outcome: the
+// call's error (trap, time limit, …) a failure, else the ABI status the guest gave, with its
+// retry delay and reason.
+func outcomeOf(st runtime.Status, retryAfter time.Duration, text string, callErr error) outcome.Outcome {
+	switch {
+	case callErr != nil:
+		return outcome.Failed(fmt.Errorf("handler call: %w", callErr))
+	case st == runtime.StatusOK:
+		return outcome.Outcome{}
+	case st == runtime.StatusRetry:
+		return outcome.RetryAfter(retryAfter, errors.New(cmp.Or(text, "handler asked for a retry")))
+	}
+	return outcome.Rejected(errors.New(cmp.Or(text, "rejected by the handler")))
 }
 
 // input is m as the module's input. Its size was checked by the listener
@@ -295,30 +304,22 @@ func (b *binding) input(m *queue.Message) runtime.Input {
 	}
 }
 
-// verdict turns one message's result into the listener's verdict: a failure, a retry or a
-// reject as the handler asked, or ok once its outputs are sent. sendErr, when not nil, is
-// a failure to send outputs the message's success depends on (a batch call's own).
-func (b *binding) verdict(ctx context.Context, m *queue.Message, r runtime.MessageResult, sendErr error) listener.Verdict {
-	var vd listener.Verdict
-	switch {
-	case r.Err != nil:
-		vd = listener.Failed(fmt.Errorf("handler call: %w", r.Err))
-	case r.Status == runtime.StatusOK:
+// settleOutputs completes a message's outcome o: a done message is done once its outputs are
+// sent (a failure if they cannot be); any other is logged. sendErr, when not nil, is a
+// failure to send outputs the message's success depends on (a batch call's own).
+func (b *binding) settleOutputs(ctx context.Context, m *queue.Message, o outcome.Outcome, outputs []runtime.Emitted, sendErr error) outcome.Outcome {
+	if o.Kind == outcome.KindDone {
 		err := sendErr
 		if err == nil {
-			err = b.sendOutputs(ctx, r.Outputs)
+			err = b.sendOutputs(ctx, outputs)
 		}
 		if err == nil {
-			return listener.OK()
+			return o
 		}
-		vd = listener.Failed(err)
-	case r.Status == runtime.StatusRetry:
-		vd = listener.RetryAfter(r.RetryAfter, errors.New(cmp.Or(r.ErrorText, "handler asked for a retry")))
-	default:
-		vd = listener.Rejected(errors.New(cmp.Or(r.ErrorText, "rejected by the handler")))
+		o = outcome.Failed(err)
 	}
-	b.logFailure(m, vd)
-	return vd
+	b.logFailure(m, o)
+	return o
 }
 
 // call runs in on the serving version, counted on that version until Pool.Call returns or
@@ -334,8 +335,8 @@ func (b *binding) call(ctx context.Context, in *runtime.Input) (*runtime.Output,
 	return out, time.Since(start), err
 }
 
-func (b *binding) logFailure(m *queue.Message, v listener.Verdict) {
-	b.log.Warn("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", v.Error().Error())
+func (b *binding) logFailure(m *queue.Message, o outcome.Outcome) {
+	b.log.Warn("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", o.Reason())
 }
 
 // sendOutputs sends every output before the message is settled, so a crash between the two

@@ -117,10 +117,6 @@ const (
 	DefaultPushFallbackPoll  = 5 * time.Minute
 )
 
-// MaxVisibility is the longest lease or retry delay a message can be given: Azure Queue
-// Storage's longest visibility timeout. A poison policy's retry delay is capped at it.
-const MaxVisibility = 7 * 24 * time.Hour
-
 func (c *Config) withDefaults() (Config, error) {
 	cfg := *c
 	required := []struct {

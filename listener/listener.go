@@ -37,10 +37,9 @@ type Listener struct {
 	// canDoze: an idle listener waits dormant, with no goroutine (dormant.go): push, no
 	// IdlePacer, and the queue's wake-ups (if any) come by callback.
 	canDoze bool
-	renewer queue.Renewer  // nil when renewal is a plain UpdateVisibility
-	counter queue.Counter  // nil when the queue knows only its total depth
-	vh      VerdictHandler // the handler, when it returns verdicts
-	bh      BatchHandler   // the handler, when Config.Batch is on
+	renewer queue.Renewer // nil when renewal is a plain UpdateVisibility
+	counter queue.Counter // nil when the queue knows only its total depth
+	bh      BatchHandler  // the handler, when Config.Batch is on
 	budget  *leaseBudget
 	gate    LeaseGate // the Limiter, when it gates leasing too
 	log     *slog.Logger
@@ -119,7 +118,6 @@ func New(cfg Config) (*Listener, error) {
 	l.canDoze = c.Push && c.IdlePacer == nil && (l.fwatch != nil || l.watcher == nil && l.waiter == nil)
 	l.renewer, _ = queue.As[queue.Renewer](c.Queue)
 	l.counter, _ = queue.As[queue.Counter](c.Queue)
-	l.vh, _ = c.Handler.(VerdictHandler)
 	l.c.deadDirty.Store(true) // read once, at the first empty receive
 	// Unknown until Run reads them: a status page must not show an unread backlog as empty.
 	l.c.depth.Store(-1)

@@ -14,6 +14,7 @@ import (
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -111,22 +112,22 @@ func TestOrderedGroupsNeverOverlap(t *testing.T) {
 				start := time.Now()
 				time.Sleep(p.dur)
 				end := time.Now()
-				outcome := p.fate
-				if outcome == "retry" && call > 1 {
-					outcome = "ok"
+				fate := p.fate
+				if fate == "retry" && call > 1 {
+					fate = "ok"
 				}
 				mu.Lock()
 				inFlight--
-				events = append(events, orderedEvent{id: m.ID, group: p.group, start: start, end: end, outcome: outcome})
-				if outcome != "retry" {
+				events = append(events, orderedEvent{id: m.ID, group: p.group, start: start, end: end, outcome: fate})
+				if fate != "retry" {
 					settle(m.ID)
 				}
 				mu.Unlock()
-				switch outcome {
+				switch fate {
 				case "retry":
-					return listener.Retry(time.Duration(rng2(m.ID))*time.Millisecond, errors.New("try again"))
+					return outcome.Retry(time.Duration(rng2(m.ID))*time.Millisecond, errors.New("try again"))
 				case "reject":
-					return listener.Reject(errors.New("bad message"))
+					return outcome.Reject(errors.New("bad message"))
 				}
 				return nil
 			})
