@@ -13,6 +13,17 @@ import (
 )
 
 // Limiter gates handler calls: tenant caps and the host-wide fair share are built on it.
+//
+// A Limiter that also has the method
+//
+//	LeaseRoom(held int) (room int, wake <-chan struct{}, recheck time.Duration)
+//
+// gates leasing too: before each receive the listener asks it how many more messages it may
+// lease while held are leased and not yet settled (negative: no limit); when it returns 0 or
+// less than held allows, the listener asks again once wake is closed or recheck has passed
+// (recheck 0: only wake). A binding held back (its circuit breaker open) thus leaves its
+// messages in the queue, their dequeue counts untouched, instead of leasing them to wait
+// idle for a handler slot.
 type Limiter interface {
 	// Acquire blocks until one more handler call may run, or ctx ends (then it returns an
 	// error and the call does not run).
@@ -41,7 +52,7 @@ type Listener struct {
 	counter queue.Counter // nil when the queue knows only its total depth
 	bh      BatchHandler  // the handler, when Config.Batch is on
 	budget  *leaseBudget
-	gate    LeaseGate // the Limiter, when it gates leasing too
+	gate    leaseGate // the Limiter, when it gates leasing too
 	log     *slog.Logger
 
 	notifyCh  chan struct{} // Notify: buffered 1
@@ -129,7 +140,7 @@ func New(cfg Config) (*Listener, error) {
 		leases = c.HandlerSlots*c.Batch.MaxMessages + c.Prefetch
 	}
 	l.budget = newLeaseBudget(leases, min(c.BatchSize, max(c.Prefetch, 1)))
-	l.gate, _ = c.Limiter.(LeaseGate)
+	l.gate, _ = c.Limiter.(leaseGate)
 	return l, nil
 }
 

@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"time"
+
+	"github.com/wqhost/wqhost/internal/wait"
 )
 
 // Batcher settles many messages in one call (one transaction, one fsync).
@@ -42,6 +44,29 @@ type Watcher interface {
 	// the watch; call it once the channel is no longer waited on. An error (the store could
 	// not be read, or is closed) means the caller should receive and meet it there.
 	Watch(ctx context.Context) (changed <-chan struct{}, visibleIn time.Duration, stop func(), err error)
+}
+
+// WaitWatching is Waiter.Wait built on w's Watch, for a backend that has a Watcher: it
+// returns nil at once when a message is visible now (even if ctx ended) or the watch failed
+// (the receive meets the error), and otherwise when the watch's channel is closed, the
+// earliest leased or delayed message falls due, d elapsed (d <= 0: no limit) or ctx ended
+// (then with ctx.Err()).
+func WaitWatching(ctx context.Context, w Watcher, d time.Duration) error {
+	changed, in, stop, err := w.Watch(ctx)
+	defer stop()
+	if err != nil || in == 0 {
+		return nil
+	}
+	if in > 0 && (d <= 0 || in < d) {
+		d = in + time.Millisecond // the millisecond: wake after it is due, not just before
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-changed:
+	case <-wait.Timeout(d):
+	}
+	return nil
 }
 
 // FuncWatcher calls a function on the queue's next write, so that an idle push listener
