@@ -125,12 +125,8 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 	// A body above the tenant's limit is dead-lettered unread (on the local store never
 	// loaded): a binding holds at most (slots + prefetch) × max_message_bytes of bodies.
 	lc.MaxMessageBytes = int64(t.conf().Limits.MaxMessageBytes)
-	if bc.Ordered {
-		// Group N+1 is received only once group N has settled (listener/ordered.go).
-		if lc.Queue, err = listener.Ordered(b.queue); err != nil {
-			return nil, err
-		}
-	}
+	// Group N+1 is received only once group N has settled (listener/ordered.go).
+	lc.Ordered = bc.Ordered
 	var share listener.Limiter // nil, not a nil *fair.Binding: the gate skips it
 	if t.limiter != nil {
 		// The tenant's cap and weighted share of the host budget, shared by its bindings

@@ -119,7 +119,7 @@ func (l *Listener) gather(ctx context.Context, b *batch, firstAt time.Time) {
 	var size int64
 	b.n = 0
 	pause := l.cfg.MinIdle
-	_, ordered := l.q.(*orderedQueue)
+	_, inOrder := l.q.(*orderedQueue)
 	if b.admit(&size, bc) {
 		return
 	}
@@ -156,7 +156,7 @@ func (l *Listener) gather(ctx context.Context, b *batch, firstAt time.Time) {
 		// The queue had fewer than asked for. An ordered queue will not hand out more of
 		// this group's successors while the batch holds the group, so waiting is useless.
 		left := time.Until(deadline)
-		if left <= 0 || ordered {
+		if left <= 0 || inOrder {
 			return
 		}
 		if !l.waitMore(ctx, min(left, max(time.Until(b.expires)-l.renewMargin(), 0)), &pause) {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,11 +132,8 @@ func TestOrderedGroupsNeverOverlap(t *testing.T) {
 				}
 				return nil
 			})
-			oq, err := listener.Ordered(q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := baseConfig(oq, dl)
+			cfg := baseConfig(q, dl)
+			cfg.Ordered = true
 			cfg.Handler = handler
 			cfg.MinIdle, cfg.MaxIdle = 5*time.Millisecond, 50*time.Millisecond
 			cfg.MaxWorkers, cfg.BatchSize, cfg.Concurrency = 4, 4, 4 // a group spans batches and workers
@@ -228,7 +226,9 @@ func TestOrderedNeedsAnOrderedReceiver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := listener.Ordered(q); err == nil {
-		t.Fatal("ordered mode accepted over a queue without ordered receive")
+	cfg := baseConfig(q, q)
+	cfg.Ordered = true
+	if _, err := listener.New(cfg); err == nil || !strings.Contains(err.Error(), `"work"`) {
+		t.Fatalf("ordered mode over a queue without ordered receive: %v, want an error naming it", err)
 	}
 }

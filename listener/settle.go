@@ -143,6 +143,10 @@ func (l *Listener) process(ctx context.Context, b *batch, leasedAt time.Time) {
 		case l.cfg.MaxMessageBytes > 0 && (m.Oversize > 0 || int64(len(m.Body)) > l.cfg.MaxMessageBytes):
 			b.vs[i] = refused("message body of %d bytes exceeds max_message_bytes %d",
 				max(m.Oversize, int64(len(m.Body))), l.cfg.MaxMessageBytes)
+		case m.Oversize > 0:
+			// The backend's own limit left it unread (a body an older store took): the
+			// handler would see an empty body.
+			b.vs[i] = refused("message body of %d bytes exceeds the backend's body limit", m.Oversize)
 		}
 	}
 	b.left.Store(1)

@@ -144,13 +144,9 @@ func TestOrderedBatchesNeverMixGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	oq, err := listener.Ordered(q)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := &groupBatches{}
 	l, err := listener.New(listener.Config{
-		Queue: oq, DeadLetter: dl, Handler: h,
+		Queue: q, Ordered: true, DeadLetter: dl, Handler: h,
 		Batch:   listener.BatchConfig{MaxMessages: 100, MaxWait: time.Hour},
 		Backoff: builtin.NewBackoff(builtin.BackoffOptions{}), Scaler: builtin.NewTarget(0),
 		Poison: builtin.NewPoison(builtin.PoisonOptions{}), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

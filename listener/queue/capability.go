@@ -102,7 +102,7 @@ type Renewer interface {
 }
 
 // OrderedReceiver serves ordered execution groups from a queue with FIFO delivery.
-// Without it: ordered mode is refused (listener.Ordered fails naming the queue).
+// Without it: ordered mode is refused (listener.New fails naming the queue).
 type OrderedReceiver interface {
 	// ReceiveOrdered leases up to max visible messages of the lowest order group still in
 	// the queue — every message counts, leased and delayed ones included — plus messages

@@ -198,8 +198,12 @@ func testListenerPushPolls(t *testing.T, b queue.Backend, _ func(time.Duration))
 // testOrderedRefused: ordered mode on a queue without ordered receive fails naming it.
 func testOrderedRefused(t *testing.T, b queue.Backend, _ func(time.Duration)) {
 	q := open(t, b, "unordered")
-	if _, err := listener.Ordered(q); err == nil || !strings.Contains(err.Error(), `"unordered"`) {
-		t.Fatalf("Ordered on a queue without ordered receive = %v, want an error naming it", err)
+	_, err := listener.New(listener.Config{
+		Queue: q, Ordered: true, DeadLetter: q, Backoff: idleBackoff{}, Scaler: depthScaler{}, Poison: retryPoison{},
+		Handler: listener.HandlerFunc(func(context.Context, *queue.Message) error { return nil }),
+	})
+	if err == nil || !strings.Contains(err.Error(), `"unordered"`) {
+		t.Fatalf("ordered mode on a queue without ordered receive = %v, want an error naming it", err)
 	}
 }
 
