@@ -66,6 +66,12 @@ func TestAdminAuth(t *testing.T) {
 		{"reload by a tenant", "POST", "/v1/reload", "acme-secret", 403},
 		{"reload by the host", "POST", "/v1/reload", "host-secret", 200},
 		{"wrong method", "GET", "/v1/reload", "host-secret", 405},
+		{"binding detail of its own tenant", "GET", "/v1/tenants/acme/bindings/a", "acme-secret", 200},
+		{"binding detail of another tenant", "GET", "/v1/tenants/beta/bindings/b", "acme-secret", 403},
+		{"unknown binding", "GET", "/v1/tenants/acme/bindings/zz", "acme-secret", 404},
+		{"rollback of another tenant's binding", "POST", "/v1/tenants/beta/bindings/b/rollback", "acme-secret", 403},
+		{"rollback with no previous version", "POST", "/v1/tenants/acme/bindings/a/rollback", "acme-secret", 409},
+		{"console without a session", "GET", "/console/events", "", 401},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { do(t, c.method, u+c.path, c.token, "", c.want) })

@@ -101,6 +101,7 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		return nil, err
 	}
 	b.cur.Store(v)
+	b.hist.started(v.module, v.loadedAt)
 	b.latency = h.metrics.latencyFor(t.name, name, bc.Queue)
 
 	backoff, scaler, poison, err := b.policies(ctx)
@@ -232,7 +233,8 @@ func (b *binding) policies(ctx context.Context) (listener.Backoff, listener.Scal
 	} else if p != nil {
 		poison = p.Poison()
 	}
-	return backoff, scaler, poison, nil
+	// The console shows the scaler's recent answers (history.go).
+	return backoff, recordingScaler{inner: scaler, hist: &b.hist}, poison, nil
 }
 
 // Handle implements listener.Handler: one message through the module, its result as the
@@ -331,7 +333,13 @@ func (b *binding) call(ctx context.Context, in *runtime.Input) (*runtime.Output,
 	return out, time.Since(start), err
 }
 
+// logFailure logs a failed or rejected message. A retry is logged by the listener once its
+// poison policy has decided the delay (listener/fail.go): the delay the handler asked for
+// may be clamped (to max_delay), and the log must say the one applied.
 func (b *binding) logFailure(m *queue.Message, o outcome.Outcome) {
+	if o.Kind == outcome.KindRetry {
+		return
+	}
 	b.log.Warn("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", o.Reason())
 }
 

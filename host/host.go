@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wqhost/wqhost/host/admin"
+	"github.com/wqhost/wqhost/host/admin/console"
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/internal/backends"
 	"github.com/wqhost/wqhost/host/internal/breaker"
@@ -92,6 +93,8 @@ type Host struct {
 	runOnce   atomic.Bool
 	closeOnce sync.Once
 	closeErr  error // set inside closeOnce
+	// jobs run the admin API's dead-letter redrives; Close stops them (adminqueues.go).
+	jobs jobRunner
 
 	// The host's locks, each guarding its own part. Lock order: reloadMu first; it is the
 	// only one of them held while another is taken (a reload reads and changes the serving
@@ -268,6 +271,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		debounce: defaultDebounce,
 		sched:    fair.New(cfg.MaxConcurrency),
 		suspect:  breaker.NewSuspectSlots(),
+		jobs:     newJobs(),
 		pinned:   map[*runtime.Tenant]bool{},
 		hooks:    hooks,
 		reloadMu: newReloadLock(),
@@ -408,6 +412,7 @@ func (h *Host) close(ctx context.Context, stuck []*binding) error {
 			h.reloadMu.unlock()
 		}
 		h.stopAdmin()
+		h.jobs.stop()
 		for _, b := range h.bindings() {
 			if !slices.Contains(stuck, b) {
 				errs = append(errs, b.close(ctx))
@@ -460,14 +465,27 @@ func (h *Host) SetConfigLoader(load func() (*config.Config, error)) {
 // binding and queue counters and gauges, handler latency, pool instances, plugin state.
 func (h *Host) Registry() *prometheus.Registry { return h.metrics.reg }
 
-// AdminHandler returns the admin API handler (what Run serves): use it with httptest or to
-// mount the API on a server of your own.
+// AdminHandler returns the admin API handler with the web console under /console/ (what
+// Run serves): use it with httptest or to mount the API on a server of your own.
 // Tenants' tokens follow config reloads.
 func (h *Host) AdminHandler() http.Handler {
-	return admin.New(adminHost{h}, admin.Options{
-		TokenSource:  func() admin.Tokens { return *h.tokens.Load() },
-		MaxBodyBytes: int64(h.cfg.Admin.MaxBodyBytes), Gatherer: h.metrics.reg, Logger: h.log,
+	hd, _ := h.adminHandler()
+	return hd
+}
+
+// adminHandler is AdminHandler and the console's Close, which ends its live streams.
+func (h *Host) adminHandler() (http.Handler, func()) {
+	tokens := func() admin.Tokens { return *h.tokens.Load() }
+	api := admin.New(adminHost{h}, admin.Options{
+		TokenSource:  tokens,
+		MaxBodyBytes: int64(h.cfg.Admin.MaxBodyBytes), MaxSendBytes: maxSendBytes(h.cfg), Gatherer: h.metrics.reg, Logger: h.log,
 	})
+	con := console.New(console.Options{API: api, Tokens: tokens, Logger: h.log})
+	mux := http.NewServeMux()
+	mux.Handle("/console/", con)
+	mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
+	mux.Handle("/", api)
+	return mux, con.Close
 }
 
 func tokenOf(env string) string {
@@ -487,4 +505,6 @@ func (a adminHost) Status(ctx context.Context, q admin.StatusQuery) any {
 func (a adminHost) Reload(ctx context.Context) (any, error)          { return a.h.ReloadAll(ctx) }
 func (a adminHost) HasTenant(name string) bool                       { return a.h.tenantNamed(name) != nil }
 func (a adminHost) Notify(_ context.Context, tenant, q string) error { return a.h.Notify(tenant, q) }
-func (a adminHost) IsNotFound(err error) bool                        { return errors.Is(err, ErrNotFound) }
+func (a adminHost) IsNotFound(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidQueue) || errors.Is(err, config.ErrNotConfigured)
+}

@@ -3,6 +3,9 @@ package host
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +78,57 @@ func TestNATSBackendPoisonAndQueueOps(t *testing.T) {
 	}
 	if d, err := dead.Depth(ctx); err != nil || d != 0 {
 		t.Fatalf("dead letters after purge = %d, %v; want 0", d, err)
+	}
+}
+
+// An ordered binding on a nats backend runs group by group: its order keys route to group
+// subjects (the config names the queue ordered for every process that opens it), and the
+// outputs come out group after group.
+func TestNATSOrderedBindingEmitsGroupByGroup(t *testing.T) {
+	_, url := natstest.Server(t)
+	echo := abs(t, "../examples/handlers/echo-rust/echo-rust.wasm")
+	top := fmt.Sprintf("backends:\n  js:\n    type: nats\n    create_queues: true\n    nats: {urls: [%q], storage: memory, pull_hold: 2s, pull_heartbeat: 500ms}\n", url)
+	h, _ := newHostWith(t, top, fmt.Sprintf(`
+  acme:
+    bindings:
+      steps: {backend: js, queue: in, output: out, module: %q, ordered: true, max_workers: 4, batch_size: 4, pool: {max_instances: 4}, backoff: {min: 5ms, max: 20ms}}
+`, echo))
+	q, err := h.OpenQueue(context.Background(), "acme", "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []int
+	for g := 1; g <= 3; g++ {
+		for range 6 {
+			groups = append(groups, g*100)
+		}
+	}
+	rand.New(rand.NewPCG(6, 1)).Shuffle(len(groups), func(i, j int) { groups[i], groups[j] = groups[j], groups[i] })
+	for i, g := range groups {
+		body := fmt.Sprintf("%d-%d", g, i)
+		if _, err := q.Send(context.Background(), []byte(body), queue.SendOptions{
+			Attributes: map[string]string{queue.AttrOrderKey: strconv.Itoa(g)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := run(t, h)
+	eventually(t, "every output", func() bool { return depth(t, h, "acme", "out") == int64(len(groups)) })
+	outs := drainBodies(t, h, "acme", "out")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	last := 0
+	for _, m := range outs {
+		g, err := strconv.Atoi(strings.SplitN(string(m.Body), "-", 2)[0])
+		if err != nil {
+			t.Fatalf("output %q: %v", m.Body, err)
+		}
+		if g < last {
+			t.Fatalf("output of group %d came after one of group %d", g, last)
+		}
+		last = g
+	}
+	if len(outs) != len(groups) {
+		t.Fatalf("%d outputs, want %d", len(outs), len(groups))
 	}
 }

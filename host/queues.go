@@ -8,6 +8,7 @@ import (
 
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/internal/backends"
+	"github.com/wqhost/wqhost/host/internal/queueapi"
 	"github.com/wqhost/wqhost/host/internal/queueops"
 	"github.com/wqhost/wqhost/listener/queue"
 )
@@ -89,4 +90,54 @@ func PurgeDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue str
 // may run beside a running host.
 func PeekMessages(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) ([]PeekedMessage, error) {
 	return queueops.PeekMessages(ctx, cfg, tenant, queue, limit)
+}
+
+// PeekItem is one message as StreamPeek shows it: its body cut to a preview, and its size.
+type PeekItem = queueapi.PeekItem
+
+// StreamPeek calls fn for up to limit (0: all) messages of tenant's queue in receive order,
+// without consuming them, each with at most bodyBytes of its body. On the local store it
+// reads one row at a time and only each body's prefix, so it runs in bounded memory
+// whatever the queue and its bodies hold (see queueapi.PeekQueue).
+func StreamPeek(ctx context.Context, cfg *config.Config, tenant, queue string, limit int, bodyBytes int64, fn func(PeekItem) error) error {
+	q, closer, err := OpenQueue(ctx, cfg, tenant, queue)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	if _, err := queueapi.PeekQueue(ctx, q, "", limit, bodyBytes, fn); err != nil {
+		return fmt.Errorf("peek %s/%s: %w", tenant, queue, err)
+	}
+	return nil
+}
+
+// Preview is a body cut to a size, as text or base64 (see queueapi.Preview).
+type Preview = queueapi.Preview
+
+// MaxPreviewBytes is the most of a body a peek or dead-letter listing shows.
+const MaxPreviewBytes = queueapi.MaxPreviewBytes
+
+// DeadLetterItem is one dead letter as the admin API lists it (GET .../deadletters).
+type DeadLetterItem = queueapi.Item
+
+// DeadLetterOfItem is a dead letter of the admin API's listing as WalkDeadLetters gives it:
+// the body only when the preview holds all of it, the attributes less the listener's
+// bookkeeping.
+func DeadLetterOfItem(it DeadLetterItem) DeadLetter {
+	d := DeadLetter{
+		ID: it.ID, BodyBytes: it.Size, Reason: it.Reason, OriginalID: it.OriginalID, OriginalQueue: it.OriginalQueue,
+		DequeueCount: it.DequeueCount, DeadLetteredAt: it.DeadLetteredAt, HandlerVersion: it.HandlerVersion,
+		Attributes: queueapi.UserAttributes(it.Attributes),
+	}
+	if !it.Truncated {
+		switch {
+		case it.Body != nil:
+			d.Body = []byte(*it.Body)
+		case it.BodyBase64 != nil:
+			d.Body = it.BodyBase64
+		default:
+			d.Body = []byte{}
+		}
+	}
+	return d
 }

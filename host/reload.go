@@ -48,6 +48,8 @@ type reloader struct {
 	lastErrAt    time.Time
 	reloads      uint64
 	retiredStats runtime.PoolStats // counters of closed pools, so metrics stay monotonic
+
+	hist history // versions run, scaling decisions (history.go)
 }
 
 // acquire returns the version a new call must use and counts the call on it; release it.
@@ -200,8 +202,11 @@ func (b *binding) reloadModule(ctx context.Context) BindingReload {
 	if err != nil {
 		return fail(err)
 	}
-	if digestOf(wasm) == res.Digest {
-		b.setErr(nil) // a bad upload replaced by the serving bytes is no longer an error
+	if d := digestOf(wasm); d == res.Digest || b.keepsRollback(d) {
+		// A bad upload replaced by the serving bytes is no longer an error; nor is a file
+		// still holding the version a rollback replaced, which keeps the rollback serving.
+		b.setErr(nil)
+		b.settleRollback(d == res.Digest)
 		return res
 	}
 	start := time.Now()
@@ -209,7 +214,7 @@ func (b *binding) reloadModule(ctx context.Context) BindingReload {
 	if err != nil {
 		return fail(err)
 	}
-	b.swap(v)
+	b.swapAs(v, SwapReload)
 	b.log.Info("module reloaded", "module", b.cfg.Module, "from", res.Digest[:12], "to", v.module.Digest()[:12],
 		"took", time.Since(start))
 	res.Result, res.Digest = ReloadSwapped, v.module.Digest()
@@ -234,10 +239,13 @@ func reloadModules(ctx context.Context, bs []*binding, par int) []BindingReload 
 	return out
 }
 
-// swap makes v the serving version; the old one is closed in the background once the calls
-// still running on it have returned.
-func (b *binding) swap(v *version) {
+// swapAs makes v the serving version for cause (SwapReload, SwapRollback); the old one is
+// closed in the background once the calls still running on it have returned.
+func (b *binding) swapAs(v *version, cause string) {
 	old := b.cur.Swap(v)
+	if b.lis != nil {
+		b.hist.swapped(v.module, cause, time.Now(), b.lis.State())
+	}
 	b.setErr(nil)
 	if b.gate != nil {
 		b.gate.Reset() // the new version is judged on its own calls

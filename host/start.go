@@ -112,12 +112,14 @@ func (h *Host) serveAdmin(ln net.Listener) error {
 	}
 	h.adminMu.Lock()
 	h.adminAddr = ln.Addr()
-	h.srv = admin.NewServer(h.AdminHandler(), admin.Timeouts{})
+	hd, closeConsole := h.adminHandler()
+	h.srv = admin.NewServer(hd, admin.Timeouts{})
+	h.srv.RegisterOnShutdown(closeConsole) // its live streams would hold the shutdown
 	h.srvErr = make(chan error, 1)
 	srv, srvErr := h.srv, h.srvErr
 	h.adminMu.Unlock()
 	go func() { srvErr <- srv.Serve(ln) }()
-	h.log.Info("admin API listening", "addr", ln.Addr().String())
+	h.log.Info("admin API listening", "addr", ln.Addr().String(), "console", "http://"+ln.Addr().String()+"/console/")
 	return nil
 }
 

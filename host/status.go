@@ -108,6 +108,8 @@ type BindingStatus struct {
 	// Running is the binding's handler calls holding a slot; Breaker its circuit breaker.
 	Running int64         `json:"running"`
 	Breaker BreakerStatus `json:"breaker"`
+	// LastScaling is the scaler's last recorded answer (history.go), if it was asked yet.
+	LastScaling *ScalingDecision `json:"last_scaling,omitempty"`
 }
 
 // DepthSplit is the input queue's depth split into visible, leased (in flight, or released
@@ -262,6 +264,7 @@ func (b *binding) status(ctx context.Context) BindingStatus {
 	bs.HTTP = httpStatus(ps.HTTP, old.HTTP)
 	gs := b.gate.Status()
 	bs.Running, bs.Breaker = gs.Running, BreakerStatus{State: gs.State, Trips: gs.Trips, CooldownMs: ms(gs.Cooldown)}
+	bs.LastScaling = b.hist.last()
 	if lastErr != "" {
 		bs.LastReloadErrorAt = &lastErrAt
 	}

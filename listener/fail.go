@@ -49,7 +49,7 @@ func (l *Listener) fail(ctx context.Context, m *queue.Message, o outcome.Outcome
 		}
 		l.c.retried.Add(1)
 		l.noteDue(time.Now().Add(delay))
-		l.log.Debug("message failed; retrying", "id", m.ID, "dequeue_count", m.DequeueCount, "delay", delay, "err", reason)
+		l.log.Warn("message failed; retrying", "id", m.ID, "dequeue_count", m.DequeueCount, "delay", delay, "err", reason)
 	}
 }
 

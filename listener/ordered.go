@@ -28,7 +28,7 @@ import (
 func ordered(q queue.Queue) (queue.Queue, error) {
 	r, ok := queue.As[queue.OrderedReceiver](q)
 	if !ok {
-		return nil, fmt.Errorf("queue %q: ordered mode needs a backend with FIFO delivery that implements ordered receive (local)", q.Name())
+		return nil, fmt.Errorf("queue %q: ordered mode needs a backend with FIFO delivery that implements ordered receive (local, nats)", q.Name())
 	}
 	o := &orderedQueue{Decorator: queue.Decorator{Queue: q}, r: r, wake: make(chan struct{}), leased: map[string]struct{}{}}
 	o.batcher, _ = queue.As[queue.Batcher](q)

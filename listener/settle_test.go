@@ -131,9 +131,9 @@ func TestFailurePassedToPolicy(t *testing.T) {
 			want := map[string]outcome.Outcome{"\x00": {Kind: outcome.KindRetry, After: 42 * time.Second},
 				"\x01": {Kind: outcome.KindReject},
 				"\x02": {Kind: outcome.KindRetry, After: 3 * time.Second}}[string(f.Message.Body[:1])]
-			if o := f.Outcome; o.Kind != want.Kind || o.After != want.After || f.MaxDequeueCount != 7 || o.Err == nil {
-				t.Errorf("failure of %q: %s after %s max %d err %v; want %s after %s max 7 err non-nil",
-					f.Message.Body, o.Kind, o.After, f.MaxDequeueCount, o.Err, want.Kind, want.After)
+			if o := f.Outcome; o.Kind != want.Kind || o.After != want.After || f.MaxDequeueCount != 7 || o.Reason() == "" {
+				t.Errorf("failure of %q: %s after %s max %d reason %q; want %s after %s max 7 and a reason",
+					f.Message.Body, o.Kind, o.After, f.MaxDequeueCount, o.Reason(), want.Kind, want.After)
 			}
 		}
 		if d, _ := e.q.Depth(context.Background()); d != 0 || l.State().Poisoned != 0 {

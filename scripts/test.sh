@@ -67,6 +67,17 @@ if [ -f scripts/install-podman.sh ]; then
 		echo "podman could not be installed: the image test will skip" >&2
 	fi
 fi
+if [ -f scripts/install-chromium.sh ]; then
+	step "chromium (scripts/install-chromium.sh)"
+	if ! bash scripts/install-chromium.sh; then
+		# Without chromium the console's browser test skips (and says so); CI must run it.
+		if [ "${CI:-}" = "true" ]; then
+			echo "chromium is required in CI for the console's browser test" >&2
+			exit 1
+		fi
+		echo "chromium could not be installed: the console's browser test will skip" >&2
+	fi
+fi
 # The Extism go-sdk's plugins (runtime's TestExtismCorpus reads them from the module cache;
 # the bench module requires the go-sdk): downloaded here so the corpus runs, not skips.
 step "extism corpus (go mod download in bench/)"
@@ -139,6 +150,18 @@ fi
 # and runs with the rest; its throughput ratio is BenchmarkNoisyNeighbour (docs/benchmarks.md).
 check "go test -race (all packages but the fault suite)" \
 	go test -race -count=1 -timeout 20m $(go list ./... | grep -v '/faulttest$')
+
+# The console's browser test again, verbose, for its summary line and screenshots (they go to
+# $WQHOST_ARTIFACTS/console, or wqhost-console-artifacts in the temp directory).
+console_e2e() {
+	local status=0 log
+	log=$(mktemp)
+	go test -count=1 -timeout 10m -run '^TestConsoleE2E$' -v ./host/admin/console 2>&1 | tee "$log" >/dev/null || status=$?
+	grep -E '^console e2e|^--- (FAIL|SKIP)|_test.go:' "$log" || true
+	rm -f "$log"
+	return "$status"
+}
+check "console browser test (headless chromium)" console_e2e
 
 faultlog=$(mktemp)
 trap 'rm -f "$faultlog"; rm -rf "$WQHOST_TEST_CACHE_DIR"' EXIT

@@ -22,8 +22,10 @@ Works on the dead letters of a queue, the messages in <queue>-poison:
 Each streams in bounded memory, whatever the queue holds: bodies are not loaded for list
 and purge, and move inside the store for requeue (local). --limit N stops after N; a list
 cut short by --limit ends with the --after cursor that continues it.
-The command reaches the queue through the config, as 'wqhost send' does; it may run while the
-host runs.`
+When a host runs on the data directory (<data_dir>/host.json) the command acts through its
+admin API (list newest first, requeue as a redrive job, purge with the dry-run count as its
+confirmation), so it never contends with the host for the store; otherwise it opens the queue
+through the config, as 'wqhost send' does.`
 
 func (c *cli) poison(ctx context.Context, args []string) error {
 	fl := c.flags("poison", "list|requeue|purge [--config FILE] [--data-dir DIR] [--tenant T] --queue Q [--limit N] [--after CURSOR]", poisonDoc)
@@ -63,6 +65,9 @@ func (c *cli) poison(ctx context.Context, args []string) error {
 		return usagef("--after continues a list; %s works from the start of the queue", action)
 	}
 	dead := *qname + queue.PoisonSuffix
+	if api := c.runningHost(ctx, cfg, *tenant); api != nil {
+		return c.poisonThrough(ctx, api, action, *tenant, *qname, host.ListOptions{Limit: *limit, After: *after}, *asJSON)
+	}
 	switch action {
 	case "list":
 		return c.listDead(ctx, cfg, *tenant, *qname, host.ListOptions{Limit: *limit, After: *after}, *asJSON)

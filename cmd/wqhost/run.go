@@ -100,6 +100,15 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		// backend): still a configuration problem, and nothing was left running.
 		return &usageError{err: err}
 	}
+	if addr := h.AdminAddr(); addr != nil {
+		// The CLI's send, peek, poison and status find the host here (hostfile.go).
+		remove, err := writeHostFile(cfg.DataDir, addr)
+		if err != nil {
+			logger.Warn("the CLI will not find this host through its data directory", "err", err)
+		} else {
+			defer remove()
+		}
+	}
 	// A reload re-reads the config with the same file, environment and flags as at start.
 	h.SetConfigLoader(func() (*config.Config, error) {
 		return source.LoadConfig(config.LoadOptions{File: *cfgFile, Flags: fl})

@@ -70,9 +70,20 @@ func (c *cli) send(ctx context.Context, args []string) error {
 	if t, ok := cfg.Tenants[*tenant]; ok {
 		limit = int64(t.Limits.MaxMessageBytes)
 	}
+	if *order != "" {
+		if _, err := strconv.ParseInt(*order, 10, 64); err != nil {
+			return usagef("--order %q: must be an integer group number", *order)
+		}
+	}
+	if _, err := cfg.QueueBackend(*tenant, *qname); err != nil {
+		return &usageError{err: err}
+	}
 	src, err := c.bodies(*file, *lines, fl.Args(), *count, limit, *tenant)
 	if err != nil {
 		return err
+	}
+	if api := c.runningHost(ctx, cfg, *tenant); api != nil {
+		return c.sendThrough(ctx, api, *tenant, *qname, src, *delay, *order)
 	}
 	q, closer, err := openQueue(ctx, cfg, *tenant, *qname)
 	if err != nil {
@@ -82,9 +93,6 @@ func (c *cli) send(ctx context.Context, args []string) error {
 
 	opts := queue.SendOptions{Delay: *delay}
 	if *order != "" {
-		if _, err := strconv.ParseInt(*order, 10, 64); err != nil {
-			return usagef("--order %q: must be an integer group number", *order)
-		}
 		opts.Attributes = map[string]string{queue.AttrOrderKey: *order}
 	}
 	if src.n == 1 {
@@ -149,8 +157,8 @@ func (s *bodySource) body(i int) []byte {
 // bodies reads what to send, refusing any body above limit (the tenant's
 // limits.max_message_bytes: the host would reject it unread) before anything is sent.
 func (c *cli) bodies(file string, lines bool, args []string, count int, limit int64, tenant string) (*bodySource, error) {
-	tooBig := func(what string, n int64) error {
-		return usagef("%s is %s, above tenants.%s.limits.max_message_bytes %s", what, sizeText(n), tenant, config.ByteSize(limit))
+	tooBig := func(what, size string) error {
+		return usagef("%s is %s, above tenants.%s.limits.max_message_bytes %s", what, size, tenant, config.ByteSize(limit))
 	}
 	var body []byte
 	if file == "" {
@@ -165,6 +173,10 @@ func (c *cli) bodies(file string, lines bool, args []string, count int, limit in
 				return nil, usagef("--file: %v", err)
 			}
 			defer f.Close()
+			// A regular file's size is known: refuse it with its real size, unread.
+			if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && !lines && fi.Size() > limit {
+				return nil, tooBig("--file "+file, sizeText(fi.Size()))
+			}
 			r = f
 		}
 		if lines {
@@ -174,14 +186,14 @@ func (c *cli) bodies(file string, lines bool, args []string, count int, limit in
 			for sc.Scan() {
 				if l := bytes.TrimSpace(sc.Bytes()); len(l) > 0 {
 					if int64(len(l)) > limit {
-						return nil, tooBig(fmt.Sprintf("line %d of %s", len(out)+1, file), int64(len(l)))
+						return nil, tooBig(fmt.Sprintf("line %d of %s", len(out)+1, file), sizeText(int64(len(l))))
 					}
 					out = append(out, bytes.Clone(l))
 				}
 			}
 			if err := sc.Err(); err != nil {
 				if errors.Is(err, bufio.ErrTooLong) {
-					return nil, tooBig("a line of "+file, limit+1)
+					return nil, tooBig("a line of "+file, fmt.Sprintf("more than %d bytes", limit))
 				}
 				return nil, fmt.Errorf("read %s: %w", file, err)
 			}
@@ -195,7 +207,8 @@ func (c *cli) bodies(file string, lines bool, args []string, count int, limit in
 			return nil, fmt.Errorf("read %s: %w", file, err)
 		}
 		if int64(len(b)) > limit {
-			return nil, tooBig("--file "+file, int64(len(b)))
+			// Only limit+1 bytes were read (stdin, a pipe): the real size is not known.
+			return nil, tooBig("--file "+file, fmt.Sprintf("more than %d bytes", limit))
 		}
 		body = b
 	}
@@ -206,13 +219,18 @@ func (c *cli) bodies(file string, lines bool, args []string, count int, limit in
 		longest = int64(len(src.body(count - 1)))
 	}
 	if longest > limit {
-		return nil, tooBig("the body", longest)
+		return nil, tooBig("the body", sizeText(longest))
 	}
 	return src, nil
 }
 
-// sizeText is n bytes as a user reads it ("more than" when only a prefix was read).
-func sizeText(n int64) string { return config.ByteSize(n).String() }
+// sizeText is n bytes as a user reads it: "10485760 bytes (10MiB)".
+func sizeText(n int64) string {
+	if s := config.ByteSize(n).String(); s != strconv.FormatInt(n, 10) {
+		return fmt.Sprintf("%d bytes (%s)", n, s)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 // progress returns a progress bar on stderr; off a terminal it prints nothing until the end,
 // so logs and CI output stay clean.

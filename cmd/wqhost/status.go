@@ -26,11 +26,14 @@ M-th, in tenant and binding order, so a host of 10,000 bindings can be read a pa
 (the line under the table says how many there are). While the host starts, the first line
 says how many of its bindings are up.
 --json prints the API's JSON unchanged. The bearer token, when the host wants one, is read from
-the environment variable named by --token-env.`
+the environment variable named by --token-env (or the config's admin.token_env).
+Without --admin, the command asks the host running on the data directory (--config,
+--data-dir: the address it wrote in <data_dir>/host.json), else 127.0.0.1:8480.`
 
 func (c *cli) status(ctx context.Context, args []string) error {
-	fl := c.flags("status", "[--admin ADDR] [--tenant T] [--limit N [--offset M]] [--json] [--token-env NAME]", statusDoc)
-	admin := fl.String("admin", config.DefaultAdminAddr, "admin API address (host:port or URL)")
+	fl := c.flags("status", "[--admin ADDR | --config FILE | --data-dir DIR] [--tenant T] [--limit N [--offset M]] [--json] [--token-env NAME]", statusDoc)
+	admin := fl.String("admin", config.DefaultAdminAddr, "admin API address (host:port or URL; default: the host running on the data directory, else 127.0.0.1:8480)")
+	cfgFile := configFlags(fl)
 	tenant := fl.String("tenant", "", "show this tenant's bindings only")
 	limit := fl.Int("limit", 0, "show at most this many bindings (0: all)")
 	offset := fl.Int("offset", 0, "skip this many bindings first (with --limit: the next page)")
@@ -45,6 +48,19 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	}
 	if *limit < 0 || *offset < 0 {
 		return usagef("--limit and --offset must not be negative")
+	}
+	if !fl.Changed("admin") {
+		// The host running on the config's data directory says where it listens.
+		if cfg, err := c.loadConfig(*cfgFile, fl); err == nil {
+			if hf, err := readHostFile(cfg.DataDir); err == nil && hf.Admin != "" && alive(hf.PID) {
+				*admin = hf.Admin
+				if !fl.Changed("token-env") && cfg.Admin.TokenEnv != "" && c.getenv != nil && c.getenv(cfg.Admin.TokenEnv) != "" {
+					*tokenEnv = cfg.Admin.TokenEnv
+				}
+			}
+		} else if fl.Changed("config") || fl.Changed("data-dir") {
+			return err
+		}
 	}
 	path := statusPath(*tenant, *limit, *offset)
 	body, err := c.adminGet(ctx, *admin, path, *tokenEnv, *timeout)

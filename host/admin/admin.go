@@ -8,6 +8,8 @@
 //	                                               ?tenant=NAME filters, ?limit=N&offset=M pages over bindings
 //	POST /v1/tenants/{tenant}/queues/{queue}/notify push wake-up of the binding reading the queue
 //	POST /v1/reload                                reload config and modules
+//	GET  /v1/tenants/{tenant}/bindings/{binding}   a binding's detail (BindingHost)
+//	POST /v1/tenants/{tenant}/bindings/{binding}/rollback  previous module version (BindingHost)
 //
 // Authentication: when any token is configured, every endpoint but /healthz and /readyz needs
 // "Authorization: Bearer <token>" (the scheme in any case). The host token may do everything; a tenant token sees only
@@ -17,6 +19,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -132,6 +135,10 @@ type Options struct {
 	TokenSource func() Tokens
 	// MaxBodyBytes limits request bodies; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxSendBytes limits the bodies of POST .../messages (a send), which carry messages:
+	// the largest tenant limits.max_message_bytes, as JSON (base64) with room to spare;
+	// below MaxBodyBytes it is MaxBodyBytes.
+	MaxSendBytes int64
 	// Gatherer serves /metrics; nil serves no metrics (404).
 	Gatherer prometheus.Gatherer
 	Logger   *slog.Logger
@@ -178,19 +185,31 @@ func New(h Host, opts Options) http.Handler {
 	mux.HandleFunc("GET /v1/status", s.auth(s.status))
 	mux.HandleFunc("POST /v1/tenants/{tenant}/queues/{queue}/notify", s.auth(s.notify))
 	mux.HandleFunc("POST /v1/reload", s.auth(s.reload))
+	s.routeBindings(mux)
+	s.queueRoutes(mux)
 	return s.limitBody(mux)
 }
 
-// limitBody rejects bodies above MaxBodyBytes with 413 before any handler runs.
+// limitBody rejects bodies above MaxBodyBytes (a send: MaxSendBytes) with 413 before any
+// handler runs.
 func (s *server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > s.opts.MaxBodyBytes {
-			writeError(w, http.StatusRequestEntityTooLarge, "request body above %d bytes", s.opts.MaxBodyBytes)
+		limit := s.bodyLimit(r)
+		if r.ContentLength > limit {
+			writeError(w, http.StatusRequestEntityTooLarge, "request body above %d bytes", limit)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyLimit is the largest body r may have: a send's carries messages (MaxSendBytes).
+func (s *server) bodyLimit(r *http.Request) int64 {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages") {
+		return max(s.opts.MaxSendBytes, s.opts.MaxBodyBytes)
+	}
+	return s.opts.MaxBodyBytes
 }
 
 type authedHandler func(w http.ResponseWriter, r *http.Request, p principal)
@@ -203,8 +222,9 @@ func (s *server) auth(next authedHandler) http.HandlerFunc {
 			writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
 			return
 		}
-		// Drain (bounded) bodies so that an oversized one is refused even where unused.
-		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+		// Read (bounded) bodies whole so that an oversized one is refused even where unused.
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				writeError(w, http.StatusRequestEntityTooLarge, "request body above %d bytes", s.opts.MaxBodyBytes)
@@ -213,6 +233,7 @@ func (s *server) auth(next authedHandler) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, "reading body: %v", err)
 			return
 		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		next(w, r, p)
 	}
 }
@@ -237,6 +258,19 @@ func (s *server) authenticate(r *http.Request) (principal, bool) {
 	// matched), and a token matching two principals authenticates neither: the host refuses
 	// such a config (every token must be distinct), and a handler built with one must not
 	// pick whichever the map yields first.
+	who, n := match(t, tok)
+	if n != 1 {
+		if n > 1 {
+			s.log.Error("admin API: a bearer token matches more than one principal; refused (every token must be distinct)")
+		}
+		return principal{}, false
+	}
+	return who, true
+}
+
+// match returns the principal tok is the token of and how many principals it matches,
+// comparing every token.
+func match(t Tokens, tok string) (principal, int) {
 	var who principal
 	n := 0
 	if equal(tok, t.Host) {
@@ -247,13 +281,7 @@ func (s *server) authenticate(r *http.Request) (principal, bool) {
 			who, n = principal{tenant: name}, n+1
 		}
 	}
-	if n != 1 {
-		if n > 1 {
-			s.log.Error("admin API: a bearer token matches more than one principal; refused (every token must be distinct)")
-		}
-		return principal{}, false
-	}
-	return who, true
+	return who, n
 }
 
 // bearer is the token of an Authorization header of the Bearer scheme, whose name is

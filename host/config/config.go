@@ -333,7 +333,8 @@ type Binding struct {
 	// Ordered runs the binding in ordered execution groups: messages carry an integer order
 	// key (attribute wqhost.order); messages of one group run concurrently, and group N+1
 	// starts only after every message of group N has settled (success or dead letter).
-	// Only local backends (FIFO delivery, ordered receive) can honour it.
+	// Only local and nats backends (an ordered receive; nats: one subject per group) can
+	// honour it.
 	Ordered bool `koanf:"ordered"`
 
 	Backoff Backoff `koanf:"backoff"`

@@ -1,18 +1,15 @@
 package config
 
 // validateOrdered rejects ordered mode where the binding cannot honour it: group N+1 may
-// start only once group N has settled, which needs FIFO delivery and an ordered receive
-// from the store.
+// start only once group N has settled, which needs an ordered receive from the store (local;
+// nats, which maps the groups onto subjects).
 func (c *Config) validateOrdered(fail failFunc, bp string, b Binding) {
-	if be, ok := c.BackendFor(b.Backend); ok && be.Type != BackendLocal {
+	if be, ok := c.BackendFor(b.Backend); ok && be.Type != BackendLocal && be.Type != BackendNATS {
 		why := "it has no ordered receive"
-		switch be.Type {
-		case BackendAzure:
+		if be.Type == BackendAzure {
 			why = "Azure Queue Storage does not deliver in FIFO order"
-		case BackendNATS:
-			why = "the nats backend does not map order groups onto subjects yet (redeliveries and delayed retries break a stream's FIFO order)"
 		}
-		fail(bp+".ordered", "backend %q is of type %s: %s; ordered mode needs a local backend", b.Backend, be.Type, why)
+		fail(bp+".ordered", "backend %q is of type %s: %s; ordered mode needs a local or nats backend", b.Backend, be.Type, why)
 	}
 	if len(b.Shards) > 0 {
 		fail(bp+".ordered", "a sharded queue has no FIFO order across its shards; ordered mode needs a single queue")

@@ -6,14 +6,15 @@ import (
 )
 
 func TestOrderedBindingNeedsAFIFOBackend(t *testing.T) {
-	backends := "backends:\n  cloud: {type: azure, connection_string_env: AZ}\n  mem: {type: memory}\n"
+	backends := "backends:\n  cloud: {type: azure, connection_string_env: AZ}\n  mem: {type: memory}\n  js: {type: nats, nats: {urls: [nats://x:4222]}}\n"
 	cases := []struct {
 		name, yaml string
 		want       string // "" = accepted
 	}{
 		{"local backend", binding("        ordered: true\n"), ""},
+		{"nats backend", backends + binding("        ordered: true\n        backend: js\n"), ""},
 		{"azure backend", backends + binding("        ordered: true\n        backend: cloud\n"),
-			`tenants.acme.bindings.orders.ordered: backend "cloud" is of type azure: Azure Queue Storage does not deliver in FIFO order; ordered mode needs a local backend`},
+			`tenants.acme.bindings.orders.ordered: backend "cloud" is of type azure: Azure Queue Storage does not deliver in FIFO order; ordered mode needs a local or nats backend`},
 		{"memory backend", backends + binding("        ordered: true\n        backend: mem\n"),
 			`tenants.acme.bindings.orders.ordered: backend "mem" is of type memory: it has no ordered receive`},
 		{"sharded queue", binding("        ordered: true\n        shards: [s1, s2]\n"),

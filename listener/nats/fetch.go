@@ -49,6 +49,11 @@ func fromJS(m jetstream.Msg) (delivery, error) {
 // expires > 0, after waiting up to expires for the first (JetStream's no_wait with expires,
 // which the client's FetchNoWait cannot ask for).
 func (q *Queue) fetch(ctx context.Context, n int, expires time.Duration) ([]delivery, error) {
+	return q.fetchFrom(ctx, q.b.opts.Consumer, n, expires)
+}
+
+// fetchFrom is fetch from the named consumer of the queue's stream.
+func (q *Queue) fetchFrom(ctx context.Context, consumer string, n int, expires time.Duration) ([]delivery, error) {
 	nc := q.b.nc
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
@@ -62,7 +67,7 @@ func (q *Queue) fetch(ctx context.Context, n int, expires time.Duration) ([]deli
 		Expires int64 `json:"expires,omitempty"`
 	}{n, true, expires.Nanoseconds()}
 	body, _ := json.Marshal(req)
-	subj := fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", q.streamName, q.b.opts.Consumer)
+	subj := fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", q.streamName, consumer)
 	if err := nc.PublishRequest(subj, inbox, body); err != nil {
 		return nil, err
 	}

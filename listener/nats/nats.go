@@ -29,6 +29,16 @@
 // Delayed sends and time-to-live are headers (Wqhost-Not-Before, Wqhost-Expires): a delayed
 // message delivered early goes back with NakWithDelay for the time left, and counts that one
 // early delivery out of its dequeue count; an expired one is acked without being handed out.
+//
+// Ordered execution groups map onto subjects (<subject>.o.<group>), each consumed through a
+// durable consumer of its own, for the queues named in Options.Ordered (see ordered.go).
+// Settlements the server does not confirm are sent again while the lease lasts, so a failover
+// of the consumer's leader does not redeliver what was handled (see ackLease).
+//
+// Counts splits the depth from the consumer's NumPending (visible) and NumAckPending
+// (leased, or waiting for a NakWithDelay retry); the server does not tell a delayed send
+// apart, so Delayed counts the delayed sends this process pulled early and sent back (see
+// Counts for the approximation).
 package nats
 
 import (
@@ -36,6 +46,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -69,6 +80,11 @@ type Options struct {
 	SubjectPrefix string
 	// Queues binds named queues to existing (or chosen) streams and subjects.
 	Queues map[string]QueueBinding
+	// Ordered names the queues read in ordered mode (ordered.go): their order keys route
+	// messages to group subjects, which their streams capture (<subject>.o.*). A stream
+	// created by the backend gets that subject; an existing one is given it when
+	// CreateQueues is on and the stream is the queue's own, else Open fails naming it.
+	Ordered map[string]bool
 	// Consumer is the name of the shared durable consumer. Default "wqhost".
 	Consumer string
 	// AckWait is the consumer's AckWait: the lease of a received message when the receive
@@ -117,6 +133,7 @@ var (
 	_ queue.Mover          = (*Queue)(nil)
 	_ queue.Peeker         = (*Queue)(nil)
 	_ queue.MessageLimiter = (*Queue)(nil)
+	_ queue.Counter        = (*Queue)(nil)
 )
 
 // Open connects to the servers of opts.
@@ -243,15 +260,23 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 	b.mu.Unlock()
 
 	qb := b.binding(name)
-	stream, err := b.js.Stream(ctx, qb.Stream)
+	var stream jetstream.Stream
+	err := retryAPI(ctx, func(ctx context.Context) (err error) {
+		stream, err = b.js.Stream(ctx, qb.Stream)
+		return err
+	})
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound) && b.opts.CreateQueues:
 		if qb.Subject == "" {
 			qb.Subject = b.opts.SubjectPrefix + name
 		}
+		subjects := []string{qb.Subject}
+		if b.opts.Ordered[name] {
+			subjects = append(subjects, qb.Subject+".o.*")
+		}
 		cfg := jetstream.StreamConfig{
 			Name:       qb.Stream,
-			Subjects:   []string{qb.Subject},
+			Subjects:   subjects,
 			Retention:  jetstream.WorkQueuePolicy,
 			Storage:    jetstream.FileStorage,
 			Replicas:   b.opts.Replicas,
@@ -260,7 +285,10 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 		if b.opts.MemoryStorage {
 			cfg.Storage = jetstream.MemoryStorage
 		}
-		stream, err = b.js.CreateOrUpdateStream(ctx, cfg)
+		err = retryAPI(ctx, func(ctx context.Context) (err error) {
+			stream, err = b.js.CreateOrUpdateStream(ctx, cfg)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("nats: create stream %s for queue %q: %w", qb.Stream, name, err)
 		}
@@ -279,15 +307,23 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 	if strings.ContainsAny(qb.Subject, "*>") {
 		return nil, fmt.Errorf("nats: queue %q: subject %q is a wildcard; a queue publishes to one subject", name, qb.Subject)
 	}
-	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       b.opts.Consumer,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       b.opts.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: -1,
-		FilterSubject: qb.Subject,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		Replicas:      0, // the stream's
+	groups := qb.Subject + ".o.*"
+	if b.opts.Ordered[name] && !slices.Contains(info.Config.Subjects, groups) && !slices.Contains(info.Config.Subjects, qb.Subject+".>") {
+		own := info.Config.Retention == jetstream.WorkQueuePolicy && slices.Equal(info.Config.Subjects, []string{qb.Subject})
+		if !b.opts.CreateQueues || !own {
+			return nil, fmt.Errorf("nats: queue %q is ordered: its stream %s must capture the group subjects %s (add the subject, or turn create_queues on for a stream of the queue's own)", name, qb.Stream, groups)
+		}
+		cfg := info.Config
+		cfg.Subjects = append(cfg.Subjects, groups)
+		if stream, err = b.js.UpdateStream(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("nats: queue %q is ordered: add the group subjects %s to stream %s: %w", name, groups, qb.Stream, err)
+		}
+		info = stream.CachedInfo()
+	}
+	var cons jetstream.Consumer
+	err = retryAPI(ctx, func(ctx context.Context) (err error) {
+		cons, err = stream.CreateOrUpdateConsumer(ctx, consumerConfig(b.opts, qb.Subject))
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nats: queue %q: durable consumer %s on stream %s: %w", name, b.opts.Consumer, qb.Stream, err)
@@ -297,8 +333,9 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 		maxPayload = int(info.Config.MaxMsgSize)
 	}
 	q := &Queue{name: name, b: b, stream: stream, cons: cons, subject: qb.Subject, streamName: qb.Stream,
-		maxPayload: maxPayload, leases: map[string]*lease{},
-		ownStream: info.Config.Retention == jetstream.WorkQueuePolicy && len(info.Config.Subjects) == 1 && info.Config.Subjects[0] == qb.Subject}
+		maxPayload: maxPayload, leases: map[string]*lease{}, groups: map[int64]bool{}, ordered: b.opts.Ordered[name],
+		ownStream: info.Config.Retention == jetstream.WorkQueuePolicy && (slices.Equal(info.Config.Subjects, []string{qb.Subject}) ||
+			slices.Equal(info.Config.Subjects, []string{qb.Subject, groups}))}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -309,6 +346,49 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 	}
 	b.queues[name] = q
 	return q, nil
+}
+
+// consumerConfig is the shared durable consumer of a queue's subject.
+func consumerConfig(o Options, subject string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       o.Consumer,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: -1,
+		FilterSubject: subject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Replicas:      0, // the stream's
+	}
+}
+
+// apiTry bounds one JetStream API request of retryAPI, apiRetryFor all of its tries.
+const (
+	apiTry      = 5 * time.Second
+	apiRetryFor = 30 * time.Second
+)
+
+// retryAPI runs a JetStream API request until it is answered: a request that times out or
+// finds no responder is tried again for up to apiRetryFor (ctx permitting). Right after a
+// node restarts, an R3 stream or consumer may be without a leader for a moment and its
+// info requests go unanswered; a command run then waits for the election instead of
+// failing.
+func retryAPI(ctx context.Context, fn func(context.Context) error) error {
+	start := time.Now()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, apiTry)
+		err := fn(rctx)
+		cancel()
+		retry := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, natsgo.ErrTimeout)
+		if !retry || ctx.Err() != nil || time.Since(start) > apiRetryFor {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // Close gives back the messages held by idle pulls and closes the connection.

@@ -41,7 +41,10 @@ func open(t testing.TB, url string, mod func(*wqnats.Options)) *wqnats.Backend {
 func TestConformance(t *testing.T) {
 	_, url := natstest.Server(t)
 	queuetest.Run(t, queuetest.Suite{Name: "nats", New: func(t *testing.T) (queue.Backend, func(time.Duration)) {
-		return open(t, url, nil), nil
+		return open(t, url, func(o *wqnats.Options) {
+			// The suite's ordered cases, and the probe that reads the capabilities.
+			o.Ordered = map[string]bool{"probe": true, "ordered": true, "ordered-big": true}
+		}), nil
 	}})
 }
 

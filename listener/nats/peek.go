@@ -16,13 +16,23 @@ import (
 // sequence (direct get by subject) without leasing them: leased and delayed ones too.
 // It stops when fn returns false.
 func (q *Queue) walk(ctx context.Context, from uint64, fn func(*jetstream.RawStreamMsg) (bool, error)) error {
-	ci, err := q.cons.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("nats: %s: consumer info: %w", q.name, err)
+	subject := q.subject
+	if q.ordered {
+		// Group consumers have ack floors of their own; a work-queue stream holds only
+		// messages not yet acked anyway.
+		from = max(from, 1)
+		if q.ownStream {
+			subject = ">"
+		}
+	} else {
+		ci, err := q.cons.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("nats: %s: consumer info: %w", q.name, err)
+		}
+		from = max(from, ci.AckFloor.Stream+1)
 	}
-	from = max(from, ci.AckFloor.Stream+1)
 	for {
-		raw, err := q.stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(q.subject))
+		raw, err := q.stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil
 		}

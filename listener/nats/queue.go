@@ -42,21 +42,29 @@ type Queue struct {
 	subject    string
 	streamName string
 	maxPayload int
-	ownStream  bool          // a work-queue stream of this queue's subject alone
+	ownStream  bool          // a work-queue stream of this queue's subject (and its groups) alone
+	ordered    bool          // order keys route to group subjects (Options.Ordered)
 	gen        atomic.Uint64 // lease token generations
 	pulls      atomic.Int64  // held pull requests issued
 
 	mu       sync.Mutex
-	leases   map[string]*lease // by message id: the leases this process holds
-	held     []heldMsg         // delivered to a held pull, not yet received
-	wake     wake.Set          // the waiters until the next message or local write
-	hint     bool              // a local write since the last empty receive: a message may be visible
-	hintGen  uint64            // counts hints
-	due      time.Time         // the earliest delayed message this process knows of
-	watchers int               // watches not stopped
-	pulling  bool              // the held-pull goroutine runs
-	closing  bool
-	stopPull context.CancelFunc
+	leases   map[string]*lease    // by message id: the leases this process holds
+	held     []heldMsg            // delivered to a held pull, not yet received
+	wake     wake.Set             // the waiters until the next message or local write
+	hint     bool                 // a local write since the last empty receive: a message may be visible
+	hintGen  uint64               // counts hints
+	due      time.Time            // the earliest delayed message this process knows of
+	early    map[uint64]time.Time // delayed sends this process sent back, by sequence: when due
+	groups   map[int64]bool       // order groups whose consumer this process made sure of
+	groupSub *natsgo.Subscription // wakes watches on a group publish (ordered, while pulling)
+	// groupHint: a group publish (or the subscription's start) may have made a message
+	// visible that the held pull does not bring; groupHintAt is when it was set.
+	groupHint   bool
+	groupHintAt time.Time
+	watchers    int  // watches not stopped
+	pulling     bool // the held-pull goroutine runs
+	closing     bool
+	stopPull    context.CancelFunc
 	// cancelHeld ends the current held pull's Fetch (a reconnect re-arms it).
 	cancelHeld context.CancelFunc
 }
@@ -65,6 +73,7 @@ type lease struct {
 	reply string // the delivery's ack subject
 	token string
 	until time.Time
+	body  []byte // a body handed out as unread (Oversize), for its dead letter
 }
 
 // The ack protocol, published to a delivery's reply subject. The client's own ack methods
@@ -93,6 +102,36 @@ func (q *Queue) ackSync(ctx context.Context, reply string, cmd []byte) error {
 	}
 	_, err := q.b.nc.RequestWithContext(ctx, reply, cmd)
 	return err
+}
+
+// Retrying a settlement: one try waits ackTry for the server's confirmation; a failed one
+// (the consumer's leader lost with its node, no responder while a new one is elected) is
+// sent again every ackRetryWait while the lease lasts.
+const (
+	ackTry       = 2 * time.Second
+	ackRetryWait = 200 * time.Millisecond
+)
+
+// ackLease sends cmd for lease l until the server confirms it, retrying while the lease lasts
+// and ctx allows. The delivery's ack subject outlives the consumer's leader: every leader
+// listens on it, so after a failover the new leader takes the retry and the message is not
+// redelivered (a duplicate) for an ack the old leader never replicated. A second copy of an
+// ack that did land is confirmed again and changes nothing.
+func (q *Queue) ackLease(ctx context.Context, l *lease, cmd []byte) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, ackTry)
+		err := q.ackSync(actx, l.reply, cmd)
+		cancel()
+		if err == nil || ctx.Err() != nil || !time.Now().Add(ackRetryWait).Before(l.until) {
+			return err
+		}
+		q.b.log.Debug("nats: settlement not confirmed; retrying", "queue", q.name, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(ackRetryWait):
+		}
+	}
 }
 
 // ack publishes one ack command for a delivery.
@@ -186,6 +225,9 @@ func (q *Queue) admit(msg delivery, start time.Time, visibility time.Duration, h
 		if now.Before(nb) {
 			_ = q.ack(msg.Reply(), nakDelay(nb.Sub(now)))
 			q.noteDue(nb)
+			if msg.received == 1 {
+				q.sentBack(msg.seq, nb)
+			}
 			return nil
 		}
 		if dc > 1 {
@@ -295,13 +337,14 @@ func (q *Queue) restore(id string, l *lease) {
 	q.mu.Unlock()
 }
 
-// Delete acks a leased message and waits for the server's confirmation (double ack).
+// Delete acks a leased message and waits for the server's confirmation (double ack),
+// retrying an unconfirmed ack while the lease lasts (ackLease).
 func (q *Queue) Delete(ctx context.Context, m *queue.Message) error {
 	l, err := q.leaseOf(m, true)
 	if err != nil {
 		return err
 	}
-	if err := q.ackSync(ctx, l.reply, ackAck); err != nil {
+	if err := q.ackLease(ctx, l, ackAck); err != nil {
 		q.restore(m.ID, l)
 		return fmt.Errorf("nats: ack %s in %s: %w", m.ID, q.name, err)
 	}
@@ -406,6 +449,9 @@ func (q *Queue) newMsg(body []byte, attrs map[string]string) (*natsgo.Msg, error
 		return nil, fmt.Errorf("nats: send to %s: body of %d bytes is above the limit of %d (max_payload less %d for headers)", q.name, len(body), q.MaxMessageBytes(), headerRoom)
 	}
 	msg := natsgo.NewMsg(q.subject)
+	if k, ok := attrs[queue.AttrOrderKey]; ok && q.ordered {
+		msg.Subject = q.groupSubject(orderGroup(k))
+	}
 	msg.Data = body
 	var enc []string
 	for k, v := range attrs {
@@ -439,6 +485,11 @@ func (q *Queue) MoveTo(ctx context.Context, m *queue.Message, dst queue.Queue, b
 	if err != nil {
 		return err
 	}
+	if body == nil && m.Oversize > 0 {
+		q.mu.Lock()
+		body = l.body
+		q.mu.Unlock()
+	}
 	msg, err := d.newMsg(body, opts.Attributes)
 	if err != nil {
 		return err
@@ -455,7 +506,7 @@ func (q *Queue) MoveTo(ctx context.Context, m *queue.Message, dst queue.Queue, b
 	if len(reason) > 200 {
 		reason = reason[:200]
 	}
-	if err := q.ackSync(ctx, l.reply, term(strings.ReplaceAll(reason, "\n", " "))); err != nil {
+	if err := q.ackLease(ctx, l, term(strings.ReplaceAll(reason, "\n", " "))); err != nil {
 		return fmt.Errorf("nats: terminate %s in %s after moving it to %s: %w", m.ID, q.name, d.name, err)
 	}
 	return nil
@@ -466,6 +517,10 @@ func (q *Queue) MoveTo(ctx context.Context, m *queue.Message, dst queue.Queue, b
 // not acked (leased, or waiting for a delayed retry), which the consumer counts a moment
 // after a publish.
 func (q *Queue) Depth(ctx context.Context) (int64, error) {
+	if q.ordered && !q.ownStream {
+		pending, acked, err := q.pendingSums(ctx)
+		return int64(pending + acked), err
+	}
 	if q.ownStream {
 		si, err := q.stream.Info(ctx)
 		if err != nil {

@@ -66,7 +66,7 @@ func (q *Queue) noteDue(t time.Time) {
 // visible, the time until the earliest delayed message this process knows of, else -1 (the
 // held pull wakes the watch).
 func (q *Queue) visibleInLocked() time.Duration {
-	if len(q.held) > 0 || q.hint {
+	if len(q.held) > 0 || q.hint || q.groupHint {
 		return 0
 	}
 	if !q.due.IsZero() {
@@ -83,6 +83,9 @@ func (q *Queue) watchLocked() (stop func()) {
 	q.watchers++
 	if !q.pulling && !q.closing {
 		q.pulling = true
+		if q.ordered {
+			q.subscribeGroupsLocked()
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		q.stopPull = cancel
 		go q.pull(ctx)
@@ -103,8 +106,8 @@ func (q *Queue) Watch(context.Context) (changed <-chan struct{}, visibleIn time.
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ch := q.wake.Chan()
-	in := q.visibleInLocked()
-	return ch, in, q.watchLocked(), nil
+	stop = q.watchLocked()
+	return ch, q.visibleInLocked(), stop, nil
 }
 
 // WatchFunc implements queue.FuncWatcher: fn runs when a held pull brings a message (in
@@ -113,9 +116,8 @@ func (q *Queue) WatchFunc(_ context.Context, fn func()) (visibleIn time.Duration
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	stopFn := q.wake.Func(fn)
-	in := q.visibleInLocked()
 	stopWatch := q.watchLocked()
-	return in, func() { stopFn(); stopWatch() }, nil
+	return q.visibleInLocked(), func() { stopFn(); stopWatch() }, nil
 }
 
 // Wait implements queue.Waiter.
@@ -132,7 +134,7 @@ func (q *Queue) pull(ctx context.Context) {
 	for {
 		q.mu.Lock()
 		if q.watchers <= 0 || q.closing {
-			q.pulling = false
+			q.endPullLocked()
 			q.mu.Unlock()
 			return
 		}
@@ -159,7 +161,7 @@ func (q *Queue) pull(ctx context.Context) {
 		rearmed := fctx.Err() == context.Canceled && ctx.Err() == nil
 		if ctx.Err() != nil {
 			q.mu.Lock()
-			q.pulling = false
+			q.endPullLocked()
 			q.mu.Unlock()
 			return
 		}
@@ -190,6 +192,9 @@ func (q *Queue) hold(msg delivery) {
 	if nb, ok := unixHeader(h, hdrNotBefore); ok && now.Before(nb) {
 		_ = q.ack(msg.Reply(), nakDelay(nb.Sub(now)))
 		q.noteDue(nb)
+		if msg.received == 1 {
+			q.sentBack(msg.seq, nb)
+		}
 		return
 	}
 	q.mu.Lock()

@@ -63,7 +63,9 @@ type Outcome struct {
 	// After is KindRetry's delay: the one a handler asked for (0: the policy's), or the one a
 	// policy decided.
 	After time.Duration
-	// Err is why (retry, reject, failure); its text is the dead letter's reason (Reason).
+	// Err is why (retry, reject, failure); its text is the dead letter's reason (Reason). A
+	// retry's is its cause alone: the delay asked for is After, and the poison policy may
+	// apply another.
 	Err error
 }
 
@@ -75,7 +77,7 @@ func (o Outcome) Reason() string {
 	}
 	switch o.Kind {
 	case KindRetry:
-		return fmt.Sprintf("retry requested after %s", o.After)
+		return "retry requested"
 	case KindReject:
 		return "rejected"
 	case KindFailed:
@@ -87,7 +89,7 @@ func (o Outcome) Reason() string {
 // RetryAfter is the outcome of a message to be tried again after d, because of err (nil:
 // none given).
 func RetryAfter(d time.Duration, err error) Outcome {
-	return Outcome{Kind: KindRetry, After: max(d, 0), Err: Retry(d, err)}
+	return Outcome{Kind: KindRetry, After: max(d, 0), Err: err}
 }
 
 // Rejected is the outcome of a message the handler rejected because of err (nil: none
@@ -146,7 +148,8 @@ func Reject(err error) error {
 }
 
 // Of is the outcome a handler's error asks for: KindDone for nil, KindReject or KindRetry
-// for an error that wraps Reject's or Retry's, KindFailed for any other. Err is err itself.
+// for an error that wraps Reject's or Retry's, KindFailed for any other. Err is err itself,
+// but for a retry the cause given to Retry (the delay is After).
 func Of(err error) Outcome {
 	if err == nil {
 		return Outcome{}
@@ -157,7 +160,7 @@ func Of(err error) Outcome {
 	}
 	var rt *retryError
 	if errors.As(err, &rt) {
-		return Outcome{Kind: KindRetry, After: max(rt.after, 0), Err: err}
+		return Outcome{Kind: KindRetry, After: max(rt.after, 0), Err: rt.err}
 	}
 	return Outcome{Kind: KindFailed, Err: err}
 }

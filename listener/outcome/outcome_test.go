@@ -23,10 +23,13 @@ func TestOfAndReason(t *testing.T) {
 		{"reject", Of(Reject(boom)), KindReject, 0, "rejected: boom"},
 		{"reject without error", Of(Reject(nil)), KindReject, 0, "rejected"},
 		{"wrapped reject", Of(fmt.Errorf("parse: %w", Reject(boom))), KindReject, 0, "parse: rejected: boom"},
-		{"retry", Of(Retry(time.Minute, boom)), KindRetry, time.Minute, "retry after 1m0s: boom"},
-		{"retry without error", Of(Retry(time.Second, nil)), KindRetry, time.Second, "retry requested after 1s"},
-		{"negative retry is no delay", Of(Retry(-time.Second, boom)), KindRetry, 0, "retry after -1s: boom"},
-		{"value retry", RetryAfter(time.Minute, boom), KindRetry, time.Minute, "retry after 1m0s: boom"},
+		// A retry's reason is its cause: the delay is the policy's to apply, and may differ.
+		{"retry", Of(Retry(time.Minute, boom)), KindRetry, time.Minute, "boom"},
+		{"retry without error", Of(Retry(time.Second, nil)), KindRetry, time.Second, "retry requested"},
+		{"wrapped retry", Of(fmt.Errorf("busy: %w", Retry(time.Second, boom))), KindRetry, time.Second, "boom"},
+		{"negative retry is no delay", Of(Retry(-time.Second, boom)), KindRetry, 0, "boom"},
+		{"value retry", RetryAfter(time.Minute, boom), KindRetry, time.Minute, "boom"},
+		{"value retry without error", RetryAfter(time.Minute, nil), KindRetry, time.Minute, "retry requested"},
 		{"value reject", Rejected(boom), KindReject, 0, "rejected: boom"},
 		{"value failure", Failed(boom), KindFailed, 0, "boom"},
 		{"failure without error", Failed(nil), KindFailed, 0, "handler failed"},
@@ -40,7 +43,7 @@ func TestOfAndReason(t *testing.T) {
 			}
 		})
 	}
-	if !errors.Is(Of(Reject(boom)).Err, boom) || !errors.Is(RetryAfter(0, boom).Err, boom) {
+	if !errors.Is(Of(Reject(boom)).Err, boom) || !errors.Is(Of(Retry(time.Second, boom)).Err, boom) {
 		t.Error("the handler's error is not kept behind its outcome (errors.Is)")
 	}
 }

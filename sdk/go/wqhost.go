@@ -285,10 +285,35 @@ func insertedAt(v string) time.Time {
 }
 
 // Config returns the binding's config value for key, and whether it is set.
+//
+// The binding's config is fixed for an instance's life (docs/abi.md: a config change builds
+// new instances), so the SDK asks the host once per key and instance and answers later calls
+// from memory: calling Config on every message costs a short search, no host call and no
+// allocation. The first maxCachedConfig keys asked for are kept; a handler asking for more
+// distinct keys than that (say, one per customer) pays the host call for the rest.
 func Config(key string) (string, bool) {
+	for _, e := range g.config {
+		if e.key == key {
+			return e.value, e.found
+		}
+	}
 	var small [smallValue]byte
-	return lookup(hostConfig, key, small[:], hostConfig(key, small[:]))
+	v, found := lookup(hostConfig, key, small[:], hostConfig(key, small[:]))
+	if len(g.config) < maxCachedConfig {
+		g.config = append(g.config, configEntry{key: key, value: v, found: found})
+	}
+	return v, found
 }
+
+// configEntry is one config key Config has read, found or not.
+type configEntry struct {
+	key, value string
+	found      bool
+}
+
+// maxCachedConfig bounds the keys Config keeps: a handler reads a few settings, and a
+// linear search over this many is cheaper than hashing in wasm.
+const maxCachedConfig = 16
 
 // smallValue is the stack buffer a metadata or config value is first read into: ids, URLs
 // and settings fit, so a lookup is one host call and one allocation (the string).
@@ -395,6 +420,8 @@ type guest struct {
 	selfTest     func() error
 	msg          Message
 	batch        Batch
+	// config holds the values Config has read (see there).
+	config []configEntry
 }
 
 var g guest

@@ -3,6 +3,10 @@
 // the characters of the body found in the binding's "vowels" config (default aeiouAEIOU),
 // keeps a running total in the instance (as the plugin does with an Extism var), and emits
 // {"count":N,"total":N,"vowels":"..."} to the binding's output queue.
+//
+// It is written the way docs/handlers.md advises for standard Go: work that depends only on
+// config is done once per instance, the inner loop makes no calls, and a message allocates
+// nothing (the output buffer is reused: Emit copies it).
 package main
 
 import (
@@ -13,17 +17,27 @@ func init() {
 	wqhost.Handle(handle)
 }
 
-// total lives as long as the instance, like the plugin's "total" var.
-var total int
+var (
+	// total lives as long as the instance, like the plugin's "total" var.
+	total int
+	// set is built on the first message, from config that is fixed for the instance's life.
+	set *vowelSet
+	// out is the output buffer, reused by every message.
+	out []byte
+)
 
 func handle(m *wqhost.Message) wqhost.Result {
-	vowels, ok := wqhost.Config("vowels")
-	if !ok {
-		vowels = defaultVowels
+	if set == nil {
+		vowels, ok := wqhost.Config("vowels")
+		if !ok {
+			vowels = defaultVowels
+		}
+		set = newVowelSet(vowels)
 	}
-	n := countVowels(m.Body(), vowels)
+	n := set.count(m.Body())
 	total += n
-	if err := wqhost.Emit("", appendResult(nil, n, total, vowels)); err != nil {
+	out = set.appendResult(out[:0], n, total)
+	if err := wqhost.Emit("", out); err != nil {
 		return wqhost.Retry(0, err)
 	}
 	return wqhost.OK()

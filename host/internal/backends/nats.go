@@ -74,11 +74,21 @@ func openNATS(ctx context.Context, cfg *config.Config, name string, bc config.Ba
 	for q, qb := range n.Queues {
 		queues[q] = wqnats.QueueBinding{Stream: qb.Stream, Subject: qb.Subject}
 	}
+	// The queues ordered bindings read route order keys to group subjects, for every process
+	// that opens the backend with this config (hosts, and `wqhost send`).
+	ordered := map[string]bool{}
+	for tn, t := range cfg.Tenants {
+		for _, bd := range t.Bindings {
+			if bd.Ordered && bd.Backend == name {
+				ordered[cfg.PhysicalQueue(tn, name, bd.Queue)] = true
+			}
+		}
+	}
 	b, err := wqnats.Open(ctx, wqnats.Options{
 		URLs: n.URLs, Conn: copts, CreateQueues: bc.CreateQueues, Replicas: n.Replicas,
 		MemoryStorage: n.Storage == "memory", StreamPrefix: n.StreamPrefix, SubjectPrefix: n.SubjectPrefix,
 		Queues: queues, Consumer: n.Consumer, AckWait: n.AckWait, PullHold: n.PullHold,
-		PullHeartbeat: n.PullHeartbeat, Logger: log,
+		PullHeartbeat: n.PullHeartbeat, Logger: log, Ordered: ordered,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("backends.%s: %w", name, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/internal/backends"
+	"github.com/wqhost/wqhost/host/internal/queueapi"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -45,7 +46,7 @@ func deadLetterOf(m *queue.Message) DeadLetter {
 		ID: m.ID, BodyBytes: int64(len(m.Body)), Reason: a[queue.AttrReason], OriginalID: a[queue.AttrOriginalID],
 		OriginalQueue: a[queue.AttrOriginalQueue], DequeueCount: n,
 		DeadLetteredAt: a[queue.AttrDeadLetteredAt], HandlerVersion: a[queue.AttrHandlerVersion],
-		Attributes: userAttributes(a),
+		Attributes: queueapi.UserAttributes(a),
 	}
 	if m.Oversize > 0 {
 		d.BodyBytes = m.Oversize
@@ -53,23 +54,6 @@ func deadLetterOf(m *queue.Message) DeadLetter {
 		d.Body = m.Body
 	}
 	return d
-}
-
-// userAttributes drops the dead-letter bookkeeping, keeping what the message came with.
-func userAttributes(a map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range a {
-		switch k {
-		case queue.AttrReason, queue.AttrOriginalID, queue.AttrOriginalQueue,
-			queue.AttrDequeueCount, queue.AttrDeadLetteredAt, queue.AttrHandlerVersion:
-			continue
-		}
-		out[k] = v
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
 }
 
 // peekLease is how long listing holds dead letters before releasing them.
@@ -278,38 +262,7 @@ func RequeueDeadLetters(ctx context.Context, cfg *config.Config, tenant, qname s
 	// original id are requeued once, the others only deleted.
 	requeued := map[string]bool{}
 	return drain(ctx, dead, limit, 0, func(m *queue.Message) error {
-		if orig := m.Attributes[queue.AttrOriginalID]; orig != "" {
-			if requeued[orig] {
-				if err := dead.Delete(ctx, m); err != nil {
-					return fmt.Errorf("requeue %s: delete repeated dead letter of %s: %w", m.ID, orig, err)
-				}
-				return nil
-			}
-			requeued[orig] = true
-		}
-		opts := queue.SendOptions{Attributes: userAttributes(m.Attributes)}
-		// A store with transactions (local) moves the dead letter back in one: a requeue
-		// cut short can neither lose it nor leave it in both queues. A body left unread
-		// (Oversize) moves inside the store.
-		if mv, ok := queue.As[queue.Mover](dead); ok {
-			err := mv.MoveTo(ctx, m, dst, m.Body, opts)
-			if err == nil {
-				return nil
-			}
-			if !errors.Is(err, errors.ErrUnsupported) {
-				return fmt.Errorf("requeue %s to %s: %w", m.ID, qname, err)
-			}
-		}
-		if m.Oversize > 0 {
-			return fmt.Errorf("requeue %s to %s: its body (%d bytes) was left in a store that cannot move it", m.ID, qname, m.Oversize)
-		}
-		if _, err := dst.Send(ctx, m.Body, opts); err != nil {
-			return fmt.Errorf("requeue %s to %s: %w", m.ID, qname, err)
-		}
-		if err := dead.Delete(ctx, m); err != nil {
-			return fmt.Errorf("requeue %s: delete from poison queue: %w", m.ID, err)
-		}
-		return nil
+		return queueapi.RequeueOne(ctx, dead, dst, qname, m, requeued)
 	})
 }
 

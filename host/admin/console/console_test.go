@@ -1,0 +1,278 @@
+package console
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wqhost/wqhost/host/admin"
+)
+
+var testTokens = admin.Tokens{Host: "host-tok", Tenants: map[string]string{"acme": "acme-tok", "beta": "beta-tok"}}
+
+// fakeAPI answers as the admin API would for the few routes the console reads, with a
+// dead letter whose body and reason are markup, and refuses a tenant token on another
+// tenant's path (403) as the API does.
+func fakeAPI(t *testing.T) http.Handler {
+	mux := http.NewServeMux()
+	who := func(r *http.Request) (string, bool) {
+		tenant, host, ok := admin.Identify(testTokens, strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+		if !ok {
+			return "", false
+		}
+		if host {
+			return "", true
+		}
+		return tenant, true
+	}
+	guard := func(w http.ResponseWriter, r *http.Request) bool {
+		tenant, ok := who(r)
+		if !ok {
+			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
+			return false
+		}
+		if tenant != "" && r.PathValue("tenant") != "" && r.PathValue("tenant") != tenant {
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, `{"error":"this token may not see tenant"}`)
+			return false
+		}
+		return true
+	}
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		if guard(w, r) {
+			_, _ = io.WriteString(w, `{"page":{"total":1},"tenants":[{"name":"acme","bindings":[{"name":"<b>x</b>","queue":"jobs","messages":{"visible":3}}]}]}`)
+		}
+	})
+	dl := `{"id":"7","reason":"<img src=x onerror=alert(1)>","dequeue_count":2,"size":29,"body":"<script>alert(1)</script>","attributes":{"wqhost.fuel":"1234","trace":"t"}}`
+	mux.HandleFunc("GET /v1/tenants/{tenant}/queues/{queue}/deadletters", func(w http.ResponseWriter, r *http.Request) {
+		if guard(w, r) {
+			_, _ = io.WriteString(w, `{"items":[`+dl+`],"next":"c1"}`)
+		}
+	})
+	mux.HandleFunc("GET /v1/tenants/{tenant}/queues/{queue}/deadletters/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if guard(w, r) {
+			_, _ = io.WriteString(w, dl)
+		}
+	})
+	mux.HandleFunc("POST /v1/tenants/{tenant}/queues/{queue}/deadletters/count", func(w http.ResponseWriter, r *http.Request) {
+		if guard(w, r) {
+			_, _ = io.WriteString(w, `{"count":1}`)
+		}
+	})
+	return mux
+}
+
+// client is a browser-like client of a console server: a cookie jar, no redirects followed.
+type client struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func newClient(t *testing.T, base string) *client {
+	jar, _ := cookiejar.New(nil)
+	return &client{t: t, base: base, c: &http.Client{Jar: jar, Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+func (c *client) do(method, path, body string, hdr map[string]string) (*http.Response, string) {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.base+path, strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if method == http.MethodPost && hdr["Content-Type"] == "" {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.c.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func (c *client) login(token string) *http.Response {
+	c.t.Helper()
+	resp, _ := c.do("POST", "/console/login", url.Values{"token": {token}}.Encode(), nil)
+	return resp
+}
+
+func newServer(t *testing.T) (*Console, *httptest.Server) {
+	con := New(Options{API: fakeAPI(t), Tokens: func() admin.Tokens { return testTokens },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Interval: 20 * time.Millisecond})
+	srv := httptest.NewServer(con)
+	t.Cleanup(srv.Close)
+	t.Cleanup(con.Close)
+	return con, srv
+}
+
+// csrfOf reads the CSRF token a page carries.
+func csrfOf(t *testing.T, page string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(page, `name="csrf-token" content="`)
+	if !ok {
+		t.Fatalf("no CSRF token in the page:\n%s", page)
+	}
+	tok, _, _ := strings.Cut(rest, `"`)
+	return tok
+}
+
+// Login: a wrong token gets 401 and no cookie; a good one a session cookie (HttpOnly,
+// SameSite=Strict, not Secure over plain HTTP) that is an opaque id, and a redirect whose URL
+// holds no token. Pages without a session send to the login page.
+func TestLoginSession(t *testing.T) {
+	_, srv := newServer(t)
+	c := newClient(t, srv.URL)
+	if resp, _ := c.do("GET", "/console/", "", nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/login" {
+		t.Fatalf("overview without a session: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp := c.login("nope"); resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+		t.Fatalf("bad token: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	resp := c.login("acme-tok")
+	if resp.StatusCode != http.StatusSeeOther || strings.Contains(resp.Header.Get("Location"), "tok") {
+		t.Fatalf("login: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	ck := resp.Cookies()
+	if len(ck) != 1 || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode || ck[0].Secure || ck[0].Path != "/console" ||
+		strings.Contains(ck[0].Value, "acme-tok") || len(ck[0].Value) < 40 {
+		t.Fatalf("session cookie %+v", ck)
+	}
+	if resp, body := c.do("GET", "/console/", "", nil); resp.StatusCode != 200 || !strings.Contains(body, "signed in as tenant acme") {
+		t.Fatalf("overview: %d\n%s", resp.StatusCode, body)
+	}
+	// A cross-origin login is refused.
+	if resp, _ := c.do("POST", "/console/login", "token=acme-tok", map[string]string{"Origin": "https://evil.example"}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-origin login: %d, want 403", resp.StatusCode)
+	}
+}
+
+// State changes need the session's CSRF token (form field or header) and a same-origin
+// Origin; logout ends the session and its cookie no longer opens pages.
+func TestCSRFAndLogout(t *testing.T) {
+	_, srv := newServer(t)
+	c := newClient(t, srv.URL)
+	c.login("acme-tok")
+	_, page := c.do("GET", "/console/", "", nil)
+	tok := csrfOf(t, page)
+	count := "/console/api/tenants/acme/queues/jobs/deadletters/count"
+	json := map[string]string{"Content-Type": "application/json"}
+	for _, h := range []map[string]string{json, {"Content-Type": "application/json", "X-CSRF-Token": "wrong"},
+		{"Content-Type": "application/json", "X-CSRF-Token": tok, "Origin": "https://evil.example"}} {
+		if resp, _ := c.do("POST", count, `{"filter":{}}`, h); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("POST with headers %v: %d, want 403", h, resp.StatusCode)
+		}
+	}
+	if resp, body := c.do("POST", count, `{"filter":{}}`, map[string]string{"Content-Type": "application/json", "X-CSRF-Token": tok, "Origin": srv.URL}); resp.StatusCode != 200 || !strings.Contains(body, `"count":1`) {
+		t.Errorf("POST with the token: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := c.do("POST", "/console/logout", "", nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("logout without the token: %d, want 403", resp.StatusCode)
+	}
+	if resp, _ := c.do("POST", "/console/logout", url.Values{"csrf": {tok}}.Encode(), nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout: %d", resp.StatusCode)
+	}
+	if resp, _ := c.do("GET", "/console/api/status", "", nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("API after logout: %d, want 401", resp.StatusCode)
+	}
+}
+
+// Bodies, reasons and names are rendered as text: no markup of theirs reaches the page.
+func TestEscaping(t *testing.T) {
+	_, srv := newServer(t)
+	c := newClient(t, srv.URL)
+	c.login("acme-tok")
+	for _, p := range []string{"/console/", "/console/tenants/acme/queues/jobs/deadletters", "/console/tenants/acme/queues/jobs/deadletters/7"} {
+		resp, body := c.do("GET", p, "", nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d\n%s", p, resp.StatusCode, body)
+		}
+		for _, raw := range []string{"<script>alert", "<img src=x", "<b>x</b>"} {
+			if strings.Contains(body, raw) {
+				t.Errorf("%s shows %q unescaped", p, raw)
+			}
+		}
+		if p != "/console/" && !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+			t.Errorf("%s does not show the body as text:\n%s", p, body)
+		}
+	}
+	_, body := c.do("GET", "/console/tenants/acme/queues/jobs/deadletters/7", "", nil)
+	if !strings.Contains(body, "wqhost.fuel") || !strings.Contains(body, "1234") {
+		t.Errorf("the detail does not show the metering attribute:\n%s", body)
+	}
+}
+
+// A tenant session gets the API's 403 on another tenant's pages and API paths.
+func TestCrossTenant(t *testing.T) {
+	_, srv := newServer(t)
+	c := newClient(t, srv.URL)
+	c.login("acme-tok")
+	for _, p := range []string{"/console/tenants/beta/queues/jobs/deadletters", "/console/tenants/beta/queues/jobs/deadletters/7",
+		"/console/api/tenants/beta/queues/jobs/deadletters"} {
+		if resp, body := c.do("GET", p, "", nil); resp.StatusCode != http.StatusForbidden || strings.Contains(body, "alert") {
+			t.Errorf("%s as acme: %d\n%s", p, resp.StatusCode, body)
+		}
+	}
+}
+
+// The live stream sends snapshots, ends when the session logs out, and is bounded per
+// session (429 beyond).
+func TestEventsStream(t *testing.T) {
+	con, srv := newServer(t)
+	c := newClient(t, srv.URL)
+	c.login("acme-tok")
+	_, page := c.do("GET", "/console/", "", nil)
+	tok := csrfOf(t, page)
+	var open []*http.Response
+	for range MaxStreamsPerSession {
+		req, _ := http.NewRequest("GET", srv.URL+"/console/events", nil)
+		resp, err := c.c.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("stream: %v %v", resp, err)
+		}
+		open = append(open, resp)
+	}
+	if resp, _ := c.do("GET", "/console/events", "", nil); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("stream beyond the per-session bound: %d, want 429", resp.StatusCode)
+	}
+	buf := make([]byte, 4096)
+	n, _ := io.ReadAtLeast(open[0].Body, buf, 20)
+	ev := string(buf[:n])
+	if !strings.HasPrefix(ev, "event: snapshot\ndata: ") {
+		t.Fatalf("first event %q", ev)
+	}
+	var snap Snapshot
+	data, _, _ := strings.Cut(strings.TrimPrefix(ev, "event: snapshot\ndata: "), "\n")
+	if err := json.Unmarshal([]byte(data), &snap); err != nil || len(snap.Rows) != 1 || snap.Rows[0].Visible != 3 {
+		t.Fatalf("snapshot %s: %+v %v", data, snap, err)
+	}
+	c.do("POST", "/console/logout", url.Values{"csrf": {tok}}.Encode(), nil)
+	for _, resp := range open {
+		done := make(chan error, 1)
+		go func() { _, err := io.Copy(io.Discard, resp.Body); done <- err }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a stream stayed open after its session logged out")
+		}
+		resp.Body.Close()
+	}
+	con.mu.Lock()
+	n = con.streams
+	con.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d streams counted after all ended", n)
+	}
+}
