@@ -18,8 +18,8 @@ import (
 
 // Ranges checked at load.
 const (
-	MaxBatchSize       = queue.MaxBatch         // Azure Queue Storage's receive limit, honoured by every backend
-	MaxVisibility      = listener.MaxVisibility // Azure's longest visibility timeout
+	MaxBatchSize       = queue.MaxBatch      // Azure Queue Storage's receive limit, honoured by every backend
+	MaxVisibility      = queue.MaxVisibility // Azure's longest visibility timeout
 	MaxDequeueCountCap = 1000
 	MaxWorkersCap      = 1024
 	MaxInstancesCap    = 1024

@@ -22,6 +22,10 @@ import (
 // Storage's limit, and every backend honours it so that a binding behaves the same on all.
 const MaxBatch = 32
 
+// MaxVisibility is the longest lease or retry delay a message can be given: Azure Queue
+// Storage's longest visibility timeout. A poison policy's retry delay is capped at it.
+const MaxVisibility = 7 * 24 * time.Hour
+
 // PoisonSuffix is appended to a queue's name to form its dead-letter queue.
 const PoisonSuffix = "-poison"
 
