@@ -1,0 +1,179 @@
+package runtime
+
+import (
+	"bytes"
+	"testing"
+)
+
+// Helpers that take an instrumented module apart again (TestInstrumentCommittedModules).
+
+func sectionOf(t testing.TB, wasm []byte, id byte) []byte {
+	r := &reader{b: wasm, i: 8}
+	for r.i < len(r.b) {
+		sid := r.byte()
+		p := r.bytes(int(r.u32()))
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if sid == id {
+			return p
+		}
+	}
+	t.Fatalf("no section %d", id)
+	return nil
+}
+
+// fuelIndexOf is the fuelIndex instrument uses for wasm, and the numbers of parameters of
+// wasm's defined functions.
+func fuelIndexOf(t testing.TB, wasm []byte) (*fuelIndex, []uint32) {
+	x := &fuelIndex{}
+	var typeParams, params []uint32
+	r := &reader{b: wasm, i: 8}
+	for r.i < len(r.b) {
+		id := r.byte()
+		p := r.bytes(int(r.u32()))
+		var err error
+		switch id {
+		case secType:
+			typeParams, err = funcTypeParams(p)
+		case secImport:
+			var f, g uint32
+			_, f, g, err = countImports(p, ^uint32(0))
+			x.yield = f
+			x.fuel += g
+		case secFunc:
+			params, err = funcParams(p, typeParams)
+		case secGlobal:
+			x.fuel += (&reader{b: p}).u32()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return x, params
+}
+
+// stripChecks removes what the instrumenter adds (the fuel local, declared last; the entry
+// check or charge after the locals; a check after each loop's block type, which it requires; any
+// other checks, spills and reloads of the fuel local between instructions) and numbers the
+// calls back, failing if a check is malformed. It expects a module instrumented without
+// unrolling. Function indices come out minimally encoded. With a nil x it expects nothing
+// added and only re-encodes the indices. No valid original code holds an addition's bytes:
+// each starts with global.get of the fuel global or local.get of the fuel local, which the
+// original lacks.
+func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]byte, int) {
+	r := &reader{b: code}
+	n := r.u32()
+	out := appendU32(nil, n)
+	checks := 0
+	for f := range n {
+		src := r.bytes(int(r.u32()))
+		br := &reader{b: src}
+		groups := br.u32()
+		var body []byte
+		fl := uint64(params[f])
+		if x != nil {
+			groups--
+		}
+		body = appendU32(body, groups)
+		start := br.i
+		for range groups {
+			fl += uint64(br.u32())
+			br.byte()
+		}
+		body = append(body, src[start:br.i]...)
+		if x != nil {
+			if g := br.bytes(2); !bytes.Equal(g, []byte{0x01, 0x7f}) {
+				t.Fatalf("function %d: the last locals are % x, want one i32", f, g)
+			}
+		}
+		var entry, entryCharge, check, spill, reload []byte
+		if x != nil {
+			entry = x.appendCheck(nil, uint32(fl), 0, true)
+			entryCharge = x.appendEntryCharge(nil, uint32(fl), 0)
+			check = x.appendCheck(nil, uint32(fl), 0, false)
+			spill = x.appendSpill(nil, uint32(fl))
+			reload = x.appendReload(nil, uint32(fl))
+		}
+		// skipCheck skips the check shaped like want, whose first instruction reads idx, at
+		// br.i, if any.
+		skipCheck := func(want []byte, idx uint64) bool {
+			at := 2 + len(appendU32(nil, uint32(idx))) // the charge, after i32.const
+			if x == nil || !bytes.HasPrefix(src[br.i:], want[:at]) {
+				return false
+			}
+			got := br.bytes(len(want))
+			if br.err != nil || !bytes.Equal(got[at+5:], want[at+5:]) {
+				t.Fatalf("function %d: a malformed check at offset %d", f, br.i)
+			}
+			if c := (&reader{b: got[at:]}).leb(5); c == 0 || c > fuelRefill {
+				t.Fatalf("function %d: charge %d", f, c)
+			}
+			checks++
+			return true
+		}
+		// skipAdded skips what was added at br.i and reports how many checks there were.
+		skipAdded := func() int {
+			found := 0
+			for x != nil {
+				switch {
+				case skipCheck(check, fl):
+					found++
+				case bytes.HasPrefix(src[br.i:], spill):
+					br.bytes(len(spill))
+				case bytes.HasPrefix(src[br.i:], reload):
+					br.bytes(len(reload))
+				default:
+					return found
+				}
+			}
+			return found
+		}
+		// The entry's two forms differ only after the charge: i32.sub, then local.tee or
+		// local.set.
+		if x != nil {
+			if at := 2 + len(appendU32(nil, x.fuel)) + 5; len(src) > br.i+at+1 && src[br.i+at+1] == 0x21 {
+				entry = entryCharge
+			}
+		}
+		if x != nil && !skipCheck(entry, uint64(x.fuel)) {
+			t.Fatalf("function %d: no entry check", f)
+		}
+		for depth := 1; depth > 0; {
+			skipAdded()
+			at := br.i
+			op := br.byte()
+			im, err := skipImmediates(br, op)
+			if err != nil {
+				t.Fatalf("function %d: %v", f, err)
+			}
+			if im.funcIdx {
+				switch {
+				case x == nil:
+				case im.idx == x.yield:
+					t.Fatalf("function %d: calls yield outside a check", f)
+				case im.idx > x.yield:
+					im.idx--
+				}
+				body = appendU32(append(body, op), im.idx)
+			} else {
+				body = append(body, src[at:br.i]...)
+			}
+			switch op {
+			case 0x02, 0x03, 0x04:
+				depth++
+			case 0x0b:
+				depth--
+			}
+			if op == 0x03 && skipAdded() == 0 && x != nil {
+				t.Fatalf("function %d: no check at offset %d", f, br.i)
+			}
+		}
+		out = appendU32(out, uint32(len(body)))
+		out = append(out, body...)
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return out, checks
+}
