@@ -87,60 +87,78 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 				t.Fatalf("function %d: the last locals are % x, want one i32", f, g)
 			}
 		}
-		var entry, entryCharge, check, spill, reload []byte
-		if x != nil {
-			entry = x.appendCheck(nil, uint32(fl), 0, true)
-			entryCharge = x.appendEntryCharge(nil, uint32(fl), 0)
-			check = x.appendCheck(nil, uint32(fl), 0, false)
-			spill = x.appendSpill(nil, uint32(fl))
-			reload = x.appendReload(nil, uint32(fl))
+		// What the instrumenter adds: checks, with a charge of 5 bytes at offset at, and
+		// other instructions.
+		type added struct {
+			code  []byte
+			at    int  // the charge's offset; 0: none
+			where byte // 'e': at the entry only, 'i': between instructions only, 0: both
 		}
-		// skipCheck skips the check shaped like want, whose first instruction reads idx, at
-		// br.i, if any.
-		skipCheck := func(want []byte, idx uint64) bool {
-			at := 2 + len(appendU32(nil, uint32(idx))) // the charge, after i32.const
-			if x == nil || !bytes.HasPrefix(src[br.i:], want[:at]) {
-				return false
+		var adds []added
+		if x != nil {
+			g, l := 2+len(appendU32(nil, x.fuel)), 2+len(appendU32(nil, uint32(fl)))
+			adds = []added{
+				{x.appendCheck(nil, uint32(fl), 0, true), g, 'e'},
+				{x.appendEntryCharge(nil, uint32(fl), 0), g, 'e'},
+				{x.appendGlobalCharge(nil, 0), g, 'e'},
+				{x.appendGlobalCheck(nil, uint32(fl), 0), g, 0},
+				{x.appendCheck(nil, uint32(fl), 0, false), l, 'i'},
+				{x.appendSpill(nil, uint32(fl)), 0, 'i'},
+				{x.appendReload(nil, uint32(fl)), 0, 'i'},
 			}
-			got := br.bytes(len(want))
-			if br.err != nil || !bytes.Equal(got[at+5:], want[at+5:]) {
+		}
+		// skipAdded skips one addition at br.i (only an entry's form at the function's
+		// entry, none of them elsewhere) and reports whether it did and whether it was a
+		// check. Additions start with global.get $fuel or local.get $f, which the original
+		// code never holds: such bytes that match no addition fail the test.
+		skipAdded := func(entry bool) (found, check bool) {
+			if x == nil {
+				return false, false
+			}
+			for _, a := range adds {
+				got := src[br.i:min(br.i+len(a.code), len(src))]
+				head := len(a.code) // the bytes before the charge, or all
+				if a.at != 0 {
+					head = a.at
+				}
+				switch {
+				case a.where == 'e' && !entry, a.where == 'i' && entry, len(got) < len(a.code),
+					!bytes.Equal(got[:head], a.code[:head]),
+					a.at != 0 && !bytes.Equal(got[a.at+5:], a.code[a.at+5:]):
+					continue
+				}
+				if a.at != 0 {
+					if c := (&reader{b: got[a.at:]}).leb(5); c == 0 || c > fuelRefill {
+						t.Fatalf("function %d: charge %d", f, c)
+					}
+					checks++
+				}
+				br.bytes(len(a.code))
+				return true, a.at != 0
+			}
+			if bytes.HasPrefix(src[br.i:], adds[0].code[:adds[0].at-1]) || bytes.HasPrefix(src[br.i:], adds[4].code[:adds[4].at-1]) {
 				t.Fatalf("function %d: a malformed check at offset %d", f, br.i)
 			}
-			if c := (&reader{b: got[at:]}).leb(5); c == 0 || c > fuelRefill {
-				t.Fatalf("function %d: charge %d", f, c)
-			}
-			checks++
-			return true
+			return false, false
 		}
-		// skipAdded skips what was added at br.i and reports how many checks there were.
-		skipAdded := func() int {
-			found := 0
-			for x != nil {
-				switch {
-				case skipCheck(check, fl):
-					found++
-				case bytes.HasPrefix(src[br.i:], spill):
-					br.bytes(len(spill))
-				case bytes.HasPrefix(src[br.i:], reload):
-					br.bytes(len(reload))
-				default:
-					return found
+		// skipAll skips every addition at br.i and reports how many checks there were.
+		skipAll := func() int {
+			n := 0
+			for {
+				found, check := skipAdded(false)
+				if !found {
+					return n
+				}
+				if check {
+					n++
 				}
 			}
-			return found
 		}
-		// The entry's two forms differ only after the charge: i32.sub, then local.tee or
-		// local.set.
-		if x != nil {
-			if at := 2 + len(appendU32(nil, x.fuel)) + 5; len(src) > br.i+at+1 && src[br.i+at+1] == 0x21 {
-				entry = entryCharge
-			}
-		}
-		if x != nil && !skipCheck(entry, uint64(x.fuel)) {
+		if found, _ := skipAdded(true); x != nil && !found {
 			t.Fatalf("function %d: no entry check", f)
 		}
 		for depth := 1; depth > 0; {
-			skipAdded()
+			skipAll()
 			at := br.i
 			op := br.byte()
 			im, err := skipImmediates(br, op)
@@ -165,7 +183,7 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 			case 0x0b:
 				depth--
 			}
-			if op == 0x03 && skipAdded() == 0 && x != nil {
+			if op == 0x03 && skipAll() == 0 && x != nil {
 				t.Fatalf("function %d: no check at offset %d", f, br.i)
 			}
 		}

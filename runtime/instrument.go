@@ -359,6 +359,37 @@ func (x *fuelIndex) appendEntryCharge(b []byte, fl, charge uint32) []byte {
 	return appendU32(b, fl)
 }
 
+// appendGlobalCheck appends the check of a function in global mode (callFreeLoop): on the
+// fuel global, with the fuel local fl as a temporary.
+func (x *fuelIndex) appendGlobalCheck(b []byte, fl, charge uint32) []byte {
+	b = append(b, 0x23)
+	b = appendU32(b, x.fuel)
+	b = append(b, 0x41)
+	b = appendS32Padded(b, int32(charge))
+	b = append(b, 0x6b, 0x22) // i32.sub, local.tee
+	b = appendU32(b, fl)
+	b = append(b, 0x24) // global.set
+	b = appendU32(b, x.fuel)
+	b = append(b, 0x20) // local.get
+	b = appendU32(b, fl)
+	b = append(b, 0x41, 0x00, 0x48, 0x04, 0x40, 0x10) // i32.const 0, i32.lt_s, if, call
+	b = appendU32(b, x.yield)
+	b = append(b, 0x24) // global.set
+	b = appendU32(b, x.fuel)
+	return append(b, 0x0b)
+}
+
+// appendGlobalCharge appends a charge to the fuel global without a test: an entry
+// (untestedEntry) or an unrolled pass in global mode.
+func (x *fuelIndex) appendGlobalCharge(b []byte, charge uint32) []byte {
+	b = append(b, 0x23)
+	b = appendU32(b, x.fuel)
+	b = append(b, 0x41)
+	b = appendS32Padded(b, int32(charge))
+	b = append(b, 0x6b, 0x24) // i32.sub, global.set
+	return appendU32(b, x.fuel)
+}
+
 // appendReload appends the load of the fuel global into the fuel local fl, after a call.
 func (x *fuelIndex) appendReload(b []byte, fl uint32) []byte {
 	b = append(b, 0x23)

@@ -67,6 +67,8 @@ type bodyScratch struct {
 	segment uint64 // segmentBytes, or less in tests
 	unroll  int    // unrollCopies, or 1 (none) in tests
 	locals  uint64 // the function's own locals, parameters included: the fuel local's index
+	global  bool   // checks on the fuel global, the local a temporary (callFreeLoop)
+	calls   bool   // the body calls a function (call, call_indirect, tail calls)
 	x       *fuelIndex
 	insts   []inst
 	targets []int32
@@ -120,7 +122,7 @@ func chargeFor(cost uint64) uint32 {
 
 // decode reads the instructions of a body whose locals end at offset start.
 func (s *bodyScratch) decode(src []byte, start int) error {
-	s.insts, s.targets = s.insts[:0], s.targets[:0]
+	s.insts, s.targets, s.calls = s.insts[:0], s.targets[:0], false
 	s.ctl = append(s.ctl[:0], ctlEntry{idx: -1, loop: -1})
 	label := func(l uint32) (int32, error) {
 		if int64(l) >= int64(len(s.ctl)) {
@@ -222,9 +224,11 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 			switch op {
 			case 0x10, 0x11: // call, call_indirect
 				in.flags |= flagCall
+				s.calls = true
 			case 0x12, 0x13: // return_call, return_call_indirect
 				in.kind = opExit
 				in.flags |= flagSpill
+				s.calls = true
 			}
 			if im.bulk {
 				in.flags |= flagBulk
@@ -311,12 +315,22 @@ func (s *bodyScratch) place(bodyEnd int) {
 	s.untestedEntry()
 }
 
-// untestedEntry drops the test from the entry check when a loop header's check follows it
-// within exitBytes of straight code (block openers and instructions that neither branch nor
-// call): every call still passes a test, the loop's, so the entry only loads the fuel and
-// charges. Go's functions all start so: their body is one loop around a jump table.
+// untestedEntry drops the test from the entry check, which then only loads the fuel and
+// charges,
+//
+//   - when a loop header's check follows it within exitBytes of straight code (block openers
+//     and instructions that neither branch nor call): every call still passes a test, the
+//     loop's. Go's functions all start so: their body is one loop around a jump table.
+//   - in a function that calls nothing and runs at most exitBytes of code before its next
+//     check or its return: such a call cannot recurse, and its caller's code between two
+//     tests holds at most segmentBytes/2 calls, so at most an eighth of an allowance runs
+//     untested (C's memchr, called per byte of a Go guest's strings.IndexRune).
 func (s *bodyScratch) untestedEntry() {
 	n := len(s.checks)
+	if n > 0 && !s.calls && s.checks[n-1].charge <= chargeFor(exitBytes) {
+		s.checks[n-1].untested = true
+		return
+	}
 	if n < 2 {
 		return
 	}
@@ -363,5 +377,6 @@ func instrumentBody(out, src []byte, x *fuelIndex, params uint32, s *bodyScratch
 		return nil, err
 	}
 	s.place(len(src))
+	s.global = !s.callFreeLoop()
 	return s.emit(out, src, uint32(fl)), nil
 }

@@ -43,9 +43,14 @@ func (s *bodyScratch) emit(out, src []byte, fl uint32) []byte {
 	budget := len(src) + (s.unroll-1)*unrollBytes // what unrolling may add
 	for i := 0; i < len(s.insts); i++ {
 		if k >= 0 && s.checks[k].before == int32(i) {
-			if c := s.checks[k]; c.untested {
+			switch c := s.checks[k]; {
+			case s.global && c.untested:
+				out = s.x.appendGlobalCharge(out, c.charge)
+			case s.global:
+				out = s.x.appendGlobalCheck(out, fl, c.charge)
+			case c.untested:
 				out = s.x.appendEntryCharge(out, fl, c.charge)
-			} else {
+			default:
 				out = s.x.appendCheck(out, fl, c.charge, i == 0)
 			}
 			k--
@@ -106,11 +111,18 @@ func (s *bodyScratch) emitUnrolled(out, src []byte, h, k int, fl uint32) ([]byte
 	out = append(out, 0x02, 0x40)                            // block $exit
 	out = append(out, src[s.insts[h].at:s.insts[h+1].at]...) // loop and its block type
 	charge := s.checks[k].charge
-	out = s.x.appendCheck(out, fl, charge, false)
+	if s.global {
+		out = s.x.appendGlobalCheck(out, fl, charge)
+	} else {
+		out = s.x.appendCheck(out, fl, charge, false)
+	}
 	k--
 	for c := range s.unroll {
 		last := c == s.unroll-1
-		if c > 0 {
+		switch {
+		case c > 0 && s.global:
+			out = s.x.appendGlobalCharge(out, charge)
+		case c > 0:
 			out = s.x.appendCharge(out, fl, charge)
 		}
 		shift := uint32(1)
@@ -134,7 +146,7 @@ func (s *bodyScratch) emitUnrolled(out, src []byte, h, k int, fl uint32) ([]byte
 // instruction index) has shift added to its depth.
 func (s *bodyScratch) emitInst(out, src []byte, i int, fl uint32, h int32, shift uint32) []byte {
 	in := s.insts[i]
-	if in.flags&(flagCall|flagSpill) != 0 {
+	if in.flags&(flagCall|flagSpill) != 0 && !s.global {
 		out = s.x.appendSpill(out, fl)
 	}
 	end := len(src)
@@ -165,8 +177,31 @@ func (s *bodyScratch) emitInst(out, src []byte, i int, fl uint32, h int32, shift
 	default:
 		out = append(out, src[in.at:end]...)
 	}
-	if in.flags&flagCall != 0 {
+	if in.flags&flagCall != 0 && !s.global {
 		out = s.x.appendReload(out, fl)
 	}
 	return out
+}
+
+// callFreeLoop reports whether a loop of the body has no call in it, where keeping the fuel
+// in a local pays; where every loop calls, the fuel would go through the global at each call
+// anyway, and the checks use the global itself (global mode). A loop without a call has an
+// innermost one, and innermost loops do not overlap: one pass.
+func (s *bodyScratch) callFreeLoop() bool {
+	for h, lp := range s.insts {
+		if lp.kind != opLoop {
+			continue
+		}
+		free := true
+		for _, in := range s.insts[h+1 : lp.end] {
+			if in.kind == opLoop || in.flags&flagCall != 0 {
+				free = in.kind == opLoop && free
+				break
+			}
+		}
+		if free {
+			return true
+		}
+	}
+	return false
 }
