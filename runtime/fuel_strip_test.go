@@ -96,13 +96,29 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 		}
 		var adds []added
 		if x != nil {
-			g, l := 2+len(appendU32(nil, x.fuel)), 2+len(appendU32(nil, uint32(fl)))
+			// at is where the charge is: the first byte that differs with another charge.
+			at := func(f func(uint32) []byte) int {
+				a, b := f(0), f(1)
+				for i := range a {
+					if a[i] != b[i] {
+						return i
+					}
+				}
+				t.Fatal("the charge does not show")
+				return 0
+			}
+			check := func(entry bool) func(uint32) []byte {
+				return func(c uint32) []byte { return x.appendCheck(nil, uint32(fl), c, entry) }
+			}
+			entryCharge := func(c uint32) []byte { return x.appendEntryCharge(nil, uint32(fl), c) }
+			globalCharge := func(c uint32) []byte { return x.appendGlobalCharge(nil, c) }
+			globalCheck := func(c uint32) []byte { return x.appendGlobalCheck(nil, uint32(fl), c) }
 			adds = []added{
-				{x.appendCheck(nil, uint32(fl), 0, true), g, 'e'},
-				{x.appendEntryCharge(nil, uint32(fl), 0), g, 'e'},
-				{x.appendGlobalCharge(nil, 0), g, 'e'},
-				{x.appendGlobalCheck(nil, uint32(fl), 0), g, 0},
-				{x.appendCheck(nil, uint32(fl), 0, false), l, 'i'},
+				{check(true)(0), at(check(true)), 'e'},
+				{entryCharge(0), at(entryCharge), 'e'},
+				{globalCharge(0), at(globalCharge), 'e'},
+				{globalCheck(0), at(globalCheck), 0},
+				{check(false)(0), at(check(false)), 'i'},
 				{x.appendSpill(nil, uint32(fl)), 0, 'i'},
 				{x.appendReload(nil, uint32(fl)), 0, 'i'},
 			}
@@ -136,7 +152,9 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 				br.bytes(len(a.code))
 				return true, a.at != 0
 			}
-			if bytes.HasPrefix(src[br.i:], adds[0].code[:adds[0].at-1]) || bytes.HasPrefix(src[br.i:], adds[4].code[:adds[4].at-1]) {
+			// global.get $fuel or local.get $f, a check's first instruction after its blocks.
+			get := func(a added) []byte { return a.code[4 : a.at-1] }
+			if bytes.HasPrefix(src[br.i:], get(adds[0])) || bytes.HasPrefix(src[br.i:], get(adds[4])) {
 				t.Fatalf("function %d: a malformed check at offset %d", f, br.i)
 			}
 			return false, false

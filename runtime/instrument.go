@@ -14,26 +14,35 @@ import (
 // call, stored back before every call and wherever it returns), charged at every function
 // entry and loop header,
 //
-//	local.get  $f      ;; global.get $fuel at the function's entry
-//	i32.const  <charge>
-//	i32.sub
-//	local.tee  $f
-//	i32.const  0
-//	i32.lt_s
-//	if
-//	  call $yield   ;; the host: ends the call if its time is up, else refills the fuel
+//	block
+//	  block
+//	    local.get  $f      ;; global.get $fuel at the function's entry
+//	    i32.const  <charge>
+//	    i32.sub
+//	    local.tee  $f
+//	    i32.const  0
+//	    i32.lt_s
+//	    br_if 0            ;; out of fuel
+//	    br 1
+//	  end
+//	  call $yield          ;; the host: ends the call if its time is up, else refills the fuel
 //	  local.set $f
 //	end
 //
-// which compiles to a subtraction and a branch on a register (version 3 kept the fuel in the
-// global alone: a load, a store and a load more per check, 3.0× on a counting loop; see
-// BenchmarkFuelCost). Small innermost loops are unrolled, their header's check run once per
-// unrollCopies passes (instrument_emit.go), and a function whose entry runs straight into a
-// loop's check charges at its entry without a test (untestedEntry). The global is what the
-// host and the other functions see; a trap leaves a function's last charges in its local,
-// and ends the call. When the fuel runs out the guest calls the host's yield function (an
-// import the instrumenter adds), which traps the call when its time limit has passed or its
-// caller's context has ended, and otherwise returns a new allowance.
+// which compiles to a subtraction and a branch on a register, not taken (version 3 kept the
+// fuel in the global alone, a load, a store and a load more per check, and wrote the yield
+// in an if, which wazero lays out in the way of the common path: 3.0× on a counting loop,
+// 1.15× on the CPU-heavy Go guest; see BenchmarkFuelCost). A function whose every loop
+// calls keeps the fuel in the global instead (the local is then a temporary): the fuel
+// would go through the global at each call anyway, and the spills would cost more than the
+// checks save (callFreeLoop). Small innermost loops are unrolled, their header's check run
+// once per unrollCopies passes (instrument_emit.go), and a function whose entry runs
+// straight into a loop's check, or a small one that calls nothing, charges at its entry
+// without a test (untestedEntry). The global is what the host and the other functions see;
+// a trap leaves a function's last charges in its local, and ends the call. When the fuel
+// runs out the guest calls the host's yield function (an import the instrumenter adds),
+// which traps the call when its time limit has passed or its caller's context has ended,
+// and otherwise returns a new allowance.
 //
 // Why a call into Go rather than a flag the host sets: compiled guest code cannot be
 // preempted by the Go scheduler. With as many spinning guests as GOMAXPROCS, no goroutine,
@@ -310,6 +319,7 @@ func (x *fuelIndex) fn(i uint32) uint32 {
 // global instead, which sets the local. The charge is written as a 5-byte LEB128: all of a
 // module's checks differ only in those 5 bytes and the local's index.
 func (x *fuelIndex) appendCheck(b []byte, fl, charge uint32, entry bool) []byte {
+	b = append(b, 0x02, 0x40, 0x02, 0x40) // block, block
 	if entry {
 		b = append(b, 0x23) // global.get
 		b = appendU32(b, x.fuel)
@@ -321,7 +331,7 @@ func (x *fuelIndex) appendCheck(b []byte, fl, charge uint32, entry bool) []byte 
 	b = appendS32Padded(b, int32(charge))
 	b = append(b, 0x6b, 0x22) // i32.sub, local.tee
 	b = appendU32(b, fl)
-	b = append(b, 0x41, 0x00, 0x48, 0x04, 0x40, 0x10) // i32.const 0, i32.lt_s, if, call
+	b = append(b, 0x41, 0x00, 0x48, 0x0d, 0x00, 0x0c, 0x01, 0x0b, 0x10) // i32.const 0, i32.lt_s, br_if 0, br 1, end, call
 	b = appendU32(b, x.yield)
 	b = append(b, 0x21) // local.set
 	b = appendU32(b, fl)
@@ -362,7 +372,7 @@ func (x *fuelIndex) appendEntryCharge(b []byte, fl, charge uint32) []byte {
 // appendGlobalCheck appends the check of a function in global mode (callFreeLoop): on the
 // fuel global, with the fuel local fl as a temporary.
 func (x *fuelIndex) appendGlobalCheck(b []byte, fl, charge uint32) []byte {
-	b = append(b, 0x23)
+	b = append(b, 0x02, 0x40, 0x02, 0x40, 0x23) // block, block, global.get
 	b = appendU32(b, x.fuel)
 	b = append(b, 0x41)
 	b = appendS32Padded(b, int32(charge))
@@ -372,7 +382,7 @@ func (x *fuelIndex) appendGlobalCheck(b []byte, fl, charge uint32) []byte {
 	b = appendU32(b, x.fuel)
 	b = append(b, 0x20) // local.get
 	b = appendU32(b, fl)
-	b = append(b, 0x41, 0x00, 0x48, 0x04, 0x40, 0x10) // i32.const 0, i32.lt_s, if, call
+	b = append(b, 0x41, 0x00, 0x48, 0x0d, 0x00, 0x0c, 0x01, 0x0b, 0x10) // i32.const 0, i32.lt_s, br_if 0, br 1, end, call
 	b = appendU32(b, x.yield)
 	b = append(b, 0x24) // global.set
 	b = appendU32(b, x.fuel)
