@@ -132,11 +132,13 @@ func instrument(wasm []byte) (*yieldCode, error) {
 
 // instrumentOptions are what tests vary: a check at least every segment bytes of code (with
 // 0, between every two instructions), the fuel an instance starts with (with 0, the first
-// check yields), and the copies of a small loop's body per check (1: no unrolling).
+// check yields), the copies of a small loop's body per check (1: no unrolling), and whether
+// every entry tests (testEntries: no untestedEntry).
 type instrumentOptions struct {
-	segment uint64
-	fuel    int32
-	unroll  int
+	segment     uint64
+	fuel        int32
+	unroll      int
+	testEntries bool
 }
 
 // instrumentWith is instrument with opt.
@@ -422,7 +424,7 @@ func instrumentCode(payload []byte, x *fuelIndex, params []uint32, opt instrumen
 	out := make([]byte, 0, len(payload)+len(payload)/4+16)
 	out = appendU32(out, n)
 	var body []byte
-	scratch := bodyScratch{segment: opt.segment, unroll: opt.unroll}
+	scratch := bodyScratch{segment: opt.segment, unroll: opt.unroll, testEntries: opt.testEntries}
 	for f := range n {
 		size := r.u32()
 		src := r.bytes(int(size))
