@@ -58,6 +58,8 @@ type binding struct {
 	outSends, outErrors atomic.Uint64
 	// calls are the messages whose handler call runs, named if a shutdown abandons them.
 	calls callSet
+	// usage sums its handler calls' metering (meter.go).
+	usage usageCounters
 
 	reloader // the serving module version and its hot reload (reload.go)
 }
@@ -247,15 +249,18 @@ func (b *binding) Handle(ctx context.Context, m *queue.Message) error {
 // status passed to the listener as a verdict value.
 func (b *binding) HandleMessage(ctx context.Context, m *queue.Message) listener.Verdict {
 	in := b.input(m)
-	out, took, err := b.call(ctx, &in)
+	out, err := b.call(ctx, &in)
+	// The call as the caller saw it: waiting for an instance, then the guest.
+	took := out.Usage.Wait + out.Usage.Wall
 	b.latency.Observe(took.Seconds())
 	b.gate.Record(err, took)
+	b.meter(out.Usage)
 	if err != nil {
-		return b.verdict(ctx, m, runtime.MessageResult{Err: err}, nil)
+		return b.verdict(ctx, m, runtime.MessageResult{Err: err}, nil, out.Usage, 1)
 	}
 	return b.verdict(ctx, m, runtime.MessageResult{
 		Status: out.Status, RetryAfter: out.RetryAfter, ErrorText: out.ErrorText, Outputs: out.Outputs,
-	}, nil)
+	}, nil, out.Usage, 1)
 }
 
 // HandleBatch implements listener.BatchHandler: the messages through the module's
@@ -269,12 +274,12 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, vs []lis
 	v := b.acquire()
 	defer v.release()
 	b.calls.add(ins)
-	start := time.Now()
 	out, err := v.pool.CallBatch(ctx, ins)
-	took := time.Since(start)
+	took := out.Usage.Wait + out.Usage.Wall
 	b.calls.remove(ins)
 	b.latency.Observe(took.Seconds())
 	b.gate.Record(err, took)
+	b.meter(out.Usage)
 	// The call's own outputs (emit without a message) go first: if they cannot be sent,
 	// every message that ended ok fails with them, so none is deleted without its output.
 	var sendErr error
@@ -282,7 +287,7 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, vs []lis
 		sendErr = b.sendOutputs(ctx, out.Outputs)
 	}
 	for k, r := range out.Messages {
-		vs[k] = b.verdict(ctx, ms[k], r, sendErr)
+		vs[k] = b.verdict(ctx, ms[k], r, sendErr, out.Usage, len(ms))
 	}
 }
 
@@ -297,8 +302,10 @@ func (b *binding) input(m *queue.Message) runtime.Input {
 
 // verdict turns one message's result into the listener's verdict: a failure, a retry or a
 // reject as the handler asked, or ok once its outputs are sent. sendErr, when not nil, is
-// a failure to send outputs the message's success depends on (a batch call's own).
-func (b *binding) verdict(ctx context.Context, m *queue.Message, r runtime.MessageResult, sendErr error) listener.Verdict {
+// a failure to send outputs the message's success depends on (a batch call's own). A
+// verdict other than ok carries the attempt's usage, of a call of n messages, as the
+// attributes of the dead letter it may become.
+func (b *binding) verdict(ctx context.Context, m *queue.Message, r runtime.MessageResult, sendErr error, u runtime.Usage, n int) listener.Verdict {
 	var vd listener.Verdict
 	switch {
 	case r.Err != nil:
@@ -317,21 +324,22 @@ func (b *binding) verdict(ctx context.Context, m *queue.Message, r runtime.Messa
 	default:
 		vd = listener.Rejected(errors.New(cmp.Or(r.ErrorText, "rejected by the handler")))
 	}
+	vd.Attrs = usageAttrs(u, n)
 	b.logFailure(m, vd)
 	return vd
 }
 
-// call runs in on the serving version, counted on that version until Pool.Call returns or
-// panics: retire waits for the count to reach zero before closing the version's pool, so a
-// count a panic left behind would hold the old version for ever and stall every later reload.
-func (b *binding) call(ctx context.Context, in *runtime.Input) (*runtime.Output, time.Duration, error) {
+// call runs in on the serving version, counted on that version until Pool.CallInto returns
+// or panics: retire waits for the count to reach zero before closing the version's pool, so
+// a count a panic left behind would hold the old version for ever and stall every later
+// reload. The output's Usage is set even when the call failed.
+func (b *binding) call(ctx context.Context, in *runtime.Input) (*runtime.Output, error) {
 	v := b.acquire()
 	defer v.release()
 	b.calls.addID(in.ID)
 	defer b.calls.removeID(in.ID)
-	start := time.Now()
-	out, err := v.pool.Call(ctx, in)
-	return out, time.Since(start), err
+	out := new(runtime.Output)
+	return out, v.pool.CallInto(ctx, in, out)
 }
 
 func (b *binding) logFailure(m *queue.Message, v listener.Verdict) {

@@ -187,6 +187,9 @@ func (h *Host) planTenants(ctx context.Context, cur, next *config.Config, curTok
 				errs = append(errs, err)
 				continue
 			}
+			if p.old != nil {
+				nt.usage = p.old.usage // the tenant's counters go on
+			}
 			t, p.new = nt, nt
 		}
 		for _, bn := range slices.Sorted(maps.Keys(nc.Bindings)) {

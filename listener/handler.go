@@ -93,6 +93,10 @@ type Verdict struct {
 	After time.Duration
 	// Err is the reason (retry, reject, failed); it becomes the dead letter's reason.
 	Err error
+	// Attrs are written on the dead letter beside the listener's own wqhost.* attributes
+	// (which win a clash) if this attempt dead-letters the message: the host's metering
+	// figures of the failing attempt (docs/metering.md).
+	Attrs map[string]string
 }
 
 // OK is the verdict of a handled message.
