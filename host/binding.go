@@ -141,6 +141,9 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 	}
 	b.gate = breaker.NewGateWith(breakerOptions(t.conf().Limits.Timeout, bc.Breaker), h.suspect, share)
 	lc.Limiter = b.gate // its circuit breaker (host/internal/breaker)
+	if t.quota != nil {
+		lc.Limiter = quotaGate{Gate: b.gate, q: t.quota} // and its tenant's fuel quota (quota.go)
+	}
 	if lc.IdlePacer, err = h.idle.pacer(h.cfg, bc); err != nil {
 		return nil, err
 	}

@@ -72,6 +72,9 @@ func (c *usageCounters) status() UsageStatus {
 func (b *binding) meter(u runtime.Usage) {
 	b.usage.add(u)
 	b.tenant.usage.add(u)
+	if q := b.tenant.quota; q != nil {
+		q.add(u.Fuel)
+	}
 }
 
 // usageAttrs are a failed attempt's figures as dead-letter attributes (queue.AttrFuel …). A

@@ -169,6 +169,15 @@ var (
 		"Handler calls holding one of the tenant's max_concurrency slots.", []string{"tenant"}, nil)
 	tenantFuelDesc = prometheus.NewDesc("wqhost_tenant_fuel_total",
 		"Fuel units of the tenant's handler calls, over config reloads (docs/metering.md).", []string{"tenant"}, nil)
+	// The fuel quota's series, served for tenants with limits.fuel_quota only.
+	quotaUsedDesc = prometheus.NewDesc("wqhost_tenant_fuel_quota_used",
+		"Fuel the tenant spent in the current quota period.", []string{"tenant"}, nil)
+	quotaLimitDesc = prometheus.NewDesc("wqhost_tenant_fuel_quota",
+		"The tenant's fuel quota per period (limits.fuel_quota.fuel).", []string{"tenant"}, nil)
+	quotaExhaustedDesc = prometheus.NewDesc("wqhost_tenant_fuel_quota_exhausted",
+		"1 while the tenant's fuel quota is spent and its bindings lease nothing until the period rolls over.", []string{"tenant"}, nil)
+	quotaThrottlesDesc = prometheus.NewDesc("wqhost_tenant_fuel_quota_throttles_total",
+		"Lease attempts of the tenant's listeners held back by its spent fuel quota.", []string{"tenant"}, nil)
 	readyDesc = prometheus.NewDesc("wqhost_ready", "1 when every binding's module is loaded.", nil, nil)
 )
 
@@ -180,7 +189,8 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 		}
 	}
 	for _, d := range []*prometheus.Desc{m.queueCalls, m.messages, m.module, m.moduleLoaded, m.pluginUp,
-		m.pluginFallbacks, m.pluginRestarts, tenantRunningDesc, tenantFuelDesc, readyDesc} {
+		m.pluginFallbacks, m.pluginRestarts, tenantRunningDesc, tenantFuelDesc, readyDesc,
+		quotaUsedDesc, quotaLimitDesc, quotaExhaustedDesc, quotaThrottlesDesc} {
 		ch <- d
 	}
 	if m.breakers != nil {
@@ -200,6 +210,16 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, t := range st.Tenants {
 		ch <- prometheus.MustNewConstMetric(tenantRunningDesc, prometheus.GaugeValue, float64(t.Running), t.Name)
 		ch <- prometheus.MustNewConstMetric(tenantFuelDesc, prometheus.CounterValue, float64(t.Usage.Fuel), t.Name)
+		if q := t.Quota; q != nil {
+			exhausted := 0.0
+			if q.Exhausted {
+				exhausted = 1
+			}
+			ch <- prometheus.MustNewConstMetric(quotaUsedDesc, prometheus.GaugeValue, float64(q.Used), t.Name)
+			ch <- prometheus.MustNewConstMetric(quotaLimitDesc, prometheus.GaugeValue, float64(q.Fuel), t.Name)
+			ch <- prometheus.MustNewConstMetric(quotaExhaustedDesc, prometheus.GaugeValue, exhausted, t.Name)
+			ch <- prometheus.MustNewConstMetric(quotaThrottlesDesc, prometheus.CounterValue, float64(q.Throttles), t.Name)
+		}
 		if !m.perBinding {
 			m.collectGroup(ch, []string{t.Name}, t.Bindings)
 			m.collectBreakers(ch, t.Name, t.Bindings)

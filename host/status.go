@@ -49,8 +49,10 @@ type TenantStatus struct {
 	Weight         int    `json:"weight"`
 	MaxConcurrency int    `json:"max_concurrency"` // 0 = no cap
 	Running        int64  `json:"running"`         // handler calls holding a tenant slot
-	// Usage sums the metering of the tenant's handler calls (docs/metering.md).
+	// Usage sums the metering of the tenant's handler calls (docs/metering.md); Quota is
+	// its fuel quota's state, absent without limits.fuel_quota.
 	Usage    UsageStatus     `json:"usage"`
+	Quota    *QuotaStatus    `json:"fuel_quota,omitempty"`
 	Bindings []BindingStatus `json:"bindings"`
 }
 
@@ -212,7 +214,7 @@ func (h *Host) StatusPage(ctx context.Context, q StatusQuery) Status {
 	byTenant := map[string]int{}
 	add := func(t *tenant) int {
 		tc := t.conf()
-		ts := TenantStatus{Name: t.name, Weight: tc.Weight, MaxConcurrency: tc.MaxConcurrency, Usage: t.usage.status(), Bindings: []BindingStatus{}}
+		ts := TenantStatus{Name: t.name, Weight: tc.Weight, MaxConcurrency: tc.MaxConcurrency, Usage: t.usage.status(), Quota: t.quota.status(), Bindings: []BindingStatus{}}
 		if t.limiter != nil {
 			ts.Running = t.limiter.Stats().Held
 		}
