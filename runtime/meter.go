@@ -42,17 +42,6 @@ type Usage struct {
 	Wait time.Duration
 }
 
-// Add adds o's figures to u; MemoryBytes takes the larger.
-func (u *Usage) Add(o Usage) {
-	u.Fuel += o.Fuel
-	u.Wall += o.Wall
-	u.Wait += o.Wait
-	u.MemoryBytes = max(u.MemoryBytes, o.MemoryBytes)
-	u.HostTime += o.HostTime
-	u.HTTPRequests += o.HTTPRequests
-	u.HTTPBytes += o.HTTPBytes
-}
-
 // meterMark is what metering reads before a call.
 type meterMark struct {
 	fuel int64 // the fuel global plus the refills so far
