@@ -59,6 +59,8 @@ type binding struct {
 	outSends, outErrors atomic.Uint64
 	// calls are the messages whose handler call runs, named if a shutdown abandons them.
 	calls callSet
+	// usage sums its handler calls' metering (meter.go).
+	usage usageCounters
 
 	reloader // the serving module version and its hot reload (reload.go)
 }
@@ -137,6 +139,9 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 	}
 	b.gate = breaker.NewGateWith(breakerOptions(t.conf().Limits.Timeout, bc.Breaker), h.suspect, share)
 	lc.Limiter = b.gate // its circuit breaker (host/internal/breaker)
+	if t.quota != nil {
+		lc.Limiter = quotaGate{Gate: b.gate, q: t.quota} // and its tenant's fuel quota (quota.go)
+	}
 	if lc.IdlePacer, err = h.idle.pacer(h.cfg, bc); err != nil {
 		return nil, err
 	}
@@ -241,13 +246,16 @@ func (b *binding) policies(ctx context.Context) (listener.Backoff, listener.Scal
 // message's outcome.
 func (b *binding) Handle(ctx context.Context, m *queue.Message) outcome.Outcome {
 	in := b.input(m)
-	out, took, err := b.call(ctx, &in)
+	out, err := b.call(ctx, &in)
+	// The call as the caller saw it: waiting for an instance, then the guest.
+	took := out.Usage.Wait + out.Usage.Wall
 	b.latency.Observe(took.Seconds())
 	b.gate.Record(err, took)
+	b.meter(out.Usage)
 	if err != nil {
-		return b.settleOutputs(ctx, m, outcomeOf(0, 0, "", err), nil, nil)
+		return b.settleOutputs(ctx, m, outcomeOf(0, 0, "", err), nil, nil, out.Usage, 1)
 	}
-	return b.settleOutputs(ctx, m, outcomeOf(out.Status, out.RetryAfter, out.ErrorText, nil), out.Outputs, nil)
+	return b.settleOutputs(ctx, m, outcomeOf(out.Status, out.RetryAfter, out.ErrorText, nil), out.Outputs, nil, out.Usage, 1)
 }
 
 // HandleBatch implements listener.BatchHandler: the messages through the module's
@@ -261,12 +269,12 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, outs []o
 	v := b.acquire()
 	defer v.release()
 	b.calls.add(ins)
-	start := time.Now()
 	out, err := v.pool.CallBatch(ctx, ins)
-	took := time.Since(start)
+	took := out.Usage.Wait + out.Usage.Wall
 	b.calls.remove(ins)
 	b.latency.Observe(took.Seconds())
 	b.gate.Record(err, took)
+	b.meter(out.Usage)
 	// The call's own outputs (emit without a message) go first: if they cannot be sent,
 	// every message that ended ok fails with them, so none is deleted without its output.
 	var sendErr error
@@ -274,7 +282,7 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, outs []o
 		sendErr = b.sendOutputs(ctx, out.Outputs)
 	}
 	for k, r := range out.Messages {
-		outs[k] = b.settleOutputs(ctx, ms[k], outcomeOf(r.Status, r.RetryAfter, r.ErrorText, r.Err), r.Outputs, sendErr)
+		outs[k] = b.settleOutputs(ctx, ms[k], outcomeOf(r.Status, r.RetryAfter, r.ErrorText, r.Err), r.Outputs, sendErr, out.Usage, len(ms))
 	}
 }
 
@@ -304,8 +312,10 @@ func (b *binding) input(m *queue.Message) runtime.Input {
 
 // settleOutputs completes a message's outcome o: a done message is done once its outputs are
 // sent (a failure if they cannot be); any other is logged. sendErr, when not nil, is a
-// failure to send outputs the message's success depends on (a batch call's own).
-func (b *binding) settleOutputs(ctx context.Context, m *queue.Message, o outcome.Outcome, outputs []runtime.Emitted, sendErr error) outcome.Outcome {
+// failure to send outputs the message's success depends on (a batch call's own). An outcome
+// other than done carries the attempt's usage u, of a call of n messages, as the attributes
+// of the dead letter it may become.
+func (b *binding) settleOutputs(ctx context.Context, m *queue.Message, o outcome.Outcome, outputs []runtime.Emitted, sendErr error, u runtime.Usage, n int) outcome.Outcome {
 	if o.Kind == outcome.KindDone {
 		err := sendErr
 		if err == nil {
@@ -316,21 +326,22 @@ func (b *binding) settleOutputs(ctx context.Context, m *queue.Message, o outcome
 		}
 		o = outcome.Failed(err)
 	}
+	o.Attrs = usageAttrs(u, n)
 	b.logFailure(m, o)
 	return o
 }
 
-// call runs in on the serving version, counted on that version until Pool.Call returns or
-// panics: retire waits for the count to reach zero before closing the version's pool, so a
-// count a panic left behind would hold the old version for ever and stall every later reload.
-func (b *binding) call(ctx context.Context, in *runtime.Input) (*runtime.Output, time.Duration, error) {
+// call runs in on the serving version, counted on that version until Pool.CallInto returns
+// or panics: retire waits for the count to reach zero before closing the version's pool, so
+// a count a panic left behind would hold the old version for ever and stall every later
+// reload. The output's Usage is set even when the call failed.
+func (b *binding) call(ctx context.Context, in *runtime.Input) (*runtime.Output, error) {
 	v := b.acquire()
 	defer v.release()
 	b.calls.addID(in.ID)
 	defer b.calls.removeID(in.ID)
-	start := time.Now()
-	out, err := v.pool.Call(ctx, in)
-	return out, time.Since(start), err
+	out := new(runtime.Output)
+	return out, v.pool.CallInto(ctx, in, out)
 }
 
 // logFailure logs a failed or rejected message. A retry is logged by the listener once its

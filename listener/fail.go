@@ -29,7 +29,7 @@ func (l *Listener) fail(ctx context.Context, m *queue.Message, o outcome.Outcome
 	}
 	switch d.Kind {
 	case outcome.KindReject:
-		l.deadLetter(ctx, m, reason)
+		l.deadLetter(ctx, m, reason, o.Attrs)
 	case outcome.KindDrop:
 		l.log.Warn("failed message dropped by the poison policy", "id", m.ID, "dequeue_count", m.DequeueCount, "err", reason)
 		if !l.cfg.AtMostOnce {
@@ -73,10 +73,11 @@ func (l *Listener) noteDue(t time.Time) {
 
 // deadLetter sends the message to the dead-letter queue with its reason and metadata, then
 // deletes the original. If the send fails the original stays (its lease expires and it
-// comes back), so a poison message is never lost.
-func (l *Listener) deadLetter(ctx context.Context, m *queue.Message, reason string) {
-	attrs := make(map[string]string, len(m.Attributes)+6)
+// comes back), so a poison message is never lost. extra (the verdict's Attrs) go beside.
+func (l *Listener) deadLetter(ctx context.Context, m *queue.Message, reason string, extra map[string]string) {
+	attrs := make(map[string]string, len(m.Attributes)+len(extra)+6)
 	maps.Copy(attrs, m.Attributes)
+	maps.Copy(attrs, extra)
 	attrs[queue.AttrReason] = reason
 	attrs[queue.AttrOriginalID] = m.ID
 	attrs[queue.AttrOriginalQueue] = l.q.Name()

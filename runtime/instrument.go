@@ -77,9 +77,13 @@ const (
 	bulkCharge  = 1024
 	// instrumentVersion names the cached instrumented modules: raise it with any change
 	// to what instrument writes.
-	instrumentVersion = 4
+	instrumentVersion = 5
 	// yieldImport is the host function the instrumented code calls (module hostModuleName).
 	yieldImport = "wqhost_yield"
+	// fuelExport is the export naming the fuel global, which the host reads before and
+	// after each call to meter it (meter.go). A module exporting that name itself makes the
+	// instrumented module invalid, and so runs under close-on-context-done, unmetered.
+	fuelExport = "wqhost_fuel"
 )
 
 // yieldCode is a module instrumented with a fuel counter.
@@ -228,6 +232,20 @@ func instrumentWith(wasm []byte, opt instrumentOptions) (*yieldCode, error) {
 			e = appendU32(e, types)
 			return appendVec(p, n, e), nil
 		},
+		secExport: func(p []byte) ([]byte, error) {
+			var n uint32
+			if p != nil {
+				var err error
+				if p, err = remapExports(p, x); err != nil {
+					return nil, err
+				}
+				n = (&reader{b: p}).u32()
+			}
+			e := appendName(nil, fuelExport)
+			e = append(e, 0x03)
+			e = appendU32(e, x.fuel)
+			return appendVec(p, n, e), nil
+		},
 		secGlobal: func(p []byte) ([]byte, error) {
 			g := append([]byte{0x7f, 0x01, 0x41}, appendS32(nil, opt.fuel)...) // mut i32 = fuelRefill
 			if p != nil {
@@ -240,7 +258,7 @@ func instrumentWith(wasm []byte, opt instrumentOptions) (*yieldCode, error) {
 		},
 	}
 	flush := func(rank int) {
-		for _, id := range []byte{secType, secImport, secGlobal} {
+		for _, id := range []byte{secType, secImport, secGlobal, secExport} {
 			if !added[id] && rank > sectionRank[id] {
 				p, _ := add[id](nil)
 				emit(id, p)
@@ -274,11 +292,9 @@ func instrumentWith(wasm []byte, opt instrumentOptions) (*yieldCode, error) {
 		var p []byte
 		var err error
 		switch s.id {
-		case secType, secImport, secGlobal:
+		case secType, secImport, secGlobal, secExport:
 			p, err = add[s.id](s.payload)
 			added[s.id] = true
-		case secExport:
-			p, err = remapExports(s.payload, x)
 		case secStart:
 			r := &reader{b: s.payload}
 			p = appendU32(nil, x.fn(r.u32()))

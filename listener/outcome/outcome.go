@@ -67,6 +67,10 @@ type Outcome struct {
 	// retry's is its cause alone: the delay asked for is After, and the poison policy may
 	// apply another.
 	Err error
+	// Attrs are written on the dead letter beside the listener's own wqhost.* attributes
+	// (which win a clash) if this attempt dead-letters the message: the host's metering
+	// figures of the failing attempt (docs/metering.md). A policy's answer carries none.
+	Attrs map[string]string
 }
 
 // Reason is the outcome's reason as a dead letter records it: Err's text, or the kind's

@@ -43,6 +43,20 @@ const (
 	AttrOrderKey = "wqhost.order"
 )
 
+// Attribute keys of the failing attempt's metering figures, which the host writes on a dead
+// letter beside the ones above (docs/metering.md has the units): decimal integers.
+const (
+	AttrFuel         = "wqhost.fuel"          // fuel units
+	AttrWallUs       = "wqhost.wall_us"       // wall time in the guest, microseconds
+	AttrHostUs       = "wqhost.host_us"       // of which waiting in host calls, microseconds
+	AttrMemoryBytes  = "wqhost.memory_bytes"  // linear memory high-water mark, bytes
+	AttrHTTPRequests = "wqhost.http_requests" // outbound requests
+	AttrHTTPBytes    = "wqhost.http_bytes"    // outbound request + response body bytes
+	// AttrBatchSize is set when the attempt was a batch call of that many messages, whose
+	// figures (but memory) were divided among them.
+	AttrBatchSize = "wqhost.batch_size"
+)
+
 // ErrLeaseLost is returned by Delete and UpdateVisibility when the message's lease token is
 // no longer valid: its visibility timeout expired and another receiver may hold it.
 var ErrLeaseLost = errors.New("lease lost")
