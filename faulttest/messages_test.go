@@ -239,7 +239,7 @@ func checkHostile(t *testing.T, cfgFile string, env []string, processed, poisone
 // peekBodies returns the bodies of a queue's messages by id, read with `wqhost peek --json`.
 func peekBodies(t *testing.T, cfgFile string, env []string, tenant, queue string) map[string]string {
 	t.Helper()
-	r := mustWQ(t, env, "peek", "--config", cfgFile, "--tenant", tenant, "--queue", queue, "--limit", "0", "--json")
+	r := mustWQ(t, env, "peek", "--config", cfgFile, "--tenant", tenant, "--queue", queue, "--limit", "0", "--json", "--body-bytes", "67108864")
 	out := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(r.stdout))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -81,6 +82,11 @@ tenants:
 	dead, err := h.OpenQueue(ctx, "acme", "in-poison")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := dead.(*local.Queue); !ok {
+		// queueapi filters in SQL only on a *local.Queue; a wrapper would make every
+		// dead-letter query a scan that leases the whole queue.
+		t.Fatalf("the host's local dead-letter queue is a %T, not a *local.Queue", dead)
 	}
 	for _, reason := range []string{"trap", "trap", "timeout"} {
 		if _, err := dead.Send(ctx, []byte("m"), queue.SendOptions{Attributes: map[string]string{queue.AttrReason: reason}}); err != nil {

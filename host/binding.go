@@ -20,6 +20,7 @@ import (
 	"github.com/wqhost/wqhost/host/internal/fair"
 	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/listener/sharded"
 	"github.com/wqhost/wqhost/plugins/builtin"
@@ -58,6 +59,8 @@ type binding struct {
 	outSends, outErrors atomic.Uint64
 	// calls are the messages whose handler call runs, named if a shutdown abandons them.
 	calls callSet
+	// usage sums its handler calls' metering (meter.go).
+	usage usageCounters
 
 	reloader // the serving module version and its hot reload (reload.go)
 }
@@ -125,12 +128,8 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 	// A body above the tenant's limit is dead-lettered unread (on the local store never
 	// loaded): a binding holds at most (slots + prefetch) × max_message_bytes of bodies.
 	lc.MaxMessageBytes = int64(t.conf().Limits.MaxMessageBytes)
-	if bc.Ordered {
-		// Group N+1 is received only once group N has settled (listener/ordered.go).
-		if lc.Queue, err = listener.Ordered(b.queue); err != nil {
-			return nil, err
-		}
-	}
+	// Group N+1 is received only once group N has settled (listener/ordered.go).
+	lc.Ordered = bc.Ordered
 	var share listener.Limiter // nil, not a nil *fair.Binding: the gate skips it
 	if t.limiter != nil {
 		// The tenant's cap and weighted share of the host budget, shared by its bindings
@@ -140,6 +139,9 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 	}
 	b.gate = breaker.NewGateWith(breakerOptions(t.conf().Limits.Timeout, bc.Breaker), h.suspect, share)
 	lc.Limiter = b.gate // its circuit breaker (host/internal/breaker)
+	if t.quota != nil {
+		lc.Limiter = quotaGate{Gate: b.gate, q: t.quota} // and its tenant's fuel quota (quota.go)
+	}
 	if lc.IdlePacer, err = h.idle.pacer(h.cfg, bc); err != nil {
 		return nil, err
 	}
@@ -240,29 +242,25 @@ func (b *binding) policies(ctx context.Context) (listener.Backoff, listener.Scal
 	return backoff, recordingScaler{inner: scaler, hist: &b.hist}, poison, nil
 }
 
-// Handle implements listener.Handler (the listener calls HandleMessage).
-func (b *binding) Handle(ctx context.Context, m *queue.Message) error {
-	return b.HandleMessage(ctx, m).Error()
-}
-
-// HandleMessage implements listener.VerdictHandler: one message through the module, its
-// status passed to the listener as a verdict value.
-func (b *binding) HandleMessage(ctx context.Context, m *queue.Message) listener.Verdict {
+// Handle implements listener.Handler: one message through the module, its result as the
+// message's outcome.
+func (b *binding) Handle(ctx context.Context, m *queue.Message) outcome.Outcome {
 	in := b.input(m)
-	out, took, err := b.call(ctx, &in)
+	out, err := b.call(ctx, &in)
+	// The call as the caller saw it: waiting for an instance, then the guest.
+	took := out.Usage.Wait + out.Usage.Wall
 	b.latency.Observe(took.Seconds())
 	b.gate.Record(err, took)
+	b.meter(out.Usage)
 	if err != nil {
-		return b.verdict(ctx, m, runtime.MessageResult{Err: err}, nil)
+		return b.settleOutputs(ctx, m, outcomeOf(0, 0, "", err), nil, nil, out.Usage, 1)
 	}
-	return b.verdict(ctx, m, runtime.MessageResult{
-		Status: out.Status, RetryAfter: out.RetryAfter, ErrorText: out.ErrorText, Outputs: out.Outputs,
-	}, nil)
+	return b.settleOutputs(ctx, m, outcomeOf(out.Status, out.RetryAfter, out.ErrorText, nil), out.Outputs, nil, out.Usage, 1)
 }
 
 // HandleBatch implements listener.BatchHandler: the messages through the module's
 // wqhost_handle_batch in one call, each message settled by its own result.
-func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, vs []listener.Verdict) {
+func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, outs []outcome.Outcome) {
 	ins := make([]*runtime.Input, len(ms))
 	for i, m := range ms {
 		in := b.input(m)
@@ -271,12 +269,12 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, vs []lis
 	v := b.acquire()
 	defer v.release()
 	b.calls.add(ins)
-	start := time.Now()
 	out, err := v.pool.CallBatch(ctx, ins)
-	took := time.Since(start)
+	took := out.Usage.Wait + out.Usage.Wall
 	b.calls.remove(ins)
 	b.latency.Observe(took.Seconds())
 	b.gate.Record(err, took)
+	b.meter(out.Usage)
 	// The call's own outputs (emit without a message) go first: if they cannot be sent,
 	// every message that ended ok fails with them, so none is deleted without its output.
 	var sendErr error
@@ -284,8 +282,23 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, vs []lis
 		sendErr = b.sendOutputs(ctx, out.Outputs)
 	}
 	for k, r := range out.Messages {
-		vs[k] = b.verdict(ctx, ms[k], r, sendErr)
+		outs[k] = b.settleOutputs(ctx, ms[k], outcomeOf(r.Status, r.RetryAfter, r.ErrorText, r.Err), r.Outputs, sendErr, out.Usage, len(ms))
 	}
+}
+
+// outcomeOf is the one translation of the runtime's result into the listener's outcome: the
+// call's error (trap, time limit, …) a failure, else the ABI status the guest gave, with its
+// retry delay and reason.
+func outcomeOf(st runtime.Status, retryAfter time.Duration, text string, callErr error) outcome.Outcome {
+	switch {
+	case callErr != nil:
+		return outcome.Failed(fmt.Errorf("handler call: %w", callErr))
+	case st == runtime.StatusOK:
+		return outcome.Outcome{}
+	case st == runtime.StatusRetry:
+		return outcome.RetryAfter(retryAfter, errors.New(cmp.Or(text, "handler asked for a retry")))
+	}
+	return outcome.Rejected(errors.New(cmp.Or(text, "rejected by the handler")))
 }
 
 // input is m as the module's input. Its size was checked by the listener
@@ -297,53 +310,48 @@ func (b *binding) input(m *queue.Message) runtime.Input {
 	}
 }
 
-// verdict turns one message's result into the listener's verdict: a failure, a retry or a
-// reject as the handler asked, or ok once its outputs are sent. sendErr, when not nil, is
-// a failure to send outputs the message's success depends on (a batch call's own).
-func (b *binding) verdict(ctx context.Context, m *queue.Message, r runtime.MessageResult, sendErr error) listener.Verdict {
-	var vd listener.Verdict
-	switch {
-	case r.Err != nil:
-		vd = listener.Failed(fmt.Errorf("handler call: %w", r.Err))
-	case r.Status == runtime.StatusOK:
+// settleOutputs completes a message's outcome o: a done message is done once its outputs are
+// sent (a failure if they cannot be); any other is logged. sendErr, when not nil, is a
+// failure to send outputs the message's success depends on (a batch call's own). An outcome
+// other than done carries the attempt's usage u, of a call of n messages, as the attributes
+// of the dead letter it may become.
+func (b *binding) settleOutputs(ctx context.Context, m *queue.Message, o outcome.Outcome, outputs []runtime.Emitted, sendErr error, u runtime.Usage, n int) outcome.Outcome {
+	if o.Kind == outcome.KindDone {
 		err := sendErr
 		if err == nil {
-			err = b.sendOutputs(ctx, r.Outputs)
+			err = b.sendOutputs(ctx, outputs)
 		}
 		if err == nil {
-			return listener.OK()
+			return o
 		}
-		vd = listener.Failed(err)
-	case r.Status == runtime.StatusRetry:
-		vd = listener.RetryAfter(r.RetryAfter, errors.New(cmp.Or(r.ErrorText, "handler asked for a retry")))
-	default:
-		vd = listener.Rejected(errors.New(cmp.Or(r.ErrorText, "rejected by the handler")))
+		o = outcome.Failed(err)
 	}
-	b.logFailure(m, vd)
-	return vd
+	o.Attrs = usageAttrs(u, n)
+	b.logFailure(m, o)
+	return o
 }
 
-// call runs in on the serving version, counted on that version until Pool.Call returns or
-// panics: retire waits for the count to reach zero before closing the version's pool, so a
-// count a panic left behind would hold the old version for ever and stall every later reload.
-func (b *binding) call(ctx context.Context, in *runtime.Input) (*runtime.Output, time.Duration, error) {
+// call runs in on the serving version, counted on that version until Pool.CallInto returns
+// or panics: retire waits for the count to reach zero before closing the version's pool, so
+// a count a panic left behind would hold the old version for ever and stall every later
+// reload. The output's Usage is set even when the call failed.
+func (b *binding) call(ctx context.Context, in *runtime.Input) (*runtime.Output, error) {
 	v := b.acquire()
 	defer v.release()
 	b.calls.addID(in.ID)
 	defer b.calls.removeID(in.ID)
-	start := time.Now()
-	out, err := v.pool.Call(ctx, in)
-	return out, time.Since(start), err
+	out := new(runtime.Output)
+	return out, v.pool.CallInto(ctx, in, out)
 }
 
 // logFailure logs a failed or rejected message. A retry is logged by the listener once its
 // poison policy has decided the delay (listener/fail.go): the delay the handler asked for
 // may be clamped (to max_delay), and the log must say the one applied.
-func (b *binding) logFailure(m *queue.Message, v listener.Verdict) {
-	if v.Outcome == listener.OutcomeRetry {
+func (b *binding) logFailure(m *queue.Message, o outcome.Outcome) {
+	if o.Kind == outcome.KindRetry {
 		return
 	}
-	b.log.Warn("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", v.Error().Error())
+	b.log.Warn("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", o.Reason())
 }
 
 // sendOutputs sends every output before the message is settled, so a crash between the two

@@ -32,6 +32,7 @@ import (
 	"github.com/wqhost/wqhost/host/internal/breaker"
 	"github.com/wqhost/wqhost/host/internal/fair"
 	"github.com/wqhost/wqhost/host/source"
+	"github.com/wqhost/wqhost/internal/clock"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/runtime"
 )
@@ -146,6 +147,12 @@ type tenant struct {
 	// (weight, max_concurrency, token_env) may differ from those its bindings were built
 	// with: a change to any other one rebuilds the tenant.
 	cfg atomic.Pointer[config.Tenant]
+	// usage sums its bindings' handler calls (meter.go): shared with the tenant this one
+	// rebuilt, so a config reload does not reset the tenant's counters.
+	usage *usageCounters
+	// quota is its fuel quota's state (quota.go); nil without limits.fuel_quota. Kept
+	// across rebuilds like usage.
+	quota *fuelQuota
 }
 
 // conf returns the tenant's config in force.
@@ -167,7 +174,7 @@ func runtimeLimits(tc config.Tenant) runtime.TenantLimits {
 // caller adds it once the tenant's bindings are built. It runs on rt, a runtime tenant kept
 // from the tenant it rebuilds, or, when rt is nil, on a fresh one with the tenant's limits.
 func (h *Host) newTenant(name string, tc config.Tenant, hostBudget int, rt *runtime.Tenant) (*tenant, error) {
-	t := &tenant{name: name}
+	t := &tenant{name: name, usage: &usageCounters{}, quota: newFuelQuota(clock.Real{}, tc.Limits.FuelQuota)}
 	t.cfg.Store(&tc)
 	if rt == nil {
 		// ReplaceTenant, not Tenant: the engine may still hold a runtime under this name, of

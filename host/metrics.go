@@ -15,7 +15,7 @@ import (
 // handler latency histogram is observed per call.
 //
 // With metrics.per_binding (the default) every series is labelled tenant, binding and queue:
-// seriesPerBinding (48) series per binding, plus 3 per policy plugin: 480,000 at 10,000
+// seriesPerBinding (52) series per binding, plus 3 per policy plugin: 520,000 at 10,000
 // bindings. With per_binding false the same names are served summed per tenant (label
 // tenant only), so a scrape's size follows the tenants, not the bindings. Three series
 // change meaning: wqhost_module_info counts the tenant's bindings running each digest,
@@ -147,6 +147,10 @@ var bindingMetrics = []metricSpec{
 	{name: "wqhost_breaker_state", help: "The binding's circuit breaker: 0 closed, 1 open (leasing nothing), 2 half-open (probing one message at a time).", kind: prometheus.GaugeValue, val: func(s *BindingStatus) float64 { return breakerGauge[s.Breaker.State] }, perBindingOnly: true},
 	spec("wqhost_breaker_trips_total", "Times the binding's circuit breaker opened.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Breaker.Trips) }),
 	spec("wqhost_pool_timeouts_total", "Handler calls that exceeded the time limit.", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Pool.Timeouts) }),
+	spec("wqhost_handler_fuel_total", "Fuel units of handler calls: guest code plus the host work charged to it (docs/metering.md).", prometheus.CounterValue, func(s *BindingStatus) float64 { return float64(s.Usage.Fuel) }),
+	spec("wqhost_handler_wall_seconds_total", "Wall time of handler calls in the guest (docs/metering.md).", prometheus.CounterValue, func(s *BindingStatus) float64 { return s.Usage.WallSeconds }),
+	spec("wqhost_handler_host_seconds_total", "Time handler calls spent waiting in host calls (outbound HTTP).", prometheus.CounterValue, func(s *BindingStatus) float64 { return s.Usage.HostSeconds }),
+	{name: "wqhost_handler_memory_high_water_bytes", help: "The largest linear memory a handler call of the binding ended with.", kind: prometheus.GaugeValue, val: func(s *BindingStatus) float64 { return float64(s.Usage.MemoryHighWaterBytes) }, perBindingOnly: true},
 }
 
 // breakerGauge is the value of wqhost_breaker_state for each state.
@@ -163,6 +167,17 @@ func queueCallValues(q QueueCalls) []uint64 {
 var (
 	tenantRunningDesc = prometheus.NewDesc("wqhost_tenant_running",
 		"Handler calls holding one of the tenant's max_concurrency slots.", []string{"tenant"}, nil)
+	tenantFuelDesc = prometheus.NewDesc("wqhost_tenant_fuel_total",
+		"Fuel units of the tenant's handler calls, over config reloads (docs/metering.md).", []string{"tenant"}, nil)
+	// The fuel quota's series, served for tenants with limits.fuel_quota only.
+	quotaUsedDesc = prometheus.NewDesc("wqhost_tenant_fuel_quota_used",
+		"Fuel the tenant spent in the current quota period.", []string{"tenant"}, nil)
+	quotaLimitDesc = prometheus.NewDesc("wqhost_tenant_fuel_quota",
+		"The tenant's fuel quota per period (limits.fuel_quota.fuel).", []string{"tenant"}, nil)
+	quotaExhaustedDesc = prometheus.NewDesc("wqhost_tenant_fuel_quota_exhausted",
+		"1 while the tenant's fuel quota is spent and its bindings lease nothing until the period rolls over.", []string{"tenant"}, nil)
+	quotaThrottlesDesc = prometheus.NewDesc("wqhost_tenant_fuel_quota_throttles_total",
+		"Lease attempts of the tenant's listeners held back by its spent fuel quota.", []string{"tenant"}, nil)
 	readyDesc = prometheus.NewDesc("wqhost_ready", "1 when every binding's module is loaded.", nil, nil)
 )
 
@@ -174,7 +189,8 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 		}
 	}
 	for _, d := range []*prometheus.Desc{m.queueCalls, m.messages, m.module, m.moduleLoaded, m.pluginUp,
-		m.pluginFallbacks, m.pluginRestarts, tenantRunningDesc, readyDesc} {
+		m.pluginFallbacks, m.pluginRestarts, tenantRunningDesc, tenantFuelDesc, readyDesc,
+		quotaUsedDesc, quotaLimitDesc, quotaExhaustedDesc, quotaThrottlesDesc} {
 		ch <- d
 	}
 	if m.breakers != nil {
@@ -193,6 +209,17 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
 	for _, t := range st.Tenants {
 		ch <- prometheus.MustNewConstMetric(tenantRunningDesc, prometheus.GaugeValue, float64(t.Running), t.Name)
+		ch <- prometheus.MustNewConstMetric(tenantFuelDesc, prometheus.CounterValue, float64(t.Usage.Fuel), t.Name)
+		if q := t.Quota; q != nil {
+			exhausted := 0.0
+			if q.Exhausted {
+				exhausted = 1
+			}
+			ch <- prometheus.MustNewConstMetric(quotaUsedDesc, prometheus.GaugeValue, float64(q.Used), t.Name)
+			ch <- prometheus.MustNewConstMetric(quotaLimitDesc, prometheus.GaugeValue, float64(q.Fuel), t.Name)
+			ch <- prometheus.MustNewConstMetric(quotaExhaustedDesc, prometheus.GaugeValue, exhausted, t.Name)
+			ch <- prometheus.MustNewConstMetric(quotaThrottlesDesc, prometheus.CounterValue, float64(q.Throttles), t.Name)
+		}
 		if !m.perBinding {
 			m.collectGroup(ch, []string{t.Name}, t.Bindings)
 			m.collectBreakers(ch, t.Name, t.Bindings)

@@ -78,8 +78,8 @@ func TestMetricsPerBindingCardinality(t *testing.T) {
 			}
 			_, digestBindings, _ := series(t, h, "", "wqhost_module_info", map[string]string{"tenant": "t1"})
 			if tc.perBinding {
-				if seriesPerBinding != 48 {
-					t.Errorf("seriesPerBinding = %d: the README, docs/configuration.md and docs/guarantees.md quote 48", seriesPerBinding)
+				if seriesPerBinding != 52 {
+					t.Errorf("seriesPerBinding = %d: the README, docs/configuration.md and docs/guarantees.md quote 52", seriesPerBinding)
 				}
 				if perBinding != 6*seriesPerBinding {
 					t.Errorf("%d series with a binding label, want 6 bindings × %d", perBinding, seriesPerBinding)
@@ -92,8 +92,9 @@ func TestMetricsPerBindingCardinality(t *testing.T) {
 			if perBinding != 0 {
 				t.Errorf("%d series with a binding label, want none", perBinding)
 			}
-			// A tenant: the binding series summed, tenant_running, 3 breaker states.
-			if want := 2 * (seriesPerBinding - 1 + 1 + 3); perTenant != want {
+			// A tenant: the binding series summed (but the two states), tenant_running,
+			// tenant_fuel_total, 3 breaker states.
+			if want := 2 * (seriesPerBinding - 2 + 2 + 3); perTenant != want {
 				t.Errorf("%d series with a tenant label, want %d", perTenant, want)
 			}
 			if workers != 0 {

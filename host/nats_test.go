@@ -51,15 +51,19 @@ func TestNATSBackendPoisonAndQueueOps(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := PeekMessages(ctx, cfg, "acme", "in"+queue.PoisonSuffix, 0)
+	var ps []PeekItem
+	err = StreamPeek(ctx, cfg, "acme", "in"+queue.PoisonSuffix, 0, 100, func(p PeekItem) error {
+		ps = append(ps, p)
+		return nil
+	})
 	if err != nil || len(ps) != n {
 		t.Fatalf("peek = %d dead letters, %v; want %d", len(ps), err, n)
 	}
 	for _, p := range ps {
 		a := p.Attributes
 		if a[queue.AttrReason] == "" || a[queue.AttrDequeueCount] != "3" || a[queue.AttrHandlerVersion] == "" ||
-			a[queue.AttrOriginalQueue] != "acme.in" || a[queue.AttrOriginalID] == "" || a["user-key"] != "v"+string(p.Body[1:]) {
-			t.Errorf("dead letter %s %q: attributes %v; want reason, dequeue count 3, handler version, original queue and id, and its user-key", p.ID, p.Body, a)
+			a[queue.AttrOriginalQueue] != "acme.in" || a[queue.AttrOriginalID] == "" || a["user-key"] != "v"+string(p.Prefix[1:]) {
+			t.Errorf("dead letter %s %q: attributes %v; want reason, dequeue count 3, handler version, original queue and id, and its user-key", p.ID, p.Prefix, a)
 		}
 	}
 	ls, err := ListDeadLetters(ctx, cfg, "acme", "in", 0)

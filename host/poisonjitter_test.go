@@ -22,10 +22,10 @@ func TestPoisonJitterConfig(t *testing.T) {
 		for i := range 200 {
 			m := &queue.Message{ID: string(rune('a'+i%26)) + time.Duration(i).String(), DequeueCount: 2}
 			d := p.Decide(context.Background(), listener.Failure{Message: m, MaxDequeueCount: 5})
-			if d.Delay < 1800*time.Millisecond || d.Delay > 2200*time.Millisecond {
-				t.Fatalf("jitter %v: delay %s outside 2s ±10 %%", tt.jitter, d.Delay)
+			if d.After < 1800*time.Millisecond || d.After > 2200*time.Millisecond {
+				t.Fatalf("jitter %v: delay %s outside 2s ±10 %%", tt.jitter, d.After)
 			}
-			if d.Delay != 2*time.Second {
+			if d.After != 2*time.Second {
 				off++
 			}
 		}

@@ -42,9 +42,10 @@ func (h *Host) OpenQueue(ctx context.Context, tenant, queue string) (queue.Queue
 	return b.Open(ctx, h.cfg.PhysicalQueue(tenant, bname, queue))
 }
 
-// The operations on a tenant's queues that run through the config alone, beside a running
-// host or without one (the CLI's peek and poison commands), live in host/internal/queueops;
-// these are their names in package host.
+// The operations on a tenant's queues that run through the config alone, without a host
+// (the CLI's poison commands), live in host/internal/queueops; those the admin API runs on a
+// host's own queues (and the CLI's peek) in host/internal/queueapi. These are their names
+// in package host.
 
 // DeadLetter is one message of a <queue>-poison queue, with what the listener recorded.
 type DeadLetter = queueops.DeadLetter
@@ -59,9 +60,6 @@ const ListBodyBytes = queueops.ListBodyBytes
 // Peeker is implemented by queues that can show their messages without leasing or changing
 // them (the local, memory and Azure backends). max <= 0 asks for the backend's maximum.
 type Peeker = queue.Peeker
-
-// PeekedMessage is one message as PeekMessages shows it.
-type PeekedMessage = queueops.PeekedMessage
 
 // WalkDeadLetters calls fn for the dead letters of tenant's queue (its <queue>-poison), in
 // bounded memory: a body above ListBodyBytes is never loaded. It returns a cursor for
@@ -82,14 +80,6 @@ func RequeueDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue s
 // how many. It loads no body where the backend can leave it in its store (local).
 func PurgeDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) (int, error) {
 	return queueops.PurgeDeadLetters(ctx, cfg, tenant, queue, limit)
-}
-
-// PeekMessages returns up to limit (0: the backend's maximum, all for the local and memory
-// backends) messages of tenant's queue — an input, output or <queue>-poison queue — without
-// consuming them, in receive order. It opens the queue through cfg as the host would, so it
-// may run beside a running host.
-func PeekMessages(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) ([]PeekedMessage, error) {
-	return queueops.PeekMessages(ctx, cfg, tenant, queue, limit)
 }
 
 // PeekItem is one message as StreamPeek shows it: its body cut to a preview, and its size.

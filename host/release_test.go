@@ -12,7 +12,7 @@ import (
 // handler's panic) still gives back its count on the module version: retiring that version
 // after a hot reload then completes instead of waiting for ever for a call long gone.
 func TestCallPanicReleasesVersion(t *testing.T) {
-	// A version without a pool: Pool.Call panics on it, in the caller's goroutine.
+	// A version without a pool: Pool.CallInto panics on it, in the caller's goroutine.
 	v := &version{drained: make(chan struct{})}
 	b := &binding{}
 	b.cur.Store(v)
@@ -22,7 +22,7 @@ func TestCallPanicReleasesVersion(t *testing.T) {
 				t.Fatal("the call did not panic")
 			}
 		}()
-		_, _, _ = b.call(t.Context(), &runtime.Input{ID: "m1"})
+		_, _ = b.call(t.Context(), &runtime.Input{ID: "m1"})
 	}()
 	if n := v.refs.Load(); n != 0 {
 		t.Fatalf("%d calls still counted on the version after the panic, want 0", n)

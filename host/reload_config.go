@@ -187,6 +187,13 @@ func (h *Host) planTenants(ctx context.Context, cur, next *config.Config, curTok
 				errs = append(errs, err)
 				continue
 			}
+			if p.old != nil {
+				nt.usage = p.old.usage // the tenant's counters go on
+				if p.old.quota != nil && nt.quota != nil {
+					p.old.quota.set(nc.Limits.FuelQuota) // and its quota's period
+					nt.quota = p.old.quota
+				}
+			}
 			t, p.new = nt, nt
 		}
 		for _, bn := range slices.Sorted(maps.Keys(nc.Bindings)) {

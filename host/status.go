@@ -45,11 +45,15 @@ type Page struct {
 
 // TenantStatus is one tenant's state.
 type TenantStatus struct {
-	Name           string          `json:"name"`
-	Weight         int             `json:"weight"`
-	MaxConcurrency int             `json:"max_concurrency"` // 0 = no cap
-	Running        int64           `json:"running"`         // handler calls holding a tenant slot
-	Bindings       []BindingStatus `json:"bindings"`
+	Name           string `json:"name"`
+	Weight         int    `json:"weight"`
+	MaxConcurrency int    `json:"max_concurrency"` // 0 = no cap
+	Running        int64  `json:"running"`         // handler calls holding a tenant slot
+	// Usage sums the metering of the tenant's handler calls (docs/metering.md); Quota is
+	// its fuel quota's state, absent without limits.fuel_quota.
+	Usage    UsageStatus     `json:"usage"`
+	Quota    *QuotaStatus    `json:"fuel_quota,omitempty"`
+	Bindings []BindingStatus `json:"bindings"`
 }
 
 // BindingStatus is one binding's state: the listener's counters, the module, the pool and
@@ -102,6 +106,8 @@ type BindingStatus struct {
 	Pool              PoolStatus `json:"pool"`
 	// HTTP sums the outbound requests of the binding's messages.
 	HTTP HTTPStatus `json:"http"`
+	// Usage sums the metering of the binding's handler calls (docs/metering.md).
+	Usage UsageStatus `json:"usage"`
 
 	Plugins []PluginStatus `json:"plugins,omitempty"`
 
@@ -210,7 +216,7 @@ func (h *Host) StatusPage(ctx context.Context, q StatusQuery) Status {
 	byTenant := map[string]int{}
 	add := func(t *tenant) int {
 		tc := t.conf()
-		ts := TenantStatus{Name: t.name, Weight: tc.Weight, MaxConcurrency: tc.MaxConcurrency, Bindings: []BindingStatus{}}
+		ts := TenantStatus{Name: t.name, Weight: tc.Weight, MaxConcurrency: tc.MaxConcurrency, Usage: t.usage.status(), Quota: t.quota.status(), Bindings: []BindingStatus{}}
 		if t.limiter != nil {
 			ts.Running = t.limiter.Stats().Held
 		}
@@ -262,6 +268,7 @@ func (b *binding) status(ctx context.Context) BindingStatus {
 		},
 	}
 	bs.HTTP = httpStatus(ps.HTTP, old.HTTP)
+	bs.Usage = b.usage.status()
 	gs := b.gate.Status()
 	bs.Running, bs.Breaker = gs.Running, BreakerStatus{State: gs.State, Trips: gs.Trips, CooldownMs: ms(gs.Cooldown)}
 	bs.LastScaling = b.hist.last()

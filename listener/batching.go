@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -34,22 +35,22 @@ type BatchConfig struct {
 func (c BatchConfig) on() bool { return c.MaxMessages > 1 }
 
 // BatchHandler handles many messages in one call. With Config.Batch on, the listener calls
-// HandleBatch instead of Handle, and settles each message by its own verdict.
+// HandleBatch instead of Handle, and settles each message by its own outcome.
 type BatchHandler interface {
 	Handler
-	// HandleBatch handles ms and sets vs[i], the verdict of ms[i]. vs arrives filled with a
-	// failure, so a message the handler gives no verdict is retried, never deleted.
-	HandleBatch(ctx context.Context, ms []*queue.Message, vs []Verdict)
+	// HandleBatch handles ms and sets outs[i], the outcome of ms[i]. outs arrives filled
+	// with a failure, so a message the handler gives no outcome is retried, never deleted.
+	HandleBatch(ctx context.Context, ms []*queue.Message, outs []outcome.Outcome)
 }
 
-// errNoVerdict is the verdict of a message a BatchHandler left alone.
+// errNoVerdict is the failure of a message a BatchHandler left alone.
 var errNoVerdict = errors.New("the batch handler set no verdict for this message")
 
 // add appends msgs to the batch being gathered (no handler runs yet).
 func (b *batch) add(msgs []*queue.Message) {
 	n, k := len(b.msgs), len(msgs)
 	b.msgs = append(b.msgs, msgs...)
-	b.vs = append(b.vs, make([]Verdict, k)...)
+	b.vs = append(b.vs, make([]outcome.Outcome, k)...)
 	b.st = slices.Grow(b.st, k)[:n+k]
 	for i := n; i < n+k; i++ {
 		b.st[i].Store(stUnstarted)
@@ -118,7 +119,7 @@ func (l *Listener) gather(ctx context.Context, b *batch, firstAt time.Time) {
 	var size int64
 	b.n = 0
 	pause := l.cfg.MinIdle
-	_, ordered := l.q.(*orderedQueue)
+	_, inOrder := l.q.(*orderedQueue)
 	if b.admit(&size, bc) {
 		return
 	}
@@ -155,7 +156,7 @@ func (l *Listener) gather(ctx context.Context, b *batch, firstAt time.Time) {
 		// The queue had fewer than asked for. An ordered queue will not hand out more of
 		// this group's successors while the batch holds the group, so waiting is useless.
 		left := time.Until(deadline)
-		if left <= 0 || ordered {
+		if left <= 0 || inOrder {
 			return
 		}
 		if !l.waitMore(ctx, min(left, max(time.Until(b.expires)-l.renewMargin(), 0)), &pause) {
@@ -233,26 +234,26 @@ func (b *batch) runBatch() {
 }
 
 // handleBatch runs the BatchHandler on ms, unless the listener is shutting down, and leaves
-// each message's verdict in vs.
-func (l *Listener) handleBatch(ms []*queue.Message, vs []Verdict) {
-	fill := func(v Verdict) {
+// each message's outcome in vs.
+func (l *Listener) handleBatch(ms []*queue.Message, vs []outcome.Outcome) {
+	fill := func(v outcome.Outcome) {
 		for i := range vs {
 			vs[i] = v
 		}
 	}
 	// One call takes one Limiter slot, however many messages it carries.
 	if !l.enterCall() {
-		fill(Verdict{Outcome: OutcomeFailed, Err: errUnstarted})
+		fill(outcome.Failed(errUnstarted))
 		return
 	}
 	defer l.leaveCall()
-	fill(Failed(errNoVerdict))
+	fill(outcome.Failed(errNoVerdict))
 	l.c.inFlight.Add(int64(len(ms)))
 	start := time.Now()
 	defer func() {
 		if r := recover(); r != nil {
 			// As a guest's trap: the messages given a verdict keep it.
-			v := Failed(fmt.Errorf("batch handler panicked on a batch of %d messages (first %s): %v", len(ms), ms[0].ID, r))
+			v := outcome.Failed(fmt.Errorf("batch handler panicked on a batch of %d messages (first %s): %v", len(ms), ms[0].ID, r))
 			for i := range vs {
 				if vs[i].Err == errNoVerdict {
 					vs[i] = v

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -22,16 +23,16 @@ type batchRec struct {
 	calls      [][]string // message ids per call
 	at         []time.Time
 	counts     map[string]int // by body
-	decide     func(m *queue.Message, seen int) (v listener.Verdict, ok bool)
+	decide     func(m *queue.Message, seen int) (v outcome.Outcome, ok bool)
 	panicAfter int // > 0: panic after setting this many verdicts
 	block      time.Duration
 }
 
-func (h *batchRec) Handle(context.Context, *queue.Message) error {
+func (h *batchRec) Handle(context.Context, *queue.Message) outcome.Outcome {
 	panic("a batching listener called Handle")
 }
 
-func (h *batchRec) HandleBatch(_ context.Context, ms []*queue.Message, vs []listener.Verdict) {
+func (h *batchRec) HandleBatch(_ context.Context, ms []*queue.Message, vs []outcome.Outcome) {
 	h.mu.Lock()
 	if h.counts == nil {
 		h.counts = map[string]int{}
@@ -52,7 +53,7 @@ func (h *batchRec) HandleBatch(_ context.Context, ms []*queue.Message, vs []list
 			panic("guest trapped")
 		}
 		if h.decide == nil {
-			vs[i] = listener.OK()
+			vs[i] = outcome.Outcome{}
 			continue
 		}
 		if v, ok := h.decide(m, seen[i]); ok {
@@ -162,19 +163,19 @@ func TestBatchVerdictsSettleEachMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newMem(t)
 		cfg := baseConfig(e.q, e.dl)
-		h := &batchRec{decide: func(m *queue.Message, seen int) (listener.Verdict, bool) {
+		h := &batchRec{decide: func(m *queue.Message, seen int) (outcome.Outcome, bool) {
 			body := string(m.Body)
 			switch {
 			case seen > 1:
-				return listener.OK(), true
+				return outcome.Outcome{}, true
 			case strings.HasPrefix(body, "retry"):
-				return listener.RetryAfter(time.Minute, errors.New("later")), true
+				return outcome.RetryAfter(time.Minute, errors.New("later")), true
 			case strings.HasPrefix(body, "reject"):
-				return listener.Rejected(errors.New("bad record " + body)), true
+				return outcome.Rejected(errors.New("bad record " + body)), true
 			case strings.HasPrefix(body, "none"):
-				return listener.Verdict{}, false
+				return outcome.Outcome{}, false
 			}
-			return listener.OK(), true
+			return outcome.Outcome{}, true
 		}}
 		cfg.Handler = h
 		cfg.Batch = listener.BatchConfig{MaxMessages: 100, MaxWait: time.Second}

@@ -67,6 +67,13 @@ type Config struct {
 	// producer that never notifies cannot strand a message for longer. Default
 	// DefaultPushFallbackPoll (5 minutes: 12 receives an hour); negative turns it off.
 	PushFallbackPoll time.Duration
+	// Ordered hands out the messages of one order group (queue.AttrOrderKey) together, and
+	// group N+1 only once every message of group N is settled (deleted or dead-lettered; one
+	// waiting for its retry holds the next group back). Queue must have ordered receive
+	// (queue.OrderedReceiver: local); New fails naming it otherwise. Held messages stay in the
+	// queue, taking no worker, slot or dequeue count; settlements by another process are
+	// seen at the next poll, so an ordered queue is meant to be consumed by one host.
+	Ordered bool
 	// AtMostOnce deletes messages on receive, before they are handled.
 	AtMostOnce bool
 	// ShutdownGrace bounds how long in-flight handlers may run after Run's context ends;
@@ -117,10 +124,6 @@ const (
 	DefaultPushFallbackPoll  = 5 * time.Minute
 )
 
-// MaxVisibility is the longest lease or retry delay a message can be given: Azure Queue
-// Storage's longest visibility timeout. A poison policy's retry delay is capped at it.
-const MaxVisibility = 7 * 24 * time.Hour
-
 func (c *Config) withDefaults() (Config, error) {
 	cfg := *c
 	required := []struct {
@@ -140,6 +143,12 @@ func (c *Config) withDefaults() (Config, error) {
 		}
 	}
 	name := cfg.Queue.Name()
+	if cfg.Ordered {
+		var err error
+		if cfg.Queue, err = ordered(cfg.Queue); err != nil {
+			return cfg, fmt.Errorf("listener config: Ordered: %w", err)
+		}
+	}
 	bad := func(field string, format string, args ...any) (Config, error) {
 		return cfg, fmt.Errorf("listener config for queue %q: %s: %s", name, field, fmt.Sprintf(format, args...))
 	}

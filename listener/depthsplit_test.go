@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -34,7 +35,7 @@ func TestDepthSplitFromCounter(t *testing.T) {
 		cfg := baseConfig(countingCounter{queue.Decorator{Queue: e.q}, &countsCalls}, e.dl)
 		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 			if m.Body[0] < 3 {
-				return listener.Retry(time.Hour, errors.New("not yet"))
+				return outcome.Retry(time.Hour, errors.New("not yet"))
 			}
 			return nil
 		})

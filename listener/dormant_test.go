@@ -10,6 +10,7 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -99,7 +100,7 @@ func TestDormantWakeUps(t *testing.T) {
 					c.MinIdle, c.MaxIdle = 30*time.Second, time.Minute
 					c.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
 						if calls.Add(1) == 1 && tt.retry > 0 {
-							return listener.Retry(tt.retry, errors.New("once more"))
+							return outcome.Retry(tt.retry, errors.New("once more"))
 						}
 						return nil
 					})

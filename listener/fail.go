@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -14,40 +15,28 @@ import (
 // message becomes poison: every failure comes here (a handler's failure, retry or reject,
 // and the listener's own refusals: over the dequeue count, body over the size limit), the
 // policy decides, and deadLetter, called from here only, carries out a dead-letter.
-func (l *Listener) fail(ctx context.Context, m *queue.Message, v Verdict) {
+func (l *Listener) fail(ctx context.Context, m *queue.Message, o outcome.Outcome) {
 	l.c.failed.Add(1)
-	err := v.Error()
-	// A retry's own text names the delay the handler asked for, which the policy may clamp
-	// (retry_after(i64 max) is 2562047h47m16s; max_delay makes it 60 s): the policy, the
-	// reason and the log get the cause, and the log the delay applied.
-	cause := err
-	if v.Outcome == OutcomeRetry {
-		cause = retryCause(v)
+	d := l.cfg.Poison.Decide(ctx, Failure{Message: m, Outcome: o, MaxDequeueCount: l.cfg.MaxDequeueCount})
+	reason := o.Reason()
+	if d.Kind == outcome.KindReject && d.Err != nil {
+		reason = d.Reason()
 	}
-	f := Failure{Message: m, Err: cause, Reject: v.Outcome == OutcomeReject, MaxDequeueCount: l.cfg.MaxDequeueCount}
-	if v.Outcome == OutcomeRetry {
-		f.RetryAfter = max(v.After, 0)
-	}
-	d := l.cfg.Poison.Decide(ctx, f)
-	reason := d.Reason
-	if reason == "" {
-		reason = cause.Error()
-	}
-	if d.Action != ActionDeadLetter && d.Action != ActionDrop && (l.cfg.AtMostOnce || isRefusal(v)) {
+	if d.Kind != outcome.KindReject && d.Kind != outcome.KindDrop && (l.cfg.AtMostOnce || isRefusal(o)) {
 		// Deleted on receive (at most once): keeping it is all that is left. Refused by the
 		// listener: every later delivery would be refused again, so a retry is a loop.
-		d.Action = ActionDeadLetter
+		d.Kind = outcome.KindReject
 	}
-	switch d.Action {
-	case ActionDeadLetter:
-		l.deadLetter(ctx, m, reason)
-	case ActionDrop:
-		l.log.Warn("failed message dropped by the poison policy", "id", m.ID, "dequeue_count", m.DequeueCount, "err", cause)
+	switch d.Kind {
+	case outcome.KindReject:
+		l.deadLetter(ctx, m, reason, o.Attrs)
+	case outcome.KindDrop:
+		l.log.Warn("failed message dropped by the poison policy", "id", m.ID, "dequeue_count", m.DequeueCount, "err", reason)
 		if !l.cfg.AtMostOnce {
 			l.deleteOne(ctx, m)
 		}
-	default: // ActionRetry, and any unknown answer: retrying never loses the message
-		delay := min(max(d.Delay, 0), MaxVisibility)
+	default: // KindRetry, and any other answer: retrying never loses the message
+		delay := min(max(d.After, 0), queue.MaxVisibility)
 		l.c.updates.Add(1)
 		if err := l.retryAfter(ctx, m, delay); err != nil {
 			if errors.Is(err, queue.ErrLeaseLost) {
@@ -60,21 +49,8 @@ func (l *Listener) fail(ctx context.Context, m *queue.Message, v Verdict) {
 		}
 		l.c.retried.Add(1)
 		l.noteDue(time.Now().Add(delay))
-		l.log.Warn("message failed; retrying", "id", m.ID, "dequeue_count", m.DequeueCount, "delay", delay, "err", cause)
+		l.log.Warn("message failed; retrying", "id", m.ID, "dequeue_count", m.DequeueCount, "delay", delay, "err", reason)
 	}
-}
-
-// retryCause is a retry verdict's error without the delay asked for.
-func retryCause(v Verdict) error {
-	err := v.Err
-	var rt *retryError
-	if errors.As(err, &rt) {
-		err = rt.Err
-	}
-	if err == nil {
-		return errors.New("retry requested")
-	}
-	return err
 }
 
 // noteDue remembers the earliest retry this listener scheduled, so that a push listener
@@ -97,10 +73,11 @@ func (l *Listener) noteDue(t time.Time) {
 
 // deadLetter sends the message to the dead-letter queue with its reason and metadata, then
 // deletes the original. If the send fails the original stays (its lease expires and it
-// comes back), so a poison message is never lost.
-func (l *Listener) deadLetter(ctx context.Context, m *queue.Message, reason string) {
-	attrs := make(map[string]string, len(m.Attributes)+6)
+// comes back), so a poison message is never lost. extra (the verdict's Attrs) go beside.
+func (l *Listener) deadLetter(ctx context.Context, m *queue.Message, reason string, extra map[string]string) {
+	attrs := make(map[string]string, len(m.Attributes)+len(extra)+6)
 	maps.Copy(attrs, m.Attributes)
+	maps.Copy(attrs, extra)
 	attrs[queue.AttrReason] = reason
 	attrs[queue.AttrOriginalID] = m.ID
 	attrs[queue.AttrOriginalQueue] = l.q.Name()

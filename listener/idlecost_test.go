@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
@@ -89,7 +90,7 @@ func TestIdleCostStatusScrape(t *testing.T) {
 			cfg.Backoff = builtin.NewBackoff(builtin.BackoffOptions{Rand: seededRand(3)})
 			cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 				if m.Body[0] == 0 {
-					return listener.Reject(nil) // one dead letter: its depth is shown too
+					return outcome.Reject(nil) // one dead letter: its depth is shown too
 				}
 				return nil
 			})

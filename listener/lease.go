@@ -29,21 +29,15 @@ func newLeaseBudget(size, minTake int) *leaseBudget {
 	return &leaseBudget{slots: make(chan struct{}, size), gather: make(chan struct{}, 1), min: max(min(minTake, size), 1)}
 }
 
-// LeaseGate is an optional extension of a Limiter: a listener whose Limiter implements it
-// asks it, before each receive, how many more messages it may lease. A binding held back
-// (its circuit breaker open) thus leaves its messages in the queue, their dequeue counts
-// untouched, instead of leasing them to wait idle for a handler slot.
-type LeaseGate interface {
-	// LeaseRoom returns how many more messages may be leased while held are leased and not
-	// yet settled (negative: no limit). When it returns 0 or less than held allows, the
-	// listener asks again once wake is closed or recheck has passed (recheck 0: only wake).
+// leaseGate is a Limiter's optional extension that gates leasing (see Limiter).
+type leaseGate interface {
 	LeaseRoom(held int) (room int, wake <-chan struct{}, recheck time.Duration)
 }
 
 // take blocks until at least the budget's minimum (capped at want) of lease slots is free,
 // takes up to want, and returns how many it took; 0 when ctx ended first. With a gate,
 // it first waits until the gate leaves room, and takes no more than that room.
-func (lb *leaseBudget) take(ctx context.Context, want int, gate LeaseGate) int {
+func (lb *leaseBudget) take(ctx context.Context, want int, gate leaseGate) int {
 	select {
 	case lb.gather <- struct{}{}:
 	case <-ctx.Done():
@@ -85,7 +79,7 @@ func (lb *leaseBudget) take(ctx context.Context, want int, gate LeaseGate) int {
 // for a limited room, which two takers must not both use: it never waits for slots, so it
 // cannot hold a partial take that blocks another, and a worker waiting in take for budget
 // (holding the lock) must not end a batch that is gathering.
-func (lb *leaseBudget) tryTake(want int, gate LeaseGate) int {
+func (lb *leaseBudget) tryTake(want int, gate leaseGate) int {
 	if gate != nil {
 		room, _, _ := gate.LeaseRoom(len(lb.slots))
 		switch {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -134,14 +135,10 @@ func TestLeaseOnlyWhatCanStart(t *testing.T) {
 	})
 }
 
-// verdictHandler returns verdict values; Handle must not be called when HandleMessage exists.
-type verdictHandler func(*queue.Message) listener.Verdict
+// verdictHandler returns outcome values.
+type verdictHandler func(*queue.Message) outcome.Outcome
 
-func (f verdictHandler) Handle(context.Context, *queue.Message) error {
-	panic("the listener called Handle on a VerdictHandler")
-}
-
-func (f verdictHandler) HandleMessage(_ context.Context, m *queue.Message) listener.Verdict {
+func (f verdictHandler) Handle(_ context.Context, m *queue.Message) outcome.Outcome {
 	return f(m)
 }
 
@@ -155,19 +152,19 @@ func TestVerdictsSettledAsValues(t *testing.T) {
 		cfg := baseConfig(e.q, e.dl)
 		var mu sync.Mutex
 		var seen []listener.Failure
-		cfg.Poison = policyFunc(func(f listener.Failure) listener.Decision {
+		cfg.Poison = policyFunc(func(f listener.Failure) outcome.Outcome {
 			mu.Lock()
 			seen = append(seen, f)
 			mu.Unlock()
-			return listener.Decision{Action: listener.ActionDrop}
+			return outcome.Outcome{Kind: outcome.KindDrop}
 		})
-		verdicts := map[byte]listener.Verdict{
-			0: listener.RetryAfter(listener.DefaultVisibilityTimeout, nil),
-			1: listener.Rejected(nil),
-			2: listener.Failed(context.DeadlineExceeded),
-			3: listener.OK(),
+		verdicts := map[byte]outcome.Outcome{
+			0: outcome.RetryAfter(listener.DefaultVisibilityTimeout, nil),
+			1: outcome.Rejected(nil),
+			2: outcome.Failed(context.DeadlineExceeded),
+			3: outcome.Outcome{},
 		}
-		cfg.Handler = verdictHandler(func(m *queue.Message) listener.Verdict { return verdicts[m.Body[0]] })
+		cfg.Handler = verdictHandler(func(m *queue.Message) outcome.Outcome { return verdicts[m.Body[0]] })
 		e.send(t, 4)
 		l := start(t, cfg)
 		waitFor(t, time.Second, time.Hour, "all settled", func() bool {
@@ -179,16 +176,16 @@ func TestVerdictsSettledAsValues(t *testing.T) {
 		for _, f := range seen {
 			switch f.Message.Body[0] {
 			case 0:
-				if f.RetryAfter != listener.DefaultVisibilityTimeout || f.Reject {
-					t.Errorf("retry verdict reached the policy as retry-after %s reject %v", f.RetryAfter, f.Reject)
+				if o := f.Outcome; o.Kind != outcome.KindRetry || o.After != listener.DefaultVisibilityTimeout {
+					t.Errorf("retry outcome reached the policy as %s after %s", o.Kind, o.After)
 				}
 			case 1:
-				if !f.Reject || f.Err == nil {
-					t.Errorf("reject verdict reached the policy as reject %v err %v", f.Reject, f.Err)
+				if o := f.Outcome; o.Kind != outcome.KindReject || o.Reason() != "rejected" {
+					t.Errorf("reject outcome reached the policy as %s, reason %q", o.Kind, o.Reason())
 				}
 			case 2:
-				if f.Reject || f.RetryAfter != 0 || f.Err != context.DeadlineExceeded {
-					t.Errorf("failed verdict reached the policy as reject %v retry-after %s err %v", f.Reject, f.RetryAfter, f.Err)
+				if o := f.Outcome; o.Kind != outcome.KindFailed || o.After != 0 || o.Err != context.DeadlineExceeded {
+					t.Errorf("failed outcome reached the policy as %s after %s err %v", o.Kind, o.After, o.Err)
 				}
 			default:
 				t.Errorf("OK verdict of message %s reached the poison policy", f.Message.ID)

@@ -11,7 +11,7 @@ import (
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
-// roomGate is a Limiter and LeaseGate whose room the test sets: -1 no limit, 0 shut, n.
+// roomGate is a Limiter with LeaseRoom whose room the test sets: -1 no limit, 0 shut, n.
 type roomGate struct {
 	mu      sync.Mutex
 	room    int
@@ -45,7 +45,7 @@ func (g *roomGate) set(room int) {
 	g.wake = make(chan struct{})
 }
 
-// A listener whose Limiter is a LeaseGate leases nothing while the gate is shut (the
+// A listener whose Limiter has LeaseRoom leases nothing while the gate is shut (the
 // messages stay in the queue, their dequeue counts untouched, however long it stays shut),
 // at most the gate's room while it is narrowed, and resumes at once when it is opened.
 func TestLeaseGateHoldsBackLeasing(t *testing.T) {

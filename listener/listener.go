@@ -13,6 +13,17 @@ import (
 )
 
 // Limiter gates handler calls: tenant caps and the host-wide fair share are built on it.
+//
+// A Limiter that also has the method
+//
+//	LeaseRoom(held int) (room int, wake <-chan struct{}, recheck time.Duration)
+//
+// gates leasing too: before each receive the listener asks it how many more messages it may
+// lease while held are leased and not yet settled (negative: no limit); when it returns 0 or
+// less than held allows, the listener asks again once wake is closed or recheck has passed
+// (recheck 0: only wake). A binding held back (its circuit breaker open) thus leaves its
+// messages in the queue, their dequeue counts untouched, instead of leasing them to wait
+// idle for a handler slot.
 type Limiter interface {
 	// Acquire blocks until one more handler call may run, or ctx ends (then it returns an
 	// error and the call does not run).
@@ -37,12 +48,11 @@ type Listener struct {
 	// canDoze: an idle listener waits dormant, with no goroutine (dormant.go): push, no
 	// IdlePacer, and the queue's wake-ups (if any) come by callback.
 	canDoze bool
-	renewer queue.Renewer  // nil when renewal is a plain UpdateVisibility
-	counter queue.Counter  // nil when the queue knows only its total depth
-	vh      VerdictHandler // the handler, when it returns verdicts
-	bh      BatchHandler   // the handler, when Config.Batch is on
+	renewer queue.Renewer // nil when renewal is a plain UpdateVisibility
+	counter queue.Counter // nil when the queue knows only its total depth
+	bh      BatchHandler  // the handler, when Config.Batch is on
 	budget  *leaseBudget
-	gate    LeaseGate // the Limiter, when it gates leasing too
+	gate    leaseGate // the Limiter, when it gates leasing too
 	log     *slog.Logger
 
 	notifyCh  chan struct{} // Notify: buffered 1
@@ -119,7 +129,6 @@ func New(cfg Config) (*Listener, error) {
 	l.canDoze = c.Push && c.IdlePacer == nil && (l.fwatch != nil || l.watcher == nil && l.waiter == nil)
 	l.renewer, _ = queue.As[queue.Renewer](c.Queue)
 	l.counter, _ = queue.As[queue.Counter](c.Queue)
-	l.vh, _ = c.Handler.(VerdictHandler)
 	l.c.deadDirty.Store(true) // read once, at the first empty receive
 	// Unknown until Run reads them: a status page must not show an unread backlog as empty.
 	l.c.depth.Store(-1)
@@ -131,7 +140,7 @@ func New(cfg Config) (*Listener, error) {
 		leases = c.HandlerSlots*c.Batch.MaxMessages + c.Prefetch
 	}
 	l.budget = newLeaseBudget(leases, min(c.BatchSize, max(c.Prefetch, 1)))
-	l.gate, _ = c.Limiter.(LeaseGate)
+	l.gate, _ = c.Limiter.(leaseGate)
 	return l, nil
 }
 

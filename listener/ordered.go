@@ -11,7 +11,7 @@ import (
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
-// Ordered returns q in ordered mode: messages of one order group (AttrOrderKey) are handed
+// ordered returns q in ordered mode (Config.Ordered): messages of one order group (AttrOrderKey) are handed
 // out together and may run concurrently, and a message of group N+1 is not even received
 // until every message of group N has been settled (deleted, or dead-lettered, which deletes
 // it) — a group-N message waiting for its retry still holds N+1 back.
@@ -24,8 +24,8 @@ import (
 // settlements by another process are seen at the next poll (without Push), so an ordered
 // queue is meant to be consumed by one host.
 //
-// q must implement OrderedReceiver; otherwise Ordered fails naming the queue.
-func Ordered(q queue.Queue) (queue.Queue, error) {
+// q must implement OrderedReceiver; otherwise ordered fails naming the queue.
+func ordered(q queue.Queue) (queue.Queue, error) {
 	r, ok := queue.As[queue.OrderedReceiver](q)
 	if !ok {
 		return nil, fmt.Errorf("queue %q: ordered mode needs a backend with FIFO delivery that implements ordered receive (local, nats)", q.Name())

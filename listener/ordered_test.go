@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -111,30 +113,27 @@ func TestOrderedGroupsNeverOverlap(t *testing.T) {
 				start := time.Now()
 				time.Sleep(p.dur)
 				end := time.Now()
-				outcome := p.fate
-				if outcome == "retry" && call > 1 {
-					outcome = "ok"
+				fate := p.fate
+				if fate == "retry" && call > 1 {
+					fate = "ok"
 				}
 				mu.Lock()
 				inFlight--
-				events = append(events, orderedEvent{id: m.ID, group: p.group, start: start, end: end, outcome: outcome})
-				if outcome != "retry" {
+				events = append(events, orderedEvent{id: m.ID, group: p.group, start: start, end: end, outcome: fate})
+				if fate != "retry" {
 					settle(m.ID)
 				}
 				mu.Unlock()
-				switch outcome {
+				switch fate {
 				case "retry":
-					return listener.Retry(time.Duration(rng2(m.ID))*time.Millisecond, errors.New("try again"))
+					return outcome.Retry(time.Duration(rng2(m.ID))*time.Millisecond, errors.New("try again"))
 				case "reject":
-					return listener.Reject(errors.New("bad message"))
+					return outcome.Reject(errors.New("bad message"))
 				}
 				return nil
 			})
-			oq, err := listener.Ordered(q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := baseConfig(oq, dl)
+			cfg := baseConfig(q, dl)
+			cfg.Ordered = true
 			cfg.Handler = handler
 			cfg.MinIdle, cfg.MaxIdle = 5*time.Millisecond, 50*time.Millisecond
 			cfg.MaxWorkers, cfg.BatchSize, cfg.Concurrency = 4, 4, 4 // a group spans batches and workers
@@ -227,7 +226,9 @@ func TestOrderedNeedsAnOrderedReceiver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := listener.Ordered(q); err == nil {
-		t.Fatal("ordered mode accepted over a queue without ordered receive")
+	cfg := baseConfig(q, q)
+	cfg.Ordered = true
+	if _, err := listener.New(cfg); err == nil || !strings.Contains(err.Error(), `"work"`) {
+		t.Fatalf("ordered mode over a queue without ordered receive: %v, want an error naming it", err)
 	}
 }

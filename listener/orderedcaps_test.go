@@ -1,10 +1,9 @@
-package listener_test
+package listener
 
 import (
 	"context"
 	"testing"
 
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/memory"
 	"github.com/wqhost/wqhost/listener/queue"
 )
@@ -26,7 +25,7 @@ func TestOrderedForwardsEveryCapability(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := listener.Ordered(allCaps{queue.Decorator{Queue: inner}})
+	o, err := ordered(allCaps{queue.Decorator{Queue: inner}})
 	if err != nil {
 		t.Fatal(err)
 	}

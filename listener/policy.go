@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -98,54 +99,25 @@ type Scaler interface {
 	Desired(ctx context.Context, s State) int
 }
 
-// Action is what happens to a message whose handler failed.
-type Action int
-
-const (
-	// ActionRetry makes the message visible again after Decision.Delay.
-	ActionRetry Action = iota
-	// ActionDeadLetter moves the message to its queue's poison queue.
-	ActionDeadLetter
-	// ActionDrop deletes the message without dead-lettering it.
-	ActionDrop
-)
-
-// String returns the action's name as used in config and logs.
-func (a Action) String() string {
-	switch a {
-	case ActionRetry:
-		return "retry"
-	case ActionDeadLetter:
-		return "dead-letter"
-	case ActionDrop:
-		return "drop"
-	}
-	return "unknown"
-}
-
-// Decision is a PoisonPolicy's answer.
-type Decision struct {
-	Action Action
-	Delay  time.Duration // for ActionRetry
-	Reason string        // recorded on dead-lettered messages; defaults to the error text
-}
-
-// Failure describes one failed handling of a message.
+// Failure is a message whose handler call did not end in outcome.KindDone, as a
+// PoisonPolicy sees it.
 type Failure struct {
 	Message *queue.Message
-	Err     error
-	// Reject is true when the handler asked for the message to be dead-lettered now, or the
-	// listener refused it unread (body over MaxMessageBytes, dequeue count over
-	// MaxDequeueCount; Err is then the reason as is). A refused message is never retried:
-	// the listener dead-letters it if the policy answers retry.
-	Reject bool
-	// RetryAfter is the delay the handler asked for, or zero.
-	RetryAfter time.Duration
+	// Outcome is the handler's: KindRetry (After is the delay it asked for, 0 for none),
+	// KindReject, or KindFailed. The listener's own refusals (body over MaxMessageBytes,
+	// dequeue count over MaxDequeueCount) come as KindReject whose Err is the reason as is;
+	// a refused message is never retried: the listener dead-letters it if the policy answers
+	// retry.
+	Outcome outcome.Outcome
 	// MaxDequeueCount is the binding's configured limit.
 	MaxDequeueCount int
 }
 
-// PoisonPolicy decides what happens to a message whose handler failed.
+// PoisonPolicy decides what becomes of a message whose handler failed. Its answer is an
+// outcome: KindRetry makes the message visible again after After (capped at
+// queue.MaxVisibility), KindReject dead-letters it now with Err's text as the reason (nil
+// Err: the handler's reason; outcome.DeadLetter builds it), KindDrop deletes it without a
+// dead letter. Any other answer retries after After: retrying never loses the message.
 type PoisonPolicy interface {
-	Decide(ctx context.Context, f Failure) Decision
+	Decide(ctx context.Context, f Failure) outcome.Outcome
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
@@ -71,7 +72,7 @@ func randomRun(t *testing.T, seed uint64) {
 		switch {
 		case reject:
 			failures[m.ID]++
-			return listener.Reject(errors.New("rejected"))
+			return outcome.Reject(errors.New("rejected"))
 		case fail:
 			failures[m.ID]++
 			return errors.New("random failure")

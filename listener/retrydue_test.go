@@ -11,6 +11,7 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -40,7 +41,7 @@ func TestRetryDueIsNoSpuriousWakeup(t *testing.T) {
 				cfg.MinIdle, cfg.MaxIdle = 30*time.Second, 60*time.Second
 				cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
 					if calls.Add(1) == 1 {
-						return listener.Retry(20*time.Millisecond, errors.New("once more"))
+						return outcome.Retry(20*time.Millisecond, errors.New("once more"))
 					}
 					return nil
 				})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
@@ -47,7 +48,7 @@ func TestRetryLogShowsAppliedDelay(t *testing.T) {
 		cfg.MaxDequeueCount = 2
 		cfg.Poison = builtin.NewPoison(builtin.PoisonOptions{BaseDelay: time.Second, MaxDelay: time.Minute})
 		cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
-			return listener.Retry(time.Duration(math.MaxInt64), errors.New("slow down"))
+			return outcome.Retry(time.Duration(math.MaxInt64), errors.New("slow down"))
 		})
 		r := start(t, cfg)
 		e.send(t, 1)

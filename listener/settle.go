@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -30,7 +31,7 @@ type batch struct {
 	msgs []*queue.Message
 	// n is how many of msgs this batch handles; the ones after it are deferred (gather).
 	n  int
-	vs []Verdict // handler outcome per message; Err errUnstarted (or another marker) when it never ran
+	vs []outcome.Outcome // handler outcome per message; Err errUnstarted (or another marker) when it never ran
 	st []atomic.Int32
 	// leases holds renewed copies of the messages: renewal must not write the Message a
 	// handler is reading. Settlement copies the tokens back once every handler returned.
@@ -57,10 +58,10 @@ type batch struct {
 	progress chan struct{}
 	earlyN   int
 	// A batch handler's call (batching.go): the indices of the messages it handles, those
-	// messages and their verdicts, reused across batches.
+	// messages and their outcomes, reused across batches.
 	idx    []int
 	call   []*queue.Message
-	callVs []Verdict
+	callVs []outcome.Outcome
 }
 
 // errSkip marks a message left alone: an at-most-once delete failed, so it is not handled
@@ -72,7 +73,7 @@ func (b *batch) reset(msgs []*queue.Message, leasedAt time.Time) {
 	b.msgs = msgs
 	b.n = n
 	if cap(b.vs) < n {
-		b.vs = make([]Verdict, n, max(n, queue.MaxBatch))
+		b.vs = make([]outcome.Outcome, n, max(n, queue.MaxBatch))
 		b.st = make([]atomic.Int32, n, max(n, queue.MaxBatch))
 	}
 	b.vs = b.vs[:n]
@@ -142,6 +143,10 @@ func (l *Listener) process(ctx context.Context, b *batch, leasedAt time.Time) {
 		case l.cfg.MaxMessageBytes > 0 && (m.Oversize > 0 || int64(len(m.Body)) > l.cfg.MaxMessageBytes):
 			b.vs[i] = refused("message body of %d bytes exceeds max_message_bytes %d",
 				max(m.Oversize, int64(len(m.Body))), l.cfg.MaxMessageBytes)
+		case m.Oversize > 0:
+			// The backend's own limit left it unread (a body an older store took): the
+			// handler would see an empty body.
+			b.vs[i] = refused("message body of %d bytes exceeds the backend's body limit", m.Oversize)
 		}
 	}
 	b.left.Store(1)
@@ -185,7 +190,7 @@ func (b *batch) run() {
 		if !b.st[i].CompareAndSwap(stUnstarted, stRunning) {
 			continue // its lease was lost before it started: someone else may hold it now
 		}
-		var v Verdict
+		var v outcome.Outcome
 		last, v = l.handle(b.msgs[i], last)
 		b.vs[i] = v
 		// The CAS fails when the lease was lost meanwhile.
@@ -203,9 +208,9 @@ func (b *batch) run() {
 
 // handle runs the handler on one message, unless the listener is shutting down. start is
 // when the call begins (zero: read the clock); it returns when the call ended.
-func (l *Listener) handle(m *queue.Message, start time.Time) (end time.Time, v Verdict) {
+func (l *Listener) handle(m *queue.Message, start time.Time) (end time.Time, v outcome.Outcome) {
 	if !l.enterCall() {
-		return time.Time{}, Verdict{Outcome: OutcomeFailed, Err: errUnstarted}
+		return time.Time{}, outcome.Failed(errUnstarted)
 	}
 	defer l.leaveCall()
 	if l.cfg.Limiter != nil {
@@ -217,16 +222,13 @@ func (l *Listener) handle(m *queue.Message, start time.Time) (end time.Time, v V
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			v = Failed(fmt.Errorf("handler panicked on message %s: %v", m.ID, r))
+			v = outcome.Failed(fmt.Errorf("handler panicked on message %s: %v", m.ID, r))
 		}
 		end = time.Now()
 		l.hist.record(end.Sub(start))
 		l.c.inFlight.Add(-1)
 	}()
-	if l.vh != nil {
-		return time.Time{}, l.vh.HandleMessage(l.hctx, m)
-	}
-	return time.Time{}, VerdictOf(l.cfg.Handler.Handle(l.hctx, m))
+	return time.Time{}, l.cfg.Handler.Handle(l.hctx, m)
 }
 
 // enterCall admits a handler call: false when the listener is stopping or the Limiter
@@ -407,11 +409,11 @@ func (l *Listener) settle(ctx context.Context, b *batch) {
 	}
 }
 
-// settleOne settles one message by its verdict, except a successful one under
+// settleOne settles one message by its outcome, except a successful one under
 // at-least-once, which it reports for a (batched) delete.
-func (l *Listener) settleOne(ctx context.Context, m *queue.Message, v Verdict) (del bool) {
+func (l *Listener) settleOne(ctx context.Context, m *queue.Message, v outcome.Outcome) (del bool) {
 	switch err := v.Err; {
-	case v.Outcome == OutcomeOK:
+	case v.Kind == outcome.KindDone:
 		if !l.cfg.AtMostOnce {
 			return true
 		}
@@ -419,7 +421,7 @@ func (l *Listener) settleOne(ctx context.Context, m *queue.Message, v Verdict) (
 	case err == errSkip:
 	case err == errUnstarted:
 		l.putBack(ctx, m)
-	case v.Outcome == OutcomeFailed && l.hctx.Err() != nil && errors.Is(err, context.Canceled):
+	case v.Kind == outcome.KindFailed && l.hctx.Err() != nil && errors.Is(err, context.Canceled):
 		// Cut off by the end of the shutdown grace: not the message's fault.
 		l.putBack(ctx, m)
 	default:
@@ -485,7 +487,7 @@ func (l *Listener) deleteOnReceive(b *batch) {
 			b.st[i].Store(stLost)
 			l.leaseLost(b.msgs[i], "the at-most-once delete on receive was refused", err)
 		} else {
-			b.vs[i] = Failed(errSkip)
+			b.vs[i] = outcome.Failed(errSkip)
 			l.c.errorCalls.Add(1)
 			l.log.Error("at-most-once delete on receive; message not handled", "id", b.msgs[i].ID, "err", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -29,8 +30,8 @@ func TestPoisonAfterMaxDequeueCount(t *testing.T) {
 		{"max 1", 1, errors.New("boom"), 1, "boom"},
 		{"max 3", 3, errors.New("boom"), 3, "failed 3 times"},
 		{"default 5", 0, errors.New("bad input"), 5, "bad input"},
-		{"reject skips retries", 5, listener.Reject(errors.New("malformed")), 1, "malformed"},
-		{"retry-after still counts", 3, listener.Retry(time.Minute, errors.New("later")), 3, "later"},
+		{"reject skips retries", 5, outcome.Reject(errors.New("malformed")), 1, "malformed"},
+		{"retry-after still counts", 3, outcome.Retry(time.Minute, errors.New("later")), 3, "later"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -102,16 +103,16 @@ func TestFailurePassedToPolicy(t *testing.T) {
 		cfg.MaxDequeueCount = 7
 		var mu sync.Mutex
 		var seen []listener.Failure
-		cfg.Poison = policyFunc(func(f listener.Failure) listener.Decision {
+		cfg.Poison = policyFunc(func(f listener.Failure) outcome.Outcome {
 			mu.Lock()
 			seen = append(seen, f)
 			mu.Unlock()
-			return listener.Decision{Action: listener.ActionDrop}
+			return outcome.Outcome{Kind: outcome.KindDrop}
 		})
 		errs := map[string]error{
-			"\x00": listener.Retry(42*time.Second, errors.New("busy")),
-			"\x01": listener.Reject(errors.New("bad")),
-			"\x02": fmt.Errorf("wrapped: %w", listener.Retry(3*time.Second, nil)),
+			"\x00": outcome.Retry(42*time.Second, errors.New("busy")),
+			"\x01": outcome.Reject(errors.New("bad")),
+			"\x02": fmt.Errorf("wrapped: %w", outcome.Retry(3*time.Second, nil)),
 		}
 		cfg.Handler = listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 			return errs[string(m.Body[:1])]
@@ -127,14 +128,12 @@ func TestFailurePassedToPolicy(t *testing.T) {
 			t.Fatalf("policy asked %d times, want 3", len(seen))
 		}
 		for _, f := range seen {
-			want := map[string]listener.Failure{
-				"\x00": {RetryAfter: 42 * time.Second},
-				"\x01": {Reject: true},
-				"\x02": {RetryAfter: 3 * time.Second},
-			}[string(f.Message.Body[:1])]
-			if f.RetryAfter != want.RetryAfter || f.Reject != want.Reject || f.MaxDequeueCount != 7 || f.Err == nil {
-				t.Errorf("failure of %q: retry-after %s reject %v max %d err %v; want %s %v 7 non-nil",
-					f.Message.Body, f.RetryAfter, f.Reject, f.MaxDequeueCount, f.Err, want.RetryAfter, want.Reject)
+			want := map[string]outcome.Outcome{"\x00": {Kind: outcome.KindRetry, After: 42 * time.Second},
+				"\x01": {Kind: outcome.KindReject},
+				"\x02": {Kind: outcome.KindRetry, After: 3 * time.Second}}[string(f.Message.Body[:1])]
+			if o := f.Outcome; o.Kind != want.Kind || o.After != want.After || f.MaxDequeueCount != 7 || o.Reason() == "" {
+				t.Errorf("failure of %q: %s after %s max %d reason %q; want %s after %s max 7 and a reason",
+					f.Message.Body, o.Kind, o.After, f.MaxDequeueCount, o.Reason(), want.Kind, want.After)
 			}
 		}
 		if d, _ := e.q.Depth(context.Background()); d != 0 || l.State().Poisoned != 0 {
@@ -143,9 +142,9 @@ func TestFailurePassedToPolicy(t *testing.T) {
 	})
 }
 
-type policyFunc func(listener.Failure) listener.Decision
+type policyFunc func(listener.Failure) outcome.Outcome
 
-func (f policyFunc) Decide(_ context.Context, fl listener.Failure) listener.Decision { return f(fl) }
+func (f policyFunc) Decide(_ context.Context, fl listener.Failure) outcome.Outcome { return f(fl) }
 
 // A handler running for many visibility timeouts keeps its lease: the message is neither
 // delivered a second time nor lost, and it is deleted once the handler succeeds.
@@ -389,12 +388,12 @@ func TestOverDequeuedMessageDeadLettered(t *testing.T) {
 func TestRefusedMessageSettledByPolicy(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
-		action   listener.Action
+		action   outcome.Kind
 		poisoned uint64
 	}{
-		{"retry becomes dead-letter", listener.ActionRetry, 1},
-		{"dead-letter", listener.ActionDeadLetter, 1},
-		{"drop", listener.ActionDrop, 0},
+		{"retry becomes dead-letter", outcome.KindRetry, 1},
+		{"dead-letter", outcome.KindReject, 1},
+		{"drop", outcome.KindDrop, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -403,12 +402,12 @@ func TestRefusedMessageSettledByPolicy(t *testing.T) {
 				cfg := baseConfig(e.q, e.dl)
 				cfg.MaxMessageBytes = 1
 				var seen []listener.Failure
-				cfg.Poison = policyFunc(func(f listener.Failure) listener.Decision {
+				cfg.Poison = policyFunc(func(f listener.Failure) outcome.Outcome {
 					seen = append(seen, f)
 					if len(seen) > 1 { // retried after all: end the loop, the check below fails
-						return listener.Decision{Action: listener.ActionDeadLetter}
+						return outcome.DeadLetter("")
 					}
-					return listener.Decision{Action: tt.action}
+					return outcome.Outcome{Kind: tt.action}
 				})
 				var runs atomic.Int32
 				cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
@@ -418,7 +417,7 @@ func TestRefusedMessageSettledByPolicy(t *testing.T) {
 				l := start(t, cfg)
 				synctest.Wait()
 				const reason = "message body of 2 bytes exceeds max_message_bytes 1"
-				if len(seen) != 1 || !seen[0].Reject || seen[0].Err == nil || seen[0].Err.Error() != reason {
+				if len(seen) != 1 || seen[0].Outcome.Kind != outcome.KindReject || seen[0].Outcome.Reason() != reason {
 					t.Fatalf("policy saw %+v; want one reject with reason %q", seen, reason)
 				}
 				if s := l.State(); s.Poisoned != tt.poisoned || s.Retried != 0 || runs.Load() != 0 {
@@ -443,19 +442,19 @@ func TestRefusedMessageSettledByPolicy(t *testing.T) {
 func TestPoisonDecisionClamped(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
-		decision  listener.Decision
+		decision  outcome.Outcome
 		visibleIn time.Duration
 	}{
-		{"negative delay", listener.Decision{Action: listener.ActionRetry, Delay: -time.Hour}, 0},
-		{"unknown action", listener.Decision{Action: listener.Action(99), Delay: time.Minute}, time.Minute},
-		{"huge delay", listener.Decision{Action: listener.ActionRetry, Delay: 1000 * time.Hour}, 7 * 24 * time.Hour},
+		{"negative delay", outcome.Outcome{Kind: outcome.KindRetry, After: -time.Hour}, 0},
+		{"unknown action", outcome.Outcome{Kind: outcome.Kind(99), After: time.Minute}, time.Minute},
+		{"huge delay", outcome.Outcome{Kind: outcome.KindRetry, After: 1000 * time.Hour}, 7 * 24 * time.Hour},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newMem(t)
 				cfg := baseConfig(e.q, e.dl)
 				cfg.MaxWorkers = 1
-				cfg.Poison = policyFunc(func(listener.Failure) listener.Decision { return tt.decision })
+				cfg.Poison = policyFunc(func(listener.Failure) outcome.Outcome { return tt.decision })
 				var runs atomic.Int32
 				cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
 					runs.Add(1)

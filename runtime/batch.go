@@ -27,6 +27,8 @@ type BatchOutput struct {
 	Messages []MessageResult
 	Outputs  []Emitted // the call's own outputs (emit without index); empty unless the call returned 0 without failing
 	HTTP     HTTPReport
+	// Usage is what the whole call cost, set even when it failed; zero when it never ran.
+	Usage Usage
 }
 
 // HandlesBatches reports whether the module exports wqhost_handle_batch, so that a pool of it
@@ -68,11 +70,12 @@ func (p *Pool) CallBatch(ctx context.Context, ins []*Input) (*BatchOutput, error
 	if !p.m.c.batch {
 		return bo, bo.failAll(ins, fmt.Errorf("runtime: %s: binding %s: module %s does not export wqhost_handle_batch", who, p.cfg.Binding, p.m.name))
 	}
-	inst, err := p.checkout(ctx, who)
+	out := &Output{}
+	inst, err := p.checkoutMetered(ctx, who, &out.Usage.Wait)
 	if err != nil {
+		bo.Usage = out.Usage
 		return bo, bo.failAll(ins, err)
 	}
-	out := &Output{}
 	st := inst.st
 	st.beginBatch(ins, out, bo.Messages)
 	rc, discard, err := p.invoke(ctx, inst, inst.batch, who)
@@ -102,7 +105,7 @@ func (p *Pool) CallBatch(ctx context.Context, ins []*Input) (*BatchOutput, error
 	if err == nil && rc == 0 {
 		bo.Outputs = out.Outputs
 	}
-	bo.HTTP = out.HTTP
+	bo.HTTP, bo.Usage = out.HTTP, out.Usage
 	return bo, err
 }
 

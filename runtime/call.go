@@ -32,19 +32,24 @@ func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
 // CallInto is Call writing the verdict into out, which it clears first: a caller that keeps
 // its Input and Output for the next message makes a wqhost/v1 call that allocates nothing
 // unless the guest emits or logs. out is valid only when the error is nil, and its Outputs
-// until out is reused.
+// until out is reused; but out.Usage, what the call cost, is set either way (zero when the
+// guest never ran), so a failed attempt is metered too.
 func (p *Pool) CallInto(ctx context.Context, in *Input, out *Output) error {
 	if p.stdio {
+		start := p.t.e.since()
 		o, err := p.callStdio(ctx, in)
 		if err == nil {
 			*out = *o
 		}
+		// A fresh instance per call and no fuel counter: its wall time is its cost.
+		out.Usage = Usage{Wall: p.t.e.since() - start}
 		return err
 	}
+	out.Usage = Usage{}
 	if p.ext != "" {
 		return p.callExtism(ctx, in, out)
 	}
-	inst, err := p.checkout(ctx, callee{id: in.ID})
+	inst, err := p.checkoutMetered(ctx, callee{id: in.ID}, &out.Usage.Wait)
 	if err != nil {
 		return err
 	}
@@ -76,17 +81,6 @@ func (c callee) logAttrs(more ...any) []any {
 		attrs = append(attrs, "batch_size", c.n)
 	}
 	return append(attrs, more...)
-}
-
-// checkout takes a call slot and an instance for it, instantiating one when none is idle.
-// The common case, the instance the last call parked, is the inlined fast path.
-func (p *Pool) checkout(ctx context.Context, who callee) (*instance, error) {
-	if p.trace == nil && !p.closed.Load() {
-		if inst := p.slots.unpark(); inst != nil {
-			return inst, nil
-		}
-	}
-	return p.checkoutSlow(ctx, who)
 }
 
 func (p *Pool) checkoutSlow(ctx context.Context, who callee) (*instance, error) {
@@ -180,6 +174,7 @@ func (p *Pool) invoke(ctx context.Context, inst *instance, fn api.Function, who 
 	st := inst.st
 	st.logs, st.logBytes, st.dropped, st.callBytes = 0, 0, 0, 0
 	inst.stdio.reset(who)
+	mark := p.meterBegin(st)
 	// The caller's context bounds the call too (a shutdown grace, a caller's deadline):
 	// ending it interrupts the guest like the time limit does. With fuel the guest's next
 	// yield sees it; otherwise the instance's context is cancelled, and the instance, its
@@ -204,9 +199,16 @@ func (p *Pool) invoke(ctx context.Context, inst *instance, fn api.Function, who 
 		p.logDropped(who, st.dropped)
 	}
 	timedOut := inst.timer != nil && !inst.timer.Stop()
+	var http HTTPReport
 	if st.http.used() {
-		st.out.HTTP = st.closeHTTP()
-		p.http.add(st.out.HTTP)
+		http = st.closeHTTP()
+		st.out.HTTP = http
+		p.http.add(http)
+	}
+	if st.out != nil {
+		wait := st.out.Usage.Wait
+		st.out.Usage = p.meterEnd(st, inst.mod, mark, http)
+		st.out.Usage.Wait = wait
 	}
 	inst.uses++
 	if err == nil && !abandoned {

@@ -85,6 +85,7 @@ func (st *callState) charge(ctx context.Context, n int) {
 // (the close-on-context-done runtime, wasi-stdio) is stopped by ending that context, which
 // ends the call as wazero itself would at the guest's next loop.
 func (st *callState) checkpoint(ctx context.Context) {
+	st.workDone += int64(st.work)
 	st.work = 0
 	if st.pool == nil || st.pool.t == nil {
 		return // host functions driven outside any tenant (tests): no clock, no limits

@@ -63,6 +63,14 @@ type callState struct {
 	ext       *extismState // an Extism plugin's kernel (extism.go); nil for other ABIs
 	// work is the host work charged since the last check of the call's limits (charge.go).
 	work int
+	// workDone is the host work of every earlier check (charge.go), for metering.
+	workDone int64
+	// fuelG is the instance's fuel global (meter.go); nil without a fuel counter.
+	fuelG api.Global
+	// refilled is the fuel spent before each of the instance's refills, summed (meter.go).
+	refilled int64
+	// start is when the call running now got its instance (Engine.since; meter.go).
+	start time.Duration
 	// cfgKeyMax is one more than the length of the pool's longest config key; 0: not yet
 	// worked out. config_get finds no longer key without hashing it.
 	cfgKeyMax int

@@ -9,25 +9,40 @@ import (
 // The time limit without wazero's close-on-context-done. That option (wazero 1.12) starts a
 // watchdog goroutine per call and makes compiled code leave for Go at every loop back-edge
 // (wazero issue #2466), which made CPU-bound guests several times slower. Instead a module
-// is instrumented once at load with a fuel counter: one mutable i32 global, charged at every
-// function entry and loop header,
+// is instrumented once at load with a fuel counter: one mutable i32 global, which each
+// function keeps in a local of its own while it runs (loaded at its entry and after every
+// call, stored back before every call and wherever it returns), charged at every function
+// entry and loop header,
 //
-//	global.get $fuel
-//	i32.const  <charge>
-//	i32.sub
-//	global.set $fuel
-//	global.get $fuel
-//	i32.const  0
-//	i32.lt_s
-//	if
-//	  call $yield   ;; the host: ends the call if its time is up, else refills the fuel
-//	  global.set $fuel
+//	block
+//	  block
+//	    local.get  $f      ;; global.get $fuel at the function's entry
+//	    i32.const  <charge>
+//	    i32.sub
+//	    local.tee  $f
+//	    i32.const  0
+//	    i32.lt_s
+//	    br_if 0            ;; out of fuel
+//	    br 1
+//	  end
+//	  call $yield          ;; the host: ends the call if its time is up, else refills the fuel
+//	  local.set $f
 //	end
 //
-// which compiles to a few loads, a subtraction and a branch. When the fuel runs out the guest
-// calls the host's yield function (an import the instrumenter adds), which traps the call
-// when its time limit has passed or its caller's context has ended, and otherwise returns a
-// new allowance.
+// which compiles to a subtraction and a branch on a register, not taken (version 3 kept the
+// fuel in the global alone, a load, a store and a load more per check, and wrote the yield
+// in an if, which wazero lays out in the way of the common path: 3.0× on a counting loop,
+// 1.15× on the CPU-heavy Go guest; see BenchmarkFuelCost). A function whose every loop
+// calls keeps the fuel in the global instead (the local is then a temporary): the fuel
+// would go through the global at each call anyway, and the spills would cost more than the
+// checks save (callFreeLoop). Small innermost loops are unrolled, their header's check run
+// once per unrollCopies passes (instrument_emit.go), and a function whose entry runs
+// straight into a loop's check, or a small one that calls nothing, charges at its entry
+// without a test (untestedEntry). The global is what the host and the other functions see;
+// a trap leaves a function's last charges in its local, and ends the call. When the fuel
+// runs out the guest calls the host's yield function (an import the instrumenter adds),
+// which traps the call when its time limit has passed or its caller's context has ended,
+// and otherwise returns a new allowance.
 //
 // Why a call into Go rather than a flag the host sets: compiled guest code cannot be
 // preempted by the Go scheduler. With as many spinning guests as GOMAXPROCS, no goroutine,
@@ -50,10 +65,10 @@ import (
 // it instruments it, and the instrumented bytes are validated again when a tenant compiles
 // them, falling back to close-on-context-done if they fail (errInstrumentedInvalid). The
 // rewriter itself refuses what instrumenting could make valid: a reference one past the
-// module's own globals or types, which would land on the fuel global or the yield type (no
-// function index can land on the yield import: the ones at or above it move up). A module
-// the decoder below cannot read (exception tags, GC types) is left as it is and runs under
-// close-on-context-done as before.
+// module's own globals, types or a function's locals, which would land on the fuel global,
+// the yield type or the fuel local (no function index can land on the yield import: the
+// ones at or above it move up). A module the decoder below cannot read (exception tags, GC
+// types) is left as it is and runs under close-on-context-done as before.
 
 // Instrumentation constants; see above.
 const (
@@ -62,9 +77,13 @@ const (
 	bulkCharge  = 1024
 	// instrumentVersion names the cached instrumented modules: raise it with any change
 	// to what instrument writes.
-	instrumentVersion = 3
+	instrumentVersion = 5
 	// yieldImport is the host function the instrumented code calls (module hostModuleName).
 	yieldImport = "wqhost_yield"
+	// fuelExport is the export naming the fuel global, which the host reads before and
+	// after each call to meter it (meter.go). A module exporting that name itself makes the
+	// instrumented module invalid, and so runs under close-on-context-done, unmetered.
+	fuelExport = "wqhost_fuel"
 )
 
 // yieldCode is a module instrumented with a fuel counter.
@@ -112,15 +131,18 @@ type section struct {
 // checks what it needs to rewrite, and that no reference one past the module's own globals or
 // types would land on the ones it adds, but not the rest of validity.
 func instrument(wasm []byte) (*yieldCode, error) {
-	return instrumentWith(wasm, instrumentOptions{segment: segmentBytes, fuel: fuelRefill})
+	return instrumentWith(wasm, instrumentOptions{segment: segmentBytes, fuel: fuelRefill, unroll: unrollCopies})
 }
 
 // instrumentOptions are what tests vary: a check at least every segment bytes of code (with
-// 0, between every two instructions), and the fuel an instance starts with (with 0, the
-// first check yields).
+// 0, between every two instructions), the fuel an instance starts with (with 0, the first
+// check yields), the copies of a small loop's body per check (1: no unrolling), and whether
+// every entry tests (testEntries: no untestedEntry).
 type instrumentOptions struct {
-	segment uint64
-	fuel    int32
+	segment     uint64
+	fuel        int32
+	unroll      int
+	testEntries bool
 }
 
 // instrumentWith is instrument with opt.
@@ -154,14 +176,15 @@ func instrumentWith(wasm []byte, opt instrumentOptions) (*yieldCode, error) {
 	}
 
 	var types, importedFuncs, importedGlobals, definedGlobals uint32
+	var typeParams, params []uint32
 	for _, s := range secs {
 		switch s.id {
 		case secType:
-			n, err := countFuncTypes(s.payload)
-			if err != nil {
+			var err error
+			if typeParams, err = funcTypeParams(s.payload); err != nil {
 				return fail("type section: %v", err)
 			}
-			types = n
+			types = uint32(len(typeParams))
 		case secImport:
 			_, f, g, err := countImports(s.payload, types)
 			if err != nil {
@@ -169,7 +192,8 @@ func instrumentWith(wasm []byte, opt instrumentOptions) (*yieldCode, error) {
 			}
 			importedFuncs, importedGlobals = f, g
 		case secFunc:
-			if err := checkFuncTypes(s.payload, types); err != nil {
+			var err error
+			if params, err = funcParams(s.payload, typeParams); err != nil {
 				return fail("function section: %v", err)
 			}
 		case secGlobal:
@@ -208,6 +232,20 @@ func instrumentWith(wasm []byte, opt instrumentOptions) (*yieldCode, error) {
 			e = appendU32(e, types)
 			return appendVec(p, n, e), nil
 		},
+		secExport: func(p []byte) ([]byte, error) {
+			var n uint32
+			if p != nil {
+				var err error
+				if p, err = remapExports(p, x); err != nil {
+					return nil, err
+				}
+				n = (&reader{b: p}).u32()
+			}
+			e := appendName(nil, fuelExport)
+			e = append(e, 0x03)
+			e = appendU32(e, x.fuel)
+			return appendVec(p, n, e), nil
+		},
 		secGlobal: func(p []byte) ([]byte, error) {
 			g := append([]byte{0x7f, 0x01, 0x41}, appendS32(nil, opt.fuel)...) // mut i32 = fuelRefill
 			if p != nil {
@@ -220,7 +258,7 @@ func instrumentWith(wasm []byte, opt instrumentOptions) (*yieldCode, error) {
 		},
 	}
 	flush := func(rank int) {
-		for _, id := range []byte{secType, secImport, secGlobal} {
+		for _, id := range []byte{secType, secImport, secGlobal, secExport} {
 			if !added[id] && rank > sectionRank[id] {
 				p, _ := add[id](nil)
 				emit(id, p)
@@ -254,11 +292,9 @@ func instrumentWith(wasm []byte, opt instrumentOptions) (*yieldCode, error) {
 		var p []byte
 		var err error
 		switch s.id {
-		case secType, secImport, secGlobal:
+		case secType, secImport, secGlobal, secExport:
 			p, err = add[s.id](s.payload)
 			added[s.id] = true
-		case secExport:
-			p, err = remapExports(s.payload, x)
 		case secStart:
 			r := &reader{b: s.payload}
 			p = appendU32(nil, x.fn(r.u32()))
@@ -266,7 +302,7 @@ func instrumentWith(wasm []byte, opt instrumentOptions) (*yieldCode, error) {
 		case secElem:
 			p, err = remapElems(s.payload, x)
 		case secCode:
-			p, err = instrumentCode(s.payload, x, opt.segment)
+			p, err = instrumentCode(s.payload, x, params, opt)
 		default:
 			p = s.payload
 		}
@@ -296,34 +332,115 @@ func (x *fuelIndex) fn(i uint32) uint32 {
 	return i
 }
 
-// appendCheck appends the fuel check (see above) with the given charge. The charge is
-// written as a 5-byte LEB128: all of a module's checks differ only in those 5 bytes.
-func (x *fuelIndex) appendCheck(b []byte, charge uint32) []byte {
+// appendCheck appends the fuel check (see above) with the given charge, on the fuel local
+// fl of the function it goes in; at the function's entry (entry) the check reads the fuel
+// global instead, which sets the local. The charge is written as a 5-byte LEB128: all of a
+// module's checks differ only in those 5 bytes and the local's index.
+func (x *fuelIndex) appendCheck(b []byte, fl, charge uint32, entry bool) []byte {
+	b = append(b, 0x02, 0x40, 0x02, 0x40) // block, block
+	if entry {
+		b = append(b, 0x23) // global.get
+		b = appendU32(b, x.fuel)
+	} else {
+		b = append(b, 0x20) // local.get
+		b = appendU32(b, fl)
+	}
+	b = append(b, 0x41)
+	b = appendS32Padded(b, int32(charge))
+	b = append(b, 0x6b, 0x22) // i32.sub, local.tee
+	b = appendU32(b, fl)
+	b = append(b, 0x41, 0x00, 0x48, 0x0d, 0x00, 0x0c, 0x01, 0x0b, 0x10) // i32.const 0, i32.lt_s, br_if 0, br 1, end, call
+	b = appendU32(b, x.yield)
+	b = append(b, 0x21) // local.set
+	b = appendU32(b, fl)
+	return append(b, 0x0b)
+}
+
+// appendSpill appends the store of the fuel local fl to the fuel global, before a call or
+// where the function is left.
+func (x *fuelIndex) appendSpill(b []byte, fl uint32) []byte {
+	b = append(b, 0x20)
+	b = appendU32(b, fl)
+	b = append(b, 0x24)
+	return appendU32(b, x.fuel)
+}
+
+// appendCharge appends a charge to the fuel local fl without a test (an unrolled loop's
+// passes, instrument_emit.go).
+func (x *fuelIndex) appendCharge(b []byte, fl, charge uint32) []byte {
+	b = append(b, 0x20)
+	b = appendU32(b, fl)
+	b = append(b, 0x41)
+	b = appendS32(b, int32(charge))
+	b = append(b, 0x6b, 0x21) // i32.sub, local.set
+	return appendU32(b, fl)
+}
+
+// appendEntryCharge appends the fuel global's load into the fuel local fl less charge,
+// without a test: a function's entry when a loop's check follows (untestedEntry).
+func (x *fuelIndex) appendEntryCharge(b []byte, fl, charge uint32) []byte {
 	b = append(b, 0x23)
 	b = appendU32(b, x.fuel)
 	b = append(b, 0x41)
 	b = appendS32Padded(b, int32(charge))
-	b = append(b, 0x6b, 0x24) // i32.sub, global.set
+	b = append(b, 0x6b, 0x21) // i32.sub, local.set
+	return appendU32(b, fl)
+}
+
+// appendGlobalCheck appends the check of a function in global mode (callFreeLoop): on the
+// fuel global, with the fuel local fl as a temporary.
+func (x *fuelIndex) appendGlobalCheck(b []byte, fl, charge uint32) []byte {
+	b = append(b, 0x02, 0x40, 0x02, 0x40, 0x23) // block, block, global.get
 	b = appendU32(b, x.fuel)
-	b = append(b, 0x23)
+	b = append(b, 0x41)
+	b = appendS32Padded(b, int32(charge))
+	b = append(b, 0x6b, 0x22) // i32.sub, local.tee
+	b = appendU32(b, fl)
+	b = append(b, 0x24) // global.set
 	b = appendU32(b, x.fuel)
-	b = append(b, 0x41, 0x00, 0x48, 0x04, 0x40, 0x10) // i32.const 0, i32.lt_s, if, call
+	b = append(b, 0x20) // local.get
+	b = appendU32(b, fl)
+	b = append(b, 0x41, 0x00, 0x48, 0x0d, 0x00, 0x0c, 0x01, 0x0b, 0x10) // i32.const 0, i32.lt_s, br_if 0, br 1, end, call
 	b = appendU32(b, x.yield)
 	b = append(b, 0x24) // global.set
 	b = appendU32(b, x.fuel)
 	return append(b, 0x0b)
 }
 
-func instrumentCode(payload []byte, x *fuelIndex, segment uint64) ([]byte, error) {
+// appendGlobalCharge appends a charge to the fuel global without a test: an entry
+// (untestedEntry) or an unrolled pass in global mode.
+func (x *fuelIndex) appendGlobalCharge(b []byte, charge uint32) []byte {
+	b = append(b, 0x23)
+	b = appendU32(b, x.fuel)
+	b = append(b, 0x41)
+	b = appendS32Padded(b, int32(charge))
+	b = append(b, 0x6b, 0x24) // i32.sub, global.set
+	return appendU32(b, x.fuel)
+}
+
+// appendReload appends the load of the fuel global into the fuel local fl, after a call.
+func (x *fuelIndex) appendReload(b []byte, fl uint32) []byte {
+	b = append(b, 0x23)
+	b = appendU32(b, x.fuel)
+	b = append(b, 0x21)
+	return appendU32(b, fl)
+}
+
+// instrumentCode instruments the code section payload; params are the numbers of parameters
+// of the module's defined functions, in order.
+func instrumentCode(payload []byte, x *fuelIndex, params []uint32, opt instrumentOptions) ([]byte, error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	if r.err != nil {
 		return nil, r.err
 	}
+	if int64(n) != int64(len(params)) {
+		return nil, fmt.Errorf("%d bodies for %d functions", n, len(params))
+	}
 	out := make([]byte, 0, len(payload)+len(payload)/4+16)
 	out = appendU32(out, n)
 	var body []byte
-	scratch := bodyScratch{segment: segment}
+	scratch := bodyScratch{segment: opt.segment, unroll: opt.unroll, testEntries: opt.testEntries}
 	for f := range n {
 		size := r.u32()
 		src := r.bytes(int(size))
@@ -331,7 +448,7 @@ func instrumentCode(payload []byte, x *fuelIndex, segment uint64) ([]byte, error
 			return nil, fmt.Errorf("function %d: %w", f, r.err)
 		}
 		var err error
-		body, err = instrumentBody(body[:0], src, x, &scratch)
+		body, err = instrumentBody(body[:0], src, x, params[f], &scratch)
 		if err != nil {
 			return nil, fmt.Errorf("function body %d: %w", f, err)
 		}

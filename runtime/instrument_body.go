@@ -44,6 +44,8 @@ const (
 	flagFuncIdx             // call, return_call, ref.func: the immediate is a function index
 	flagLeft                // a block or loop a branch inside a loop leaves by; on its opener and end
 	flagSlow                // a division, remainder or square root
+	flagCall                // call or call_indirect: the fuel local is spilled before, reloaded after
+	flagSpill               // leaves the function (return, a tail call, a branch to its label, its end): spilled before
 )
 
 // inst is one decoded instruction of a function body.
@@ -63,12 +65,19 @@ type inst struct {
 // bodyScratch holds the buffers instrumentBody reuses from one function to the next.
 type bodyScratch struct {
 	segment uint64 // segmentBytes, or less in tests
-	x       *fuelIndex
-	insts   []inst
-	targets []int32
-	cost    []uint32
-	checks  []placedCheck
-	ctl     []ctlEntry
+	unroll  int    // unrollCopies, or 1 (none) in tests
+	// testEntries keeps every entry's test (tests: the spec suite's starved world calls
+	// yield at every test).
+	testEntries bool
+	locals      uint64 // the function's own locals, parameters included: the fuel local's index
+	global      bool   // checks on the fuel global, the local a temporary (callFreeLoop)
+	calls       bool   // the body calls a function (call, call_indirect, tail calls)
+	x           *fuelIndex
+	insts       []inst
+	targets     []int32
+	cost        []uint32
+	checks      []placedCheck
+	ctl         []ctlEntry
 }
 
 type ctlEntry struct {
@@ -77,8 +86,9 @@ type ctlEntry struct {
 }
 
 type placedCheck struct {
-	before int32 // the instruction it goes in front of
-	charge uint32
+	before   int32 // the instruction it goes in front of
+	charge   uint32
+	untested bool // the entry's, charging without a test (untestedEntry)
 }
 
 // Segment sizes, in bytes of code; see above.
@@ -115,7 +125,7 @@ func chargeFor(cost uint64) uint32 {
 
 // decode reads the instructions of a body whose locals end at offset start.
 func (s *bodyScratch) decode(src []byte, start int) error {
-	s.insts, s.targets = s.insts[:0], s.targets[:0]
+	s.insts, s.targets, s.calls = s.insts[:0], s.targets[:0], false
 	s.ctl = append(s.ctl[:0], ctlEntry{idx: -1, loop: -1})
 	label := func(l uint32) (int32, error) {
 		if int64(l) >= int64(len(s.ctl)) {
@@ -170,6 +180,8 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 				if o.kind == opIf && o.alt >= 0 {
 					s.insts[o.alt].end = idx
 				}
+			} else {
+				in.flags = flagSpill // the function's end
 			}
 		case 0x0c, 0x0d: // br, br_if
 			in.kind = opBr
@@ -177,6 +189,9 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 				in.kind = opBrIf
 			}
 			in.alt, err = label(r.u32())
+			if in.alt < 0 {
+				in.flags |= flagSpill
+			}
 		case 0x0e: // br_table
 			in.kind = opBrTable
 			n := r.u32()
@@ -185,16 +200,23 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 				var t int32
 				t, err = label(r.u32())
 				s.targets = append(s.targets, t)
+				if t < 0 {
+					in.flags |= flagSpill
+				}
 			}
 			in.alt = int32(len(s.targets)) - in.end
-		case 0x00, 0x0f: // unreachable, return
+		case 0x00: // unreachable
 			in.kind = opExit
+		case 0x0f: // return
+			in.kind, in.flags = opExit, flagSpill
 		default:
 			var im immediates
 			sub := (&reader{b: src, i: r.i}).u32() // the first immediate, if any
 			switch {
 			case (op == 0x23 || op == 0x24) && sub >= s.x.fuel:
 				return fmt.Errorf("unknown global %d at offset %d", sub, in.at)
+			case op >= 0x20 && op <= 0x22 && uint64(sub) >= s.locals:
+				return fmt.Errorf("unknown local %d at offset %d", sub, in.at)
 			case (op == 0x11 || op == 0x13) && sub >= s.x.types:
 				return fmt.Errorf("indirect call of unknown type %d at offset %d", sub, in.at)
 			}
@@ -202,8 +224,14 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 				in.flags |= flagSlow
 			}
 			im, err = skipImmediates(r, op)
-			if op == 0x12 || op == 0x13 { // return_call, return_call_indirect
+			switch op {
+			case 0x10, 0x11: // call, call_indirect
+				in.flags |= flagCall
+				s.calls = true
+			case 0x12, 0x13: // return_call, return_call_indirect
 				in.kind = opExit
+				in.flags |= flagSpill
+				s.calls = true
 			}
 			if im.bulk {
 				in.flags |= flagBulk
@@ -287,15 +315,55 @@ func (s *bodyScratch) place(bodyEnd int) {
 		}
 		cost[i] = uint32(min(c, 1<<32-1))
 	}
+	s.untestedEntry()
 }
 
-// instrumentBody appends src, one function's body (locals and code), with the fuel checks
-// added and function indices renumbered.
-func instrumentBody(out, src []byte, x *fuelIndex, s *bodyScratch) ([]byte, error) {
+// untestedEntry drops the test from the entry check, which then only loads the fuel and
+// charges,
+//
+//   - when a loop header's check follows it within exitBytes of straight code (block openers
+//     and instructions that neither branch nor call): every call still passes a test, the
+//     loop's. Go's functions all start so: their body is one loop around a jump table.
+//   - in a function that calls nothing and runs at most exitBytes of code before its next
+//     check or its return: such a call cannot recurse, and its caller's code between two
+//     tests holds at most segmentBytes/2 calls, so at most an eighth of an allowance runs
+//     untested (C's memchr, called per byte of a Go guest's strings.IndexRune).
+func (s *bodyScratch) untestedEntry() {
+	n := len(s.checks)
+	if s.testEntries {
+		return
+	}
+	if n > 0 && !s.calls && s.checks[n-1].charge <= chargeFor(exitBytes) {
+		s.checks[n-1].untested = true
+		return
+	}
+	if n < 2 {
+		return
+	}
+	for j, in := range s.insts {
+		switch {
+		case in.at-s.insts[0].at > exitBytes:
+			return
+		case in.kind == opLoop:
+			if s.checks[n-2].before == int32(j+1) {
+				s.checks[n-1].untested = true
+			}
+			return
+		case in.kind != opBlock && (in.kind != opPlain || in.flags != 0):
+			return
+		}
+	}
+}
+
+// instrumentBody appends src, one body (locals and code) of a function with params
+// parameters, with the fuel local and checks added and function indices renumbered.
+func instrumentBody(out, src []byte, x *fuelIndex, params uint32, s *bodyScratch) ([]byte, error) {
 	r := &reader{b: src}
 	groups := r.u32()
+	start := r.i
+	fl := uint64(params)
 	for range groups {
-		r.u32()
+		fl += uint64(r.u32())
 		if t := r.byte(); !isValType(t) {
 			return nil, fmt.Errorf("local of unknown type 0x%02x", t)
 		}
@@ -303,28 +371,18 @@ func instrumentBody(out, src []byte, x *fuelIndex, s *bodyScratch) ([]byte, erro
 	if r.err != nil {
 		return nil, fmt.Errorf("locals: %w", r.err)
 	}
-	out = append(out, src[:r.i]...)
-	s.x = x
+	if fl >= 1<<32-1 {
+		return nil, fmt.Errorf("%d locals: no room for the fuel local", fl)
+	}
+	// The fuel local goes after the function's own: one more group of one i32.
+	out = appendU32(out, groups+1)
+	out = append(out, src[start:r.i]...)
+	out = append(out, 0x01, 0x7f)
+	s.x, s.locals = x, fl
 	if err := s.decode(src, r.i); err != nil {
 		return nil, err
 	}
 	s.place(len(src))
-	k := len(s.checks) - 1
-	for i, in := range s.insts {
-		if k >= 0 && s.checks[k].before == int32(i) {
-			out = x.appendCheck(out, s.checks[k].charge)
-			k--
-		}
-		end := len(src)
-		if i+1 < len(s.insts) {
-			end = int(s.insts[i+1].at)
-		}
-		if in.flags&flagFuncIdx != 0 {
-			ir := &reader{b: src, i: int(in.at) + 1}
-			out = appendU32(append(out, src[in.at]), x.fn(ir.u32()))
-			continue
-		}
-		out = append(out, src[in.at:end]...)
-	}
-	return out, nil
+	s.global = !s.callFreeLoop()
+	return s.emit(out, src, uint32(fl)), nil
 }

@@ -61,7 +61,10 @@ type Output struct {
 	ErrorText  string        // set by set_error or batch_verdict(0) (wqhost/v1), or the last stderr line (wasi-stdio)
 	Outputs    []Emitted     // to send if Status is StatusOK
 	HTTP       HTTPReport    // the message's outbound requests
-	first      [1]Emitted    // backs Outputs so the common single output costs no extra allocation
+	// Usage is what the call cost (meter.go). CallInto sets it even when the call
+	// failed, for the failing attempt's dead letter.
+	Usage Usage
+	first [1]Emitted // backs Outputs so the common single output costs no extra allocation
 }
 
 // PoolConfig configures a Pool. Zero values take the documented defaults.
@@ -370,6 +373,9 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		mod: mod, handle: mod.ExportedFunction(p.handleName()), selfTest: mod.ExportedFunction("wqhost_self_test"),
 		st: st, ctx: &callCtx{Context: callBase, st: st, bare: p.v.fuel}, cancel: cancel, stdio: logw,
 		batch: mod.ExportedFunction("wqhost_handle_batch"),
+	}
+	if p.v.fuel {
+		st.fuelG = mod.ExportedGlobal(fuelExport)
 	}
 	if p.cfg.Timeout > 0 && !p.v.fuel {
 		// One timer per instance, re-armed per call, is cheaper than a deadline context per call.

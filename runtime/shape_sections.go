@@ -63,7 +63,7 @@ func scanSection(id byte, payload []byte) error {
 		r.byteVec("custom section name")
 		r.i = len(r.b) // the rest is the custom section's own
 	case secType:
-		_, err := countFuncTypes(payload)
+		_, err := funcTypeParams(payload)
 		return err
 	case 4: // table
 		r.vec("tables", func(uint32) { r.refType(); r.limits() })

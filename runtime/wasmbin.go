@@ -214,30 +214,36 @@ func (r *reader) limits() {
 	}
 }
 
-// countFuncTypes returns the number of types, refusing anything but plain function types
-// (the GC proposal's recursive and sub types would need a different encoding of the new one).
-func countFuncTypes(payload []byte) (uint32, error) {
+// funcTypeParams returns the number of parameters of each type, refusing anything but plain
+// function types (the GC proposal's recursive and sub types would need a different encoding
+// of the new one).
+func funcTypeParams(payload []byte) ([]uint32, error) {
 	r := &reader{b: payload}
 	n := r.u32()
+	params := make([]uint32, 0, min(n, uint32(len(payload))))
 	for range n {
 		if f := r.byte(); f != 0x60 {
 			r.fail(fmt.Errorf("type form 0x%02x", f))
 		}
-		for range 2 { // params, results
-			for i, m := uint32(0), r.u32(); i < m && r.err == nil; i++ {
+		for k := range 2 { // params, results
+			m := r.u32()
+			for i := uint32(0); i < m && r.err == nil; i++ {
 				if t := r.byte(); !isValType(t) {
 					r.fail(fmt.Errorf("value of unknown type 0x%02x", t))
 				}
 			}
+			if k == 0 {
+				params = append(params, m)
+			}
 		}
 		if r.err != nil {
-			return 0, r.err
+			return nil, r.err
 		}
 	}
 	if r.err == nil && r.i != len(payload) {
 		r.fail(errors.New("trailing bytes"))
 	}
-	return n, r.err
+	return params, r.err
 }
 
 // countImports returns the numbers of imports of every kind (the section's own count), of
@@ -281,16 +287,22 @@ func countImports(payload []byte, types uint32) (all, funcs, globals uint32, err
 	return n, funcs, globals, r.err
 }
 
-// checkFuncTypes checks the function section's type indices against the number of types.
-func checkFuncTypes(payload []byte, types uint32) error {
+// funcParams returns the number of parameters of each function of the function section,
+// checking its type indices against typeParams (funcTypeParams).
+func funcParams(payload []byte, typeParams []uint32) ([]uint32, error) {
 	r := &reader{b: payload}
 	n := r.u32()
+	params := make([]uint32, 0, min(n, uint32(len(payload))))
 	for i := uint32(0); i < n && r.err == nil; i++ {
-		if t := r.u32(); t >= types && r.err == nil {
+		t := r.u32()
+		if r.err == nil && int64(t) >= int64(len(typeParams)) {
 			r.fail(fmt.Errorf("function %d of unknown type %d", i, t))
 		}
+		if r.err == nil {
+			params = append(params, typeParams[t])
+		}
 	}
-	return r.err
+	return params, r.err
 }
 
 // appendVec appends one entry to a vector's encoding: payload is the vector (count first) or

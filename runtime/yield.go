@@ -29,6 +29,7 @@ var (
 func yieldFn() hostFn {
 	return hostFn{yieldImport, nil, []api.ValueType{tI32}, func(ctx context.Context, _ api.Module, s []uint64) {
 		if st := stateOf(ctx); st != nil {
+			st.fuelRefilled()
 			st.checkpoint(ctx)
 		} else {
 			goruntime.Gosched()

@@ -270,12 +270,18 @@ func TestInstrumentCommittedModules(t *testing.T) {
 				t.Fatalf("instrumented module does not compile: %v", err)
 			}
 			_ = cm.Close(ctx)
-			x := fuelIndexOf(t, wasm)
+			// Unrolled loops aside (the spec suite and TestUnrolledLoops cover them), the code
+			// is the original's with the checks added.
+			yc, err = instrumentWith(wasm, instrumentOptions{segment: segmentBytes, fuel: fuelRefill, unroll: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, params := fuelIndexOf(t, wasm)
 			orig, got := sectionOf(t, wasm, secCode), sectionOf(t, yc.wasm, secCode)
-			stripped, checks := stripChecks(t, got, x)
+			stripped, checks := stripChecks(t, got, x, params)
 			// Toolchains may write call indices as padded LEB128 (relocatable encodings);
 			// the instrumenter writes them minimal.
-			orig, _ = stripChecks(t, orig, nil)
+			orig, _ = stripChecks(t, orig, nil, params)
 			if !bytes.Equal(stripped, orig) {
 				t.Fatal("instrumented code section minus the checks differs from the original")
 			}
@@ -284,140 +290,6 @@ func TestInstrumentCommittedModules(t *testing.T) {
 			}
 		})
 	}
-}
-
-func sectionOf(t testing.TB, wasm []byte, id byte) []byte {
-	r := &reader{b: wasm, i: 8}
-	for r.i < len(r.b) {
-		sid := r.byte()
-		p := r.bytes(int(r.u32()))
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		if sid == id {
-			return p
-		}
-	}
-	t.Fatalf("no section %d", id)
-	return nil
-}
-
-// fuelIndexOf is the fuelIndex instrument uses for wasm.
-func fuelIndexOf(t testing.TB, wasm []byte) *fuelIndex {
-	x := &fuelIndex{}
-	r := &reader{b: wasm, i: 8}
-	for r.i < len(r.b) {
-		id := r.byte()
-		p := r.bytes(int(r.u32()))
-		switch id {
-		case secImport:
-			_, f, g, err := countImports(p, ^uint32(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			x.yield = f
-			x.fuel += g
-		case secGlobal:
-			x.fuel += (&reader{b: p}).u32()
-		}
-	}
-	return x
-}
-
-// chargeOffset is where appendCheck put its charge, counted back from the check's end:
-// after global.get $fuel and the i32.const opcode.
-func (x *fuelIndex) chargeOffset() int {
-	return len(x.appendCheck(nil, 0)) - (2 + uleb32Len(x.fuel))
-}
-
-func uleb32Len(v uint32) int {
-	return len(appendU32(nil, v))
-}
-
-// stripChecks removes the checks (one after each function's locals and each loop's block
-// type, which it requires, and any others between instructions) and numbers the calls back,
-// failing if a check is malformed. Function indices come out minimally encoded. With a nil x
-// it expects no checks and only re-encodes the indices. No valid original code holds a
-// check's bytes: they start with global.get of the fuel global, which the original lacks.
-func stripChecks(t testing.TB, code []byte, x *fuelIndex) ([]byte, int) {
-	var want []byte
-	var at int
-	if x != nil {
-		want = x.appendCheck(nil, 0)
-		at = len(want) - x.chargeOffset()
-	}
-	r := &reader{b: code}
-	n := r.u32()
-	out := appendU32(nil, n)
-	checks := 0
-	for f := range n {
-		src := r.bytes(int(r.u32()))
-		br := &reader{b: src}
-		for range br.u32() {
-			br.u32()
-			br.byte()
-		}
-		var body []byte
-		body = append(body, src[:br.i]...)
-		// skipChecks skips the checks at br.i and reports how many there were.
-		skipChecks := func() int {
-			found := 0
-			for x != nil && bytes.HasPrefix(src[br.i:], want[:at]) {
-				got := br.bytes(len(want))
-				if br.err != nil || !bytes.Equal(got[at+5:], want[at+5:]) {
-					t.Fatalf("function %d: a malformed check at offset %d", f, br.i)
-				}
-				if c := (&reader{b: got[at:]}).leb(5); c == 0 || c > fuelRefill {
-					t.Fatalf("function %d: charge %d", f, c)
-				}
-				found++
-			}
-			checks += found
-			return found
-		}
-		mustCheck := func() {
-			if skipChecks() == 0 && x != nil {
-				t.Fatalf("function %d: no check at offset %d", f, br.i)
-			}
-		}
-		mustCheck()
-		for depth := 1; depth > 0; {
-			skipChecks()
-			at := br.i
-			op := br.byte()
-			im, err := skipImmediates(br, op)
-			if err != nil {
-				t.Fatalf("function %d: %v", f, err)
-			}
-			if im.funcIdx {
-				switch {
-				case x == nil:
-				case im.idx == x.yield:
-					t.Fatalf("function %d: calls yield outside a check", f)
-				case im.idx > x.yield:
-					im.idx--
-				}
-				body = appendU32(append(body, op), im.idx)
-			} else {
-				body = append(body, src[at:br.i]...)
-			}
-			switch op {
-			case 0x02, 0x03, 0x04:
-				depth++
-			case 0x0b:
-				depth--
-			}
-			if op == 0x03 {
-				mustCheck()
-			}
-		}
-		out = appendU32(out, uint32(len(body)))
-		out = append(out, body...)
-	}
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	return out, checks
 }
 
 // FuzzInstrument: on any input the instrumenter does not panic, and whenever wazero

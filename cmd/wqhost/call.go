@@ -219,7 +219,8 @@ func (c *cli) call(ctx context.Context, args []string) error {
 	}
 	defer p.Close(context.WithoutCancel(ctx))
 	start := time.Now()
-	out, callErr := p.Call(ctx, in)
+	out := new(runtime.Output)
+	callErr := p.CallInto(ctx, in, out) // out.Usage is set even when the call failed
 	took := time.Since(start)
 	return c.printCall(out, callErr, took, logs, *asJSON)
 }
@@ -252,6 +253,17 @@ type callResult struct {
 	Outputs    []callOutput `json:"outputs"`
 	Logs       []callRecord `json:"logs"`
 	Took       string       `json:"took"`
+	Usage      callUsage    `json:"usage"`
+}
+
+// callUsage is the call's metering (runtime.Usage; docs/metering.md has the units).
+type callUsage struct {
+	Fuel         uint64 `json:"fuel"`
+	WallUs       int64  `json:"wall_us"`
+	HostUs       int64  `json:"host_us"`
+	MemoryBytes  uint64 `json:"memory_bytes"`
+	HTTPRequests int    `json:"http_requests"`
+	HTTPBytes    int64  `json:"http_bytes"`
 }
 
 type callOutput struct {
@@ -263,6 +275,11 @@ func (c *cli) printCall(out *runtime.Output, callErr error, took time.Duration, 
 	logs.mu.Lock()
 	res := callResult{Outputs: []callOutput{}, Logs: append([]callRecord{}, logs.recs...), Took: took.Round(time.Microsecond).String()}
 	logs.mu.Unlock()
+	u := out.Usage
+	res.Usage = callUsage{
+		Fuel: u.Fuel, WallUs: u.Wall.Microseconds(), HostUs: u.HostTime.Microseconds(), MemoryBytes: u.MemoryBytes,
+		HTTPRequests: u.HTTPRequests, HTTPBytes: u.HTTPBytes,
+	}
 	var failed error
 	switch {
 	case callErr != nil:
@@ -300,6 +317,8 @@ func (c *cli) printCall(out *runtime.Output, callErr error, took time.Duration, 
 	if res.RetryAfter != "" {
 		fmt.Fprintf(c.stdout, "retry after: %s\n", res.RetryAfter)
 	}
+	fmt.Fprintf(c.stdout, "usage: fuel %d, wall %dµs, host %dµs, memory %d bytes, http %d requests %d bytes\n",
+		res.Usage.Fuel, res.Usage.WallUs, res.Usage.HostUs, res.Usage.MemoryBytes, res.Usage.HTTPRequests, res.Usage.HTTPBytes)
 	fmt.Fprintf(c.stdout, "outputs: %d\n", len(res.Outputs))
 	for _, o := range res.Outputs {
 		fmt.Fprintf(c.stdout, "  -> %s: %s\n", o.Queue, termSafe(o.Body))

@@ -32,6 +32,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if code, ok := rssHelper(); ok {
+		os.Exit(code)
+	}
 	os.Exit(func() int {
 		dir, err := os.MkdirTemp("", "wqhost-cli-test-")
 		if err != nil {

@@ -50,7 +50,7 @@ func (c *cli) peek(ctx context.Context, args []string) error {
 	tenant := fl.String("tenant", config.DefaultTenant, "tenant that owns the queue")
 	queue := fl.String("queue", "", "the queue to show, e.g. jobs, jobs-done or jobs-poison (required)")
 	limit := fl.Int("limit", 20, "at most this many messages (0: all the backend can show)")
-	bodyBytes := fl.Int64("body-bytes", 0, "read at most this many bytes of each body (default: 480 for the table, 4096 for --json)")
+	bodyBytes := fl.Int64("body-bytes", 0, "read at most this many bytes of each body (default: 480 for the table, 4096 for --json; through a running host at most 65536)")
 	asJSON := fl.Bool("json", false, "print one JSON object per line instead of a table")
 	if err := c.parse(fl, args); err != nil {
 		return err
@@ -64,8 +64,8 @@ func (c *cli) peek(ctx context.Context, args []string) error {
 	if *limit < 0 {
 		return usagef("--limit %d: must be 0 (all) or more", *limit)
 	}
-	if *bodyBytes < 0 || *bodyBytes > host.MaxPreviewBytes {
-		return usagef("--body-bytes %d: want 0..%d", *bodyBytes, host.MaxPreviewBytes)
+	if *bodyBytes < 0 || *bodyBytes > int64(config.MaxMessageBytesCap) {
+		return usagef("--body-bytes %d: want 0..%d", *bodyBytes, int64(config.MaxMessageBytesCap))
 	}
 	if *bodyBytes == 0 {
 		*bodyBytes = peekTableBytes
@@ -113,7 +113,7 @@ func peekThrough(ctx context.Context, api *adminClient, tenant, queue string, li
 			Next  string          `json:"next"`
 		}
 		path := fmt.Sprintf("/v1/tenants/%s/queues/%s/messages?limit=%d&body_bytes=%d&after=%s",
-			url.PathEscape(tenant), url.PathEscape(queue), page, bodyBytes, url.QueryEscape(after))
+			url.PathEscape(tenant), url.PathEscape(queue), page, min(bodyBytes, host.MaxPreviewBytes), url.QueryEscape(after))
 		if err := api.call(ctx, http.MethodGet, path, nil, &ans); err != nil {
 			return err
 		}

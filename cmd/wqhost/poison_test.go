@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -20,30 +19,6 @@ import (
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/queue"
 )
-
-// peakRSS runs the binary to completion and returns its result and its peak resident set
-// (getrusage of the child: ru_maxrss, in KiB on Linux).
-func peakRSS(t *testing.T, dir string, args ...string) (result, int64) {
-	t.Helper()
-	cmd := exec.Command(wqhostBin, args...)
-	cmd.Dir, cmd.Env = dir, testEnv()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			t.Fatalf("wqhost %s: %v", strings.Join(args, " "), err)
-		}
-		code = ee.ExitCode()
-	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		t.Fatalf("no rusage for wqhost %s", strings.Join(args, " "))
-	}
-	return result{code: code, stdout: out.String(), stderr: errb.String()}, ru.Maxrss << 10
-}
 
 // TestOversizeAndPoisonCommandsBoundedMemory, with the real binary and local store, 8
 // messages of 50 MB each (400 MB):

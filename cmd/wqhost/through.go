@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -53,10 +55,14 @@ func (c *cli) sendThrough(ctx context.Context, api *adminClient, tenant, qname s
 		}
 		req.Messages = req.Messages[:0]
 		size := 0
-		for i+len(req.Messages) < total && len(req.Messages) < sendChunk && (len(req.Messages) == 0 || size < sendBatchBytes) {
+		for i+len(req.Messages) < total && len(req.Messages) < sendChunk {
 			b := src.body(i + len(req.Messages))
-			size += len(b)
-			if utf8.Valid(b) {
+			n, text := jsonSize(b)
+			if len(req.Messages) > 0 && size+n > sendBatchBytes {
+				break
+			}
+			size += n
+			if text {
 				s := string(b)
 				req.Messages = append(req.Messages, msg{Body: &s})
 			} else {
@@ -77,6 +83,29 @@ func (c *cli) sendThrough(ctx context.Context, api *adminClient, tenant, qname s
 	el := time.Since(start)
 	fmt.Fprintf(c.stdout, "sent %d messages to %s in %s (%.0f msg/s, through the running host)\n", total, qname, el.Round(time.Millisecond), float64(total)/el.Seconds())
 	return nil
+}
+
+// jsonSize is how large b is in a JSON send, and whether it goes as text: UTF-8 whose
+// escapes (control characters, quotes, backslashes and the HTML characters encoding/json
+// escapes, 6 bytes each) keep it no larger than base64; otherwise base64. Either way a body
+// at the tenant's limit fits the API's request limit (the limit as base64, and 64 KiB).
+func jsonSize(b []byte) (int, bool) {
+	b64 := base64.StdEncoding.EncodedLen(len(b))
+	if !utf8.Valid(b) {
+		return b64, false
+	}
+	n := len(b)
+	for _, c := range b {
+		if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			n += 5
+		}
+	}
+	// U+2028 and U+2029 (3 bytes each) are escaped too, as 6.
+	n += 3 * (bytes.Count(b, []byte("\u2028")) + bytes.Count(b, []byte("\u2029")))
+	if n > b64 {
+		return b64, false
+	}
+	return n, true
 }
 
 // jobStatus is GET /v1/jobs/{id}'s answer.

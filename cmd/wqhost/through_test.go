@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -31,6 +32,17 @@ func TestCLIThroughRunningHost(t *testing.T) {
 	// A backlog keeps the host's store writer busy while the commands below run.
 	cli("send", "--queue", "jobs", "--count", "5000", "ok:{n}").expect(t, 0, "send backlog", "through the running host")
 	cli("send", "--queue", "jobs", "--count", "5", "reject:bad {n}").expect(t, 0, "send rejects", "sent 5 messages", "through the running host")
+	// Bodies at the limit go through the API whatever their bytes: control characters (6
+	// bytes each as JSON text) go as base64, and a batch never passes the request limit.
+	ctrl, big := filepath.Join(dir, "ctrl.bin"), filepath.Join(dir, "big.txt")
+	if err := os.WriteFile(ctrl, bytes.Repeat([]byte{1}, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), 900<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cli("send", "--queue", "other", "--file", ctrl).expect(t, 0, "send 1 MiB of control characters", "through the running host")
+	cli("send", "--queue", "other", "--count", "3", "--file", big).expect(t, 0, "send 3 × 900 KiB", "sent 3 messages", "through the running host")
 	waitFor(t, 2*time.Minute, "5 dead letters", func() bool { return h.binding("default", "flaky").Poisoned == 5 })
 	cli("poison", "list", "--queue", "jobs").expect(t, 0, "poison list", "5 dead letters in jobs-poison", "bad 5")
 	cli("peek", "--queue", "jobs-poison", "--limit", "2", "--json").expect(t, 0, "peek", `"size":`, `"truncated":false`)

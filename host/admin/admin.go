@@ -10,6 +10,12 @@
 //	POST /v1/reload                                reload config and modules
 //	GET  /v1/tenants/{tenant}/bindings/{binding}   a binding's detail (BindingHost)
 //	POST /v1/tenants/{tenant}/bindings/{binding}/rollback  previous module version (BindingHost)
+//	POST|GET /v1/tenants/{tenant}/queues/{queue}/messages   send; peek (queues.go)
+//	GET  /v1/tenants/{tenant}/queues/{queue}/deadletters    dead letters, paged and filtered;
+//	                                               /{id}, POST /count, /redrive, /purge
+//	GET|DELETE /v1/jobs/{id}                       a redrive's progress; cancel it
+//
+// The message, dead-letter and job endpoints are documented in docs/admin-api.md.
 //
 // Authentication: when any token is configured, every endpoint but /healthz and /readyz needs
 // "Authorization: Bearer <token>" (the scheme in any case). The host token may do everything; a tenant token sees only

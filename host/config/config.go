@@ -285,7 +285,24 @@ type Limits struct {
 	MaxCallOutputBytes ByteSize `koanf:"max_call_output_bytes"`
 	// Compile caps the shape of the tenant's modules, checked before they are compiled.
 	Compile CompileLimits `koanf:"compile"`
+	// FuelQuota caps the fuel the tenant's handler calls spend per period; off by default.
+	FuelQuota FuelQuota `koanf:"fuel_quota"`
 }
+
+// FuelQuota is a tenant's fuel per period (docs/metering.md): once its calls have spent Fuel
+// units in the current Period, its bindings lease no new message until the period rolls
+// over (messages wait in their queue; none is failed or dead-lettered). Periods are aligned
+// to UTC (1h rolls over on the hour). Fuel 0 means no quota.
+type FuelQuota struct {
+	Fuel   int64         `koanf:"fuel"`
+	Period time.Duration `koanf:"period"`
+}
+
+// Quota bounds: a period from a minute to 31 days.
+const (
+	MinFuelQuotaPeriod = time.Minute
+	MaxFuelQuotaPeriod = 31 * 24 * time.Hour
+)
 
 // CompileLimits are a tenant's caps on a module's shape (runtime.CompileLimits): what makes
 // compiling cost more than its size. 0 takes the runtime's default for each.

@@ -10,6 +10,7 @@ import (
 	"github.com/wqhost/wqhost/internal/safefile"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 	"github.com/wqhost/wqhost/plugins/external"
@@ -73,7 +74,7 @@ func TestEffectiveDefaultsAreTheLibraryDefaults(t *testing.T) {
 		{"admin.max_body_bytes", int64(c.Admin.MaxBodyBytes), int64(admin.DefaultMaxBodyBytes), int64(64 << 10)},
 		{"max_module_bytes", int64(c.MaxModuleBytes), int64(safefile.DefaultMaxBytes), int64(256 << 20)},
 		{"batch_size maximum", MaxBatchSize, queue.MaxBatch, 32},
-		{"visibility_timeout and poison.max_delay maximum", MaxVisibility, listener.MaxVisibility, 7 * 24 * time.Hour},
+		{"visibility_timeout and poison.max_delay maximum", MaxVisibility, queue.MaxVisibility, 7 * 24 * time.Hour},
 		// The local store loads bodies up to its default limit: every message a config may
 		// allow (not imported by the config itself, which would pull SQLite into it).
 		{"limits.max_message_bytes maximum", int64(MaxMessageBytesCap), int64(local.DefaultMaxBodyBytes), int64(64 << 20)},
@@ -113,12 +114,12 @@ func TestEffectivePoliciesAreTheLibraryDefaults(t *testing.T) {
 	deadAt := 0
 	for count := 1; count <= 10; count++ {
 		m := &queue.Message{ID: "m", DequeueCount: count}
-		got := host.Decide(context.Background(), listener.Failure{Message: m, Err: boom, MaxDequeueCount: b.MaxDequeueCount})
-		want := lib.Decide(context.Background(), listener.Failure{Message: m, Err: boom})
-		if got != want {
+		got := host.Decide(context.Background(), listener.Failure{Message: m, Outcome: outcome.Failed(boom), MaxDequeueCount: b.MaxDequeueCount})
+		want := lib.Decide(context.Background(), listener.Failure{Message: m, Outcome: outcome.Failed(boom)})
+		if got.Kind != want.Kind || got.After != want.After || got.Reason() != want.Reason() {
 			t.Errorf("failure %d: the host's poison policy decides %+v, the library's %+v", count, got, want)
 		}
-		if got.Action == listener.ActionDeadLetter && deadAt == 0 {
+		if got.Kind == outcome.KindReject && deadAt == 0 {
 			deadAt = count
 		}
 	}

@@ -18,8 +18,8 @@ import (
 
 // Ranges checked at load.
 const (
-	MaxBatchSize       = queue.MaxBatch         // Azure Queue Storage's receive limit, honoured by every backend
-	MaxVisibility      = listener.MaxVisibility // Azure's longest visibility timeout
+	MaxBatchSize       = queue.MaxBatch      // Azure Queue Storage's receive limit, honoured by every backend
+	MaxVisibility      = queue.MaxVisibility // Azure's longest visibility timeout
 	MaxDequeueCountCap = 1000
 	MaxWorkersCap      = 1024
 	MaxInstancesCap    = 1024
@@ -149,6 +149,7 @@ func (c *Config) validate() []error {
 			fail(tp+".limits.max_call_output_bytes", "%s is outside 0..%s (0 = 64MiB)", l.MaxCallOutputBytes, MaxCallOutputBytesCap)
 		}
 		validateCompileLimits(fail, tp+".limits.compile", l.Compile)
+		validateFuelQuota(fail, tp+".limits.fuel_quota", l.FuelQuota)
 		if len(t.Bindings) == 0 {
 			fail(tp+".bindings", "tenant has no binding")
 		}
@@ -522,6 +523,19 @@ func validateBatch(fail failFunc, bp string, b Binding) {
 	}
 	if bt.MaxMessages > 1 && b.ABI == ABIExtism {
 		fail(bp+".batch", "needs abi %s (an Extism plugin handles one message per call)", ABIWqhostV1)
+	}
+}
+
+// validateFuelQuota checks a tenant's fuel quota: off (both 0), or a positive fuel and a
+// period within MinFuelQuotaPeriod..MaxFuelQuotaPeriod.
+func validateFuelQuota(fail func(key, format string, args ...any), key string, q FuelQuota) {
+	switch {
+	case q.Fuel < 0:
+		fail(key+".fuel", "%d is negative (0 = no quota)", q.Fuel)
+	case q.Fuel == 0 && q.Period != 0:
+		fail(key+".fuel", "period %s is set but fuel is 0: give the fuel per period (0 for both = no quota)", q.Period)
+	case q.Fuel > 0 && (q.Period < MinFuelQuotaPeriod || q.Period > MaxFuelQuotaPeriod):
+		fail(key+".period", "%s is outside %s..%s", q.Period, MinFuelQuotaPeriod, MaxFuelQuotaPeriod)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
@@ -23,17 +24,17 @@ const sinkCost = time.Millisecond
 // sinkHandler pays sinkCost once per call, for one message or a batch, and counts calls.
 type sinkHandler struct{ calls *atomic.Int64 }
 
-func (h sinkHandler) Handle(context.Context, *queue.Message) error {
+func (h sinkHandler) Handle(context.Context, *queue.Message) outcome.Outcome {
 	h.calls.Add(1)
 	time.Sleep(sinkCost)
-	return nil
+	return outcome.Outcome{}
 }
 
-func (h sinkHandler) HandleBatch(_ context.Context, _ []*queue.Message, vs []listener.Verdict) {
+func (h sinkHandler) HandleBatch(_ context.Context, _ []*queue.Message, vs []outcome.Outcome) {
 	h.calls.Add(1)
 	time.Sleep(sinkCost)
 	for i := range vs {
-		vs[i] = listener.OK()
+		vs[i] = outcome.Outcome{}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
@@ -104,9 +105,9 @@ func TestCrashDrainDuplicatesBounded(t *testing.T) {
 // drainBatchHandler runs a single-message handler on each message of a batch.
 type drainBatchHandler struct{ listener.HandlerFunc }
 
-func (h drainBatchHandler) HandleBatch(ctx context.Context, ms []*queue.Message, vs []listener.Verdict) {
+func (h drainBatchHandler) HandleBatch(ctx context.Context, ms []*queue.Message, vs []outcome.Outcome) {
 	for i, m := range ms {
-		vs[i] = listener.VerdictOf(h.HandlerFunc(ctx, m))
+		vs[i] = outcome.Of(h.HandlerFunc(ctx, m))
 	}
 }
 

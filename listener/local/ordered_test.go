@@ -13,6 +13,7 @@ import (
 	"github.com/wqhost/wqhost/internal/clock/clocktest"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
@@ -109,9 +110,11 @@ type groupBatches struct {
 	calls [][]string
 }
 
-func (h *groupBatches) Handle(context.Context, *queue.Message) error { return nil }
+func (h *groupBatches) Handle(context.Context, *queue.Message) outcome.Outcome {
+	return outcome.Outcome{}
+}
 
-func (h *groupBatches) HandleBatch(_ context.Context, ms []*queue.Message, vs []listener.Verdict) {
+func (h *groupBatches) HandleBatch(_ context.Context, ms []*queue.Message, vs []outcome.Outcome) {
 	var keys []string
 	for _, m := range ms {
 		keys = append(keys, m.Attributes[queue.AttrOrderKey])
@@ -120,7 +123,7 @@ func (h *groupBatches) HandleBatch(_ context.Context, ms []*queue.Message, vs []
 	h.calls = append(h.calls, keys)
 	h.mu.Unlock()
 	for i := range vs {
-		vs[i] = listener.OK()
+		vs[i] = outcome.Outcome{}
 	}
 }
 
@@ -141,13 +144,9 @@ func TestOrderedBatchesNeverMixGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	oq, err := listener.Ordered(q)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := &groupBatches{}
 	l, err := listener.New(listener.Config{
-		Queue: oq, DeadLetter: dl, Handler: h,
+		Queue: q, Ordered: true, DeadLetter: dl, Handler: h,
 		Batch:   listener.BatchConfig{MaxMessages: 100, MaxWait: time.Hour},
 		Backoff: builtin.NewBackoff(builtin.BackoffOptions{}), Scaler: builtin.NewTarget(0),
 		Poison: builtin.NewPoison(builtin.PoisonOptions{}), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -79,7 +79,7 @@ func TestOversizeNeverLoaded(t *testing.T) {
 			case "sharded":
 				in, err = sharded.New("jobs", []queue.Queue{spy("jobs-0"), spy("jobs-1")}, sharded.Options{})
 			case "ordered":
-				in, err = listener.Ordered(spy("jobs"))
+				in = spy("jobs")
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -101,7 +101,7 @@ func TestOversizeNeverLoaded(t *testing.T) {
 			body = nil
 			var handledBig atomic.Bool
 			l, err := listener.New(listener.Config{
-				Queue: in, DeadLetter: dead, MaxMessageBytes: limit, MaxWorkers: 2,
+				Queue: in, Ordered: mode == "ordered", DeadLetter: dead, MaxMessageBytes: limit, MaxWorkers: 2,
 				Handler: listener.HandlerFunc(func(_ context.Context, m *queue.Message) error {
 					if len(m.Body) > limit {
 						handledBig.Store(true)

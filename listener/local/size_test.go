@@ -5,13 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/queue"
+	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
 // TestBodySizeBounds: the store refuses a body above MaxBodyBytes on every way in (Send,
@@ -146,8 +150,9 @@ func TestListPagesWithCursor(t *testing.T) {
 }
 
 // TestOrderedMovesUnreadBody: in ordered mode a body above the store's limit (left by an
-// older store) is received unread and the ordered queue moves it to the dead-letter queue
-// in one transaction, whole (without MoveTo it could only be sent empty, so it stayed).
+// older store) is received unread, refused without a binding limit of its own, and the
+// ordered queue moves it to the dead-letter queue in one transaction, whole (without MoveTo
+// it could only be sent empty, so it stayed).
 func TestOrderedMovesUnreadBody(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "q.db")
@@ -172,23 +177,45 @@ func TestOrderedMovesUnreadBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ord, err := listener.Ordered(q)
+	// No binding limit: the store's own left the body unread, and that alone refuses it.
+	var handled atomic.Int32
+	l, err := listener.New(listener.Config{
+		Queue: q, Ordered: true, DeadLetter: dead,
+		Handler: listener.HandlerFunc(func(context.Context, *queue.Message) error {
+			handled.Add(1)
+			return nil
+		}),
+		Backoff: builtin.NewBackoff(builtin.BackoffOptions{}), Scaler: builtin.NewTarget(0),
+		Poison:  builtin.NewPoison(builtin.PoisonOptions{}),
+		MinIdle: 10 * time.Millisecond, MaxIdle: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := ord.Receive(ctx, 10, time.Minute)
-	if err != nil || len(ms) != 1 || ms[0].Body != nil || ms[0].Oversize != 200 {
-		t.Fatalf("ordered receive: %d messages, %v; want the 200-byte one unread", len(ms), err)
+	lctx, cancel := context.WithCancel(ctx)
+	wait := l.Start(lctx)
+	deadline := time.Now().Add(30 * time.Second)
+	for l.State().Poisoned != 1 {
+		if time.Now().After(deadline) {
+			cancel()
+			_ = wait()
+			t.Fatalf("after 30s: %+v; want the unread message dead-lettered", l.State())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	mv, ok := ord.(queue.Mover)
-	if !ok {
-		t.Fatal("the ordered queue of a local store is no Mover")
-	}
-	if err := mv.MoveTo(ctx, ms[0], dead, nil, queue.SendOptions{}); err != nil {
+	cancel()
+	if err := wait(); err != nil {
 		t.Fatal(err)
+	}
+	if handled.Load() != 0 {
+		t.Error("the handler was given a message whose body was left unread")
 	}
 	got, err := dead.Peek(ctx, 0)
 	if err != nil || len(got) != 1 || !bytes.Equal(got[0].Body, big) {
 		t.Fatalf("dead letter: %d messages, %v; want the whole 200-byte body", len(got), err)
+	}
+	if r := got[0].Attributes[queue.AttrReason]; r != "message body of 200 bytes exceeds the backend's body limit" {
+		t.Errorf("dead letter reason %q", r)
 	}
 }

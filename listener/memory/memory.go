@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/clock"
-	"github.com/wqhost/wqhost/internal/wait"
 	"github.com/wqhost/wqhost/internal/wake"
 	"github.com/wqhost/wqhost/listener/queue"
 )
@@ -362,19 +361,5 @@ func (q *Queue) visibleInLocked() time.Duration {
 // With the real clock it also wakes when the earliest leased or delayed message becomes
 // visible; with an injected clock the caller must call Backend.Notify after advancing it.
 func (q *Queue) Wait(ctx context.Context, d time.Duration) error {
-	wake, in, stop, _ := q.Watch(ctx)
-	defer stop()
-	if in == 0 {
-		return nil
-	}
-	if in > 0 && (d <= 0 || in < d) {
-		d = in + time.Millisecond
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-wake:
-	case <-wait.Timeout(d):
-	}
-	return nil
+	return queue.WaitWatching(ctx, q, d)
 }

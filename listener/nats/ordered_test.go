@@ -17,6 +17,7 @@ import (
 	"github.com/wqhost/wqhost/listener"
 	wqnats "github.com/wqhost/wqhost/listener/nats"
 	"github.com/wqhost/wqhost/listener/nats/natstest"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
@@ -70,7 +71,7 @@ func TestOrderedGroupsAcrossHosts(t *testing.T) {
 		key := string(m.Body)
 		calls[key]++
 		if calls[key] == 1 && len(key)%4 == 0 {
-			return listener.Retry(5*time.Millisecond, errors.New("once more"))
+			return outcome.Retry(5*time.Millisecond, errors.New("once more"))
 		}
 		if !done[key] {
 			done[key] = true
@@ -98,12 +99,8 @@ func TestOrderedGroupsAcrossHosts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		oq, err := listener.Ordered(q)
-		if err != nil {
-			t.Fatal(err)
-		}
 		l, err := listener.New(listener.Config{
-			Queue: oq, DeadLetter: dl, Handler: handler, Push: true, PushFallbackPoll: time.Hour,
+			Queue: q, Ordered: true, DeadLetter: dl, Handler: handler, Push: true, PushFallbackPoll: time.Hour,
 			MaxWorkers: 3, BatchSize: 4, Concurrency: 3,
 			Backoff: builtin.NewBackoff(builtin.BackoffOptions{}), Scaler: builtin.NewTarget(0),
 			Poison: builtin.NewPoison(builtin.PoisonOptions{BaseDelay: 10 * time.Millisecond}),

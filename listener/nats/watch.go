@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/wqhost/wqhost/internal/wait"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -124,23 +123,9 @@ func (q *Queue) WatchFunc(_ context.Context, fn func()) (visibleIn time.Duration
 // Wait implements queue.Waiter.
 func (q *Queue) Wait(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
-		return err
+		return err // no watch, and so no held pull, for a caller already gone
 	}
-	ch, in, stop, _ := q.Watch(ctx)
-	defer stop()
-	if in == 0 {
-		return nil
-	}
-	if in > 0 && (d <= 0 || in < d) {
-		d = in + time.Millisecond
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-ch:
-	case <-wait.Timeout(d):
-	}
-	return nil
+	return queue.WaitWatching(ctx, q, d)
 }
 
 // pull holds one pull request at a time while a watch is open.

@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"time"
+
+	"github.com/wqhost/wqhost/internal/wait"
 )
 
 // Batcher settles many messages in one call (one transaction, one fsync).
@@ -44,6 +46,29 @@ type Watcher interface {
 	Watch(ctx context.Context) (changed <-chan struct{}, visibleIn time.Duration, stop func(), err error)
 }
 
+// WaitWatching is Waiter.Wait built on w's Watch, for a backend that has a Watcher: it
+// returns nil at once when a message is visible now (even if ctx ended) or the watch failed
+// (the receive meets the error), and otherwise when the watch's channel is closed, the
+// earliest leased or delayed message falls due, d elapsed (d <= 0: no limit) or ctx ended
+// (then with ctx.Err()).
+func WaitWatching(ctx context.Context, w Watcher, d time.Duration) error {
+	changed, in, stop, err := w.Watch(ctx)
+	defer stop()
+	if err != nil || in == 0 {
+		return nil
+	}
+	if in > 0 && (d <= 0 || in < d) {
+		d = in + time.Millisecond // the millisecond: wake after it is due, not just before
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-changed:
+	case <-wait.Timeout(d):
+	}
+	return nil
+}
+
 // FuncWatcher calls a function on the queue's next write, so that an idle push listener
 // waits with no goroutine at all. Without it: Watcher's fallback.
 type FuncWatcher interface {
@@ -77,7 +102,7 @@ type Renewer interface {
 }
 
 // OrderedReceiver serves ordered execution groups from a queue with FIFO delivery.
-// Without it: ordered mode is refused (listener.Ordered fails naming the queue).
+// Without it: ordered mode is refused (listener.New fails naming the queue).
 type OrderedReceiver interface {
 	// ReceiveOrdered leases up to max visible messages of the lowest order group still in
 	// the queue — every message counts, leased and delayed ones included — plus messages

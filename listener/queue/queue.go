@@ -22,6 +22,10 @@ import (
 // Storage's limit, and every backend honours it so that a binding behaves the same on all.
 const MaxBatch = 32
 
+// MaxVisibility is the longest lease or retry delay a message can be given: Azure Queue
+// Storage's longest visibility timeout. A poison policy's retry delay is capped at it.
+const MaxVisibility = 7 * 24 * time.Hour
+
 // PoisonSuffix is appended to a queue's name to form its dead-letter queue.
 const PoisonSuffix = "-poison"
 
@@ -37,6 +41,20 @@ const (
 	// AttrOrderKey carries the ordered-execution group of a message, where a binding uses
 	// ordered mode.
 	AttrOrderKey = "wqhost.order"
+)
+
+// Attribute keys of the failing attempt's metering figures, which the host writes on a dead
+// letter beside the ones above (docs/metering.md has the units): decimal integers.
+const (
+	AttrFuel         = "wqhost.fuel"          // fuel units
+	AttrWallUs       = "wqhost.wall_us"       // wall time in the guest, microseconds
+	AttrHostUs       = "wqhost.host_us"       // of which waiting in host calls, microseconds
+	AttrMemoryBytes  = "wqhost.memory_bytes"  // linear memory high-water mark, bytes
+	AttrHTTPRequests = "wqhost.http_requests" // outbound requests
+	AttrHTTPBytes    = "wqhost.http_bytes"    // outbound request + response body bytes
+	// AttrBatchSize is set when the attempt was a batch call of that many messages, whose
+	// figures (but memory) were divided among them.
+	AttrBatchSize = "wqhost.batch_size"
 )
 
 // ErrLeaseLost is returned by Delete and UpdateVisibility when the message's lease token is

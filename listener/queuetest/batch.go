@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -24,11 +25,11 @@ type batchRecorder struct {
 	seen   map[string]int // deliveries by body
 }
 
-func (h *batchRecorder) Handle(context.Context, *queue.Message) error {
-	return errors.New("a batching listener called Handle")
+func (h *batchRecorder) Handle(context.Context, *queue.Message) outcome.Outcome {
+	return outcome.Failed(errors.New("a batching listener called Handle"))
 }
 
-func (h *batchRecorder) HandleBatch(_ context.Context, ms []*queue.Message, vs []listener.Verdict) {
+func (h *batchRecorder) HandleBatch(_ context.Context, ms []*queue.Message, vs []outcome.Outcome) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i, m := range ms {
@@ -38,16 +39,16 @@ func (h *batchRecorder) HandleBatch(_ context.Context, ms []*queue.Message, vs [
 		}
 		h.seen[body]++
 		if h.seen[body] > 1 {
-			vs[i] = listener.OK()
+			vs[i] = outcome.Outcome{}
 			continue
 		}
 		switch kind, _, _ := strings.Cut(body, "-"); kind {
 		case "ok":
-			vs[i] = listener.OK()
+			vs[i] = outcome.Outcome{}
 		case "retry":
-			vs[i] = listener.RetryAfter(time.Second, errors.New("later"))
+			vs[i] = outcome.RetryAfter(time.Second, errors.New("later"))
 		case "reject":
-			vs[i] = listener.Rejected(errors.New("bad record " + body))
+			vs[i] = outcome.Rejected(errors.New("bad record " + body))
 		}
 	}
 	h.called = true

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -77,7 +78,7 @@ func testListenerRetryAfter(t *testing.T, b queue.Backend, advance func(time.Dur
 	var second atomic.Int64
 	l, q, _ := runListener(t, b, "retry-after", func(_ context.Context, m *queue.Message) error {
 		if calls.Add(1) == 1 {
-			return listener.Retry(time.Second, errors.New("later"))
+			return outcome.Retry(time.Second, errors.New("later"))
 		}
 		second.Store(int64(m.DequeueCount))
 		return nil
@@ -99,7 +100,7 @@ func testListenerReject(t *testing.T, b queue.Backend, advance func(time.Duratio
 	var id string
 	l, q, dl := runListener(t, b, "reject", func(_ context.Context, m *queue.Message) error {
 		id = m.ID
-		return listener.Reject(errors.New("bad input"))
+		return outcome.Reject(errors.New("bad input"))
 	}, nil)
 	send(t, q, []byte("poison"), queue.SendOptions{Attributes: map[string]string{"k": "v"}})
 	await(t, l, advance, "poisoned", func(s listener.State) bool { return s.Poisoned == 1 })
@@ -197,8 +198,12 @@ func testListenerPushPolls(t *testing.T, b queue.Backend, _ func(time.Duration))
 // testOrderedRefused: ordered mode on a queue without ordered receive fails naming it.
 func testOrderedRefused(t *testing.T, b queue.Backend, _ func(time.Duration)) {
 	q := open(t, b, "unordered")
-	if _, err := listener.Ordered(q); err == nil || !strings.Contains(err.Error(), `"unordered"`) {
-		t.Fatalf("Ordered on a queue without ordered receive = %v, want an error naming it", err)
+	_, err := listener.New(listener.Config{
+		Queue: q, Ordered: true, DeadLetter: q, Backoff: idleBackoff{}, Scaler: depthScaler{}, Poison: retryPoison{},
+		Handler: listener.HandlerFunc(func(context.Context, *queue.Message) error { return nil }),
+	})
+	if err == nil || !strings.Contains(err.Error(), `"unordered"`) {
+		t.Fatalf("ordered mode on a queue without ordered receive = %v, want an error naming it", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 )
 
 // The suite brings minimal policies of its own rather than the built-in ones
@@ -31,22 +32,20 @@ func (depthScaler) Desired(_ context.Context, s listener.State) int {
 // dead-letters it when rejected or when its dequeue count reaches the binding's maximum.
 type retryPoison struct{ delay time.Duration }
 
-func (p retryPoison) Decide(_ context.Context, f listener.Failure) listener.Decision {
-	text := "handler failed"
-	if f.Err != nil {
-		text = f.Err.Error()
-	}
+func (p retryPoison) Decide(_ context.Context, f listener.Failure) outcome.Outcome {
+	o := f.Outcome
+	text := o.Reason()
 	limit := f.MaxDequeueCount
 	if limit <= 0 {
 		limit = listener.DefaultMaxDequeueCount
 	}
 	switch {
-	case f.Reject:
-		return listener.Decision{Action: listener.ActionDeadLetter, Reason: text}
+	case o.Kind == outcome.KindReject:
+		return outcome.DeadLetter(text)
 	case f.Message.DequeueCount >= limit:
-		return listener.Decision{Action: listener.ActionDeadLetter, Reason: fmt.Sprintf("failed %d times: %s", f.Message.DequeueCount, text)}
-	case f.RetryAfter > 0:
-		return listener.Decision{Action: listener.ActionRetry, Delay: f.RetryAfter}
+		return outcome.DeadLetter(fmt.Sprintf("failed %d times: %s", f.Message.DequeueCount, text))
+	case o.Kind == outcome.KindRetry && o.After > 0:
+		return outcome.Outcome{Kind: outcome.KindRetry, After: o.After}
 	}
-	return listener.Decision{Action: listener.ActionRetry, Delay: p.delay}
+	return outcome.Outcome{Kind: outcome.KindRetry, After: p.delay}
 }

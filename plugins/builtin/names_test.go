@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 )
 
 func TestNamedConstructors(t *testing.T) {
@@ -36,7 +37,7 @@ func TestNamedConstructors(t *testing.T) {
 		if err != nil {
 			t.Fatalf("NewPoisonNamed(%q): %v", name, err)
 		}
-		if d := p.Decide(ctx, failure(1, 5, nil)); d.Action != listener.ActionRetry || d.Delay != time.Second {
+		if d := p.Decide(ctx, failure(1, 5, nil)); d.Kind != outcome.KindRetry || d.After != time.Second {
 			t.Errorf("poison %q: %+v, want retry after 1s", name, d)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 )
 
 // Poison policy defaults, also the host's (poison.base_delay and max_delay): with the
@@ -70,13 +71,10 @@ func NewPoison(o PoisonOptions) *RetryThenDeadLetter {
 }
 
 // Decide implements listener.PoisonPolicy.
-func (p *RetryThenDeadLetter) Decide(_ context.Context, f listener.Failure) listener.Decision {
-	text := "handler failed"
-	if f.Err != nil {
-		text = f.Err.Error()
-	}
-	if f.Reject {
-		return listener.Decision{Action: listener.ActionDeadLetter, Reason: text}
+func (p *RetryThenDeadLetter) Decide(_ context.Context, f listener.Failure) outcome.Outcome {
+	o := f.Outcome
+	if o.Kind == outcome.KindReject {
+		return outcome.DeadLetter(o.Reason())
 	}
 	count, id := 1, ""
 	if f.Message != nil {
@@ -87,15 +85,12 @@ func (p *RetryThenDeadLetter) Decide(_ context.Context, f listener.Failure) list
 		limit = listener.DefaultMaxDequeueCount
 	}
 	if count >= limit {
-		return listener.Decision{
-			Action: listener.ActionDeadLetter,
-			Reason: fmt.Sprintf("failed %d times (max_dequeue_count %d): %s", count, limit, text),
-		}
+		return outcome.DeadLetter(fmt.Sprintf("failed %d times (max_dequeue_count %d): %s", count, limit, o.Reason()))
 	}
-	if f.RetryAfter > 0 {
-		return listener.Decision{Action: listener.ActionRetry, Delay: min(f.RetryAfter, p.maxDelay)}
+	if o.Kind == outcome.KindRetry && o.After > 0 {
+		return outcome.Outcome{Kind: outcome.KindRetry, After: min(o.After, p.maxDelay)}
 	}
-	return listener.Decision{Action: listener.ActionRetry, Delay: jitter(p.delay(count), p.jitter, p.maxDelay, id, count)}
+	return outcome.Outcome{Kind: outcome.KindRetry, After: jitter(p.delay(count), p.jitter, p.maxDelay, id, count)}
 }
 
 // delay is BaseDelay·Factor^(count−1) capped at MaxDelay, computed in float64 so that large

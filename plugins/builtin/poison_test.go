@@ -10,15 +10,12 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
 func failure(count, maxDequeue int, err error) listener.Failure {
-	return listener.Failure{
-		Message:         &queue.Message{ID: "m1", Queue: "orders", DequeueCount: count},
-		Err:             err,
-		MaxDequeueCount: maxDequeue,
-	}
+	return listener.Failure{Message: &queue.Message{ID: "m1", Queue: "orders", DequeueCount: count}, Outcome: outcome.Failed(err), MaxDequeueCount: maxDequeue}
 }
 
 // Every failure of a message is retried with a growing delay until its dequeue count reaches
@@ -32,21 +29,21 @@ func TestPoisonExactlyAtMaxDequeueCount(t *testing.T) {
 		for count := 1; count <= limit; count++ {
 			d := p.Decide(ctx, failure(count, limit, boom))
 			if count < limit {
-				if d.Action != listener.ActionRetry {
-					t.Fatalf("max %d: failure %d got %v, want retry", limit, count, d.Action)
+				if d.Kind != outcome.KindRetry {
+					t.Fatalf("max %d: failure %d got %v, want retry", limit, count, d.Kind)
 				}
-				if d.Delay <= 0 || d.Delay < prev || d.Delay > DefaultPoisonMaxDelay {
-					t.Fatalf("max %d: failure %d retry delay %v (previous %v)", limit, count, d.Delay, prev)
+				if d.After <= 0 || d.After < prev || d.After > DefaultPoisonMaxDelay {
+					t.Fatalf("max %d: failure %d retry delay %v (previous %v)", limit, count, d.After, prev)
 				}
-				prev = d.Delay
+				prev = d.After
 				continue
 			}
-			if d.Action != listener.ActionDeadLetter {
-				t.Fatalf("max %d: failure %d got %v, want dead-letter", limit, count, d.Action)
+			if d.Kind != outcome.KindReject {
+				t.Fatalf("max %d: failure %d got %v, want dead-letter", limit, count, d.Kind)
 			}
 			want := fmt.Sprintf("failed %d times (max_dequeue_count %d): %s", limit, limit, boom)
-			if d.Reason != want {
-				t.Fatalf("max %d: reason %q, want %q", limit, d.Reason, want)
+			if d.Reason() != want {
+				t.Fatalf("max %d: reason %q, want %q", limit, d.Reason(), want)
 			}
 		}
 	}
@@ -63,35 +60,35 @@ func TestPoisonDecisions(t *testing.T) {
 		name string
 		o    PoisonOptions
 		f    listener.Failure
-		want listener.Decision
+		want outcome.Outcome
 	}{
-		{"first failure", noJitter, failure(1, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: s}},
-		{"second", noJitter, failure(2, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: 2 * s}},
-		{"fourth", noJitter, failure(4, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: 8 * s}},
-		{"fifth: poison", noJitter, failure(5, 5, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
-		{"past the limit (limit lowered)", noJitter, failure(9, 5, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 9 times (max_dequeue_count 5): boom"}},
-		{"limit 0 means 5: fourth", noJitter, failure(4, 0, boom), listener.Decision{Action: listener.ActionRetry, Delay: 8 * s}},
-		{"limit 0 means 5: fifth", noJitter, failure(5, 0, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
-		{"negative limit means 5", noJitter, failure(5, -3, boom), listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
-		{"reject: dead-letter now", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 1}, Err: listener.Reject(boom), Reject: true, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "rejected: boom"}},
-		{"reject without error", noJitter, listener.Failure{Reject: true}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "handler failed"}},
-		{"retry-after honoured", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 2}, Err: boom, RetryAfter: 3 * s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: 3 * s}},
-		{"retry-after capped", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 2}, Err: boom, RetryAfter: 100 * time.Hour, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: DefaultPoisonMaxDelay}},
-		{"retry-after does not outlive the limit", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 5}, Err: boom, RetryAfter: s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "failed 5 times (max_dequeue_count 5): boom"}},
-		{"negative retry-after ignored", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 1}, Err: boom, RetryAfter: -s, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: s}},
-		{"nil message counts as first", noJitter, listener.Failure{Err: boom, MaxDequeueCount: 5}, listener.Decision{Action: listener.ActionRetry, Delay: s}},
-		{"zero dequeue count counts as first", noJitter, failure(0, 5, boom), listener.Decision{Action: listener.ActionRetry, Delay: s}},
-		{"custom 1", custom, failure(1, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: s}},
-		{"custom 2", custom, failure(2, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 3 * s}},
-		{"custom 3", custom, failure(3, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 9 * s}},
-		{"custom 4 capped", custom, failure(4, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 10 * s}},
-		{"huge count saturates", noJitter, failure(100000, math.MaxInt, boom), listener.Decision{Action: listener.ActionRetry, Delay: DefaultPoisonMaxDelay}},
-		{"constant factor", PoisonOptions{BaseDelay: 2 * s, Factor: 1, Jitter: -1}, failure(7, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 2 * s}},
-		{"factor below 1 is the default", PoisonOptions{BaseDelay: s, Factor: 0.5, Jitter: -1}, failure(3, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 4 * s}},
-		{"max below base is raised", PoisonOptions{BaseDelay: 8 * s, MaxDelay: s, Jitter: -1}, failure(3, 10, boom), listener.Decision{Action: listener.ActionRetry, Delay: 8 * s}},
+		{"first failure", noJitter, failure(1, 5, boom), outcome.Outcome{Kind: outcome.KindRetry, After: s}},
+		{"second", noJitter, failure(2, 5, boom), outcome.Outcome{Kind: outcome.KindRetry, After: 2 * s}},
+		{"fourth", noJitter, failure(4, 5, boom), outcome.Outcome{Kind: outcome.KindRetry, After: 8 * s}},
+		{"fifth: poison", noJitter, failure(5, 5, boom), outcome.DeadLetter("failed 5 times (max_dequeue_count 5): boom")},
+		{"past the limit (limit lowered)", noJitter, failure(9, 5, boom), outcome.DeadLetter("failed 9 times (max_dequeue_count 5): boom")},
+		{"limit 0 means 5: fourth", noJitter, failure(4, 0, boom), outcome.Outcome{Kind: outcome.KindRetry, After: 8 * s}},
+		{"limit 0 means 5: fifth", noJitter, failure(5, 0, boom), outcome.DeadLetter("failed 5 times (max_dequeue_count 5): boom")},
+		{"negative limit means 5", noJitter, failure(5, -3, boom), outcome.DeadLetter("failed 5 times (max_dequeue_count 5): boom")},
+		{"reject: dead-letter now", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 1}, Outcome: outcome.Outcome{Kind: outcome.KindReject, Err: outcome.Reject(boom)}, MaxDequeueCount: 5}, outcome.DeadLetter("rejected: boom")},
+		{"reject without error", noJitter, listener.Failure{Outcome: outcome.Outcome{Kind: outcome.KindReject}}, outcome.DeadLetter("rejected")},
+		{"retry-after honoured", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 2}, Outcome: outcome.Outcome{Kind: outcome.KindRetry, After: 3 * s, Err: boom}, MaxDequeueCount: 5}, outcome.Outcome{Kind: outcome.KindRetry, After: 3 * s}},
+		{"retry-after capped", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 2}, Outcome: outcome.Outcome{Kind: outcome.KindRetry, After: 100 * time.Hour, Err: boom}, MaxDequeueCount: 5}, outcome.Outcome{Kind: outcome.KindRetry, After: DefaultPoisonMaxDelay}},
+		{"retry-after does not outlive the limit", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 5}, Outcome: outcome.Outcome{Kind: outcome.KindRetry, After: s, Err: boom}, MaxDequeueCount: 5}, outcome.DeadLetter("failed 5 times (max_dequeue_count 5): boom")},
+		{"negative retry-after ignored", noJitter, listener.Failure{Message: &queue.Message{DequeueCount: 1}, Outcome: outcome.Outcome{Kind: outcome.KindRetry, After: -s, Err: boom}, MaxDequeueCount: 5}, outcome.Outcome{Kind: outcome.KindRetry, After: s}},
+		{"nil message counts as first", noJitter, listener.Failure{Outcome: outcome.Failed(boom), MaxDequeueCount: 5}, outcome.Outcome{Kind: outcome.KindRetry, After: s}},
+		{"zero dequeue count counts as first", noJitter, failure(0, 5, boom), outcome.Outcome{Kind: outcome.KindRetry, After: s}},
+		{"custom 1", custom, failure(1, 10, boom), outcome.Outcome{Kind: outcome.KindRetry, After: s}},
+		{"custom 2", custom, failure(2, 10, boom), outcome.Outcome{Kind: outcome.KindRetry, After: 3 * s}},
+		{"custom 3", custom, failure(3, 10, boom), outcome.Outcome{Kind: outcome.KindRetry, After: 9 * s}},
+		{"custom 4 capped", custom, failure(4, 10, boom), outcome.Outcome{Kind: outcome.KindRetry, After: 10 * s}},
+		{"huge count saturates", noJitter, failure(100000, math.MaxInt, boom), outcome.Outcome{Kind: outcome.KindRetry, After: DefaultPoisonMaxDelay}},
+		{"constant factor", PoisonOptions{BaseDelay: 2 * s, Factor: 1, Jitter: -1}, failure(7, 10, boom), outcome.Outcome{Kind: outcome.KindRetry, After: 2 * s}},
+		{"factor below 1 is the default", PoisonOptions{BaseDelay: s, Factor: 0.5, Jitter: -1}, failure(3, 10, boom), outcome.Outcome{Kind: outcome.KindRetry, After: 4 * s}},
+		{"max below base is raised", PoisonOptions{BaseDelay: 8 * s, MaxDelay: s, Jitter: -1}, failure(3, 10, boom), outcome.Outcome{Kind: outcome.KindRetry, After: 8 * s}},
 	}
 	for _, tt := range tests {
-		if got := NewPoison(tt.o).Decide(ctx, tt.f); got != tt.want {
+		if got := NewPoison(tt.o).Decide(ctx, tt.f); got.Kind != tt.want.Kind || got.After != tt.want.After || got.Reason() != tt.want.Reason() {
 			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
 		}
 	}
@@ -140,12 +137,12 @@ func TestPoisonJitter(t *testing.T) {
 		seen := map[time.Duration]bool{}
 		lo, hi := time.Duration(math.MaxInt64), time.Duration(0)
 		for i := range 1000 {
-			f := listener.Failure{Message: &queue.Message{ID: fmt.Sprintf("msg-%d", i), DequeueCount: tc.count}, Err: boom, MaxDequeueCount: 100}
-			d := p.Decide(ctx, f).Delay
+			f := listener.Failure{Message: &queue.Message{ID: fmt.Sprintf("msg-%d", i), DequeueCount: tc.count}, Outcome: outcome.Failed(boom), MaxDequeueCount: 100}
+			d := p.Decide(ctx, f).After
 			if d < tc.lo || d > tc.hi {
 				t.Fatalf("failure %d of %s: delay %v outside [%v, %v]", tc.count, f.Message.ID, d, tc.lo, tc.hi)
 			}
-			if again := p.Decide(ctx, f).Delay; again != d {
+			if again := p.Decide(ctx, f).After; again != d {
 				t.Fatalf("failure %d of %s: delay %v, then %v for the same failure", tc.count, f.Message.ID, d, again)
 			}
 			seen[d] = true
@@ -158,11 +155,11 @@ func TestPoisonJitter(t *testing.T) {
 		}
 	}
 	off := NewPoison(PoisonOptions{Jitter: -1})
-	if d := off.Decide(ctx, failure(3, 5, boom)).Delay; d != 4*time.Second {
+	if d := off.Decide(ctx, failure(3, 5, boom)).After; d != 4*time.Second {
 		t.Errorf("Jitter -1: delay %v, want exactly 4s", d)
 	}
-	own := listener.Failure{Message: &queue.Message{ID: "m", DequeueCount: 2}, Err: boom, RetryAfter: 3 * time.Second, MaxDequeueCount: 5}
-	if d := p.Decide(ctx, own).Delay; d != 3*time.Second {
+	own := listener.Failure{Message: &queue.Message{ID: "m", DequeueCount: 2}, Outcome: outcome.RetryAfter(3*time.Second, boom), MaxDequeueCount: 5}
+	if d := p.Decide(ctx, own).After; d != 3*time.Second {
 		t.Errorf("a handler's retry-after of 3s became %v; want it as asked", d)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
@@ -38,15 +39,15 @@ func TestBuiltinsServedByPluginDecideAlike(t *testing.T) {
 	poison := builtin.NewPoison(builtin.PoisonOptions{})
 	boom := errors.New("boom: order 42 is malformed")
 	for _, f := range []listener.Failure{
-		{Message: &queue.Message{ID: "a", Queue: "q", DequeueCount: 1}, Err: boom, MaxDequeueCount: 5},
-		{Message: &queue.Message{ID: "a", Queue: "q", DequeueCount: 4}, Err: boom, MaxDequeueCount: 5},
-		{Message: &queue.Message{ID: "a", Queue: "q", DequeueCount: 5}, Err: boom, MaxDequeueCount: 5},
-		{Message: &queue.Message{ID: "a", Queue: "q", DequeueCount: 2}, Err: boom, RetryAfter: 1500 * time.Millisecond, MaxDequeueCount: 5},
-		{Message: &queue.Message{ID: "a", Queue: "q", DequeueCount: 1}, Err: listener.Reject(boom), Reject: true, MaxDequeueCount: 5},
-		{Message: &queue.Message{ID: "a", Queue: "q", DequeueCount: 3}, Err: boom, MaxDequeueCount: 0},
+		{Message: &queue.Message{ID: "a", Queue: "q", DequeueCount: 1}, Outcome: outcome.Failed(boom), MaxDequeueCount: 5},
+		{Message: &queue.Message{ID: "a", Queue: "q", DequeueCount: 4}, Outcome: outcome.Failed(boom), MaxDequeueCount: 5},
+		{Message: &queue.Message{ID: "a", Queue: "q", DequeueCount: 5}, Outcome: outcome.Failed(boom), MaxDequeueCount: 5},
+		{Message: &queue.Message{ID: "a", Queue: "q", DequeueCount: 2}, Outcome: outcome.RetryAfter(1500*time.Millisecond, boom), MaxDequeueCount: 5},
+		{Message: &queue.Message{ID: "a", Queue: "q", DequeueCount: 1}, Outcome: outcome.Rejected(boom), MaxDequeueCount: 5},
+		{Message: &queue.Message{ID: "a", Queue: "q", DequeueCount: 3}, Outcome: outcome.Failed(boom), MaxDequeueCount: 0},
 	} {
-		if got, want := p.Poison().Decide(ctx, f), poison.Decide(ctx, f); got != want {
-			t.Errorf("poison, dequeue %d of %d, reject %v: plugin %+v, in process %+v", f.Message.DequeueCount, f.MaxDequeueCount, f.Reject, got, want)
+		if got, want := p.Poison().Decide(ctx, f), poison.Decide(ctx, f); !sameOutcome(got, want) {
+			t.Errorf("poison, dequeue %d of %d, %s: plugin %+v, in process %+v", f.Message.DequeueCount, f.MaxDequeueCount, f.Outcome.Kind, got, want)
 		}
 	}
 

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/clock"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Defaults of Config's zero fields.
@@ -28,7 +28,7 @@ type Limits struct {
 	// MinDelay and MaxDelay bound Backoff delays.
 	MinDelay time.Duration
 	MaxDelay time.Duration
-	// MaxRetryDelay bounds PoisonPolicy retry delays (default listener.MaxVisibility, the
+	// MaxRetryDelay bounds PoisonPolicy retry delays (default queue.MaxVisibility, the
 	// listener's own cap).
 	MaxRetryDelay time.Duration
 	// MaxReasonLen truncates dead-letter reasons (default DefaultMaxReasonLen bytes).
@@ -87,7 +87,7 @@ func (c Config) withDefaults() Config {
 		c.MaxTimeouts = DefaultMaxTimeouts
 	}
 	if c.Limits.MaxRetryDelay <= 0 {
-		c.Limits.MaxRetryDelay = listener.MaxVisibility
+		c.Limits.MaxRetryDelay = queue.MaxVisibility
 	}
 	if c.Limits.MaxReasonLen <= 0 {
 		c.Limits.MaxReasonLen = DefaultMaxReasonLen

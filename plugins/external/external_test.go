@@ -19,6 +19,7 @@ import (
 
 	"github.com/wqhost/wqhost/internal/clock/clocktest"
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -68,8 +69,8 @@ func (f fixedBackoff) Next(context.Context, listener.IdleState) (time.Duration, 
 
 type fixedPoison struct{}
 
-func (fixedPoison) Decide(context.Context, listener.Failure) listener.Decision {
-	return listener.Decision{Action: listener.ActionRetry, Delay: 42 * time.Second, Reason: "fallback"}
+func (fixedPoison) Decide(context.Context, listener.Failure) outcome.Outcome {
+	return outcome.Outcome{Kind: outcome.KindRetry, After: 42 * time.Second, Err: errors.New("fallback")}
 }
 
 const fallbackWorkers = 42
@@ -154,16 +155,16 @@ func TestDecisionsReachCaller(t *testing.T) {
 	poisonTests := []struct {
 		name      string
 		err       string
-		want      listener.Action
+		want      outcome.Kind
 		wantDelay time.Duration
 	}{
-		{"matching error dead-letters", "bad schema", listener.ActionDeadLetter, 0},
-		{"other error retries after the configured delay", "timeout", listener.ActionRetry, 7 * time.Second},
+		{"matching error dead-letters", "bad schema", outcome.KindReject, 0},
+		{"other error retries after the configured delay", "timeout", outcome.KindRetry, 7 * time.Second},
 	}
 	for _, tt := range poisonTests {
 		t.Run("poison/"+tt.name, func(t *testing.T) {
-			d := poison.Poison().Decide(ctx, listener.Failure{Message: msg, Err: errors.New(tt.err), MaxDequeueCount: 5})
-			if d.Action != tt.want || d.Delay != tt.wantDelay {
+			d := poison.Poison().Decide(ctx, listener.Failure{Message: msg, Outcome: outcome.Failed(errors.New(tt.err)), MaxDequeueCount: 5})
+			if d.Kind != tt.want || d.After != tt.wantDelay {
 				t.Errorf("Decide(%q) = %+v, want %v after %v", tt.err, d, tt.want, tt.wantDelay)
 			}
 		})
@@ -298,15 +299,15 @@ func TestAbsurdAnswersClamped(t *testing.T) {
 	}
 	decisions := []struct {
 		err  string
-		want listener.Decision
+		want outcome.Outcome
 	}{
-		{"long", listener.Decision{Action: listener.ActionRetry, Delay: time.Hour}},
-		{"absurd", listener.Decision{Action: listener.ActionRetry, Delay: 42 * time.Second, Reason: "fallback"}},
-		{"other", listener.Decision{Action: listener.ActionDrop, Reason: "slowplugin"}},
+		{"long", outcome.Outcome{Kind: outcome.KindRetry, After: time.Hour}},
+		{"absurd", outcome.Outcome{Kind: outcome.KindRetry, After: 42 * time.Second, Err: errors.New("fallback")}},
+		{"other", outcome.Outcome{Kind: outcome.KindDrop, Err: errors.New("slowplugin")}},
 	}
 	for _, tt := range decisions {
 		t.Run("poison/"+tt.err, func(t *testing.T) {
-			if got := p.Poison().Decide(ctx, listener.Failure{Err: errors.New(tt.err)}); got != tt.want {
+			if got := p.Poison().Decide(ctx, listener.Failure{Outcome: outcome.Failed(errors.New(tt.err))}); !sameOutcome(got, tt.want) {
 				t.Errorf("Decide = %+v, want %+v", got, tt.want)
 			}
 		})
@@ -547,4 +548,10 @@ func TestPluginDiesWithKilledHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, fmt.Sprintf("plugin %d to die with its host", pid), func() bool { return !alive(pid) })
+}
+
+// sameOutcome reports whether a and b ask for the same thing with the same reason: errors
+// are compared by text, since a plugin's answer crossed a process boundary.
+func sameOutcome(a, b outcome.Outcome) bool {
+	return a.Kind == b.Kind && a.After == b.After && a.Reason() == b.Reason()
 }

@@ -2,9 +2,11 @@ package external
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	policyv1 "github.com/wqhost/wqhost/plugins/proto"
 )
 
@@ -62,7 +64,7 @@ func (sc *scalerPolicy) Desired(ctx context.Context, s listener.State) int {
 type poisonPolicy struct{ p *Plugin }
 
 // Decide implements listener.PoisonPolicy.
-func (pp *poisonPolicy) Decide(ctx context.Context, f listener.Failure) listener.Decision {
+func (pp *poisonPolicy) Decide(ctx context.Context, f listener.Failure) outcome.Outcome {
 	p := pp.p
 	p.calls.Add(1)
 	if inst := p.cur.Load(); inst != nil && inst.caps.GetPoison() {
@@ -119,15 +121,17 @@ func clampWorkers(n int64, l Limits, s listener.State) (int, bool) {
 	return int(n), n != orig
 }
 
-func clampDecision(d *listener.Decision, l Limits) bool {
+// clampDecision bounds a plugin's answer: a retry's delay by MaxRetryDelay, a dead letter's
+// reason by MaxReasonLen.
+func clampDecision(d *outcome.Outcome, l Limits) bool {
 	changed := false
-	if d.Action == listener.ActionRetry {
-		d.Delay, changed = clampDelay(d.Delay, 0, l.MaxRetryDelay)
-	} else if d.Delay != 0 {
-		d.Delay = 0
+	if d.Kind == outcome.KindRetry {
+		d.After, changed = clampDelay(d.After, 0, l.MaxRetryDelay)
+	} else {
+		d.After = 0
 	}
-	if len(d.Reason) > l.MaxReasonLen {
-		d.Reason = d.Reason[:l.MaxReasonLen]
+	if d.Err != nil && len(d.Err.Error()) > l.MaxReasonLen {
+		d.Err = errors.New(d.Err.Error()[:l.MaxReasonLen])
 		changed = true
 	}
 	return changed
@@ -154,16 +158,16 @@ func (defaultScaler) Desired(_ context.Context, s listener.State) int { return m
 
 type defaultPoison struct{}
 
-func (defaultPoison) Decide(_ context.Context, f listener.Failure) listener.Decision {
-	if f.Reject || (f.Message != nil && f.MaxDequeueCount > 0 && f.Message.DequeueCount >= f.MaxDequeueCount) {
-		return listener.Decision{Action: listener.ActionDeadLetter}
+func (defaultPoison) Decide(_ context.Context, f listener.Failure) outcome.Outcome {
+	if f.Outcome.Kind == outcome.KindReject || (f.Message != nil && f.MaxDequeueCount > 0 && f.Message.DequeueCount >= f.MaxDequeueCount) {
+		return outcome.DeadLetter("")
 	}
-	if f.RetryAfter > 0 {
-		return listener.Decision{Action: listener.ActionRetry, Delay: f.RetryAfter}
+	if f.Outcome.Kind == outcome.KindRetry && f.Outcome.After > 0 {
+		return outcome.Outcome{Kind: outcome.KindRetry, After: f.Outcome.After}
 	}
 	n := 1
 	if f.Message != nil {
 		n = max(f.Message.DequeueCount, 1)
 	}
-	return listener.Decision{Action: listener.ActionRetry, Delay: time.Duration(n) * time.Second}
+	return outcome.Outcome{Kind: outcome.KindRetry, After: time.Duration(n) * time.Second}
 }

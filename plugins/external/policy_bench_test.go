@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
@@ -52,7 +53,7 @@ func BenchmarkPolicyDecision(b *testing.B) {
 	idle := listener.IdleState{Idle: 4, ActiveWorkers: 3}
 	failure := listener.Failure{
 		Message:         &queue.Message{ID: "m-1", Queue: "orders", DequeueCount: 2, InsertedAt: time.Unix(1_700_000_000, 0), Attributes: map[string]string{"k": "v"}},
-		Err:             errors.New("downstream returned 503"),
+		Outcome:         outcome.Failed(errors.New("downstream returned 503")),
 		MaxDequeueCount: 5,
 	}
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -88,16 +89,18 @@ func ToState(s *State) listener.State {
 	}
 }
 
-// FromFailure converts a handler failure to its wire form. The message body and lease token
-// stay in the host.
+// FromFailure converts a handler failure to its wire form: the outcome's kind as reject and
+// retry_after (a retry without a delay of its own and a failure look alike on the wire), its
+// reason as error. The message body and lease token stay in the host.
 func FromFailure(f listener.Failure) *Failure {
+	o := f.Outcome
 	out := &Failure{
-		Reject:          f.Reject,
-		RetryAfterNanos: int64(f.RetryAfter),
+		Reject:          o.Kind == outcome.KindReject,
+		Error:           o.Reason(),
 		MaxDequeueCount: int64(f.MaxDequeueCount),
 	}
-	if f.Err != nil {
-		out.Error = f.Err.Error()
+	if o.Kind == outcome.KindRetry {
+		out.RetryAfterNanos = int64(max(o.After, 0))
 	}
 	if m := f.Message; m != nil {
 		out.Message = &Message{
@@ -113,17 +116,21 @@ func FromFailure(f listener.Failure) *Failure {
 	return out
 }
 
-// ToFailure converts the wire form back to a failure. Err carries the error text only: the
+// ToFailure converts the wire form back to a failure: KindReject when reject is set, else
+// KindRetry when retry_after is, else KindFailed. Err carries the error text only: the
 // error's type does not cross the process boundary.
 func ToFailure(f *Failure) listener.Failure {
-	out := listener.Failure{
-		Reject:          f.GetReject(),
-		RetryAfter:      time.Duration(f.GetRetryAfterNanos()),
-		MaxDequeueCount: int(f.GetMaxDequeueCount()),
+	o := outcome.Outcome{Kind: outcome.KindFailed}
+	switch {
+	case f.GetReject():
+		o.Kind = outcome.KindReject
+	case f.GetRetryAfterNanos() > 0:
+		o.Kind, o.After = outcome.KindRetry, time.Duration(f.GetRetryAfterNanos())
 	}
 	if f.GetError() != "" {
-		out.Err = errors.New(f.GetError())
+		o.Err = errors.New(f.GetError())
 	}
+	out := listener.Failure{Outcome: o, MaxDequeueCount: int(f.GetMaxDequeueCount())}
 	if m := f.GetMessage(); m != nil {
 		out.Message = &queue.Message{
 			ID:           m.GetId(),
@@ -138,19 +145,43 @@ func ToFailure(f *Failure) listener.Failure {
 	return out
 }
 
-// FromDecision converts a poison decision to its wire form.
-func FromDecision(d listener.Decision) *Decision {
-	return &Decision{Action: Action(d.Action), DelayNanos: int64(d.Delay), Reason: d.Reason}
+// FromDecision converts a poison policy's answer to its wire form: KindReject is
+// ACTION_DEAD_LETTER, KindDrop ACTION_DROP, KindDone, KindRetry and KindFailed ACTION_RETRY
+// after After (the listener retries on any answer but those two); Err's text is the reason.
+// A kind this version does not know goes as an action the host does not know either, so the
+// host answers with its fallback policy (ToDecision's ok).
+func FromDecision(o outcome.Outcome) *Decision {
+	d := &Decision{Action: Action_ACTION_RETRY, DelayNanos: int64(o.After)}
+	switch o.Kind {
+	case outcome.KindDone, outcome.KindRetry, outcome.KindFailed:
+	case outcome.KindReject:
+		d.Action, d.DelayNanos = Action_ACTION_DEAD_LETTER, 0
+	case outcome.KindDrop:
+		d.Action, d.DelayNanos = Action_ACTION_DROP, 0
+	default:
+		d.Action = Action(100 + int32(o.Kind))
+	}
+	if o.Err != nil {
+		d.Reason = o.Err.Error()
+	}
+	return d
 }
 
-// ToDecision converts the wire form back to a decision. ok is false when the action is not
-// one this host knows (a newer or broken plugin), so the caller can fall back.
-func ToDecision(d *Decision) (dec listener.Decision, ok bool) {
-	a := listener.Action(d.GetAction())
-	switch a {
-	case listener.ActionRetry, listener.ActionDeadLetter, listener.ActionDrop:
+// ToDecision converts the wire form back to a poison policy's answer. ok is false when the
+// action is not one this host knows (a newer or broken plugin), so the caller can fall back.
+func ToDecision(d *Decision) (o outcome.Outcome, ok bool) {
+	switch d.GetAction() {
+	case Action_ACTION_RETRY:
+		o = outcome.Outcome{Kind: outcome.KindRetry, After: time.Duration(d.GetDelayNanos())}
+	case Action_ACTION_DEAD_LETTER:
+		o.Kind = outcome.KindReject
+	case Action_ACTION_DROP:
+		o.Kind = outcome.KindDrop
 	default:
-		return listener.Decision{}, false
+		return outcome.Outcome{}, false
 	}
-	return listener.Decision{Action: a, Delay: time.Duration(d.GetDelayNanos()), Reason: d.GetReason()}, true
+	if r := d.GetReason(); r != "" {
+		o.Err = errors.New(r)
+	}
+	return o, true
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -44,11 +45,19 @@ func TestRoundTrip(t *testing.T) {
 	f := listener.Failure{
 		Message: &queue.Message{ID: "m", Queue: "q", DequeueCount: 3, InsertedAt: time.Unix(5, 6),
 			Body: []byte("secret"), LeaseToken: "lease", Attributes: map[string]string{"k": "v"}},
-		Err: errors.New("boom"), Reject: true, RetryAfter: time.Second, MaxDequeueCount: 5,
+		Outcome: outcome.Outcome{Kind: outcome.KindRetry, After: time.Second, Err: errors.New("boom")}, MaxDequeueCount: 5,
 	}
 	got := ToFailure(FromFailure(f))
-	if got.Err.Error() != "boom" || !got.Reject || got.RetryAfter != time.Second || got.MaxDequeueCount != 5 {
+	if o := got.Outcome; o.Reason() != "boom" || o.Kind != outcome.KindRetry || o.After != time.Second || got.MaxDequeueCount != 5 {
 		t.Errorf("Failure round trip = %+v", got)
+	}
+	f.Outcome = outcome.Rejected(errors.New("bad"))
+	if o := ToFailure(FromFailure(f)).Outcome; o.Kind != outcome.KindReject || o.After != 0 || o.Reason() != "rejected: bad" {
+		t.Errorf("reject round trip = %+v", o)
+	}
+	f.Outcome = outcome.Failed(nil)
+	if o := ToFailure(FromFailure(f)).Outcome; o.Kind != outcome.KindFailed || o.Reason() != "handler failed" {
+		t.Errorf("failure round trip = %+v", o)
 	}
 	m := got.Message
 	if m.ID != "m" || m.Queue != "q" || m.DequeueCount != 3 || !m.InsertedAt.Equal(f.Message.InsertedAt) || m.Attributes["k"] != "v" {
@@ -62,17 +71,18 @@ func TestRoundTrip(t *testing.T) {
 func TestToDecision(t *testing.T) {
 	tests := []struct {
 		in     *Decision
-		want   listener.Decision
+		want   outcome.Outcome
 		wantOK bool
 	}{
-		{&Decision{Action: Action_ACTION_RETRY, DelayNanos: 5}, listener.Decision{Action: listener.ActionRetry, Delay: 5}, true},
-		{&Decision{Action: Action_ACTION_DEAD_LETTER, Reason: "r"}, listener.Decision{Action: listener.ActionDeadLetter, Reason: "r"}, true},
-		{&Decision{Action: Action_ACTION_DROP}, listener.Decision{Action: listener.ActionDrop}, true},
-		{&Decision{Action: Action(7)}, listener.Decision{}, false},
+		{&Decision{Action: Action_ACTION_RETRY, DelayNanos: 5}, outcome.Outcome{Kind: outcome.KindRetry, After: 5}, true},
+		{&Decision{Action: Action_ACTION_DEAD_LETTER, Reason: "r"}, outcome.DeadLetter("r"), true},
+		{&Decision{Action: Action_ACTION_DROP}, outcome.Outcome{Kind: outcome.KindDrop}, true},
+		{&Decision{Action: Action(7)}, outcome.Outcome{}, false},
+		{FromDecision(outcome.Outcome{Kind: outcome.Kind(99)}), outcome.Outcome{}, false},
 	}
 	for _, tt := range tests {
 		got, ok := ToDecision(tt.in)
-		if got != tt.want || ok != tt.wantOK {
+		if got.Kind != tt.want.Kind || got.After != tt.want.After || got.Reason() != tt.want.Reason() || ok != tt.wantOK {
 			t.Errorf("ToDecision(%v) = %+v,%v, want %+v,%v", tt.in, got, ok, tt.want, tt.wantOK)
 		}
 	}

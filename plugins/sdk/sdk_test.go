@@ -9,6 +9,7 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	policyv1 "github.com/wqhost/wqhost/plugins/proto"
 )
@@ -19,8 +20,8 @@ func (scaler) Desired(_ context.Context, s listener.State) int { return int(s.De
 
 type poison struct{}
 
-func (poison) Decide(_ context.Context, f listener.Failure) listener.Decision {
-	return listener.Decision{Action: listener.ActionDeadLetter, Reason: f.Err.Error() + "@" + f.Message.ID}
+func (poison) Decide(_ context.Context, f listener.Failure) outcome.Outcome {
+	return outcome.DeadLetter(f.Outcome.Reason() + "@" + f.Message.ID)
 }
 
 func TestValidate(t *testing.T) {
@@ -52,11 +53,11 @@ func TestServedOverGRPC(t *testing.T) {
 	if err != nil || w.GetWorkers() != 7 {
 		t.Errorf("Desired = %v, %v, want 7", w, err)
 	}
-	d, err := c.Poison.Decide(ctx, policyv1.FromFailure(listener.Failure{Err: errors.New("boom"), Message: &queue.Message{ID: "m9"}}))
+	d, err := c.Poison.Decide(ctx, policyv1.FromFailure(listener.Failure{Message: &queue.Message{ID: "m9"}, Outcome: outcome.Failed(errors.New("boom"))}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dec, ok := policyv1.ToDecision(d); !ok || dec.Action != listener.ActionDeadLetter || dec.Reason != "boom@m9" {
+	if dec, ok := policyv1.ToDecision(d); !ok || dec.Kind != outcome.KindReject || dec.Reason() != "boom@m9" {
 		t.Errorf("Decide = %+v (ok %v)", dec, ok)
 	}
 	if _, err := c.Backoff.Next(ctx, &policyv1.IdleState{Idle: 1}); err == nil {

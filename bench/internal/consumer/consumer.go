@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/plugins/builtin"
 )
@@ -119,8 +120,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // settle deletes a handled message; a failed message is left to reappear when its lease
 // ends, which is all a naive consumer does about failures.
-func settle(ctx context.Context, o Options, m *queue.Message, herr error) {
-	if herr != nil && !listener.IsReject(herr) {
+func settle(ctx context.Context, o Options, m *queue.Message, res outcome.Outcome) {
+	if res.Kind != outcome.KindDone && res.Kind != outcome.KindReject {
 		return
 	}
 	if err := o.Queue.Delete(ctx, m); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/memory"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -39,7 +40,7 @@ func TestEachConsumerDrainsOnce(t *testing.T) {
 					close(done)
 				}
 				if string(m.Body) == "m7" {
-					return listener.Reject(fmt.Errorf("bad"))
+					return outcome.Reject(fmt.Errorf("bad"))
 				}
 				return nil
 			})

@@ -14,6 +14,7 @@ import (
 	"github.com/wqhost/wqhost/examples/workloads"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/azure"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -139,7 +140,7 @@ func Run(ctx context.Context, stores *Stores, paths engine.Paths, o RunOptions) 
 		<-sem
 		if errors.Is(err, engine.ErrRejected) {
 			rejected.Add(1)
-			err = listener.Reject(err)
+			err = outcome.Reject(err)
 		} else if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/plugins/sdk"
 )
 
@@ -26,25 +27,25 @@ type policy struct {
 }
 
 // Decide implements listener.PoisonPolicy.
-func (p policy) Decide(_ context.Context, f listener.Failure) listener.Decision {
+func (p policy) Decide(_ context.Context, f listener.Failure) outcome.Outcome {
+	o := f.Outcome
 	msg := ""
-	if f.Err != nil {
-		msg = f.Err.Error()
+	if o.Err != nil {
+		msg = o.Err.Error()
 	}
 	switch {
-	case f.Reject:
-		return listener.Decision{Action: listener.ActionDeadLetter, Reason: "rejected by handler: " + msg}
+	case o.Kind == outcome.KindReject:
+		return outcome.DeadLetter("rejected by handler: " + msg)
 	case p.pattern != nil && msg != "" && p.pattern.MatchString(msg):
-		return listener.Decision{Action: listener.ActionDeadLetter, Reason: fmt.Sprintf("error matches %q: %s", p.pattern, msg)}
+		return outcome.DeadLetter(fmt.Sprintf("error matches %q: %s", p.pattern, msg))
 	case f.Message != nil && f.MaxDequeueCount > 0 && f.Message.DequeueCount >= f.MaxDequeueCount:
-		return listener.Decision{Action: listener.ActionDeadLetter,
-			Reason: fmt.Sprintf("dequeued %d times (max %d): %s", f.Message.DequeueCount, f.MaxDequeueCount, msg)}
+		return outcome.DeadLetter(fmt.Sprintf("dequeued %d times (max %d): %s", f.Message.DequeueCount, f.MaxDequeueCount, msg))
 	}
 	d := p.delay
-	if f.RetryAfter > 0 {
-		d = f.RetryAfter
+	if o.Kind == outcome.KindRetry && o.After > 0 {
+		d = o.After
 	}
-	return listener.Decision{Action: listener.ActionRetry, Delay: d}
+	return outcome.Outcome{Kind: outcome.KindRetry, After: d}
 }
 
 func main() {

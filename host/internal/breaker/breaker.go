@@ -1,5 +1,5 @@
 // Package breaker is a binding's circuit breaker and the gate its handler calls pass: the
-// breaker decides how many messages the binding may lease (listener.LeaseGate), and the
+// breaker decides how many messages the binding may lease (listener.Limiter's LeaseRoom), and the
 // Gate (listener.Limiter) holds one of the host's suspect slots for each call while the
 // breaker is not closed, then the tenant's share of the fair scheduler if any.
 //
@@ -157,7 +157,7 @@ func newBreaker(o Options) *breaker {
 	return &breaker{base: o.Cooldown, max: o.MaxCooldown, threshold: o.Threshold, wake: make(chan struct{})}
 }
 
-// room implements the lease rule (listener.LeaseGate) at now, with held messages leased.
+// room implements the lease rule (listener.Limiter's LeaseRoom) at now, with held messages leased.
 func (b *breaker) room(now time.Time, held int) (room int, wake <-chan struct{}, recheck time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -334,7 +334,7 @@ func (g *Gate) releaseSuspect() {
 	}
 }
 
-// LeaseRoom implements listener.LeaseGate.
+// LeaseRoom gates the binding's leasing (see listener.Limiter).
 func (g *Gate) LeaseRoom(held int) (int, <-chan struct{}, time.Duration) {
 	return g.br.room(time.Now(), held)
 }
@@ -353,6 +353,9 @@ func (g *Gate) Record(err error, d time.Duration) {
 }
 
 var (
-	_ listener.Limiter   = (*Gate)(nil)
-	_ listener.LeaseGate = (*Gate)(nil)
+	_ listener.Limiter = (*Gate)(nil)
+	// The listener gates leasing on a Limiter with this method (listener.Limiter).
+	_ interface {
+		LeaseRoom(held int) (int, <-chan struct{}, time.Duration)
+	} = (*Gate)(nil)
 )

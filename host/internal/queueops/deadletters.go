@@ -1,3 +1,9 @@
+// Package queueops are the operations on a tenant's dead letters that run without a host,
+// through the config alone (the CLI's poison commands when no host runs on the data
+// directory): list, requeue or purge them. Each opens the queues it needs on a backend of
+// its own (backends.OpenQueues) and closes it on return; nothing is shared and nothing is
+// locked. With a host running, the CLI goes through its admin API instead
+// (host/internal/queueapi).
 package queueops
 
 import (
@@ -20,15 +26,18 @@ type DeadLetter struct {
 	ID string `json:"id"`
 	// Body is the message's body when it is at most ListBodyBytes long (listing never reads
 	// a larger one); BodyBytes is its size either way.
-	Body           []byte            `json:"body,omitempty"`
-	BodyBytes      int64             `json:"body_bytes"`
-	Reason         string            `json:"reason"`
-	OriginalID     string            `json:"original_id"`
-	OriginalQueue  string            `json:"original_queue"`
-	DequeueCount   int               `json:"dequeue_count"`
-	DeadLetteredAt string            `json:"dead_lettered_at"`
-	HandlerVersion string            `json:"handler_version,omitempty"`
-	Attributes     map[string]string `json:"attributes,omitempty"`
+	Body           []byte `json:"body,omitempty"`
+	BodyBytes      int64  `json:"body_bytes"`
+	Reason         string `json:"reason"`
+	OriginalID     string `json:"original_id"`
+	OriginalQueue  string `json:"original_queue"`
+	DequeueCount   int    `json:"dequeue_count"`
+	DeadLetteredAt string `json:"dead_lettered_at"`
+	HandlerVersion string `json:"handler_version,omitempty"`
+	// Usage is the failing attempt's metering (docs/metering.md); nil on a dead letter
+	// written without it (the listener's own refusals, older hosts).
+	Usage      *Usage            `json:"usage,omitempty"`
+	Attributes map[string]string `json:"attributes,omitempty"`
 	// Repeats counts further dead letters of the same original message, listed as this
 	// one: without transactions (Azure) a message whose lease ran out before its dead
 	// letter's delete can be dead-lettered again by the listener that got it next.
@@ -46,7 +55,7 @@ func deadLetterOf(m *queue.Message) DeadLetter {
 		ID: m.ID, BodyBytes: int64(len(m.Body)), Reason: a[queue.AttrReason], OriginalID: a[queue.AttrOriginalID],
 		OriginalQueue: a[queue.AttrOriginalQueue], DequeueCount: n,
 		DeadLetteredAt: a[queue.AttrDeadLetteredAt], HandlerVersion: a[queue.AttrHandlerVersion],
-		Attributes: queueapi.UserAttributes(a),
+		Attributes: userAttributes(a), Usage: usageOf(a),
 	}
 	if m.Oversize > 0 {
 		d.BodyBytes = m.Oversize
@@ -54,6 +63,19 @@ func deadLetterOf(m *queue.Message) DeadLetter {
 		d.Body = m.Body
 	}
 	return d
+}
+
+// userAttributes keeps what the message came with: not the dead-letter bookkeeping, nor the
+// metering figures (those are Usage).
+func userAttributes(a map[string]string) map[string]string {
+	out := queueapi.UserAttributes(a)
+	for k := range usageAttr {
+		delete(out, k)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // peekLease is how long listing holds dead letters before releasing them.

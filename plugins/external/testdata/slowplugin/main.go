@@ -5,9 +5,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/plugins/sdk"
 )
 
@@ -36,14 +38,14 @@ func (p) Desired(_ context.Context, s listener.State) int {
 	return 3
 }
 
-func (p) Decide(_ context.Context, f listener.Failure) listener.Decision {
-	if f.Err != nil && f.Err.Error() == "absurd" {
-		return listener.Decision{Action: listener.Action(99)}
+func (p) Decide(_ context.Context, f listener.Failure) outcome.Outcome {
+	if f.Outcome.Reason() == "absurd" {
+		return outcome.Outcome{Kind: outcome.Kind(99)}
 	}
-	if f.Err != nil && f.Err.Error() == "long" {
-		return listener.Decision{Action: listener.ActionRetry, Delay: 1000 * time.Hour}
+	if f.Outcome.Reason() == "long" {
+		return outcome.Outcome{Kind: outcome.KindRetry, After: 1000 * time.Hour}
 	}
-	return listener.Decision{Action: listener.ActionDrop, Reason: "slowplugin"}
+	return outcome.Outcome{Kind: outcome.KindDrop, Err: errors.New("slowplugin")}
 }
 
 func main() {

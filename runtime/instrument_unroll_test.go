@@ -1,0 +1,110 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wqhost/wqhost/internal/wasmtest"
+)
+
+// unrollShapes are fuelLoops and loops left other ways than by their end: by a branch to a
+// block around them, and by a return.
+func unrollShapes() []struct {
+	name  string
+	funcs []wasmtest.Func
+} {
+	shapes := append([]struct {
+		name  string
+		funcs []wasmtest.Func
+	}(nil), fuelLoops...)
+	fn := func(body ...byte) []wasmtest.Func {
+		return []wasmtest.Func{{Export: "run", Params: []byte{wasmtest.I32, wasmtest.I32}, Results: []byte{wasmtest.I32}, Body: body}}
+	}
+	return append(shapes, struct {
+		name  string
+		funcs []wasmtest.Func
+	}{"break", fn(
+		0x02, 0x40, 0x03, 0x40, // block, loop
+		0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, // n--
+		0x41, 0x05, 0x46, 0x0d, 0x01, // n == 5: br_if to the block
+		0x20, 0x00, 0x0d, 0x00, // n != 0: br_if to the loop
+		0x0b, 0x0b, 0x20, 0x00, // end, end, n
+	)}, struct {
+		name  string
+		funcs []wasmtest.Func
+	}{"return", fn(
+		0x03, 0x40, // loop
+		0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, // n--
+		0x41, 0x03, 0x46, 0x04, 0x40, 0x41, 0xe3, 0x00, 0x0f, 0x0b, // n == 3: return 99
+		0x20, 0x00, 0x0d, 0x00, // n != 0: br_if to the loop
+		0x0b, 0x20, 0x00, // end, n
+	)})
+}
+
+// TestUnrolledLoops: small loops unrolled (instrument_emit.go) compute what they did, for
+// any number of passes, and use the same fuel as without unrolling: the yields a run takes
+// with a small allowance differ by at most the unrolled passes' slack. The unrolled module
+// must be larger than the one instrumented without unrolling, or nothing was unrolled.
+func TestUnrolledLoops(t *testing.T) {
+	const allowance = 50
+	ctx := context.Background()
+	for _, tt := range unrollShapes() {
+		t.Run(tt.name, func(t *testing.T) {
+			mod := wasmtest.Module(tt.funcs...)
+			flat, err := instrumentWith(mod, instrumentOptions{segment: segmentBytes, unroll: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			unrolled, err := instrumentWith(mod, instrumentOptions{segment: segmentBytes, unroll: unrollCopies})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(unrolled.wasm) <= len(flat.wasm) {
+				t.Fatalf("nothing unrolled: %d bytes, %d without unrolling", len(unrolled.wasm), len(flat.wasm))
+			}
+			var yields int
+			rt := wazero.NewRuntime(ctx)
+			t.Cleanup(func() { _ = rt.Close(ctx) })
+			_, err = rt.NewHostModuleBuilder(hostModuleName).NewFunctionBuilder().
+				WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) {
+					yields++
+					s[0] = allowance
+				}), nil, []api.ValueType{api.ValueTypeI32}).Export(yieldImport).Instantiate(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var runs [3]api.Function
+			for i, wasm := range [][]byte{mod, flat.wasm, unrolled.wasm} {
+				m, err := rt.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().WithName(fmt.Sprint(i)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				runs[i] = m.ExportedFunction("run")
+			}
+			for _, n := range []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 1000, 4099} {
+				var got [3]uint64
+				var used [3]int
+				for i, run := range runs {
+					yields = 0
+					res, err := run.Call(ctx, n, 0)
+					if err != nil {
+						t.Fatalf("n=%d, module %d: %v", n, i, err)
+					}
+					got[i], used[i] = res[0], yields
+				}
+				if got[1] != got[0] || got[2] != got[0] {
+					t.Errorf("n=%d: run() = %d, instrumented %d, unrolled %d", n, got[0], got[1], got[2])
+				}
+				// Each unrolled check lets the fuel run at most 3 passes of a few units below
+				// zero, which the refill forgives: about one yield in ten at this allowance.
+				if d := used[2] - used[1]; d > 1 || -d > used[1]/8+1 {
+					t.Errorf("n=%d: %d yields unrolled, %d without unrolling", n, used[2], used[1])
+				}
+			}
+		})
+	}
+}

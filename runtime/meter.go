@@ -1,0 +1,109 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+)
+
+// Metering (docs/metering.md): what each call cost, read from counters the time limit keeps
+// anyway, so that metering adds no work per guest instruction nor per host call. The fuel
+// global the instrumented code decrements (instrument.go) is exported as fuelExport and read
+// once before and once after the call; each refill by wqhost_yield adds what was spent
+// before it; the host work charged to the call's account (charge.go) is summed at each
+// checkpoint. The rest is two clock reads, the memory's size and the call's HTTPReport.
+
+// Usage is what one handler call cost (docs/metering.md). In a batch call it is the whole
+// call's: the host attributes it to the batch's messages (docs/metering.md, "Batches").
+type Usage struct {
+	// Fuel is the call's fuel units: the guest's (one per check plus one per 32 bytes of
+	// code run, bulkCharge per bulk memory operation) and the host work charged to it
+	// (about a nanosecond of host work each). 0 where the module runs without a fuel
+	// counter (wasi-stdio, a module the instrumenter cannot read).
+	Fuel uint64
+	// Wall is the call's wall time, from entering the guest to its return.
+	Wall time.Duration
+	// MemoryBytes is the instance's linear memory after the call: its high-water mark,
+	// since a WebAssembly memory never shrinks (the instance's, so it includes what
+	// earlier calls of the same instance grew).
+	MemoryBytes uint64
+	// HostTime is the time the call spent waiting in host calls that wait: outbound
+	// requests and their bodies (http_request, http_body_read). Other host calls are not
+	// timed; their work is in Fuel.
+	HostTime time.Duration
+	// HTTPRequests and HTTPBytes are the call's outbound requests and their request plus
+	// response body bytes.
+	HTTPRequests int
+	HTTPBytes    int64
+	// Wait is the time before the guest ran: waiting for an instance slot and starting an
+	// instance when none was idle (0 when one was). Not the message's cost, so not metered;
+	// Wait + Wall is the call as its caller saw it.
+	Wait time.Duration
+}
+
+// meterMark is what metering reads before a call.
+type meterMark struct {
+	fuel int64 // the fuel global plus the refills so far
+	work int64 // host work charged so far
+}
+
+// checkoutMetered takes a call slot and an instance for it, instantiating one when none is
+// idle (checkoutSlow), and starts the call's clock (callState.start), setting *wait: one
+// clock read when an instance is idle, whose checkout takes nanoseconds, and one more after
+// a wait or an instantiation, so the guest's wall time never includes them. The common
+// case, the instance the last call parked, is the fast path.
+func (p *Pool) checkoutMetered(ctx context.Context, who callee, wait *time.Duration) (*instance, error) {
+	t0 := p.t.e.since()
+	if p.trace == nil && !p.closed.Load() {
+		if inst := p.slots.unpark(); inst != nil {
+			inst.st.start = t0
+			return inst, nil
+		}
+	}
+	inst, err := p.checkoutSlow(ctx, who)
+	t1 := p.t.e.since()
+	*wait = t1 - t0
+	if err == nil {
+		inst.st.start = t1
+	}
+	return inst, err
+}
+
+// fuelLeft is the instance's fuel global; 0 without one.
+func (st *callState) fuelLeft() int64 {
+	if st.fuelG == nil {
+		return 0
+	}
+	return int64(int32(uint32(st.fuelG.Get())))
+}
+
+// fuelRefilled is wqhost_yield's part of metering: the global is about to be refilled, so
+// what was spent since the last refill is banked.
+func (st *callState) fuelRefilled() {
+	if st.fuelG != nil {
+		st.refilled += fuelRefill - st.fuelLeft()
+	}
+}
+
+// meterBegin marks the start of a call on inst (checkoutMetered started its clock).
+func (p *Pool) meterBegin(st *callState) meterMark {
+	return meterMark{fuel: st.refilled - st.fuelLeft(), work: st.workDone + int64(st.work)}
+}
+
+// meterEnd is the usage of the call begun at m, whose outbound requests were http.
+func (p *Pool) meterEnd(st *callState, mod api.Module, m meterMark, http HTTPReport) Usage {
+	u := Usage{
+		Wall:         p.t.e.since() - st.start,
+		HostTime:     http.Wait,
+		HTTPRequests: http.Requests,
+		HTTPBytes:    http.BytesOut + http.BytesIn,
+	}
+	if d := st.refilled - st.fuelLeft() - m.fuel + st.workDone + int64(st.work) - m.work; d > 0 {
+		u.Fuel = uint64(d)
+	}
+	if mem := mod.Memory(); mem != nil {
+		u.MemoryBytes = uint64(mem.Size())
+	}
+	return u
+}
