@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/internal/queueapi"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -144,8 +143,8 @@ func (s *server) send(w http.ResponseWriter, r *http.Request, q queueRequest) {
 		}
 		if req.Delay != "" {
 			d, err := time.ParseDuration(req.Delay)
-			if err != nil || d < 0 || d > listener.MaxVisibility {
-				writeError(w, http.StatusBadRequest, "delay %.40q: want a duration such as 10s, at most %s", req.Delay, listener.MaxVisibility)
+			if err != nil || d < 0 || d > queue.MaxVisibility {
+				writeError(w, http.StatusBadRequest, "delay %.40q: want a duration such as 10s, at most %s", req.Delay, queue.MaxVisibility)
 				return
 			}
 			opts.Delay = d
