@@ -59,6 +59,8 @@ type binding struct {
 	outSends, outErrors atomic.Uint64
 	// calls are the messages whose handler call runs, named if a shutdown abandons them.
 	calls callSet
+	// attempts are the failed attempts of messages not yet finished (attempts.go).
+	attempts attemptLog
 	// usage sums its handler calls' metering (meter.go).
 	usage usageCounters
 
@@ -322,11 +324,14 @@ func (b *binding) settleOutputs(ctx context.Context, m *queue.Message, o outcome
 			err = b.sendOutputs(ctx, outputs)
 		}
 		if err == nil {
+			b.attempts.done(m.ID)
 			return o
 		}
 		o = outcome.Failed(err)
 	}
 	o.Attrs = usageAttrs(u, n)
+	wall := u.Wall / time.Duration(max(n, 1))
+	o.Attrs[queue.AttrAttempts] = b.attempts.failed(m.ID, attemptOf(time.Now().Add(-wall), wall, u.Fuel/uint64(max(n, 1)), o))
 	b.logFailure(m, o)
 	return o
 }

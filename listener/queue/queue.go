@@ -55,6 +55,9 @@ const (
 	// AttrBatchSize is set when the attempt was a batch call of that many messages, whose
 	// figures (but memory) were divided among them.
 	AttrBatchSize = "wqhost.batch_size"
+	// AttrAttempts is the message's attempts this host saw, latest last (at most 10): a JSON
+	// array of {"at","wall_us","fuel","outcome","reason"} (docs/metering.md).
+	AttrAttempts = "wqhost.attempts"
 )
 
 // ErrLeaseLost is returned by Delete and UpdateVisibility when the message's lease token is

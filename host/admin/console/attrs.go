@@ -11,7 +11,12 @@ import (
 var shownAttrs = map[string]bool{
 	"wqhost.reason": true, "wqhost.dequeue_count": true, "wqhost.dead_lettered_at": true,
 	"wqhost.handler_version": true, "wqhost.original_queue": true, "wqhost.original_id": true,
+	attemptsAttr: true,
 }
+
+// attemptsAttr is the attribute holding the message's attempts (queue.AttrAttempts), shown
+// as a table of its own.
+const attemptsAttr = "wqhost.attempts"
 
 // attrs returns the attributes whose key starts with "wqhost." (metering true; those in
 // shownAttrs left out) or the others, as sorted key/value pairs with the values in words.

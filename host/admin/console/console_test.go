@@ -50,7 +50,7 @@ func fakeAPI(t *testing.T) http.Handler {
 			_, _ = io.WriteString(w, `{"page":{"total":1},"tenants":[{"name":"acme","bindings":[{"name":"<b>x</b>","queue":"jobs","messages":{"visible":3}}]}]}`)
 		}
 	})
-	dl := `{"id":"7","reason":"<img src=x onerror=alert(1)>","dequeue_count":2,"size":29,"body":"<script>alert(1)</script>","attributes":{"wqhost.fuel":"1234","trace":"t"}}`
+	dl := `{"id":"7","reason":"<img src=x onerror=alert(1)>","dequeue_count":2,"size":29,"body":"<script>alert(1)</script>","attributes":{"wqhost.fuel":"1234","trace":"t","wqhost.attempts":"[{\"at\":\"2026-11-25T10:00:00Z\",\"wall_us\":17,\"fuel\":555,\"outcome\":\"failed\",\"reason\":\"<b>x</b> trap\"}]"}}`
 	mux.HandleFunc("GET /v1/tenants/{tenant}/queues/{queue}/deadletters", func(w http.ResponseWriter, r *http.Request) {
 		if guard(w, r) {
 			_, _ = io.WriteString(w, `{"items":[`+dl+`],"next":"c1"}`)
@@ -237,6 +237,9 @@ func TestEscaping(t *testing.T) {
 	_, body := c.do("GET", "/console/tenants/acme/queues/jobs/deadletters/7", "", nil)
 	if !strings.Contains(body, "wqhost.fuel") || !strings.Contains(body, "1234") {
 		t.Errorf("the detail does not show the metering attribute:\n%s", body)
+	}
+	if !strings.Contains(body, "2026-11-25 10:00:00.000") || !strings.Contains(body, "&lt;b&gt;x&lt;/b&gt; trap") || !strings.Contains(body, "555") {
+		t.Errorf("the detail does not show the recorded attempt (time, escaped reason, fuel):\n%s", body)
 	}
 }
 

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"errors"
 	"html/template"
 	"net/http"
@@ -158,6 +159,27 @@ func (d deadLetter) Preview() string {
 // (what the host measured of the message, such as wqhost.fuel), sorted.
 func (d deadLetter) Metering() [][2]string { return attrs(d.Attributes, true) }
 
+// Attempt is one attempt of a dead letter's history (the host's wqhost.attempts attribute,
+// docs/metering.md).
+type Attempt struct {
+	At      time.Time `json:"at"`
+	WallUs  int64     `json:"wall_us"`
+	Fuel    uint64    `json:"fuel"`
+	Outcome string    `json:"outcome"`
+	Reason  string    `json:"reason"`
+}
+
+// Attempts is the attempts the host recorded of the message, oldest first; none when it
+// recorded none or the attribute does not parse (the raw text is still in Metering).
+func (d deadLetter) Attempts() []Attempt {
+	s, _ := d.Attributes[attemptsAttr].(string)
+	var as []Attempt
+	if json.Unmarshal([]byte(s), &as) != nil {
+		return nil
+	}
+	return as
+}
+
 // Other is the other attributes, sorted.
 func (d deadLetter) Other() [][2]string { return attrs(d.Attributes, false) }
 
@@ -235,6 +257,7 @@ func rfc3339(v string) string {
 
 var funcs = template.FuncMap{
 	"short": short,
+	"inc":   func(i int) int { return i + 1 },
 	"pct": func(f float64) string {
 		return strconv.FormatFloat(f*100, 'f', 1, 64) + "%"
 	},
