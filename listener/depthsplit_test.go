@@ -98,3 +98,36 @@ func TestDepthSplitWithoutCounter(t *testing.T) {
 		}
 	})
 }
+
+// TestDepthSplitShowsOwnLeasesLive: a binding at max_workers does not read its depth again
+// until it idles, but the leases its own handlers hold are known without a queue call, so
+// State shows them as leased while the handler runs (the console's live depth): a split read
+// before the handler took its lease does not show it unleased.
+func TestDepthSplitShowsOwnLeasesLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		release := make(chan struct{})
+		var running atomic.Int64
+		cfg := baseConfig(e.q, e.dl)
+		cfg.MaxWorkers = 1
+		cfg.Handler = listener.HandlerFunc(func(ctx context.Context, _ *queue.Message) error {
+			running.Add(1)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		})
+		e.send(t, 3)
+		l := start(t, cfg)
+		waitFor(t, 100*time.Millisecond, 10*time.Minute, "a handler running", func() bool { return running.Load() >= 1 })
+		if s := l.State(); s.Counts.Leased < int64(s.Leased) || s.Counts.Visible+s.Counts.Leased != 3 {
+			t.Errorf("State().Counts = %+v while handlers hold %d leases: want them leased, 3 in all", s.Counts, s.Leased)
+		}
+		close(release)
+		waitFor(t, 100*time.Millisecond, time.Minute, "3 processed and the depth read again", func() bool {
+			s := l.State()
+			return s.Processed == 3 && s.Counts == queue.Counts{}
+		})
+	})
+}

@@ -166,6 +166,14 @@ func (l *Listener) State() State {
 	counts, exact := queue.Counts{Leased: int64(held)}, false
 	if c := l.c.counts.Load(); c != nil {
 		counts, exact = *c, true
+		// This listener's own leases are known without a queue call. A split read before
+		// they were taken would show none while its handlers run: a binding at max_workers
+		// does not read its depth again until it idles (depthStale).
+		// The leases it took since came out of Visible.
+		if extra := int64(held) - counts.Leased; extra > 0 {
+			counts.Leased += extra
+			counts.Visible = max(counts.Visible-extra, 0)
+		}
 	} else if d := l.c.depth.Load(); d > 0 {
 		// Only the total is known, leased messages included: this listener's own leases
 		// are taken out of it, other hosts' stay in Visible.
