@@ -45,9 +45,27 @@ func Local(ctx context.Context, o Options) (Result, error) {
 			return Result{}, fmt.Errorf("preload: %w", err)
 		}
 	}
-	var calls countq.Counts
+	elapsed, calls, committed, err := drainListener(ctx, q, dl, o, commits.Load)
+	if err != nil {
+		return Result{}, err
+	}
+	if d, err := q.Depth(ctx); err != nil || d != 0 {
+		return Result{}, fmt.Errorf("depth after the drain %d (%v), want 0", d, err)
+	}
+	return result("wqhost", fmt.Sprintf("listener, local store, %d workers max, receive 32, batched deletes", o.Workers),
+		"SQLite WAL, synchronous=FULL (fsync per commit)", o.Messages, elapsed,
+		float64(calls), "queue API calls", committed), nil
+}
+
+// drainListener drains q with a wqhost listener (no-op handler, built-in policies, o.Workers
+// at most) until o.Messages are processed, and returns the time it took, the queue calls
+// it made (countq's transactions), and how far the caller's counter moved meanwhile (read just before the listener
+// starts and just after the last message is processed). A failed message or a lost lease is
+// an error.
+func drainListener(ctx context.Context, q, dl queue.Queue, o Options, counter func() int64) (elapsed time.Duration, calls, moved int64, err error) {
+	var counts countq.Counts
 	l, err := listener.New(listener.Config{
-		Queue: countq.Wrap(q, &calls), DeadLetter: dl,
+		Queue: countq.Wrap(q, &counts), DeadLetter: dl,
 		Handler:    listener.HandlerFunc(func(context.Context, *queue.Message) error { return nil }),
 		Backoff:    builtin.NewBackoff(builtin.BackoffOptions{}),
 		Scaler:     builtin.NewTarget(0),
@@ -55,32 +73,27 @@ func Local(ctx context.Context, o Options) (Result, error) {
 		MaxWorkers: o.Workers,
 	})
 	if err != nil {
-		return Result{}, err
+		return 0, 0, 0, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c0 := commits.Load()
+	c0 := counter()
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- l.Run(runCtx) }()
 	err = waitFor(ctx, o.Timeout, func() bool { return l.State().Processed >= uint64(o.Messages) },
 		func() string { return fmt.Sprintf("%d of %d processed", l.State().Processed, o.Messages) })
-	elapsed := time.Since(start)
-	c1 := commits.Load()
+	elapsed = time.Since(start)
+	moved = counter() - c0
 	cancel()
 	if rerr := <-done; err == nil {
 		err = rerr
 	}
 	if err != nil {
-		return Result{}, err
+		return 0, 0, 0, err
 	}
 	if s := l.State(); s.Failed != 0 || s.LeasesLost != 0 {
-		return Result{}, fmt.Errorf("failed %d, leases lost %d; want 0, 0", s.Failed, s.LeasesLost)
+		return 0, 0, 0, fmt.Errorf("failed %d, leases lost %d; want 0, 0", s.Failed, s.LeasesLost)
 	}
-	if d, err := q.Depth(ctx); err != nil || d != 0 {
-		return Result{}, fmt.Errorf("depth after the drain %d (%v), want 0", d, err)
-	}
-	return result("wqhost", fmt.Sprintf("listener, local store, %d workers max, receive 32, batched deletes", o.Workers),
-		"SQLite WAL, synchronous=FULL (fsync per commit)", o.Messages, elapsed,
-		float64(calls.Transactions()), "queue API calls", c1-c0), nil
+	return elapsed, counts.Transactions(), moved, nil
 }
