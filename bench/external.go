@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -42,37 +43,44 @@ func goBench(ctx context.Context, repo, pkg, pattern string, env []string, args 
 // timeLimitLine is the line the runtime's fuel benchmark prints (BenchmarkFuelCost).
 var timeLimitLine = regexp.MustCompile(`time limit cost tight loop: ([0-9.]+)×, go heavy: ([0-9.]+)×`)
 
-// tightLoopNs reads BenchmarkFuelTightLoop's two sub-benchmarks (ns per iteration).
-var tightLoopNs = regexp.MustCompile(`^BenchmarkFuelTightLoop/(original|instrumented)(?:-\d+)?\s+\d+\s+([0-9.]+) ns/op`)
+// fuelCase is a case line of BenchmarkFuelCost, for its ratio with the checks ÷ without.
+var fuelCase = regexp.MustCompile(`^BenchmarkFuelCost/([a-z_-]+?)(?:-\d+)?\s.*\s([0-9.]+) x-limit/nolimit`)
 
 // measureTimeLimit runs the runtime's fuel benchmarks and reads the time limit's cost: the
-// line `time limit cost tight loop: T×, go heavy: G×` where a benchmark prints it, else the
-// tight loop from BenchmarkFuelTightLoop's instrumented ÷ original. A figure it cannot read
-// stays 0 (the report says "not measured").
+// line `time limit cost tight loop: T×, go heavy: G×` BenchmarkFuelCost prints, and each
+// case's ratio. A figure it cannot read stays 0 (the report says "not measured").
 func measureTimeLimit(ctx context.Context, repo string) (report.TimeLimitCost, error) {
-	cmd, lines, err := goBench(ctx, repo, "./runtime/", "^BenchmarkFuel", nil)
+	cmd, lines, err := goBench(ctx, repo, "./runtime/", "^BenchmarkFuel", nil, "-count", "3")
 	tl := parseTimeLimit(lines)
 	tl.Command = cmd
 	return tl, err
 }
 
-// parseTimeLimit reads the time limit's cost from the fuel benchmarks' output.
+// parseTimeLimit reads the time limit's cost from the fuel benchmarks' output: the summary
+// line (the last one, with -count), and each case's median over the runs.
 func parseTimeLimit(lines []string) report.TimeLimitCost {
 	var tl report.TimeLimitCost
-	ns := map[string]float64{}
+	var names []string
+	runs := map[string][]float64{}
 	for _, l := range lines {
 		if m := timeLimitLine.FindStringSubmatch(l); m != nil {
 			tl.TightLoop, _ = strconv.ParseFloat(m[1], 64)
 			tl.GoHeavy, _ = strconv.ParseFloat(m[2], 64)
 			tl.Output = append(tl.Output, l)
 		}
-		if m := tightLoopNs.FindStringSubmatch(l); m != nil {
-			ns[m[1]], _ = strconv.ParseFloat(m[2], 64)
+		if m := fuelCase.FindStringSubmatch(l); m != nil {
+			v, _ := strconv.ParseFloat(m[2], 64)
+			if runs[m[1]] == nil {
+				names = append(names, m[1])
+			}
+			runs[m[1]] = append(runs[m[1]], v)
 			tl.Output = append(tl.Output, l)
 		}
 	}
-	if tl.TightLoop == 0 && ns["original"] > 0 && ns["instrumented"] > 0 {
-		tl.TightLoop = ns["instrumented"] / ns["original"]
+	for _, n := range names {
+		v := runs[n]
+		slices.Sort(v)
+		tl.Cases = append(tl.Cases, report.TimeLimitCase{Name: n, Ratio: v[len(v)/2]})
 	}
 	return tl
 }

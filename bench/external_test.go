@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/wqhost/wqhost/bench/internal/report"
@@ -13,16 +14,22 @@ func TestParseTimeLimit(t *testing.T) {
 		want  report.TimeLimitCost
 	}{
 		{"the fuel-cost line", []string{"    fuel_bench_test.go:100: time limit cost tight loop: 1.21×, go heavy: 1.03×"}, report.TimeLimitCost{TightLoop: 1.21, GoHeavy: 1.03}},
-		{"tight loop from its two sub-benchmarks", []string{
-			"BenchmarkFuelTightLoop/original-2     \t1000000000\t         1.100 ns/op",
-			"BenchmarkFuelTightLoop/instrumented-2 \t1000000000\t         2.200 ns/op",
-		}, report.TimeLimitCost{TightLoop: 2}},
+		{"each case's median over the runs, in order", []string{
+			"BenchmarkFuelCost/count-2         \t   38768\t     31551 ns/op\t         0.2344 ns/pass-limit\t         0.2323 ns/pass-nolimit\t         1.008 x-limit/nolimit",
+			"BenchmarkFuelCost/go-byte-loop-2  \t   100\t     83000 ns/op\t     43429 ns/pass-limit\t     40355 ns/pass-nolimit\t    1.097 x-highest-placement\t    1.096 x-limit/nolimit\t    1.093 x-lowest-placement",
+			"BenchmarkFuelCost/count-2         \t   38005\t     31660 ns/op\t         0.2330 ns/pass-limit\t         0.2311 ns/pass-nolimit\t         1.020 x-limit/nolimit",
+			"BenchmarkFuelCost/count-2         \t   37500\t     32106 ns/op\t         0.2335 ns/pass-limit\t         0.2315 ns/pass-nolimit\t         1.007 x-limit/nolimit",
+			"BenchmarkFuelCost/summary-2       \t1000000000\t         0.4730 ns/op\t         1.063 x-goheavy\t         1.023 x-tight",
+		}, report.TimeLimitCost{Cases: []report.TimeLimitCase{{Name: "count", Ratio: 1.008}, {Name: "go-byte-loop", Ratio: 1.096}}}},
 		{"nothing to read", []string{"ok  \tgithub.com/wqhost/wqhost/runtime\t3.1s"}, report.TimeLimitCost{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := parseTimeLimit(tt.lines)
 			if got.TightLoop != tt.want.TightLoop || got.GoHeavy != tt.want.GoHeavy {
 				t.Errorf("tight loop %.2f, go heavy %.2f; want %.2f, %.2f", got.TightLoop, got.GoHeavy, tt.want.TightLoop, tt.want.GoHeavy)
+			}
+			if !slices.Equal(got.Cases, tt.want.Cases) {
+				t.Errorf("cases %+v, want %+v", got.Cases, tt.want.Cases)
 			}
 		})
 	}

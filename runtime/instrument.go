@@ -137,12 +137,18 @@ func instrument(wasm []byte) (*yieldCode, error) {
 // instrumentOptions are what tests vary: a check at least every segment bytes of code (with
 // 0, between every two instructions), the fuel an instance starts with (with 0, the first
 // check yields), the copies of a small loop's body per check (1: no unrolling), and whether
-// every entry tests (testEntries: no untestedEntry).
+// every entry tests (testEntries: no untestedEntry). Benchmarks also move the code: pad
+// adds that many charges without a test at the entry of the module's first function (in a
+// Go module go_buildid, never called), which shifts every later function in the compiled
+// code, and noChecks leaves every other check out, for the same module without a limit
+// placed the same way (BenchmarkFuelCost).
 type instrumentOptions struct {
 	segment     uint64
 	fuel        int32
 	unroll      int
 	testEntries bool
+	pad         int
+	noChecks    bool
 }
 
 // instrumentWith is instrument with opt.
@@ -440,7 +446,7 @@ func instrumentCode(payload []byte, x *fuelIndex, params []uint32, opt instrumen
 	out := make([]byte, 0, len(payload)+len(payload)/4+16)
 	out = appendU32(out, n)
 	var body []byte
-	scratch := bodyScratch{segment: opt.segment, unroll: opt.unroll, testEntries: opt.testEntries}
+	scratch := bodyScratch{segment: opt.segment, unroll: opt.unroll, testEntries: opt.testEntries, noChecks: opt.noChecks}
 	for f := range n {
 		size := r.u32()
 		src := r.bytes(int(size))
@@ -448,6 +454,10 @@ func instrumentCode(payload []byte, x *fuelIndex, params []uint32, opt instrumen
 			return nil, fmt.Errorf("function %d: %w", f, r.err)
 		}
 		var err error
+		scratch.pad = 0
+		if f == 0 {
+			scratch.pad = opt.pad
+		}
 		body, err = instrumentBody(body[:0], src, x, params[f], &scratch)
 		if err != nil {
 			return nil, fmt.Errorf("function body %d: %w", f, err)

@@ -69,15 +69,19 @@ type bodyScratch struct {
 	// testEntries keeps every entry's test (tests: the spec suite's starved world calls
 	// yield at every test).
 	testEntries bool
-	locals      uint64 // the function's own locals, parameters included: the fuel local's index
-	global      bool   // checks on the fuel global, the local a temporary (callFreeLoop)
-	calls       bool   // the body calls a function (call, call_indirect, tail calls)
-	x           *fuelIndex
-	insts       []inst
-	targets     []int32
-	cost        []uint32
-	checks      []placedCheck
-	ctl         []ctlEntry
+	// pad and noChecks move code for benchmarks (instrumentOptions): pad charges without a
+	// test at this function's entry, and no checks at all.
+	pad      int
+	noChecks bool
+	locals   uint64 // the function's own locals, parameters included: the fuel local's index
+	global   bool   // checks on the fuel global, the local a temporary (callFreeLoop)
+	calls    bool   // the body calls a function (call, call_indirect, tail calls)
+	x        *fuelIndex
+	insts    []inst
+	targets  []int32
+	cost     []uint32
+	checks   []placedCheck
+	ctl      []ctlEntry
 }
 
 type ctlEntry struct {
@@ -384,5 +388,8 @@ func instrumentBody(out, src []byte, x *fuelIndex, params uint32, s *bodyScratch
 	}
 	s.place(len(src))
 	s.global = !s.callFreeLoop()
+	if s.noChecks {
+		s.checks, s.global = s.checks[:0], true // global mode: no spills or reloads either
+	}
 	return s.emit(out, src, uint32(fl)), nil
 }

@@ -152,4 +152,33 @@ func headline(b *strings.Builder, r *Results) {
 	}
 	p("\n")
 	p("**The per-call time limit** is a fuel counter the runtime adds to a wqhost/v1 or Extism-ABI module at load (`runtime/instrument.go`): checks at function entries and loop headers, and a call into the host when the fuel runs out, which ends the call once its time is up. Its price is the *time limit cost* rows above (the same code with and without the checks, from the runtime's benchmarks). The `wqhost` and `wqhost-notimeout` engines below both run the instrumented module (the pool's `Timeout` only sets the deadline), so their difference is not the time limit's cost. Extism's own limit (`extism-timeout`) is wazero's close-on-context-done, which starts a watchdog goroutine per call and leaves compiled code for Go at every loop back-edge.\n\n")
+	timeLimitCases(b, r.TimeLimit)
+}
+
+// caseNotes say what each case of the runtime's fuel benchmark runs.
+var caseNotes = map[string]string{
+	"count":        "a counting loop",
+	"nested":       "a loop of 16 passes in a loop",
+	"call":         "a loop calling a small function",
+	"br_table":     "a loop through a `br_table`",
+	"go-byte-loop": "standard Go, one table lookup a pass over 16 KiB, every pass through the function's jump table and its check",
+	"go-heavy":     "count-vowels-go on 1 KiB, eight bytes a pass",
+}
+
+// timeLimitCases lists the time limit's cost case by case: the tight loops are the worst
+// cases, and standard Go's byte loop the worst of them.
+func timeLimitCases(b *strings.Builder, tl TimeLimitCost) {
+	if len(tl.Cases) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "Case by case (`%s`, each the median of its runs; below 1×, small loops unrolled run faster than the original; the Go guests are measured over eight code placements, because where the hot loop lands moves them by as much as the checks cost):\n\n", tl.Command)
+	fmt.Fprintf(b, "| case | with ÷ without |\n|---|--:|\n")
+	for _, c := range tl.Cases {
+		name := c.Name
+		if n := caseNotes[c.Name]; n != "" {
+			name += ": " + n
+		}
+		fmt.Fprintf(b, "| %s | %.2f× |\n", name, c.Ratio)
+	}
+	fmt.Fprintf(b, "\n")
 }

@@ -36,13 +36,22 @@ type Results struct {
 	Notes []string `json:"notes"`
 }
 
+// TimeLimitCase is one case of the runtime's fuel benchmark: with the checks ÷ without.
+type TimeLimitCase struct {
+	Name  string  `json:"name"`
+	Ratio float64 `json:"ratio"`
+}
+
 // TimeLimitCost is the time limit's price: the time of the same code with the fuel checks
 // divided by its time without them (1 = free). Zero means not measured.
 type TimeLimitCost struct {
-	// TightLoop is the worst case, a counting loop with nothing else in it.
+	// TightLoop is the worst of the tight loops: spec-suite style micro loops and standard
+	// Go's loop of one table lookup a pass.
 	TightLoop float64 `json:"tight_loop,omitempty"`
-	// GoHeavy is a CPU-heavy standard-Go guest.
+	// GoHeavy is a CPU-heavy standard-Go guest (count-vowels-go).
 	GoHeavy float64 `json:"go_heavy,omitempty"`
+	// Cases are the benchmark's cases, each its median ratio over the runs, in its order.
+	Cases []TimeLimitCase `json:"cases,omitempty"`
 	// Command is how they were measured; Output the lines they were read from.
 	Command string   `json:"command,omitempty"`
 	Output  []string `json:"output,omitempty"`
