@@ -114,7 +114,7 @@ wait:
 			return err
 		}
 		bar.Set64(total - in)
-		if in == 0 {
+		if in == 0 || sampleSettled(ctx, qs.in, out-out0+dead-dead0, len(msgs)) {
 			elapsed = time.Since(start)
 			break
 		}
@@ -136,6 +136,7 @@ wait:
 		}
 	}
 	sample := peek(context.Background(), qs.out, 1)
+	leftNote := delayedNote(qs.in, in)
 	reasons := peek(context.Background(), qs.dead, 3)
 	stopHost()
 	if err := <-ran; err != nil {
@@ -147,7 +148,7 @@ wait:
 	fmt.Fprintln(c.stdout)
 	fmt.Fprintf(c.stdout, "processed  %d (priced lines written to %s)\n", processed, bc.Output)
 	fmt.Fprintf(c.stdout, "poisoned   %d (rejected by the handler, in %s%s)\n", poisoned, bc.Queue, queue.PoisonSuffix)
-	fmt.Fprintf(c.stdout, "failed     %d handler failures, %d retries (%d messages left in %s)\n", bs.Failed, bs.Retried, in, bc.Queue)
+	fmt.Fprintf(c.stdout, "failed     %d handler failures, %d retries (%d messages left in %s%s)\n", bs.Failed, bs.Retried, in, bc.Queue, leftNote)
 	fmt.Fprintf(c.stdout, "time       %s, %.0f msg/s\n", elapsed.Round(time.Millisecond), float64(settled)/elapsed.Seconds())
 	fmt.Fprintf(c.stdout, "outputs    %d in %s in total\n", out, bc.Output)
 	for _, m := range sample {
@@ -164,6 +165,32 @@ wait:
 		return errors.New("interrupted before the sample was processed")
 	}
 	return nil
+}
+
+// sampleSettled reports whether the demo can stop before its input queue is empty: as many
+// messages were settled (an output or a dead letter each) as the sample holds, and what
+// is left is all delayed, none visible or leased: a message sent with --delay, or a retry
+// of an earlier run's, which the demo would otherwise wait out for as long as its delay.
+func sampleSettled(ctx context.Context, in queue.Queue, settled int64, sample int) bool {
+	c, ok := in.(queue.Counter)
+	if !ok || settled < int64(sample) {
+		return false
+	}
+	n, err := c.Counts(ctx)
+	return err == nil && n.Visible == 0 && n.Leased == 0
+}
+
+// delayedNote says how many of the messages left are delayed, when the backend knows.
+func delayedNote(in queue.Queue, left int64) string {
+	c, ok := in.(queue.Counter)
+	if !ok || left == 0 {
+		return ""
+	}
+	n, err := c.Counts(context.Background())
+	if err != nil || n.Delayed == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d of them delayed: a running host handles them when they are due", n.Delayed)
 }
 
 // sendAll enqueues msgs in batches where the backend supports it.

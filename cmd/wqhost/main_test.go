@@ -501,6 +501,18 @@ func TestDemo(t *testing.T) {
 	t.Logf("demo:\n%s", r.stdout)
 }
 
+// TestDemoDoesNotWaitOutADelayedMessage: a message already in the sample's queue with an
+// hour's delay does not keep the demo running for that hour: it ends once the sample is
+// settled, and says the message is left, delayed.
+func TestDemoDoesNotWaitOutADelayedMessage(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	wq(t, dir, "send", "--data-dir", data, "--queue", "transactions", "--delay", "1h", `{"id":"later"}`).
+		expect(t, 0, "send --delay 1h")
+	r := wq(t, dir, "run", "--demo", "--data-dir", data)
+	r.expect(t, 0, "run --demo", "processed  2988", "poisoned   12", "1 messages left in transactions, 1 of them delayed")
+}
+
 // TestStatusToken: with admin.token_env set, `wqhost status` sends the token from the
 // variable --token-env names, and without it fails (exit 1) saying which variable to set.
 func TestStatusToken(t *testing.T) {
