@@ -16,12 +16,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
 
 	"github.com/spf13/pflag"
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -126,7 +128,9 @@ func (c *cli) exitCode(name string, err error) int {
 	fmt.Fprintf(c.stderr, "wqhost %s: %v\n", name, err)
 	var ue *usageError
 	var ce *config.Error
-	if errors.As(err, &ue) || errors.As(err, &ce) {
+	var ae *apiError
+	if errors.As(err, &ue) || errors.As(err, &ce) || errors.Is(err, queue.ErrBadCursor) ||
+		errors.As(err, &ae) && ae.code == http.StatusBadRequest { // the request the arguments made
 		return exitUsage
 	}
 	return exitFailure

@@ -149,6 +149,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"poison", "frob", "--queue", "q"}, `unknown action "frob"`},
 		{[]string{"poison", "list"}, "--queue is required"},
 		{[]string{"poison", "list", "--queue", "q-poison"}, "give the original queue"},
+		{[]string{"poison", "list", "--queue", "q", "--after", "garbage"}, `cursor "garbage": not a cursor this queue gave`},
 		{[]string{"validate"}, "want exactly one module file"},
 		{[]string{"call", "--timeout", "-1s", "x.wasm"}, "--timeout -1s: want above 0 and at most 1h0m0s"},
 		{[]string{"call", "--timeout", "0s", "x.wasm"}, "--timeout 0s: want above 0"},

@@ -77,7 +77,7 @@ func (q *Queue) List(ctx context.Context, after string, max int, maxBody int64, 
 		vis0, e1 = strconv.ParseInt(v, 10, 64)
 		id0, e2 = strconv.ParseInt(i, 10, 64)
 		if !ok || e1 != nil || e2 != nil {
-			return "", fmt.Errorf("local: list %s: cursor %q is not one this store gave", q.name, after)
+			return "", fmt.Errorf("local: list %s: cursor %.40q: %w", q.name, after, queue.ErrBadCursor)
 		}
 	}
 	limit := int64(-1) // SQLite: no limit

@@ -162,7 +162,7 @@ func parseCursor(c string) (vis, id int64, err error) {
 	vis, e1 := strconv.ParseInt(v, 10, 64)
 	id, e2 := strconv.ParseInt(i, 10, 64)
 	if !ok || e1 != nil || e2 != nil {
-		return 0, 0, fmt.Errorf("cursor %.40q is not one this store gave", c)
+		return 0, 0, fmt.Errorf("cursor %.40q: %w", c, queue.ErrBadCursor)
 	}
 	return vis, id, nil
 }

@@ -82,7 +82,7 @@ func (q *Queue) List(ctx context.Context, after string, max int, maxBody int64, 
 	if after != "" {
 		n, err := strconv.ParseUint(after, 10, 64)
 		if err != nil {
-			return "", fmt.Errorf("nats: %s: cursor %q is not one this queue gave", q.name, after)
+			return "", fmt.Errorf("nats: %s: cursor %.40q: %w", q.name, after, queue.ErrBadCursor)
 		}
 		from = n + 1
 	}

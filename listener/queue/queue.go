@@ -67,6 +67,10 @@ var ErrLeaseLost = errors.New("lease lost")
 // ErrNotFound is returned when a message id or queue does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrBadCursor is returned, wrapped, by a listing given a cursor that is not one the queue
+// gave: a caller's mistake, not the queue's (the CLI's usage error, the admin API's 400).
+var ErrBadCursor = errors.New("not a cursor this queue gave")
+
 // Message is one leased message. Receive fills every field; the listener treats it as
 // read-only except LeaseToken, which UpdateVisibility replaces.
 type Message struct {

@@ -186,7 +186,7 @@ func ListDead(ctx context.Context, dead queue.Queue, q Query) (items []Item, nex
 			items = append(items, itemOf(&r.Message, r.Size))
 			return nil
 		})
-		if err != nil && strings.Contains(err.Error(), "cursor") {
+		if errors.Is(err, queue.ErrBadCursor) {
 			err = fmt.Errorf("%w: %w", ErrBadQuery, err)
 		}
 		return items, next, err
@@ -256,7 +256,7 @@ func listScanning(ctx context.Context, dead queue.Queue, q Query) ([]Item, strin
 		t, id, ok := strings.Cut(strings.TrimPrefix(q.After, "t"), ".")
 		n, err := strconv.ParseInt(t, 10, 64)
 		if !ok || err != nil || !strings.HasPrefix(q.After, "t") {
-			return nil, "", fmt.Errorf("%w: cursor %.40q is not one this listing gave", ErrBadQuery, q.After)
+			return nil, "", fmt.Errorf("%w: cursor %.40q: %w", ErrBadQuery, q.After, queue.ErrBadCursor)
 		}
 		after = &keyed{t: n, id: id}
 	}

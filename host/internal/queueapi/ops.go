@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/wqhost/wqhost/listener/local"
@@ -106,7 +105,7 @@ func PeekQueue(ctx context.Context, q queue.Queue, after string, limit int, body
 		next, err := lq.Select(ctx, local.Match{Live: true}, local.Page{After: after, Limit: limit}, bodyBytes, func(r *local.Row) error {
 			return fn(peekItem(&r.Message, r.Size))
 		})
-		if err != nil && strings.Contains(err.Error(), "cursor") {
+		if errors.Is(err, queue.ErrBadCursor) {
 			err = fmt.Errorf("%w: %w", ErrBadQuery, err)
 		}
 		return next, err

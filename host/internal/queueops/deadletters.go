@@ -195,7 +195,7 @@ func walkLeasing(ctx context.Context, dead queue.Queue, opts ListOptions, emit f
 		t, id, ok := strings.Cut(strings.TrimPrefix(opts.After, "t"), ".")
 		n, err := strconv.ParseInt(t, 10, 64)
 		if !ok || err != nil || !strings.HasPrefix(opts.After, "t") {
-			return fmt.Errorf("%s: cursor %q is not one this queue gave", dead.Name(), opts.After)
+			return fmt.Errorf("%s: cursor %.40q: %w", dead.Name(), opts.After, queue.ErrBadCursor)
 		}
 		after = keyed{n, &queue.Message{ID: id}}
 	}
