@@ -268,7 +268,8 @@ func measureAll(ctx context.Context, paths engine.Paths, stores *suite.Stores, o
 			note(err, "time limit cost")
 		}
 		res.TimeLimit = tl
-		fmt.Fprintf(log, "   tight loop %.2f×, go heavy %.2f× (0: not measured)\n", tl.TightLoop, tl.GoHeavy)
+		tight, heavy := tl.Figures()
+		fmt.Fprintf(log, "   tight loop %.2f×, go heavy %.2f× (medians of the runs; 0: not measured)\n", tight, heavy)
 	}
 
 	// 9. The bindings sweep, from the host's density benchmark.

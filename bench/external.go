@@ -19,7 +19,11 @@ import (
 // environment and returns its output lines. The figures that only the root module's
 // benchmarks can take (they need the runtime's or the host's internals) come this way.
 func goBench(ctx context.Context, repo, pkg, pattern string, env []string, args ...string) (string, []string, error) {
-	argv := append([]string{"test", "-run", "^$", "-bench", pattern, "-count", "1"}, args...)
+	argv := []string{"test", "-run", "^$", "-bench", pattern}
+	if !slices.Contains(args, "-count") {
+		argv = append(argv, "-count", "1")
+	}
+	argv = append(argv, args...)
 	argv = append(argv, pkg)
 	cmd := exec.CommandContext(ctx, "go", argv...)
 	cmd.Dir = repo

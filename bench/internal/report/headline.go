@@ -66,14 +66,14 @@ func targetRows(row func(what, measured string, t target, v float64), r *Results
 	} else {
 		row(issueNames.river, notMeasured, above1, 0)
 	}
-	tl := r.TimeLimit
+	tight, heavy := r.TimeLimit.Figures()
 	for _, c := range []struct {
 		what string
 		v    float64
 		t    target
 	}{
-		{issueNames.timeLimit + ", tight loop (worst case): with fuel checks ÷ without", tl.TightLoop, tightLoop},
-		{issueNames.timeLimit + ", go heavy (CPU-heavy standard-Go guest): with ÷ without", tl.GoHeavy, goHeavy},
+		{issueNames.timeLimit + ", tight loop (worst case): with fuel checks ÷ without", tight, tightLoop},
+		{issueNames.timeLimit + ", go heavy (CPU-heavy standard-Go guest): with ÷ without", heavy, goHeavy},
 	} {
 		m := notMeasured
 		if c.v > 0 {

@@ -178,3 +178,24 @@ func TestRegenerationKeepsHandWrittenSections(t *testing.T) {
 		t.Errorf("regenerating twice changed the file:\n%s", again)
 	}
 }
+
+// TestTimeLimitFigures: the headline's figures come from every run's medians, the worst
+// tight case and go-heavy, not from the last run's summary line; without cases, the line's.
+func TestTimeLimitFigures(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		tl           TimeLimitCost
+		tight, heavy float64
+	}{
+		{"summary line only", TimeLimitCost{TightLoop: 1.2, GoHeavy: 1.04}, 1.2, 1.04},
+		{"cases win over the last summary line", TimeLimitCost{TightLoop: 1.03, GoHeavy: 1.02, Cases: []TimeLimitCase{
+			{"count", 1.01}, {"nested", 0.58}, {"go-byte-loop", 1.08}, {"go-heavy", 1.00},
+		}}, 1.08, 1.00},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tight, heavy := tt.tl.Figures(); tight != tt.tight || heavy != tt.heavy {
+				t.Errorf("Figures() = %.2f, %.2f; want %.2f, %.2f", tight, heavy, tt.tight, tt.heavy)
+			}
+		})
+	}
+}

@@ -36,6 +36,23 @@ type Results struct {
 	Notes []string `json:"notes"`
 }
 
+// Figures are the headline's two: from the cases' medians when there are cases (the worst of
+// the tight loops, and go-heavy), else the fields as the summary line gave them. With -count
+// above 1 the summary line is only the last run's; the medians are every run's.
+func (tl TimeLimitCost) Figures() (tight, goHeavy float64) {
+	if len(tl.Cases) == 0 {
+		return tl.TightLoop, tl.GoHeavy
+	}
+	for _, c := range tl.Cases {
+		if c.Name == "go-heavy" {
+			goHeavy = c.Ratio
+		} else {
+			tight = max(tight, c.Ratio)
+		}
+	}
+	return tight, goHeavy
+}
+
 // TimeLimitCase is one case of the runtime's fuel benchmark: with the checks ÷ without.
 type TimeLimitCase struct {
 	Name  string  `json:"name"`
