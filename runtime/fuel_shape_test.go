@@ -146,6 +146,33 @@ func TestTimeLimitHoldsWhateverTheCodeShape(t *testing.T) {
 	}
 }
 
+// TestModuleOverTheMemoryLimitSaysSoAlone: a module that cannot compile for the tenant at
+// all (its memory minimum over the tenant's limit) fails with its own error, without a
+// warning that blames the instrumented bytes (`call --memory 1MiB` logged one first).
+func TestModuleOverTheMemoryLimitSaysSoAlone(t *testing.T) {
+	var buf syncBuffer
+	e := engineLoggingTo(t, &buf)
+	ctx := context.Background()
+	wasm := wasmtest.ModuleImporting(nil, 20,
+		wasmtest.Func{Export: "wqhost_abi_v1"},
+		wasmtest.Func{Export: "wqhost_handle", Results: []byte{wasmtest.I32}, Body: wasmtest.I32Const(0)})
+	m, err := e.Compile(ctx, "big.wasm", wasm, ABIWqhostV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ten, err := e.Tenant("t", TenantLimits{MemoryPages: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ten.NewPool(ctx, m, PoolConfig{Binding: "b", MinInstances: 1, MaxInstances: 1, Timeout: time.Second})
+	if err == nil || !strings.Contains(err.Error(), "over limit of 16 pages") {
+		t.Fatalf("NewPool: %v, want the memory minimum over the limit", err)
+	}
+	if strings.Contains(buf.String(), errInstrumentedInvalid.Error()) {
+		t.Errorf("log blames the instrumented bytes: %s", buf.String())
+	}
+}
+
 // TestInstrumentedModuleInvalidFallsBack: instrumented bytes that fail validation (a defect of
 // the instrumenter, or a damaged cache file) are never run: the pool says so in the log,
 // naming errInstrumentedInvalid, and runs the validated original under close-on-context-done.

@@ -198,11 +198,17 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 	if err != nil && v.fuel {
 		// The instrumented bytes should always compile when the original did; if not, the
 		// module still runs, with the slower time limit, and never unvalidated: wazero
-		// validates whatever it compiles.
+		// validates whatever it compiles. When the original fails too (a memory minimum over
+		// the tenant's limit, say), its own error is the answer, with no word of the
+		// instrumented bytes, which were not at fault.
+		fallback := variant{terminate: cfg.Timeout > 0}
+		frt, fcm, ferr := t.compile(ctx, m, fallback)
+		if ferr != nil {
+			return nil, ferr
+		}
 		t.logger.Warn("fuel-instrumented module did not compile; time limit falls back to close-on-context-done",
 			"module", m.name, "err", fmt.Errorf("%w: %w", errInstrumentedInvalid, err))
-		v = variant{terminate: cfg.Timeout > 0}
-		rt, cm, err = t.compile(ctx, m, v)
+		v, rt, cm, err = fallback, frt, fcm, nil
 	}
 	if err != nil {
 		return nil, err
