@@ -281,7 +281,7 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, outs []o
 	// every message that ended ok fails with them, so none is deleted without its output.
 	var sendErr error
 	if len(out.Outputs) > 0 {
-		sendErr = b.sendOutputs(ctx, out.Outputs)
+		sendErr = b.sendOutputs(ctx, out.Outputs, nil) // of no one message: nothing to name them after
 	}
 	for k, r := range out.Messages {
 		outs[k] = b.settleOutputs(ctx, ms[k], outcomeOf(r.Status, r.RetryAfter, r.ErrorText, r.Err), r.Outputs, sendErr, out.Usage, len(ms))
@@ -321,7 +321,7 @@ func (b *binding) settleOutputs(ctx context.Context, m *queue.Message, o outcome
 	if o.Kind == outcome.KindDone {
 		err := sendErr
 		if err == nil {
-			err = b.sendOutputs(ctx, outputs)
+			err = b.sendOutputs(ctx, outputs, m)
 		}
 		if err == nil {
 			b.attempts.done(m.ID)
@@ -360,15 +360,23 @@ func (b *binding) logFailure(m *queue.Message, o outcome.Outcome) {
 }
 
 // sendOutputs sends every output before the message is settled, so a crash between the two
-// repeats outputs (at least once) but never loses them.
-func (b *binding) sendOutputs(ctx context.Context, outs []runtime.Emitted) error {
-	for _, o := range outs {
+// repeats outputs (at least once) but never loses them. The outputs of message from (nil
+// for a batch call's own) are named after it (SendOptions.DedupID): its queue, id and
+// insertion time, which a redelivery keeps and a new message with a reused id (a local
+// store made anew) does not, and the output's place. So a backend that drops repeats (nats)
+// sends them once however often the message is handled within its window.
+func (b *binding) sendOutputs(ctx context.Context, outs []runtime.Emitted, from *queue.Message) error {
+	for i, o := range outs {
 		q, err := b.outputQueue(ctx, o.Queue)
 		if err != nil {
 			return err
 		}
+		var opts queue.SendOptions
+		if from != nil {
+			opts.DedupID = fmt.Sprintf("wqhost:%s:%s:%d:%d", b.physical, from.ID, from.InsertedAt.UnixNano(), i)
+		}
 		b.outSends.Add(1)
-		if _, err := q.Send(ctx, o.Body, queue.SendOptions{}); err != nil {
+		if _, err := q.Send(ctx, o.Body, opts); err != nil {
 			b.outErrors.Add(1)
 			return fmt.Errorf("sending output to queue %s: %w", o.Queue, err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wqhost/wqhost/listener/nats/natstest"
 	"github.com/wqhost/wqhost/listener/queue"
+	"github.com/wqhost/wqhost/runtime"
 )
 
 // A binding on a nats backend drains its queue through the host: the echo handler refuses
@@ -134,5 +135,51 @@ func TestNATSOrderedBindingEmitsGroupByGroup(t *testing.T) {
 	}
 	if len(outs) != len(groups) {
 		t.Fatalf("%d outputs, want %d", len(outs), len(groups))
+	}
+}
+
+// TestNATSOutputsOfARepeatedMessageSentOnce: a message handled twice (its host died between
+// sending its outputs and settling it) sends its outputs to a nats queue once: they are named
+// after the message (SendOptions.DedupID), and JetStream drops the repeat. A new message with
+// the same id, another insertion time, is not taken for a repeat.
+func TestNATSOutputsOfARepeatedMessageSentOnce(t *testing.T) {
+	_, url := natstest.Server(t)
+	echo := abs(t, "../examples/handlers/echo-rust/echo-rust.wasm")
+	top := fmt.Sprintf("backends:\n  js:\n    type: nats\n    create_queues: true\n    nats: {urls: [%q], storage: memory}\n", url)
+	h, cfg := newHostWith(t, top, "  acme:\n    bindings:\n      echo:\n        queue: in\n        output: out\n        backend: js\n        module: \""+echo+"\""+fast)
+	ctx := context.Background()
+	var b *binding
+	for _, x := range h.binds {
+		if x.tenant.name == "acme" && x.name == "echo" {
+			b = x
+		}
+	}
+	if b == nil {
+		t.Fatal("binding acme/echo not built")
+	}
+	out, closer, err := OpenQueue(ctx, cfg, "acme", "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	m := &queue.Message{ID: "7", InsertedAt: time.Unix(1700000000, 123)}
+	outs := []runtime.Emitted{{Queue: "out", Body: []byte("a")}, {Queue: "out", Body: []byte("b")}}
+	for range 2 { // handled, the host dies before settling, handled again
+		if err := b.sendOutputs(ctx, outs, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, err := out.Depth(ctx); err != nil || d != 2 {
+		t.Fatalf("output depth after the message's outputs were sent twice: %d, %v; want 2", d, err)
+	}
+	reused := &queue.Message{ID: "7", InsertedAt: m.InsertedAt.Add(time.Second)} // a store made anew
+	if err := b.sendOutputs(ctx, outs, reused); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.sendOutputs(ctx, outs, nil); err != nil { // a batch call's own outputs: not named
+		t.Fatal(err)
+	}
+	if d, err := out.Depth(ctx); err != nil || d != 6 {
+		t.Fatalf("output depth: %d, %v; want 6 (a new message's outputs and unnamed ones are not repeats)", d, err)
 	}
 }

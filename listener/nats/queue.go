@@ -428,6 +428,9 @@ func (q *Queue) Send(ctx context.Context, body []byte, opts queue.SendOptions) (
 	if opts.TTL > 0 {
 		msg.Header.Set(hdrExpires, strconv.FormatInt(now.Add(opts.TTL).UnixNano(), 10))
 	}
+	if opts.DedupID != "" {
+		msg.Header.Set(hdrMsgID, opts.DedupID)
+	}
 	ack, err := q.b.js.PublishMsg(ctx, msg)
 	if err != nil {
 		return "", fmt.Errorf("nats: send to %s (subject %s): %w", q.name, q.subject, err)

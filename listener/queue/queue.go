@@ -107,6 +107,12 @@ type SendOptions struct {
 	TTL time.Duration
 	// Attributes are stored with the message where the backend can.
 	Attributes map[string]string
+	// DedupID names this send so that a backend that can drops a repeat of it: nats keeps
+	// one message per id within its stream's duplicate window (Nats-Msg-Id, two minutes);
+	// the others ignore it. The host names each output after the message it came from and
+	// its place among that message's outputs, so outputs sent again after a crash between
+	// sending them and settling their message reach the output queue once.
+	DedupID string
 }
 
 // Queue is one named queue with lease-based (transactional) receive: Delete commits a
