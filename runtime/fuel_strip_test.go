@@ -50,13 +50,30 @@ func fuelIndexOf(t testing.TB, wasm []byte) (*fuelIndex, []uint32) {
 			t.Fatal(err)
 		}
 	}
+	if len(params) > 0 && definesMemory(sectionsOf(t, wasm)) {
+		x.bulk = x.yield + 1 + uint32(len(params))
+	}
 	return x, params
+}
+
+func sectionsOf(t testing.TB, wasm []byte) []section {
+	var secs []section
+	r := &reader{b: wasm, i: 8}
+	for r.i < len(r.b) {
+		id := r.byte()
+		secs = append(secs, section{id, r.bytes(int(r.u32()))})
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	return secs
 }
 
 // stripChecks removes what the instrumenter adds (the fuel local, declared last; the entry
 // check or charge after the locals; a check after each loop's block type, which it requires; any
 // other checks, spills and reloads of the fuel local between instructions) and numbers the
-// calls back, failing if a check is malformed. It expects a module instrumented without
+// calls back (the bulk helpers' calls to memory.fill and memory.copy, and the helpers gone),
+// failing if a check or a helper is malformed. It expects a module instrumented without
 // unrolling. Function indices come out minimally encoded. With a nil x it expects nothing
 // added and only re-encodes the indices. No valid original code holds an addition's bytes:
 // each starts with global.get of the fuel global or local.get of the fuel local, which the
@@ -64,6 +81,9 @@ func fuelIndexOf(t testing.TB, wasm []byte) (*fuelIndex, []uint32) {
 func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]byte, int) {
 	r := &reader{b: code}
 	n := r.u32()
+	if x != nil && x.bulk != 0 {
+		n -= 2 // the helpers, last
+	}
 	out := appendU32(nil, n)
 	checks := 0
 	for f := range n {
@@ -183,7 +203,9 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 			if err != nil {
 				t.Fatalf("function %d: %v", f, err)
 			}
-			if im.funcIdx {
+			if op == 0x10 && x != nil && x.bulk != 0 && (im.idx == x.bulk || im.idx == x.bulk+1) {
+				body = append(body, [][]byte{{0xfc, 0x0b, 0x00}, {0xfc, 0x0a, 0x00, 0x00}}[im.idx-x.bulk]...)
+			} else if im.funcIdx {
 				switch {
 				case x == nil:
 				case im.idx == x.yield:
@@ -208,8 +230,14 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 		out = appendU32(out, uint32(len(body)))
 		out = append(out, body...)
 	}
-	if r.err != nil {
-		t.Fatal(r.err)
+	if x != nil && x.bulk != 0 {
+		if rest := bulkHelpers(nil, x); !bytes.Equal(code[r.i:], rest) {
+			t.Fatalf("the bulk helpers are % x, want % x", code[r.i:], rest)
+		}
+		r.i = len(code)
+	}
+	if r.err != nil || r.i != len(code) {
+		t.Fatalf("%v, %d bytes left", r.err, len(code)-r.i)
 	}
 	return out, checks
 }

@@ -43,6 +43,7 @@ func httpHostFuncs() []hostFn {
 			}
 			st.charge(ctx, copyCharge(len(u)+len(hdr)+len(body)))
 			s[0] = i32(st.request(st.waitCtx(ctx), methodName(method), string(u), hdr, body, string(cred)))
+			st.endIfOverdue()
 		}},
 		{"http_status", []api.ValueType{tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			_, hr := openHandle(ctx, uint32(s[0]))
@@ -78,6 +79,7 @@ func httpHostFuncs() []hostFn {
 				return
 			}
 			n := st.readBody(st.waitCtx(ctx), hr, dst)
+			st.endIfOverdue()
 			st.charge(ctx, copyCharge(max(int(n), 0)))
 			s[0] = i32(n)
 		}},

@@ -40,12 +40,13 @@ const (
 
 // Flags of decoded instructions.
 const (
-	flagBulk    = 1 << iota // a bulk memory or table operation, or memory.grow
-	flagFuncIdx             // call, return_call, ref.func: the immediate is a function index
-	flagLeft                // a block or loop a branch inside a loop leaves by; on its opener and end
-	flagSlow                // a division, remainder or square root
-	flagCall                // call or call_indirect: the fuel local is spilled before, reloaded after
-	flagSpill               // leaves the function (return, a tail call, a branch to its label, its end): spilled before
+	flagBulk     = 1 << iota // a bulk memory or table operation, or memory.grow
+	flagFuncIdx              // call, return_call, ref.func: the immediate is a function index
+	flagLeft                 // a block or loop a branch inside a loop leaves by; on its opener and end
+	flagSlow                 // a division, remainder or square root
+	flagCall                 // call or call_indirect: the fuel local is spilled before, reloaded after
+	flagSpill                // leaves the function (return, a tail call, a branch to its label, its end): spilled before
+	flagBulkCall             // memory.fill or memory.copy, written as a call to its helper (bulkHelpers)
 )
 
 // inst is one decoded instruction of a function body.
@@ -239,6 +240,10 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 			}
 			if im.bulk {
 				in.flags |= flagBulk
+			}
+			if op == 0xfc && (sub == 10 || sub == 11) && s.x.bulk != 0 { // memory.copy, memory.fill
+				in.flags |= flagBulkCall | flagCall
+				s.calls = true
 			}
 			if im.funcIdx {
 				in.flags |= flagFuncIdx

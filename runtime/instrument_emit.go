@@ -155,6 +155,12 @@ func (s *bodyScratch) emitInst(out, src []byte, i int, fl uint32, h int32, shift
 	}
 	r := &reader{b: src, i: int(in.at) + 1}
 	switch {
+	case in.flags&flagBulkCall != 0:
+		f := s.x.bulk // memory.fill's helper; memory.copy's is next
+		if r.u32() == 10 {
+			f++
+		}
+		out = appendU32(append(out, 0x10), f)
 	case in.flags&flagFuncIdx != 0:
 		out = appendU32(append(out, src[in.at]), s.x.fn(r.u32()))
 	case shift != 0 && (in.kind == opBr || in.kind == opBrIf || in.kind == opBrTable):

@@ -18,7 +18,8 @@ import (
 // call's: the host attributes it to the batch's messages (docs/metering.md, "Batches").
 type Usage struct {
 	// Fuel is the call's fuel units: the guest's (one per check plus one per 32 bytes of
-	// code run, bulkCharge per bulk memory operation) and the host work charged to it
+	// code run, bulkCharge per bulk memory operation, memory.fill and memory.copy one more per
+	// 16 bytes of their length) and the host work charged to it
 	// (about a nanosecond of host work each). 0 where the module runs without a fuel
 	// counter (wasi-stdio, a module the instrumenter cannot read).
 	Fuel uint64

@@ -36,6 +36,11 @@ type CompileLimits struct {
 	MaxBranches int
 	// MaxLocals caps one function's declared locals (parameters not counted).
 	MaxLocals int
+	// MaxTableElements caps the elements a module's tables can hold together: each table
+	// counts its declared maximum, or its minimum if it has none and no table.grow appears
+	// in the code (a table without a maximum that table.grow can grow is refused). Tables
+	// live outside the memory limit, 8 bytes an element on the host's heap.
+	MaxTableElements int
 	// Timeout and MemoryBytes bound a compile in a child process (compilechild.go); 0
 	// takes the engine's CompileTimeout and CompileMemoryBytes.
 	Timeout     time.Duration
@@ -56,6 +61,13 @@ const (
 	DefaultMaxLoopDepth     = 500
 	DefaultMaxBranches      = 10_000
 	DefaultMaxLocals        = 2_000
+	// DefaultMaxTableElements (8 MiB of host memory per instance) is far above the tables
+	// real compilers emit (one element per function whose address is taken: at most
+	// max_functions) and far below what hurts: wazero lets table.grow reach 4 billion
+	// elements, and a loop growing a table without a maximum took the host to 18 GB of
+	// resident memory in seconds, past any time limit (the allocations run in Go, between
+	// two fuel checks).
+	DefaultMaxTableElements = 1 << 20
 )
 
 func (l CompileLimits) withDefaults() CompileLimits {
@@ -70,6 +82,7 @@ func (l CompileLimits) withDefaults() CompileLimits {
 	def(&l.MaxLoopDepth, DefaultMaxLoopDepth)
 	def(&l.MaxBranches, DefaultMaxBranches)
 	def(&l.MaxLocals, DefaultMaxLocals)
+	def(&l.MaxTableElements, DefaultMaxTableElements)
 	return l
 }
 
@@ -82,6 +95,8 @@ type CapError struct {
 	Limit    int
 	Got      uint64
 	Function int // the function's index (imports first, as in the binary's index space); -1 for the module
+	// Why, when the number alone does not say it (a table table.grow can grow without end).
+	Why string
 }
 
 func (e *CapError) Error() string {
@@ -89,7 +104,11 @@ func (e *CapError) Error() string {
 	if e.Function >= 0 {
 		where = fmt.Sprintf(" in function %d", e.Function)
 	}
-	return fmt.Sprintf("%s: %d%s, above %s %d", ErrCompileLimit, e.Got, where, e.Cap, e.Limit)
+	why := ""
+	if e.Why != "" {
+		why = " (" + e.Why + ")"
+	}
+	return fmt.Sprintf("%s: %d%s, above %s %d%s", ErrCompileLimit, e.Got, where, e.Cap, e.Limit, why)
 }
 
 // Unwrap makes errors.Is(err, ErrCompileLimit) hold.
@@ -111,6 +130,12 @@ type moduleShape struct {
 	maxLocalsFunc   int
 	importedFuncs   int
 	definedFuncs    int
+	// tableMin and tableMax sum the tables' minima and maxima (a table without a maximum
+	// counts its minimum and sets unbounded); tableGrow is set by a table.grow anywhere in
+	// the code, without which no table grows past its minimum.
+	tableMin, tableMax uint64
+	unbounded          bool
+	tableGrow          bool
 }
 
 // checkShape reads wasm's sections and every function body, and returns a *CapError for the
@@ -145,6 +170,8 @@ func checkShape(wasm []byte, l CompileLimits) (moduleShape, error) {
 			s.definedFuncs, err = n, p.err
 		case secCode:
 			err = s.scanCode(payload, l)
+		case secTable:
+			err = s.scanTables(payload)
 		default:
 			err = scanSection(id, payload)
 		}
@@ -158,6 +185,9 @@ func checkShape(wasm []byte, l CompileLimits) (moduleShape, error) {
 		if s.functions = s.importedFuncs + s.definedFuncs; s.functions > l.MaxFunctions {
 			return s, &CapError{Cap: "max_functions", Limit: l.MaxFunctions, Got: uint64(s.functions), Function: -1}
 		}
+	}
+	if r.err == nil {
+		return s, s.checkTables(l)
 	}
 	return s, r.err
 }
@@ -265,6 +295,9 @@ func (s *moduleShape) scanBody(body []byte, fn int, l CompileLimits) error {
 		at := r.i
 		if _, err := skipImmediates(r, op); err != nil {
 			return fmt.Errorf("opcode 0x%02x at body offset %d: %w", op, r.i, err)
+		}
+		if op == 0xfc && (&reader{b: r.b, i: at}).u32() == 15 { // table.grow
+			s.tableGrow = true
 		}
 		switch op {
 		case 0x04, 0x0c, 0x0d: // if, br, br_if

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // wazero 1.12's decoder allocates by the counts and lengths a module states before it reads
@@ -65,7 +66,7 @@ func scanSection(id byte, payload []byte) error {
 	case secType:
 		_, err := funcTypeParams(payload)
 		return err
-	case 4: // table
+	case secTable:
 		r.vec("tables", func(uint32) { r.refType(); r.limits() })
 	case 5: // memory
 		r.vec("memories", func(uint32) { r.limits() })
@@ -137,4 +138,47 @@ func scanElem(r *reader, i uint32) {
 	} else {
 		r.vec(what, func(uint32) { r.u32() })
 	}
+}
+
+// secTable is the table section's id.
+const secTable = 4
+
+// scanTables reads the table section as scanSection does, adding up the elements the
+// tables can hold.
+func (s *moduleShape) scanTables(payload []byte) error {
+	if err := scanSection(secTable, payload); err != nil {
+		return err
+	}
+	r := &reader{b: payload}
+	r.vec("tables", func(uint32) {
+		r.refType()
+		flags := r.byte()
+		lo, hi := r.leb(10), uint64(0)
+		if flags&1 != 0 {
+			hi = r.leb(10)
+		} else {
+			hi, s.unbounded = lo, true
+		}
+		s.tableMin = min(s.tableMin+lo, 1<<63)
+		s.tableMax = min(s.tableMax+hi, 1<<63)
+	})
+	return r.err
+}
+
+// checkTables refuses tables that can hold more than MaxTableElements together, or grow
+// without end: at their minima if the code never grows a table, else at their maxima.
+func (s *moduleShape) checkTables(l CompileLimits) error {
+	limit := uint64(l.MaxTableElements)
+	switch {
+	case !s.tableGrow && s.tableMin > limit:
+		return &CapError{Cap: "max_table_elements", Limit: l.MaxTableElements, Got: s.tableMin, Function: -1,
+			Why: "the elements of the module's tables together"}
+	case s.tableGrow && s.unbounded:
+		return &CapError{Cap: "max_table_elements", Limit: l.MaxTableElements, Got: math.MaxUint32, Function: -1,
+			Why: "a table without a maximum, and table.grow in the code: declare the table's maximum"}
+	case s.tableGrow && s.tableMax > limit:
+		return &CapError{Cap: "max_table_elements", Limit: l.MaxTableElements, Got: s.tableMax, Function: -1,
+			Why: "the elements of the module's tables together at their maxima, with table.grow in the code"}
+	}
+	return nil
 }

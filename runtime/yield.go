@@ -89,6 +89,19 @@ func (st *callState) overdue(now time.Duration) error {
 	return nil
 }
 
+// endIfOverdue ends the call (a trap, as the yield function's) when a host wait ended
+// because the call's time limit passed or its caller left: the call fails as a timeout
+// whatever the guest does next. Returning ERR_TIMEOUT alone left that to the guest's next
+// fuel check, which a guest that returns at once, or has fuel left, never reaches.
+func (st *callState) endIfOverdue() {
+	if st.caller == nil {
+		return
+	}
+	if err := st.overdue(st.clock()); err != nil {
+		panic(err)
+	}
+}
+
 // waitCtx is the context a host function that blocks (an outbound request) waits under: ctx
 // itself unless the call is armed, else one that ends with the caller's context or at the
 // call's time limit, made once per call. An armed instance's own context is not cancelled
