@@ -103,6 +103,10 @@ func Load(opts LoadOptions) (*Config, error) {
 	}
 	cfg, err := build(k, opts.BaseDir, opts.Checks)
 	if err != nil {
+		var ce *Error
+		if errors.As(err, &ce) {
+			ce.File = file
+		}
 		return nil, err
 	}
 	cfg.File = file
@@ -121,6 +125,10 @@ func Parse(data []byte, baseDir string, checks ...Check) (*Config, error) {
 
 // Error is an invalid configuration: one problem per bad key, each naming its key path.
 type Error struct {
+	// File is the config file the problems were found in (LoadOptions.File), named in the
+	// message so a user with several configs knows which to edit; empty for the embedded
+	// default and for Parse.
+	File     string
 	Problems []error
 }
 
@@ -148,12 +156,17 @@ func clipMiddle(s string) string {
 
 func (e *Error) Error() string {
 	var sb strings.Builder
+	sb.WriteString("invalid config")
+	if e.File != "" {
+		sb.WriteString(" ")
+		sb.WriteString(clipMiddle(e.File))
+	}
 	if len(e.Problems) == 1 {
-		sb.WriteString("invalid config: ")
+		sb.WriteString(": ")
 		sb.WriteString(clipMiddle(e.Problems[0].Error()))
 		return sb.String()
 	}
-	fmt.Fprintf(&sb, "invalid config (%d problems):", len(e.Problems))
+	fmt.Fprintf(&sb, " (%d problems):", len(e.Problems))
 	for _, p := range e.Problems {
 		sb.WriteString("\n  ")
 		sb.WriteString(clipMiddle(p.Error()))
