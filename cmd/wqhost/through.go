@@ -171,7 +171,7 @@ func (c *cli) purgeThrough(ctx context.Context, api *adminClient, tenant, qname 
 }
 
 // poisonThrough runs a poison action through the running host's API.
-func (c *cli) poisonThrough(ctx context.Context, api *adminClient, action, tenant, qname string, opts host.ListOptions, asJSON bool) error {
+func (c *cli) poisonThrough(ctx context.Context, api *adminClient, action, tenant, qname string, opts host.ListOptions, asJSON bool, more func(next string) string) error {
 	dead := qname + queue.PoisonSuffix
 	switch action {
 	case "requeue":
@@ -227,7 +227,7 @@ func (c *cli) poisonThrough(ctx context.Context, api *adminClient, action, tenan
 		if asJSON {
 			w = c.stderr
 		}
-		fmt.Fprintf(w, "more dead letters follow: wqhost poison list --tenant %s --queue %s --limit %d --after %s\n", termSafe(tenant), termSafe(qname), opts.Limit, termSafe(next))
+		fmt.Fprint(w, more(next))
 	}
 	return nil
 }
