@@ -52,6 +52,9 @@ type cli struct {
 	getenv         func(string) string
 	// isTerminal says whether stderr is a terminal (progress bars redraw in place there).
 	isTerminal bool
+	// halt, when set, stands for SIGINT/SIGTERM in a send of many messages (tests close it);
+	// nil listens for the signals.
+	halt <-chan struct{}
 }
 
 type command struct {

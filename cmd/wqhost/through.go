@@ -49,9 +49,14 @@ func (c *cli) sendThrough(ctx context.Context, api *adminClient, tenant, qname s
 	total := src.n
 	bar := c.progress(total, "sending to "+qname)
 	start := time.Now()
+	halt, stopHalt := c.sendHalt()
+	defer stopHalt()
 	for i := 0; i < total; {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("after %d of %d messages: %w", i, total, err)
+		}
+		if err := halted(halt, i, total, qname); err != nil {
+			return err
 		}
 		req.Messages = req.Messages[:0]
 		size := 0
