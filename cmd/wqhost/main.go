@@ -52,6 +52,9 @@ type cli struct {
 	getenv         func(string) string
 	// isTerminal says whether stderr is a terminal (progress bars redraw in place there).
 	isTerminal bool
+	// halt, when set, stands for SIGINT/SIGTERM in a send of many messages (tests close it);
+	// nil listens for the signals.
+	halt <-chan struct{}
 }
 
 type command struct {
@@ -129,8 +132,8 @@ func (c *cli) exitCode(name string, err error) int {
 	var ue *usageError
 	var ce *config.Error
 	var ae *apiError
-	if errors.As(err, &ue) || errors.As(err, &ce) || errors.Is(err, queue.ErrBadCursor) ||
-		errors.As(err, &ae) && ae.code == http.StatusBadRequest { // the request the arguments made
+	if errors.As(err, &ue) || errors.As(err, &ce) || errors.Is(err, queue.ErrBadCursor) || errors.Is(err, queue.ErrUnsendable) ||
+		errors.As(err, &ae) && (ae.code == http.StatusBadRequest || ae.code == http.StatusRequestEntityTooLarge) { // the request the arguments made
 		return exitUsage
 	}
 	return exitFailure

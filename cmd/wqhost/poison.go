@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/pflag"
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/listener/queue"
@@ -65,12 +66,13 @@ func (c *cli) poison(ctx context.Context, args []string) error {
 		return usagef("--after continues a list; %s works from the start of the queue", action)
 	}
 	dead := *qname + queue.PoisonSuffix
+	more := continueList(fl, *tenant, *qname, *limit, *asJSON)
 	if api := c.runningHost(ctx, cfg, *tenant); api != nil {
-		return c.poisonThrough(ctx, api, action, *tenant, *qname, host.ListOptions{Limit: *limit, After: *after}, *asJSON)
+		return c.poisonThrough(ctx, api, action, *tenant, *qname, host.ListOptions{Limit: *limit, After: *after}, *asJSON, more)
 	}
 	switch action {
 	case "list":
-		return c.listDead(ctx, cfg, *tenant, *qname, host.ListOptions{Limit: *limit, After: *after}, *asJSON)
+		return c.listDead(ctx, cfg, *tenant, *qname, host.ListOptions{Limit: *limit, After: *after}, *asJSON, more)
 	case "requeue":
 		n, err := host.RequeueDeadLetters(ctx, cfg, *tenant, *qname, *limit)
 		if err != nil {
@@ -89,9 +91,37 @@ func (c *cli) poison(ctx context.Context, args []string) error {
 	}
 }
 
+// continueList returns the line that tells how to continue a list cut short by --limit, given
+// the cursor: the same command with --after, keeping the flags that chose the store and the
+// host (--config, --data-dir) and --json, so that running it lists the same queue on to its
+// end rather than the queue of the same name in ./data.
+func continueList(fl *pflag.FlagSet, tenant, qname string, limit int, asJSON bool) func(next string) string {
+	var sb strings.Builder
+	sb.WriteString("more dead letters follow: wqhost poison list")
+	for _, name := range []string{"config", "data-dir"} {
+		if f := fl.Lookup(name); f != nil && f.Changed {
+			fmt.Fprintf(&sb, " --%s %s", name, shellWord(f.Value.String()))
+		}
+	}
+	fmt.Fprintf(&sb, " --tenant %s --queue %s --limit %d", shellWord(tenant), shellWord(qname), limit)
+	if asJSON {
+		sb.WriteString(" --json")
+	}
+	prefix := termSafe(sb.String())
+	return func(next string) string { return prefix + " --after " + termSafe(shellWord(next)) + "\n" }
+}
+
+// shellWord quotes s for a POSIX shell when it holds anything but plain path characters.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // listDead prints the dead letters as they are read, so that listing a large queue holds
 // one page at a time.
-func (c *cli) listDead(ctx context.Context, cfg *config.Config, tenant, qname string, opts host.ListOptions, asJSON bool) error {
+func (c *cli) listDead(ctx context.Context, cfg *config.Config, tenant, qname string, opts host.ListOptions, asJSON bool, more func(next string) string) error {
 	p := c.deadPrinter(asJSON)
 	next, err := host.WalkDeadLetters(ctx, cfg, tenant, qname, opts, p.add)
 	if ferr := p.tw.Flush(); err == nil {
@@ -106,7 +136,7 @@ func (c *cli) listDead(ctx context.Context, cfg *config.Config, tenant, qname st
 		if asJSON {
 			w = c.stderr // stdout stays JSON lines
 		}
-		fmt.Fprintf(w, "more dead letters follow: wqhost poison list --tenant %s --queue %s --limit %d --after %s\n", termSafe(tenant), termSafe(qname), opts.Limit, termSafe(next))
+		fmt.Fprint(w, more(next))
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/wqhost/wqhost/host"
+	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // TestPoisonListJSONBody: poison list --json prints a text body as text in "body" (as peek
@@ -52,5 +54,52 @@ func TestPoisonListJSONBody(t *testing.T) {
 				t.Errorf("decoded %+v, want %+v", back, tc.d)
 			}
 		})
+	}
+}
+
+// TestPoisonListContinuationKeepsTheStore: the command a list cut short by --limit prints
+// to continue it keeps --data-dir and --json, so running it as printed, from another working
+// directory, lists the rest of the same dead letters (it used to drop them and list ./data).
+func TestPoisonListContinuationKeepsTheStore(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(t.TempDir()) // a dropped --data-dir would list an empty ./data here
+	cfg, err := config.Load(config.LoadOptions{Environ: []string{"WQHOST_DATA_DIR=" + dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, closer, err := host.OpenQueue(t.Context(), cfg, config.DefaultTenant, "jobs"+queue.PoisonSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"first", "second"} {
+		if _, err := q.Send(t.Context(), []byte(body), queue.SendOptions{Attributes: map[string]string{queue.AttrReason: "rejected: " + body}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := closer.Close(); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, string) {
+		var out, errb strings.Builder
+		c := &cli{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+		if code := c.main(t.Context(), args); code != exitOK {
+			t.Fatalf("wqhost %s: exit %d, stderr %q", strings.Join(args, " "), code, errb.String())
+		}
+		return out.String(), errb.String()
+	}
+	out, stderr := run("poison", "list", "--data-dir", dir, "--queue", "jobs", "--limit", "1", "--json")
+	_, hint, ok := strings.Cut(stderr, "more dead letters follow: wqhost ")
+	if !ok || strings.Count(out, "\n") != 1 {
+		t.Fatalf("a list cut by --limit 1 printed %q and %q; want one line and the command that continues it", out, stderr)
+	}
+	args := strings.Fields(hint)
+	for _, want := range []string{"--data-dir " + dir, "--json", "--after "} {
+		if !strings.Contains(hint, want) {
+			t.Errorf("continuation %q lacks %q", hint, want)
+		}
+	}
+	rest, _ := run(args...)
+	if !strings.Contains(out+rest, `"rejected: first"`) || !strings.Contains(out+rest, `"rejected: second"`) || strings.Count(rest, "\n") != 1 {
+		t.Errorf("the first page %q and the continuation %q do not list both dead letters once", out, rest)
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -109,11 +111,16 @@ func (c *cli) send(ctx context.Context, args []string) error {
 	bar := c.progress(total, "sending to "+*qname)
 	start := time.Now()
 	bs, batched := q.(batchSender)
+	halt, stopHalt := c.sendHalt()
+	defer stopHalt()
 	// One chunk of bodies at a time: --count 2000000000 streams in bounded memory.
 	chunk := make([][]byte, 0, sendChunk)
 	for i := 0; i < total; {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("after %d of %d messages: %w", i, total, err)
+		}
+		if err := halted(halt, i, total, *qname); err != nil {
+			return err
 		}
 		n := 1
 		if batched {
@@ -135,6 +142,40 @@ func (c *cli) send(ctx context.Context, args []string) error {
 	el := time.Since(start)
 	fmt.Fprintf(c.stdout, "sent %d messages to %s in %s (%.0f msg/s)\n", total, *qname, el.Round(time.Millisecond), float64(total)/el.Seconds())
 	return closer.Close()
+}
+
+// sendHalt returns a channel closed by the first SIGINT or SIGTERM during a send of many
+// messages (c.halt in tests), so the send stops between chunks and says how many it sent
+// instead of dying mid-way without a word; a second signal ends the process at once. The
+// func stops listening.
+func (c *cli) sendHalt() (<-chan struct{}, func()) {
+	if c.halt != nil {
+		return c.halt, func() {}
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	halt, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		select {
+		case <-sig:
+			signal.Stop(sig) // the default again: a second signal is not waited on
+			close(halt)
+		case <-done:
+		}
+	}()
+	return halt, func() { signal.Stop(sig); close(done) }
+}
+
+// halted is the error that ends a send interrupted after sent of total messages, or nil.
+// A chunk is sent whole or not at all (one transaction on the local store; through a host,
+// its request answered), so sent is exact.
+func halted(halt <-chan struct{}, sent, total int, qname string) error {
+	select {
+	case <-halt:
+		return fmt.Errorf("interrupted after %d of %d messages: those %d are in %s, the rest were not sent", sent, total, sent, qname)
+	default:
+		return nil
+	}
 }
 
 // bodySource yields the n bodies of a send one at a time, so --count never holds them all.

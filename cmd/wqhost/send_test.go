@@ -155,3 +155,52 @@ func TestSendCountStreams(t *testing.T) {
 		t.Errorf("send --count 2000000000: RSS %d MiB, want bounded (< 200 MiB)", peak>>20)
 	}
 }
+
+// TestSendUnsendableIsUsageError: a body the backend cannot carry (above Azure's 64 KiB after
+// encoding, binary under its text encoding), whether the queue said so or the running host's
+// API did (400, or 413 for a size), is the caller's input: exit 2 with the reason, not 1.
+func TestSendUnsendableIsUsageError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"queue refused the body", fmt.Errorf("azure: send to jobs: message text of 70000 bytes exceeds Azure's 65536-byte limit: %w", queue.ErrUnsendable), exitUsage},
+		{"host answered 400", fmt.Errorf("after 0 of 1 messages: %w", &apiError{method: "POST", url: "/v1/x", code: 400, msg: "not valid"}), exitUsage},
+		{"host answered 413", fmt.Errorf("after 0 of 1 messages: %w", &apiError{method: "POST", url: "/v1/x", code: 413, msg: "too large"}), exitUsage},
+		{"host answered 500", &apiError{method: "POST", url: "/v1/x", code: 500, msg: "store failed"}, exitFailure},
+	} {
+		var errb strings.Builder
+		c := &cli{stdout: &strings.Builder{}, stderr: &errb, getenv: func(string) string { return "" }}
+		if got := c.exitCode("send", tc.err); got != tc.want || !strings.Contains(errb.String(), tc.err.Error()) {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d with the error", tc.name, got, errb.String(), tc.want)
+		}
+	}
+}
+
+// TestSendInterruptedSaysHowManyWereSent: a send of many messages interrupted (SIGINT or
+// SIGTERM; here c.halt) stops between chunks and says how many of them are in the queue; the
+// queue holds exactly that many (it used to die at the signal without a word).
+func TestSendInterruptedSaysHowManyWereSent(t *testing.T) {
+	dir := t.TempDir()
+	halt := make(chan struct{})
+	close(halt)
+	var out, errb strings.Builder
+	c := &cli{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }, halt: halt}
+	code := c.main(t.Context(), []string{"send", "--data-dir", dir, "--queue", "jobs", "--count", "1000", "m{n}"})
+	if code != exitFailure || !strings.Contains(errb.String(), "interrupted after 0 of 1000 messages: those 0 are in jobs") {
+		t.Fatalf("interrupted send: exit %d, stderr %q; want exit 1 saying 0 of 1000 were sent", code, errb.String())
+	}
+	cfg, err := config.Load(config.LoadOptions{Environ: []string{"WQHOST_DATA_DIR=" + dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, closer, err := host.OpenQueue(t.Context(), cfg, config.DefaultTenant, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	if n, err := q.Depth(t.Context()); err != nil || n != 0 {
+		t.Fatalf("depth %d, %v after a send interrupted before its first chunk; want 0", n, err)
+	}
+}

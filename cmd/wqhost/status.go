@@ -118,7 +118,9 @@ func printStatus(w io.Writer, st host.Status) error {
 	}
 	fmt.Fprintf(w, "host %s%s\n", ready, up)
 	if st.LastConfigReloadError != "" {
-		fmt.Fprintf(w, "config reload failed%s, the running config stays: %s\n", since(st.LastConfigReloadErrorAt), termSafe(st.LastConfigReloadError))
+		// The host's error starts with what this line already says; print it once.
+		msg := strings.TrimPrefix(st.LastConfigReloadError, "config reload (the running config stays): ")
+		fmt.Fprintf(w, "config reload failed%s, the running config stays: %s\n", since(st.LastConfigReloadErrorAt), termSafe(msg))
 	}
 	n := 0
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

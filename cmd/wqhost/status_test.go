@@ -35,6 +35,9 @@ func TestStatusTableShowsReloadErrors(t *testing.T) {
 	if strings.Contains(s, "\x1b") {
 		t.Errorf("status printed a raw escape:\n%q", s)
 	}
+	if strings.Count(s, "the running config stays") != 1 {
+		t.Errorf("status says the running config stays more than once:\n%s", s)
+	}
 	if lines := strings.Split(strings.TrimSpace(s), "\n"); !strings.HasSuffix(strings.TrimSpace(lines[len(lines)-1]), "-") {
 		t.Errorf("binding without reload error should end with -: %q", lines[len(lines)-1])
 	}

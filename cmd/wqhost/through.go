@@ -49,9 +49,14 @@ func (c *cli) sendThrough(ctx context.Context, api *adminClient, tenant, qname s
 	total := src.n
 	bar := c.progress(total, "sending to "+qname)
 	start := time.Now()
+	halt, stopHalt := c.sendHalt()
+	defer stopHalt()
 	for i := 0; i < total; {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("after %d of %d messages: %w", i, total, err)
+		}
+		if err := halted(halt, i, total, qname); err != nil {
+			return err
 		}
 		req.Messages = req.Messages[:0]
 		size := 0
@@ -171,7 +176,7 @@ func (c *cli) purgeThrough(ctx context.Context, api *adminClient, tenant, qname 
 }
 
 // poisonThrough runs a poison action through the running host's API.
-func (c *cli) poisonThrough(ctx context.Context, api *adminClient, action, tenant, qname string, opts host.ListOptions, asJSON bool) error {
+func (c *cli) poisonThrough(ctx context.Context, api *adminClient, action, tenant, qname string, opts host.ListOptions, asJSON bool, more func(next string) string) error {
 	dead := qname + queue.PoisonSuffix
 	switch action {
 	case "requeue":
@@ -227,7 +232,7 @@ func (c *cli) poisonThrough(ctx context.Context, api *adminClient, action, tenan
 		if asJSON {
 			w = c.stderr
 		}
-		fmt.Fprintf(w, "more dead letters follow: wqhost poison list --tenant %s --queue %s --limit %d --after %s\n", termSafe(tenant), termSafe(qname), opts.Limit, termSafe(next))
+		fmt.Fprint(w, more(next))
 	}
 	return nil
 }

@@ -170,6 +170,9 @@ func (s *server) send(w http.ResponseWriter, r *http.Request, q queueRequest) {
 	case errors.As(err, &tl):
 		writeError(w, http.StatusRequestEntityTooLarge, "%v", err)
 		return
+	case errors.Is(err, queue.ErrUnsendable): // the body's fault: the caller's 4xx, not a 500
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, "%v", err)
 		return

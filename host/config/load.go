@@ -81,10 +81,20 @@ func Load(opts LoadOptions) (*Config, error) {
 	if environ == nil {
 		environ = os.Environ()
 	}
+	// from records the keys set outside the file, so a problem with one names its source:
+	// the file does not hold the value the error quotes.
+	from := map[string]string{}
+	toKey := envKey(keysOf(reflect.TypeFor[Config]()))
 	envp := env.Provider(".", env.Opt{
-		Prefix:        EnvPrefix,
-		EnvironFunc:   func() []string { return environ },
-		TransformFunc: envKey(keysOf(reflect.TypeFor[Config]())),
+		Prefix:      EnvPrefix,
+		EnvironFunc: func() []string { return environ },
+		TransformFunc: func(k, v string) (string, any) {
+			key, val := toKey(k, v)
+			if key != "" {
+				from[key] = "environment variable " + k
+			}
+			return key, val
+		},
 	})
 	if err := k.Load(envp, nil); err != nil {
 		return nil, fmt.Errorf("config: environment: %w", err)
@@ -95,6 +105,7 @@ func Load(opts LoadOptions) (*Config, error) {
 			if !ok || !f.Changed {
 				return "", nil
 			}
+			from[key] = "flag --" + f.Name
 			return key, f.Value.String()
 		})
 		if err := k.Load(fp, nil); err != nil {
@@ -103,6 +114,10 @@ func Load(opts LoadOptions) (*Config, error) {
 	}
 	cfg, err := build(k, opts.BaseDir, opts.Checks)
 	if err != nil {
+		var ce *Error
+		if errors.As(err, &ce) {
+			ce.File, ce.From = file, from
+		}
 		return nil, err
 	}
 	cfg.File = file
@@ -121,7 +136,14 @@ func Parse(data []byte, baseDir string, checks ...Check) (*Config, error) {
 
 // Error is an invalid configuration: one problem per bad key, each naming its key path.
 type Error struct {
+	// File is the config file the problems were found in (LoadOptions.File), named in the
+	// message so a user with several configs knows which to edit; empty for the embedded
+	// default and for Parse.
+	File     string
 	Problems []error
+	// From maps a key set outside the file to where it was set ("environment variable
+	// WQHOST_…", "flag --data-dir"); a problem with that key says so.
+	From map[string]string
 }
 
 // Error lists every problem, one per line.
@@ -148,17 +170,32 @@ func clipMiddle(s string) string {
 
 func (e *Error) Error() string {
 	var sb strings.Builder
+	sb.WriteString("invalid config")
+	if e.File != "" {
+		sb.WriteString(" ")
+		sb.WriteString(clipMiddle(e.File))
+	}
 	if len(e.Problems) == 1 {
-		sb.WriteString("invalid config: ")
-		sb.WriteString(clipMiddle(e.Problems[0].Error()))
+		sb.WriteString(": ")
+		sb.WriteString(e.problem(e.Problems[0]))
 		return sb.String()
 	}
-	fmt.Fprintf(&sb, "invalid config (%d problems):", len(e.Problems))
+	fmt.Fprintf(&sb, " (%d problems):", len(e.Problems))
 	for _, p := range e.Problems {
 		sb.WriteString("\n  ")
-		sb.WriteString(clipMiddle(p.Error()))
+		sb.WriteString(e.problem(p))
 	}
 	return sb.String()
+}
+
+// problem is one problem's text, clipped, naming where its key was set when not in the file.
+func (e *Error) problem(p error) string {
+	text := clipMiddle(p.Error())
+	key, _, ok := strings.Cut(p.Error(), ": ")
+	if src, set := e.From[key]; ok && set {
+		text += " (set by " + src + ")"
+	}
+	return text
 }
 
 // Unwrap returns the problems, so errors.Is and errors.As see each.

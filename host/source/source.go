@@ -137,8 +137,10 @@ func checkModule(c *config.Config, fail failFunc, path string, t config.Tenant, 
 	}
 	p := c.ModulePath(ref)
 	switch err := safefile.Check(p, moduleCap(c)); {
+	case errors.Is(err, safefile.ErrTooLarge):
+		fail(path, err, "module %v; max_module_bytes is the cap", err)
 	case errors.Is(err, safefile.ErrNotRegular):
-		fail(path, err, "module %v (max_module_bytes); want a regular .wasm file", err)
+		fail(path, err, "module %v; want a regular .wasm file", err)
 	case err != nil:
 		fail(path, err, "module file %s: %v", p, errText(err))
 	}
@@ -154,8 +156,10 @@ func checkPlugin(c *config.Config, fail failFunc, path, plugin string) {
 	switch {
 	case err != nil:
 		fail(path, err, "plugin binary %s: %v", bin, errText(err))
+	case errors.Is(cerr, safefile.ErrTooLarge):
+		fail(path, cerr, "plugin %v; max_module_bytes is the cap", cerr)
 	case cerr != nil:
-		fail(path, cerr, "plugin %v (max_module_bytes); want a regular executable file", cerr)
+		fail(path, cerr, "plugin %v; want a regular executable file", cerr)
 	case fi.Mode().Perm()&0o111 == 0:
 		fail(path, nil, "plugin %s is not executable (mode %v)", bin, fi.Mode().Perm())
 	}

@@ -54,7 +54,7 @@ func TestBadModulesAndPlugins(t *testing.T) {
 		{"no module", "tenants:\n  acme:\n    bindings:\n      orders: {queue: orders}\n",
 			[]string{"tenants.acme.bindings.orders.module: required"}},
 		{"module above max_module_bytes", "max_module_bytes: 1KiB\ntenants:\n  acme:\n    bindings:\n      orders: {queue: orders, module: big.wasm}\n",
-			[]string{"tenants.acme.bindings.orders.module: module " + filepath.Join(dir, "big.wasm") + " is 2048 bytes, above the cap of 1024: not a regular file (max_module_bytes); want a regular .wasm file"}},
+			[]string{"tenants.acme.bindings.orders.module: module " + filepath.Join(dir, "big.wasm") + " is 2048 bytes, above the cap of 1024: file too large; max_module_bytes is the cap"}},
 		{"module is a directory", "tenants:\n  acme:\n    bindings:\n      orders: {queue: orders, module: adir.wasm}\n",
 			[]string{"tenants.acme.bindings.orders.module: module " + filepath.Join(dir, "adir.wasm") + " is a directory"}},
 		{"module is a FIFO", "tenants:\n  acme:\n    bindings:\n      orders: {queue: orders, module: fifo.wasm}\n",
@@ -68,7 +68,7 @@ func TestBadModulesAndPlugins(t *testing.T) {
 		{"plugin not executable", binding("        poison: {plugin: notexec}\n"),
 			[]string{"tenants.acme.bindings.orders.poison.plugin: plugin " + filepath.Join(dir, "notexec") + " is not executable"}},
 		{"plugin above max_module_bytes", "max_module_bytes: 1KiB\n" + binding("        backoff: {plugin: bigplugin}\n"),
-			[]string{"tenants.acme.bindings.orders.backoff.plugin: plugin " + filepath.Join(dir, "bigplugin") + " is 2048 bytes, above the cap of 1024: not a regular file (max_module_bytes); want a regular executable file"}},
+			[]string{"tenants.acme.bindings.orders.backoff.plugin: plugin " + filepath.Join(dir, "bigplugin") + " is 2048 bytes, above the cap of 1024: file too large; max_module_bytes is the cap"}},
 		{"plugin is a directory", binding("        scaler: {plugin: mods}\n"),
 			[]string{"tenants.acme.bindings.orders.scaler.plugin: plugin " + filepath.Join(dir, "mods") + " is a directory"}},
 		// Type errors do not hide range errors or a missing module: one report, not rounds.
@@ -113,6 +113,25 @@ func TestLoadConfigMissingFile(t *testing.T) {
 	}
 }
 
+// A config file whose keys are wrong is refused naming the file as well as the key, with one
+// problem or several: a user running several configs must know which one to edit.
+func TestLoadConfigErrorNamesFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"one problem", "tenants:\n  acme:\n    bindings:\n      orders: {queue: orders, module: 'builtin:echo-go', max_workers: lots}\n",
+			": tenants.acme.bindings.orders.max_workers: expected an integer"},
+		{"two problems", "tenants:\n  acme:\n    bindings:\n      orders: {queue: orders, module: 'builtin:echo-go', max_workers: lots, visibility_timeout: -5s}\n",
+			" (2 problems):\n"},
+	} {
+		f := write(t, dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.yaml, 0o644)
+		_, err := LoadConfig(config.LoadOptions{File: f, Environ: []string{}})
+		var ce *config.Error
+		if !errors.As(err, &ce) || !strings.HasPrefix(err.Error(), "invalid config "+f+tc.want[:1]) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want a *config.Error starting %q and saying %q", tc.name, err, "invalid config "+f, tc.want)
+		}
+	}
+}
+
 // A config path that is not a regular file is refused naming it, without blocking on a FIFO
 // or reading /dev/zero until memory runs out.
 func TestLoadConfigNotARegularFile(t *testing.T) {
@@ -128,11 +147,14 @@ func TestLoadConfigNotARegularFile(t *testing.T) {
 		{fifo, fifo + " is a FIFO (named pipe)"},
 		{"/dev/zero", "/dev/zero is a character device"},
 		{t.TempDir(), "is a directory"},
-		{big, big + " is 67108865 bytes, above the cap of 67108864"},
+		{big, big + " is 67108865 bytes, above the cap of 67108864: file too large"},
 	} {
 		_, err := LoadConfig(config.LoadOptions{File: tc.path, Environ: []string{}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("LoadConfig(%s): err = %v, want it to say %q", tc.path, err, tc.want)
+		}
+		if tc.path == big && strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("LoadConfig(%s): err = %v: a large regular file is called not a regular file", tc.path, err)
 		}
 	}
 }

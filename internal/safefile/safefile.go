@@ -17,8 +17,12 @@ import (
 const DefaultMaxBytes = 256 << 20
 
 // ErrNotRegular reports a path that is not a regular file (a FIFO, device, socket or
-// directory), or one above the size cap.
+// directory).
 var ErrNotRegular = errors.New("not a regular file")
+
+// ErrTooLarge reports a regular file above the size cap (or one that grew above it while
+// read): a separate error, so the message does not call a large file "not a regular file".
+var ErrTooLarge = errors.New("file too large")
 
 // kind names a file mode for an error message.
 func kind(m fs.FileMode) string {
@@ -43,7 +47,7 @@ func check(path string, fi fs.FileInfo, max int64) error {
 		return fmt.Errorf("%s is %s: %w", path, kind(fi.Mode()), ErrNotRegular)
 	}
 	if fi.Size() > max {
-		return fmt.Errorf("%s is %d bytes, above the cap of %d: %w", path, fi.Size(), max, ErrNotRegular)
+		return fmt.Errorf("%s is %d bytes, above the cap of %d: %w", path, fi.Size(), max, ErrTooLarge)
 	}
 	return nil
 }
@@ -80,7 +84,7 @@ func Read(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%s grew above the cap of %d bytes while read: %w", path, max, ErrNotRegular)
+		return nil, fmt.Errorf("%s grew above the cap of %d bytes while read: %w", path, max, ErrTooLarge)
 	}
 	return data, nil
 }

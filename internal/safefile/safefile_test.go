@@ -11,8 +11,8 @@ import (
 )
 
 // TestRefusesWhatIsNotARegularFile: a FIFO (which would block an open), /dev/zero (which
-// never ends), a directory and a file above the cap are refused at once with ErrNotRegular
-// and a message saying what the path is; a regular file is read.
+// never ends) and a directory are refused at once with ErrNotRegular, a file above the cap
+// with ErrTooLarge, each with a message saying what the path is; a regular file is read.
 func TestRefusesWhatIsNotARegularFile(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "module.wasm")
@@ -27,8 +27,12 @@ func TestRefusesWhatIsNotARegularFile(t *testing.T) {
 	if err := os.WriteFile(ok, []byte("\x00asm"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ path, want string }{
-		{fifo, "a FIFO"}, {"/dev/zero", "a character device"}, {dir, "a directory"}, {big, "1025 bytes, above the cap of 1024"},
+	for _, tc := range []struct {
+		path, want string
+		is         error
+	}{
+		{fifo, "a FIFO", ErrNotRegular}, {"/dev/zero", "a character device", ErrNotRegular},
+		{dir, "a directory", ErrNotRegular}, {big, "1025 bytes, above the cap of 1024: file too large", ErrTooLarge},
 	} {
 		done := make(chan error, 2)
 		go func() {
@@ -39,8 +43,8 @@ func TestRefusesWhatIsNotARegularFile(t *testing.T) {
 		for range 2 {
 			select {
 			case err := <-done:
-				if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), tc.want) {
-					t.Errorf("%s: got %v, want ErrNotRegular saying %q", tc.path, err, tc.want)
+				if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s: got %v, want %v saying %q", tc.path, err, tc.is, tc.want)
 				}
 			case <-time.After(5 * time.Second):
 				t.Fatalf("%s: still blocked after 5s", tc.path)

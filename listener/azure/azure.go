@@ -493,11 +493,11 @@ func (q *Queue) UpdateVisibility(ctx context.Context, m *queue.Message, d time.D
 func (q *Queue) Send(ctx context.Context, body []byte, opts queue.SendOptions) (string, error) {
 	text, err := q.encodeSend(body, opts.Attributes) // poisonformat.go
 	if err != nil {
-		return "", fmt.Errorf("azure: send to %s: %w", q.name, err)
+		return "", fmt.Errorf("azure: send to %s: %w: %w", q.name, err, queue.ErrUnsendable)
 	}
 	if len(text) > maxMessageText {
-		return "", fmt.Errorf("azure: send to %s: message text of %d bytes (body %d bytes, %s) exceeds Azure's %d-byte limit",
-			q.name, len(text), len(body), q.b.enc, maxMessageText)
+		return "", fmt.Errorf("azure: send to %s: message text of %d bytes (body %d bytes, %s) exceeds Azure's %d-byte limit: %w",
+			q.name, len(text), len(body), q.b.enc, maxMessageText, queue.ErrUnsendable)
 	}
 	ttl := opts.TTL
 	if ttl <= 0 && q.poison {

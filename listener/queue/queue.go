@@ -71,6 +71,12 @@ var ErrNotFound = errors.New("not found")
 // gave: a caller's mistake, not the queue's (the CLI's usage error, the admin API's 400).
 var ErrBadCursor = errors.New("not a cursor this queue gave")
 
+// ErrUnsendable is returned, wrapped, by Send and SendBatch for a body the backend cannot
+// carry: above its per-message size after its encoding (MessageLimiter), or not valid under
+// that encoding (binary under Azure's text encoding). Nothing is sent. It is the body's
+// fault, not the queue's: the CLI's usage error, the admin API's 400.
+var ErrUnsendable = errors.New("the queue cannot carry this body")
+
 // Message is one leased message. Receive fills every field; the listener treats it as
 // read-only except LeaseToken, which UpdateVisibility replaces.
 type Message struct {
