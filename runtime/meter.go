@@ -79,11 +79,16 @@ func (st *callState) fuelLeft() int64 {
 	return int64(int32(uint32(st.fuelG.Get())))
 }
 
-// fuelRefilled is wqhost_yield's part of metering: the global is about to be refilled, so
-// what was spent since the last refill is banked.
+// fuelRefilled is wqhost_yield's part of metering: the guest is about to get a new
+// allowance, so what was spent since the last refill is banked. The guest calls yield only
+// when its fuel is below zero, so that is the whole allowance and the overdraft, which the
+// global holds in a function keeping its fuel there. One keeping it in a local (a loop that
+// calls nothing, instrument.go) leaves the global as it was at its entry, above zero: the
+// overdraft, less than one check's charge, is not counted, and the allowance is. Banking
+// what the global held instead metered such a loop nothing however long it ran.
 func (st *callState) fuelRefilled() {
 	if st.fuelG != nil {
-		st.refilled += fuelRefill - st.fuelLeft()
+		st.refilled += fuelRefill - min(st.fuelLeft(), 0)
 	}
 }
 
