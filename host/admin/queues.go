@@ -224,7 +224,7 @@ func writeQueueError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.As(err, &cc):
 		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "count": cc.Count, "expect": cc.Expect})
-	case errors.Is(err, queueapi.ErrBadQuery), errors.Is(err, errBadRequest):
+	case errors.Is(err, queueapi.ErrBadQuery), errors.Is(err, queue.ErrBadCursor), errors.Is(err, errBadRequest):
 		writeError(w, http.StatusBadRequest, "%v", err)
 	default:
 		writeError(w, http.StatusInternalServerError, "%v", err)

@@ -152,8 +152,8 @@ const (
 	MaxPreviewBytes     = 64 << 10
 )
 
-// ErrBadQuery reports a query or filter a client got wrong (a cursor not given by this
-// listing, a size out of range).
+// ErrBadQuery reports a query or filter a client got wrong (a size out of range); a cursor
+// not given by the listing is queue.ErrBadCursor, which the admin API answers alike.
 var ErrBadQuery = errors.New("bad query")
 
 func (q *Query) normalize() error {
@@ -186,9 +186,6 @@ func ListDead(ctx context.Context, dead queue.Queue, q Query) (items []Item, nex
 			items = append(items, itemOf(&r.Message, r.Size))
 			return nil
 		})
-		if errors.Is(err, queue.ErrBadCursor) {
-			err = fmt.Errorf("%w: %w", ErrBadQuery, err)
-		}
 		return items, next, err
 	}
 	return listScanning(ctx, dead, q)
@@ -256,7 +253,7 @@ func listScanning(ctx context.Context, dead queue.Queue, q Query) ([]Item, strin
 		t, id, ok := strings.Cut(strings.TrimPrefix(q.After, "t"), ".")
 		n, err := strconv.ParseInt(t, 10, 64)
 		if !ok || err != nil || !strings.HasPrefix(q.After, "t") {
-			return nil, "", fmt.Errorf("%w: cursor %.40q: %w", ErrBadQuery, q.After, queue.ErrBadCursor)
+			return nil, "", fmt.Errorf("cursor %.40q: %w", q.After, queue.ErrBadCursor)
 		}
 		after = &keyed{t: n, id: id}
 	}

@@ -105,9 +105,6 @@ func PeekQueue(ctx context.Context, q queue.Queue, after string, limit int, body
 		next, err := lq.Select(ctx, local.Match{Live: true}, local.Page{After: after, Limit: limit}, bodyBytes, func(r *local.Row) error {
 			return fn(peekItem(&r.Message, r.Size))
 		})
-		if errors.Is(err, queue.ErrBadCursor) {
-			err = fmt.Errorf("%w: %w", ErrBadQuery, err)
-		}
 		return next, err
 	}
 	if after != "" {
