@@ -172,7 +172,7 @@ wait:
 // is left is all delayed, none visible or leased: a message sent with --delay, or a retry
 // of an earlier run's, which the demo would otherwise wait out for as long as its delay.
 func sampleSettled(ctx context.Context, in queue.Queue, settled int64, sample int) bool {
-	c, ok := in.(queue.Counter)
+	c, ok := queue.As[queue.Counter](in)
 	if !ok || settled < int64(sample) {
 		return false
 	}
@@ -182,7 +182,7 @@ func sampleSettled(ctx context.Context, in queue.Queue, settled int64, sample in
 
 // delayedNote says how many of the messages left are delayed, when the backend knows.
 func delayedNote(in queue.Queue, left int64) string {
-	c, ok := in.(queue.Counter)
+	c, ok := queue.As[queue.Counter](in)
 	if !ok || left == 0 {
 		return ""
 	}
