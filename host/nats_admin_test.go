@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/wqhost/wqhost/listener/nats/natstest"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -15,9 +14,8 @@ import (
 // count, purge confirmed by that count) work on a nats binding's poison stream as on the
 // other backends, through the generic scan (docs/admin-api.md).
 func TestNATSDeadLettersThroughAdminAPI(t *testing.T) {
-	_, url := natstest.Server(t)
 	echo := abs(t, "../examples/handlers/echo-rust/echo-rust.wasm")
-	top := fmt.Sprintf("backends:\n  js:\n    type: nats\n    create_queues: true\n    nats: {urls: [%q], storage: memory, pull_hold: 2s, pull_heartbeat: 500ms}\n", url)
+	top := natsBackend(t)
 	h, cfg := newHostWith(t, top, "  acme:\n    bindings:\n      echo:\n        queue: in\n        backend: js\n        module: \""+echo+"\""+fast)
 	ctx := context.Background()
 	in, closer, err := OpenQueue(ctx, cfg, "acme", "in")

@@ -14,6 +14,14 @@ import (
 	"github.com/wqhost/wqhost/runtime"
 )
 
+// natsBackend starts a JetStream server for the test and returns the top of a host config
+// naming it as backend "js" (streams in memory, made by the host).
+func natsBackend(t *testing.T) string {
+	t.Helper()
+	_, url := natstest.Server(t)
+	return fmt.Sprintf("backends:\n  js:\n    type: nats\n    create_queues: true\n    nats: {urls: [%q], storage: memory, pull_hold: 2s, pull_heartbeat: 500ms}\n", url)
+}
+
 // A binding on a nats backend drains its queue through the host: the echo handler refuses
 // these bodies (not JSON), so each message is retried up to max_dequeue_count and then
 // dead-lettered into the poison stream with its reason, dequeue count, handler version and
@@ -21,9 +29,8 @@ import (
 // letters) work on JetStream streams as on the other backends; peek and list leave the
 // messages in place.
 func TestNATSBackendPoisonAndQueueOps(t *testing.T) {
-	_, url := natstest.Server(t)
 	echo := abs(t, "../examples/handlers/echo-rust/echo-rust.wasm")
-	top := fmt.Sprintf("backends:\n  js:\n    type: nats\n    create_queues: true\n    nats: {urls: [%q], storage: memory, pull_hold: 2s, pull_heartbeat: 500ms}\n", url)
+	top := natsBackend(t)
 	h, cfg := newHostWith(t, top, "  acme:\n    bindings:\n      echo:\n        queue: in\n        backend: js\n        module: \""+echo+"\""+fast)
 	ctx := context.Background()
 	in, closer, err := OpenQueue(ctx, cfg, "acme", "in")
@@ -90,9 +97,8 @@ func TestNATSBackendPoisonAndQueueOps(t *testing.T) {
 // subjects (the config names the queue ordered for every process that opens it), and the
 // outputs come out group after group.
 func TestNATSOrderedBindingEmitsGroupByGroup(t *testing.T) {
-	_, url := natstest.Server(t)
 	echo := abs(t, "../examples/handlers/echo-rust/echo-rust.wasm")
-	top := fmt.Sprintf("backends:\n  js:\n    type: nats\n    create_queues: true\n    nats: {urls: [%q], storage: memory, pull_hold: 2s, pull_heartbeat: 500ms}\n", url)
+	top := natsBackend(t)
 	h, _ := newHostWith(t, top, fmt.Sprintf(`
   acme:
     bindings:
@@ -143,9 +149,8 @@ func TestNATSOrderedBindingEmitsGroupByGroup(t *testing.T) {
 // after the message (SendOptions.DedupID), and JetStream drops the repeat. A new message with
 // the same id, another insertion time, is not taken for a repeat.
 func TestNATSOutputsOfARepeatedMessageSentOnce(t *testing.T) {
-	_, url := natstest.Server(t)
 	echo := abs(t, "../examples/handlers/echo-rust/echo-rust.wasm")
-	top := fmt.Sprintf("backends:\n  js:\n    type: nats\n    create_queues: true\n    nats: {urls: [%q], storage: memory}\n", url)
+	top := natsBackend(t)
 	h, cfg := newHostWith(t, top, "  acme:\n    bindings:\n      echo:\n        queue: in\n        output: out\n        backend: js\n        module: \""+echo+"\""+fast)
 	ctx := context.Background()
 	var b *binding
