@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -366,14 +367,19 @@ func (b *binding) logFailure(m *queue.Message, o outcome.Outcome) {
 // store made anew) does not, and the output's place. So a backend that drops repeats (nats)
 // sends them once however often the message is handled within its window.
 func (b *binding) sendOutputs(ctx context.Context, outs []runtime.Emitted, from *queue.Message) error {
+	var key []byte // the message's part of its outputs' ids, written once for all of them
+	if from != nil && len(outs) > 0 {
+		key = append(append(append([]byte("wqhost:"), b.physical...), ':'), from.ID...)
+		key = append(strconv.AppendInt(append(key, ':'), from.InsertedAt.UnixNano(), 10), ':')
+	}
 	for i, o := range outs {
 		q, err := b.outputQueue(ctx, o.Queue)
 		if err != nil {
 			return err
 		}
 		var opts queue.SendOptions
-		if from != nil {
-			opts.DedupID = fmt.Sprintf("wqhost:%s:%s:%d:%d", b.physical, from.ID, from.InsertedAt.UnixNano(), i)
+		if key != nil {
+			opts.DedupID = string(strconv.AppendInt(key, int64(i), 10))
 		}
 		b.outSends.Add(1)
 		if _, err := q.Send(ctx, o.Body, opts); err != nil {
