@@ -196,14 +196,13 @@ func goGuest(b *testing.B, path string, body []byte) float64 {
 	return placed(b, 1, pairs)
 }
 
-// placed runs the code without the limit and with it once per op, in turn (which goes
-// first alternating too), and reports the median time per pass (passes a run) of each side
-// and the median of their ratio op by op, which it returns: medians of back-to-back pairs,
-// because on a shared machine sums and means follow whoever else is running. Over code
-// placements (goHeavy), op i runs the pair of placement i mod len(pairs)
-// (0: without the limit, 1: with it). It reports, over placements, the geometric mean of
-// the median time per pass of each side and of the median ratio, which it returns, and the
-// lowest and highest placement's ratio.
+// placed runs each placement's pair (0: the code without the limit, 1: with it) once per
+// op, in turn: op i runs the pair of placement i mod len(pairs), and which side goes first
+// alternates. Per placement it takes the medians of the time per pass (passes a run) of each
+// side and of the two sides' ratio op by op: medians of back-to-back pairs, because on a
+// shared machine sums and means follow whoever else is running. It reports the geometric
+// means of those over the placements, and the lowest and highest placement's ratio (with
+// more than one, goGuest), and returns the mean ratio.
 func placed(b *testing.B, passes int, pairs [][2]func()) float64 {
 	n := len(pairs)
 	t := make([][2][]float64, n)
