@@ -180,6 +180,9 @@ func loadConfig(t *testing.T, file string, env []string) *config.Config {
 // proc is a running `wqhost run`.
 type proc struct {
 	t    *testing.T
+	bin  string   // what launch starts
+	cfg  string   // its --config
+	env  []string // its WQHOST_ environment
 	cmd  *exec.Cmd
 	addr string
 	done chan struct{}
@@ -220,25 +223,50 @@ func start(t *testing.T, cfg string, env []string) *proc {
 // startBin is start running the binary bin.
 func startBin(t *testing.T, bin, cfg string, env []string) *proc {
 	t.Helper()
-	p := &proc{t: t, addr: freeAddr(t), done: make(chan struct{})}
-	p.cmd = exec.Command(bin, "run", "--config", cfg, "--admin", p.addr)
-	p.cmd.Dir = filepath.Dir(cfg)
-	p.cmd.Env = testEnv(env...)
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	p := &proc{t: t, bin: bin, cfg: cfg, env: env}
+	p.launch()
 	t.Cleanup(func() {
 		if p.running() {
 			_ = p.cmd.Process.Kill()
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("host %d log (last 8 KiB):\n%s", p.cmd.Process.Pid, tail(p.logs(), 8<<10))
+			keepLog(t, fmt.Sprintf("host-%d.log", p.cmd.Process.Pid), p.logs())
 		}
 	})
 	return p
+}
+
+// launch starts the host on a free admin address.
+func (p *proc) launch() {
+	p.t.Helper()
+	p.addr, p.done, p.err = freeAddr(p.t), make(chan struct{}), nil
+	p.cmd = exec.Command(p.bin, "run", "--config", p.cfg, "--admin", p.addr)
+	p.cmd.Dir = filepath.Dir(p.cfg)
+	p.cmd.Env = testEnv(p.env...)
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	cmd, done := p.cmd, p.done
+	go func() { p.err = cmd.Wait(); close(done) }()
+}
+
+// relaunchIfPortTaken starts an exited host again on a new admin address when it exited
+// because its address was taken: between freeAddr closing its probe and the host binding
+// the port, any outgoing connection on the machine may take it as its ephemeral port, and
+// the fault suite runs beside CI steps that open thousands. It reports whether it did.
+func (p *proc) relaunchIfPortTaken() bool {
+	p.t.Helper()
+	if p.running() || !strings.Contains(p.logs(), "admin.addr "+p.addr) || !strings.Contains(p.logs(), "address already in use") {
+		return false
+	}
+	p.t.Logf("admin address %s was taken before the host bound it; starting it on another", p.addr)
+	p.mu.Lock()
+	p.log.Reset()
+	p.mu.Unlock()
+	p.launch()
+	return true
 }
 
 // startReady starts the host and waits until /readyz answers 200.
@@ -252,6 +280,9 @@ func startReady(t *testing.T, cfg string, env []string) *proc {
 func (p *proc) waitReady(limit time.Duration) {
 	p.t.Helper()
 	waitFor(p.t, limit, "host ready", func() bool {
+		if p.relaunchIfPortTaken() {
+			return false
+		}
 		if !p.running() {
 			p.t.Fatalf("host exited before it was ready: %v\n%s", p.err, tail(p.logs(), 8<<10))
 		}
@@ -269,6 +300,9 @@ func (p *proc) waitReadyFast(limit time.Duration) {
 	p.t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
+		if p.relaunchIfPortTaken() {
+			continue
+		}
 		if !p.running() {
 			p.t.Fatalf("host exited before it was ready: %v\n%s", p.err, tail(p.logs(), 8<<10))
 		}
@@ -485,6 +519,23 @@ func deadLetters(t *testing.T, cfgFile string, env []string, tenant, qname strin
 		out = append(out, d)
 	}
 	return out
+}
+
+// keepLog saves the log of a process a failed test ran into a directory that outlives
+// the test, and names the file in one line. Printed whole, the logs of a few hosts and
+// servers would push the failure itself out of the last lines a CI report quotes.
+func keepLog(t *testing.T, name, log string) {
+	dir := filepath.Join(os.TempDir(), "wqhost-faulttest-logs", strings.ReplaceAll(t.Name(), "/", "_"))
+	f := filepath.Join(dir, name)
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		err = os.WriteFile(f, []byte(log), 0o644)
+	}
+	if err != nil {
+		t.Logf("%s (not kept: %v), last 2 KiB:\n%s", name, err, tail(log, 2<<10))
+		return
+	}
+	t.Logf("%s kept in %s", name, f)
 }
 
 func tail(s string, n int) string {

@@ -105,9 +105,7 @@ func startNATSProcs(t *testing.T, n int) *natsProcs {
 	t.Cleanup(c.shutdown)
 	t.Cleanup(func() {
 		if t.Failed() {
-			for i := range n {
-				t.Logf("nats-server n%d log (last 4 KiB):\n%s", i+1, c.log(i))
-			}
+			c.keepLogs()
 		}
 	})
 	for i := range n {
@@ -175,6 +173,15 @@ func (c *natsProcs) waitHealthy(i int) {
 func (c *natsProcs) log(i int) string {
 	b, _ := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("n%d.log", i+1)))
 	return tail(string(b), 4<<10)
+}
+
+// keepLogs keeps the nodes' logs of a failed test (keepLog).
+func (c *natsProcs) keepLogs() {
+	for i := range c.ports {
+		name := fmt.Sprintf("n%d.log", i+1)
+		b, _ := os.ReadFile(filepath.Join(c.dir, name))
+		keepLog(c.t, "nats-server-"+name, string(b))
+	}
 }
 
 // urls returns every node's client URL.
