@@ -114,20 +114,27 @@ func TestValidateAndStartRunsStartFunction(t *testing.T) {
 	}
 	const limit = 300 * time.Millisecond
 	for _, tc := range []struct {
-		name, path string
-		want       error
+		name, path     string
+		want           error
+		compileTimeout time.Duration // 0: the default
 	}{
-		{"healthy", write("ok.wasm", selfTest(0)), nil},
-		{"self test fails", write("fail.wasm", selfTest(3)), ErrSelfTest},
-		{"self test spins", write("spin.wasm", spinSelfTest), ErrSelfTest},
-		// Hand-assembled rather than testdata/hang (Go): ValidateAndStart has no compilation
+		{"healthy", write("ok.wasm", selfTest(0)), nil, 0},
+		{"self test fails", write("fail.wasm", selfTest(3)), ErrSelfTest, 0},
+		{"self test spins", write("spin.wasm", spinSelfTest), ErrSelfTest, 0},
+		// Hand-assembled rather than testdata/hang (Go): ValidateAndStart keeps no compilation
 		// cache, and compiling a 2 MB Go module under -race on a loaded machine takes most
 		// of the bound below. TestStartFunctionNeverReturns runs the Go one.
-		{"start never returns", write("hang.wasm", hangStart), ErrTimeout},
+		{"start never returns", write("hang.wasm", hangStart), ErrTimeout, 0},
+		// Within every structural cap, but its compile takes seconds: past the budget it
+		// is refused by the compile child, not compiled by the caller.
+		{"compile outruns its budget", write("slow.wasm", slowModule()), ErrCompileBudget, time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			done := make(chan error, 1)
-			go func() { _, err := ValidateAndStart(context.Background(), tc.path, ABIWqhostV1, limit, 0); done <- err }()
+			go func() {
+				_, err := ValidateAndStart(context.Background(), tc.path, ABIWqhostV1, ValidateOptions{Timeout: limit, CompileTimeout: tc.compileTimeout})
+				done <- err
+			}()
 			select {
 			case err := <-done:
 				if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -53,8 +54,9 @@ func newChecker(ctx context.Context) (*checker, error) {
 }
 
 // Validate checks the module in the file at path against abi, without running it, and returns
-// an error naming the file, the ABI and everything missing or unknown. It is what
-// `wqhost validate` runs.
+// an error naming the file, the ABI and everything missing or unknown. It reads the module in
+// process, under the structural caps (CompileLimits) alone; ValidateAndStart, what
+// `wqhost validate` runs, also compiles it under a compile budget.
 func Validate(ctx context.Context, path string, abi ABI) error {
 	wasm, err := safefile.Read(path, safefile.DefaultMaxBytes)
 	if err != nil {
@@ -72,17 +74,44 @@ func Validate(ctx context.Context, path string, abi ABI) error {
 	return err
 }
 
+// ValidateOptions are ValidateAndStart's limits. Zero fields take the defaults a binding
+// gets.
+type ValidateOptions struct {
+	// Timeout limits the start function and the self test (0: no limit).
+	Timeout time.Duration
+	// MemoryPages is the linear memory limit (0: the default).
+	MemoryPages uint32
+	// CompileTimeout and CompileMemoryBytes are the compile budget (0:
+	// DefaultCompileTimeout and DefaultCompileMemoryBytes), as a host's
+	// limits.compile.timeout and limits.compile.memory.
+	CompileTimeout     time.Duration
+	CompileMemoryBytes uint64
+}
+
 // ValidateAndStart checks the module at path like Validate, then does what a load does
-// before a module serves: it instantiates the module once in a runtime of its own, its start
-// function under timeout (0: no limit) and memoryPages (0: the default), and runs its
-// wqhost_self_test export if it has one, under timeout too. A start function or self test
-// that never returns fails with ErrTimeout within the limit. It is what `wqhost validate` runs.
-func ValidateAndStart(ctx context.Context, path string, abi ABI, timeout time.Duration, memoryPages uint32) (ModuleInfo, error) {
+// before a module serves: it compiles the module under the compile budget, instantiates it
+// once in a runtime of its own, its start function under the time and memory limits, and
+// runs its wqhost_self_test export if it has one, under the time limit too. A start function
+// or self test that never returns fails with ErrTimeout within the limit; a module whose
+// compile outruns the budget fails with ErrCompileBudget. It is what `wqhost validate` runs.
+//
+// The compile runs in a child process, as a host's does (EngineConfig.CompileInChild), into
+// a cache directory of its own that is removed on return: a module within every structural
+// cap can still take minutes and gigabytes to compile, and a program that validates
+// untrusted modules should not pay for that itself. A program that does not call
+// RunCompileChild compiles in process, without the budget.
+func ValidateAndStart(ctx context.Context, path string, abi ABI, opts ValidateOptions) (ModuleInfo, error) {
 	wasm, err := safefile.Read(path, safefile.DefaultMaxBytes)
 	if err != nil {
 		return ModuleInfo{}, fmt.Errorf("runtime: validate %s: %w", path, err)
 	}
-	e, err := NewEngine(ctx, EngineConfig{Logger: slog.New(slog.DiscardHandler)})
+	cache, err := os.MkdirTemp("", "wqhost-validate-")
+	if err != nil {
+		return ModuleInfo{}, fmt.Errorf("runtime: validate %s: compile cache: %w", path, err)
+	}
+	defer os.RemoveAll(cache)
+	e, err := NewEngine(ctx, EngineConfig{Logger: slog.New(slog.DiscardHandler), CacheDir: cache,
+		CompileInChild: true, CompileTimeout: opts.CompileTimeout, CompileMemoryBytes: opts.CompileMemoryBytes})
 	if err != nil {
 		return ModuleInfo{}, err
 	}
@@ -92,7 +121,7 @@ func ValidateAndStart(ctx context.Context, path string, abi ABI, timeout time.Du
 		return ModuleInfo{}, err
 	}
 	info := ModuleInfo{ABI: m.ABI(), HandlesBatches: m.HandlesBatches(), ExtismFunctions: m.c.functions}
-	pc := PoolConfig{Binding: "validate", Timeout: timeout, StartTimeout: timeout}
+	pc := PoolConfig{Binding: "validate", Timeout: opts.Timeout, StartTimeout: opts.Timeout}
 	if m.ABI() == ABIExtism {
 		// The function is the binding's choice: any the plugin can run shows it starts.
 		if len(m.c.functions) == 0 {
@@ -103,7 +132,7 @@ func ValidateAndStart(ctx context.Context, path string, abi ABI, timeout time.Du
 			pc.Function = DefaultExtismFunction
 		}
 	}
-	t, err := e.Tenant("validate", TenantLimits{MemoryPages: memoryPages})
+	t, err := e.Tenant("validate", TenantLimits{MemoryPages: opts.MemoryPages})
 	if err != nil {
 		return info, err
 	}

@@ -26,7 +26,8 @@ the outputs with their queues, the reason (set_error) and the guest's log lines.
 author's inner loop: build, then 'wqhost call handler.wasm --body ...'.
 Message metadata the guest can read: id, queue, tenant, binding, dequeue_count, inserted_at,
 order_key (set them with --meta). Exit code 0: status ok; 1: retry, reject or a failed call
-(trap, time limit, memory limit); 2: bad arguments or a module that does not load.`
+(trap, time limit, memory limit); 2: bad arguments or a module that does not load (its compile
+outran the budget, --compile-timeout and --compile-memory, as a tenant's limits.compile).`
 
 // callLog collects the records the runtime logs during one call, guest lines and runtime
 // events alike, to print them after the verdict.
@@ -91,6 +92,7 @@ func (c *cli) call(ctx context.Context, args []string) error {
 	timeout := fl.Duration("timeout", config.DefaultTimeout, "time limit of the call (a binding's default)")
 	memory := fl.String("memory", "128MiB", "linear memory limit (a tenant's default)")
 	asJSON := fl.Bool("json", false, "print the result as one JSON object")
+	budget := compileBudgetFlags(fl)
 	if err := c.parse(fl, args); err != nil {
 		return err
 	}
@@ -112,6 +114,10 @@ func (c *cli) call(ctx context.Context, args []string) error {
 	if *timeout <= 0 || *timeout > config.MaxTimeout {
 		// 0 or below ran the call with no time limit at all.
 		return usagef("--timeout %s: want above 0 and at most %s (as limits.timeout)", *timeout, config.MaxTimeout)
+	}
+	compileTimeout, compileMemory, err := budget()
+	if err != nil {
+		return err
 	}
 	if *output != "" && !config.ValidQueueName(*output) {
 		return usagef("--output %q: not a queue name (1-63 lower-case letters, digits or inner '-')", *output)
@@ -185,14 +191,23 @@ func (c *cli) call(ctx context.Context, args []string) error {
 	}
 
 	logs := &callLog{}
-	eng, err := runtime.NewEngine(ctx, runtime.EngineConfig{Logger: slog.New(callLogHandler{l: logs})})
+	// Compiled in a child process under the compile budget, as a host compiles (runtime's
+	// compilechild.go), into a cache of this call's own: a module within every structural
+	// cap can still take minutes and gigabytes to compile.
+	cache, err := os.MkdirTemp("", "wqhost-call-")
+	if err != nil {
+		return fmt.Errorf("compile cache: %w", err)
+	}
+	defer os.RemoveAll(cache)
+	eng, err := runtime.NewEngine(ctx, runtime.EngineConfig{Logger: slog.New(callLogHandler{l: logs}), CacheDir: cache,
+		CompileInChild: true, CompileTimeout: compileTimeout, CompileMemoryBytes: compileMemory})
 	if err != nil {
 		return err
 	}
 	defer eng.Close(context.WithoutCancel(ctx))
 	m, err := eng.Compile(ctx, path, wasm, a)
 	if err != nil {
-		return usagef("%s: %v", path, err)
+		return moduleError(path, err)
 	}
 	t, err := eng.Tenant(tenant, runtime.TenantLimits{MemoryPages: uint32((int64(mem) + 65535) / 65536)})
 	if err != nil {
@@ -211,11 +226,11 @@ func (c *cli) call(ctx context.Context, args []string) error {
 	}
 	if err := t.Validate(ctx, m, pc); err != nil {
 		c.printCallLogs(logs, *asJSON)
-		return usagef("%s: %v", path, err)
+		return moduleError(path, err)
 	}
 	p, err := t.NewPool(ctx, m, pc)
 	if err != nil {
-		return usagef("%s: %v", path, err)
+		return moduleError(path, err)
 	}
 	defer p.Close(context.WithoutCancel(ctx))
 	start := time.Now()
@@ -340,4 +355,13 @@ func (c *cli) printCallLogs(logs *callLog, asJSON bool) {
 	for _, r := range logs.recs {
 		fmt.Fprintf(c.stdout, "  %s %s: %s\n", r.Level, r.Source, termSafe(r.Message))
 	}
+}
+
+// moduleError is the usage error of a module at path that does not load, naming the path
+// once: most of the runtime's errors name it already.
+func moduleError(path string, err error) error {
+	if strings.Contains(err.Error(), path) {
+		return &usageError{err: err}
+	}
+	return usagef("%s: %w", path, err)
 }
