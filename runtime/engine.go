@@ -71,6 +71,8 @@ type Engine struct {
 	childless atomic.Bool
 	// compiling serialises the tenants' compiles of one version (compilelock.go).
 	compiling compileLocks
+	// memories counts the pooled instances' mapped linear memories (guestmem.go).
+	memories *guestMemories
 
 	mu      sync.Mutex
 	modules map[string]*moduleFlight
@@ -141,12 +143,13 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	}
 	e := &Engine{
 		cache: cache, cacheDir: cfg.CacheDir, epoch: time.Now(), logger: logger, check: chk,
-		httpTr:  newHTTPTransport(),
-		limits:  cfg.CompileLimits,
-		budget:  compileBudget{child: cfg.CompileInChild, timeout: cfg.CompileTimeout, memory: cfg.CompileMemoryBytes},
-		modules: map[string]*moduleFlight{},
-		tenants: map[string]*Tenant{},
-		open:    map[*Tenant]bool{},
+		httpTr:   newHTTPTransport(),
+		limits:   cfg.CompileLimits,
+		budget:   compileBudget{child: cfg.CompileInChild, timeout: cfg.CompileTimeout, memory: cfg.CompileMemoryBytes},
+		memories: newGuestMemories(),
+		modules:  map[string]*moduleFlight{},
+		tenants:  map[string]*Tenant{},
+		open:     map[*Tenant]bool{},
 	}
 	if e.budget.timeout <= 0 {
 		e.budget.timeout = DefaultCompileTimeout

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 )
 
 // Errors a call can fail with; test them with errors.Is.
@@ -343,14 +344,18 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 	err := p.bounded(sctx, "start function", func() error {
 		st.arm(ctx, startLimit)
 		defer st.disarm()
+		// The memory is mapped outside the Go heap (guestmem.go); settled here, in the
+		// goroutine that instantiated, whether or not the caller waited for it.
+		im := &instanceMemory{g: p.t.e.memories}
 		var err error
-		mod, err = p.rt.InstantiateModule(sctx, p.cm, mc)
+		mod, err = p.rt.InstantiateModule(experimental.WithMemoryAllocator(sctx, im), p.cm, mc)
 		if err == nil && p.ext != "" {
 			if err = p.initExtism(sctx, st, mod); err != nil {
 				_ = mod.Close(ctx)
 				mod = nil
 			}
 		}
+		im.settle(mod)
 		return err
 	}, func() {
 		// Abandoned: nobody will use the instance it made at last.

@@ -1,0 +1,15 @@
+//go:build !linux
+
+package runtime
+
+// newGuestMemories maps no memories off Linux: guest memories are Go slices (sliceMemory).
+func newGuestMemories() *guestMemories { return &guestMemories{} }
+
+// mappedMemory is Linux only (guestmem_linux.go).
+type mappedMemory struct{}
+
+func (g *guestMemories) mapMemory(uint64) *mappedMemory { return nil }
+
+func (m *mappedMemory) Reallocate(uint64) []byte { return nil }
+func (m *mappedMemory) Free()                    {}
+func (m *mappedMemory) unmap()                   {}
