@@ -44,6 +44,9 @@ func (g *guestMemories) mapMemory(size uint64) *mappedMemory {
 		g.live.Add(-1)
 		return nil
 	}
+	// Where transparent huge pages are on for every mapping (THP "always"), a guest's first
+	// touch of a 2 MiB region would commit all of it: a guest using 128 KiB would hold 2 MiB.
+	_ = syscall.Madvise(b, syscall.MADV_NOHUGEPAGE)
 	return &mappedMemory{g: g, mem: b}
 }
 
