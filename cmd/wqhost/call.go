@@ -60,6 +60,10 @@ func (h callLogHandler) Handle(_ context.Context, r slog.Record) error {
 		}
 		return true
 	})
+	if src == "runtime" && r.Level < slog.LevelInfo {
+		// The host's own bookkeeping (how long the compile child took), not the handler's.
+		return nil
+	}
 	msg := r.Message
 	if src != "guest" {
 		// Runtime events carry their details as attributes (error, binding...).

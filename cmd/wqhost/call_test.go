@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestCall(t *testing.T) {
 	vowelsOut := `-> out: {"count":3,"total":3,"vowels":"aeiouAEIOU"}`
@@ -23,7 +26,12 @@ func TestCall(t *testing.T) {
 		{"missing file", []string{"nope.wasm"}, 2, []string{"nope.wasm: no such file"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wq(t, repoRoot, append([]string{"call"}, tc.args...)...).expect(t, tc.code, "call", tc.wants...)
+			r := wq(t, repoRoot, append([]string{"call"}, tc.args...)...)
+			r.expect(t, tc.code, "call", tc.wants...)
+			// The host's own debug events (the compile child's timing) are not the guest's logs.
+			if strings.Contains(r.stdout, "DEBUG runtime") {
+				t.Errorf("call prints the runtime's debug events:\n%s", r.stdout)
+			}
 		})
 	}
 }
