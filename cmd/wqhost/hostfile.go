@@ -21,7 +21,7 @@ import (
 // How the CLI finds a host running on its data directory: `wqhost run` writes
 // <data_dir>/host.json with its pid and admin address once its admin API listens, and
 // removes it when it stops (if it is still its own: a second host on the same directory
-// writes its own). send, peek, poison and status read it; when the pid is alive and the
+// writes its own, and names the first again when it stops before it). send, peek, poison and status read it; when the pid is alive and the
 // admin API answers /healthz, they act through the API, so a command beside a busy host
 // never contends for the store's write lock (SQLITE_BUSY after the 10 s busy timeout) and
 // sees what the host sees. Otherwise they open the store themselves. The bearer token is
@@ -38,26 +38,41 @@ type hostFile struct {
 }
 
 // writeHostFile writes <dataDir>/host.json naming this process and its admin address, and
-// returns the function that removes it (if it still names this process).
+// returns the function that removes it (if it still names this process). A host that
+// started on the directory earlier and still runs is named again then, rather than left
+// unfound: the CLI would open the store beside it.
 func writeHostFile(dataDir string, addr net.Addr) (remove func(), err error) {
 	path := filepath.Join(dataDir, hostFileName)
-	js, err := json.Marshal(hostFile{PID: os.Getpid(), Admin: "http://" + addr.String(), Started: time.Now().UTC()})
-	if err != nil {
+	prev, prevErr := readHostFile(dataDir)
+	if err := putHostFile(path, hostFile{PID: os.Getpid(), Admin: "http://" + addr.String(), Started: time.Now().UTC()}); err != nil {
 		return nil, err
+	}
+	return func() {
+		if hf, err := readHostFile(dataDir); err != nil || hf.PID != os.Getpid() {
+			return
+		}
+		if prevErr == nil && prev.PID != os.Getpid() && alive(prev.PID) && putHostFile(path, prev) == nil {
+			return
+		}
+		_ = os.Remove(path)
+	}, nil
+}
+
+// putHostFile replaces the host file at path with hf in one rename.
+func putHostFile(path string, hf hostFile) error {
+	js, err := json.Marshal(hf)
+	if err != nil {
+		return err
 	}
 	tmp := path + fmt.Sprintf(".%d.tmp", os.Getpid())
 	if err := os.WriteFile(tmp, append(js, '\n'), 0o644); err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
-		return nil, fmt.Errorf("write %s: %w", path, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return func() {
-		if hf, err := readHostFile(dataDir); err == nil && hf.PID == os.Getpid() {
-			_ = os.Remove(path)
-		}
-	}, nil
+	return nil
 }
 
 func readHostFile(dataDir string) (hostFile, error) {
