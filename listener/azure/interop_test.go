@@ -24,13 +24,18 @@ func jsClient(t *testing.T, s *azuritetest.Server, stdin []byte, args ...string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@azure", "storage-queue")); err != nil {
+	// The client comes from where Azurite does: $WQHOST_AZURITE_DIR, else tools/azurite.
+	modules := filepath.Join(dir, "node_modules")
+	if d := os.Getenv("WQHOST_AZURITE_DIR"); d != "" {
+		modules = filepath.Join(d, "node_modules")
+	}
+	if _, err := os.Stat(filepath.Join(modules, "@azure", "storage-queue")); err != nil {
 		azuritetest.SkipOrFail(t, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join(dir, "interop.js")}, args...)...)
-	cmd.Env = append(os.Environ(), "AZURE_STORAGE_CONNECTION_STRING="+s.ConnectionString())
+	cmd.Env = append(os.Environ(), "AZURE_STORAGE_CONNECTION_STRING="+s.ConnectionString(), "NODE_PATH="+modules)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
