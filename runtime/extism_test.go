@@ -57,6 +57,12 @@ const drop = 0x1a
 // extPool loads wasm as the default ABI would (detection) and returns a pool of it.
 func extPool(t *testing.T, wasm []byte, cfg PoolConfig) *Pool {
 	t.Helper()
+	return extPoolLimited(t, wasm, cfg, 2048)
+}
+
+// extPoolLimited is extPool in a tenant whose memory limit is pages.
+func extPoolLimited(t *testing.T, wasm []byte, cfg PoolConfig, pages uint32) *Pool {
+	t.Helper()
 	e := testEngine(t)
 	m, err := e.Compile(context.Background(), "plugin.wasm", wasm, ABIWqhostV1)
 	if err != nil {
@@ -65,7 +71,7 @@ func extPool(t *testing.T, wasm []byte, cfg PoolConfig) *Pool {
 	if m.ABI() != ABIExtism {
 		t.Fatalf("abi %s, want %s detected from the imports", m.ABI(), ABIExtism)
 	}
-	ten, err := e.Tenant("acme", TenantLimits{MemoryPages: 2048})
+	ten, err := e.Tenant("acme", TenantLimits{MemoryPages: pages})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +154,9 @@ func TestExtismKernelMemoryCapped(t *testing.T) {
 	}
 	// Tiny blocks without end: their records count too, so the loop hits the same limit
 	// (at 40 bytes a block) instead of growing the host's heap by far more than the arena.
-	p = extPool(t, extPlugin(wasmtest.Forever(wasmtest.I64Const(1), wasmtest.Call(xAlloc), []byte{drop}), wasmtest.I32Const(0)), PoolConfig{})
+	// Under a 2 MiB limit: at 128 MiB the 3.4 million host calls outlast the time limit
+	// under the race detector on a loaded machine.
+	p = extPoolLimited(t, extPlugin(wasmtest.Forever(wasmtest.I64Const(1), wasmtest.Call(xAlloc), []byte{drop}), wasmtest.I32Const(0)), PoolConfig{}, 32)
 	_, err = p.Call(context.Background(), &Input{ID: "m2"})
 	if !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), "past its limit") {
 		t.Fatalf("tiny blocks: err %v, want a trap: kernel memory past its limit", err)
