@@ -1,0 +1,157 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	goruntime "runtime"
+	"testing"
+	"time"
+
+	"github.com/wqhost/wqhost/internal/wasmtest"
+)
+
+// Hostile guests against the guest memories of guestmem.go: what one instance leaves in its
+// memory, memories at and past their bounds, and churn past the engine's mapping bounds.
+
+// Instructions of the guests below.
+var (
+	memGrow  = []byte{0x40, 0x00}
+	memSize  = []byte{0x3f, 0x00}
+	i32Load  = []byte{0x28, 0x02, 0x00}
+	i32Store = []byte{0x36, 0x02, 0x00}
+	i32Ne    = []byte{0x47}
+	i32Eq    = []byte{0x46}
+	i32Sub   = []byte{0x6b}
+	i32Or    = []byte{0x72}
+	load8U   = []byte{0x2d, 0x00, 0x00}
+	store8   = []byte{0x3a, 0x00, 0x00}
+)
+
+// failIf returns the code returning status rc when the i32 on the stack is not 0.
+func failIf(rc int32) []byte {
+	return concat([]byte{0x04, 0x40}, wasmtest.I32Const(rc), []byte{0x0f, 0x0b})
+}
+
+// memPool is a pool of one instance at most of the wqhost/v1 module spec, in a tenant limited
+// to pages, with guest memories mapped or (mapped false) Go slices.
+func memPool(t *testing.T, spec wasmtest.Spec, pages uint32, mapped bool) (*Engine, *Pool) {
+	t.Helper()
+	e := testEngine(t)
+	if !mapped {
+		e.memories.max = 0
+	} else if e.memories.max == 0 {
+		t.Skip("no mapped guest memories on this platform")
+	}
+	ten, err := e.Tenant("t-mem", TenantLimits{MemoryPages: pages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Funcs = append([]wasmtest.Func{{Export: "wqhost_abi_v1"}}, spec.Funcs...)
+	m, err := e.Compile(context.Background(), "mem.wasm", spec.Bytes(), ABIWqhostV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ten.NewPool(context.Background(), m, PoolConfig{Binding: "b", Timeout: time.Minute, MaxInstances: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return e, p
+}
+
+// TestGuestMemoryFreshInstanceReadsZeros: an instance that replaces a trapped one never sees
+// what the trapped one wrote, in its first page or in one it grew, whether memories are
+// mappings (whose pages the kernel may hand out again once unmapped) or Go slices. The guest
+// grows a page, returns 1 (retry) if either word it checks is not 0, and otherwise writes a
+// secret in both and traps, so every call must trap.
+func TestGuestMemoryFreshInstanceReadsZeros(t *testing.T) {
+	const secret = 0x5ec2e7
+	body := concat(
+		wasmtest.I32Const(1), memGrow, wasmtest.Drop,
+		wasmtest.I32Const(8), i32Load, wasmtest.I32Const(PageBytes+8), i32Load, i32Or, failIf(1),
+		wasmtest.I32s(8, secret), i32Store,
+		wasmtest.I32s(PageBytes+8, secret), i32Store,
+		[]byte{0x00}, // unreachable
+		wasmtest.I32Const(0),
+	)
+	for _, mapped := range []bool{true, false} {
+		t.Run(fmt.Sprintf("mapped=%v", mapped), func(t *testing.T) {
+			e, p := memPool(t, wasmtest.Spec{Funcs: []wasmtest.Func{wasmtest.Handle(body)}}, 256, mapped)
+			for i := range 40 {
+				out, err := p.Call(context.Background(), &Input{ID: fmt.Sprintf("m%d", i)})
+				if !errors.Is(err, ErrTrap) {
+					t.Fatalf("call %d: output %+v, err %v: want a trap; status 1 means the instance saw the secret its trapped predecessor wrote", i, out, err)
+				}
+				if i%8 == 7 {
+					// Unmap the dropped instances' mappings, so new ones may take their addresses.
+					goruntime.GC()
+				}
+			}
+			if mapped && e.memories.live.Load() == 0 {
+				t.Fatal("no guest memory mapped: the test ran on Go slices only")
+			}
+		})
+	}
+}
+
+// TestGuestMemoryBounds: a memory keeps what was written in it as it grows, grows to exactly
+// its maximum (the tenant's limit, or the module's where it declares less, down to 0 pages)
+// and not one page more, whether it is a mapping or a Go slice; a mapping reserves that
+// maximum, no more.
+func TestGuestMemoryBounds(t *testing.T) {
+	u32 := func(v uint32) *uint32 { return &v }
+	for _, tc := range []struct {
+		name     string
+		limit    uint32  // the tenant's, in pages
+		min      uint32  // the module's minimum
+		declared *uint32 // the module's maximum; nil: none
+		max      uint32  // the memory's maximum: the lesser of limit and declared
+	}{
+		{"no maximum declared", 256, 1, nil, 256},
+		{"maximum below the limit", 256, 1, u32(4), 4},
+		{"maximum at the limit", 256, 2, u32(256), 256},
+		{"minimum at the maximum", 256, 4, u32(4), 4},
+		{"maximum of 0 pages", 256, 0, u32(0), 0},
+	} {
+		body := []byte{}
+		if tc.min > 0 {
+			body = concat(body, wasmtest.I32s(100, 0x55), store8)
+		}
+		body = concat(body,
+			wasmtest.I32Const(int32(tc.max)), memSize, i32Sub, memGrow, wasmtest.I32Const(-1), i32Eq, failIf(11),
+			wasmtest.I32Const(1), memGrow, wasmtest.I32Const(-1), i32Ne, failIf(12),
+			memSize, wasmtest.I32Const(int32(tc.max)), i32Ne, failIf(13))
+		if tc.max > 0 {
+			last := int32(tc.max*PageBytes - 1)
+			body = concat(body, wasmtest.I32s(last, 7), store8, wasmtest.I32Const(last), load8U, wasmtest.I32Const(7), i32Ne, failIf(14))
+		}
+		if tc.min > 0 {
+			body = concat(body, wasmtest.I32Const(100), load8U, wasmtest.I32Const(0x55), i32Ne, failIf(15))
+		}
+		body = concat(body, wasmtest.I32Const(0))
+		spec := wasmtest.Spec{Funcs: []wasmtest.Func{wasmtest.Handle(body)}, MemPages: tc.min, MemMax: tc.declared}
+		for _, mapped := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/mapped=%v", tc.name, mapped), func(t *testing.T) {
+				e, p := memPool(t, spec, tc.limit, mapped)
+				for i := range 2 { // the second on the memory the first grew
+					var out Output
+					if err := p.CallInto(context.Background(), &Input{ID: "m"}, &out); err != nil || out.Status != StatusOK {
+						t.Fatalf("call %d: status %v, err %v: want ok (11: growing to the maximum, 12: one page past it, 13: the size, 14: the last byte, 15: the data written before growing)",
+							i, out.Status, err)
+					}
+					if out.Usage.MemoryBytes != uint64(tc.max)*PageBytes {
+						t.Fatalf("call %d: memory %d bytes after the call; want %d", i, out.Usage.MemoryBytes, tc.max*PageBytes)
+					}
+				}
+				live, reserved := e.memories.live.Load(), e.memories.reserved.Load()
+				if want := mapped && tc.max > 0; want != (live == 1) {
+					t.Fatalf("%d guest memories mapped; want the instance's mapped: %v", live, want)
+				}
+				if reserved != live*int64(tc.max)*PageBytes {
+					t.Fatalf("%d mappings reserve %d bytes; want %d pages each", live, reserved, tc.max)
+				}
+			})
+		}
+	}
+}
