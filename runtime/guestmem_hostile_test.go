@@ -1,10 +1,12 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	goruntime "runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,3 +157,98 @@ func TestGuestMemoryBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestGuestMemoryClosedUnderARunningCall: a tenant closed while a call is in flight (its
+// pool's Close gave up waiting, as a shutdown's grace does) closes the running module, and
+// wazero frees its memory under the guest, which goes on filling it until its time limit
+// stops it: the guest writes to dropped pages, never to an unmapped one (which would end the
+// host with SIGSEGV), whether the time limit is the fuel counter or close-on-context-done
+// (a module the fuel instrumenter cannot read).
+func TestGuestMemoryClosedUnderARunningCall(t *testing.T) {
+	const pages = 64
+	// Grow to the limit, log a line, then fill the whole memory for ever. The test closes the
+	// tenant once it saw the line: wazero 1.12's Grow reads a field its runtime's Close writes
+	// (unsynchronised, a data race of wazero's own), so the grow must be over by then.
+	logImport := []wasmtest.Import{{Module: "wqhost", Name: "log", Params: []byte{wasmtest.I32, wasmtest.I32, wasmtest.I32}}}
+	wasm := wasmtest.ModuleImporting(logImport, 1, wasmtest.Func{Export: "wqhost_abi_v1"}, wasmtest.Handle(concat(
+		wasmtest.I32Const(pages-1), memGrow, wasmtest.Drop,
+		wasmtest.I32s(0, 0, 4), wasmtest.Call(0),
+		wasmtest.Forever(wasmtest.MemoryFill(0, 0x5a, pages*PageBytes)),
+		wasmtest.I32Const(0))))
+	for _, fuel := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fuel=%v", fuel), func(t *testing.T) {
+			filling := make(chan struct{})
+			var once sync.Once
+			e := engineLoggingTo(t, writerFunc(func(b []byte) (int, error) {
+				if bytes.Contains(b, []byte("source=guest")) {
+					once.Do(func() { close(filling) })
+				}
+				return len(b), nil
+			}))
+			if e.memories.max == 0 {
+				t.Skip("no mapped guest memories on this platform")
+			}
+			ten, err := e.Tenant("t-closed", TenantLimits{MemoryPages: pages})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := e.Compile(context.Background(), "fill.wasm", wasm, ABIWqhostV1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !fuel {
+				m.c.fuel = nil // as for a module the instrumenter cannot read
+			}
+			p, err := ten.NewPool(context.Background(), m, PoolConfig{Binding: "b", Timeout: 2 * time.Second, MaxInstances: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.v.fuel != fuel || p.v.terminate == fuel {
+				t.Fatalf("pool variant %+v; want fuel %v", p.v, fuel)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := p.Call(context.Background(), &Input{ID: "m"})
+				done <- err
+			}()
+			select {
+			case <-filling:
+			case err := <-done:
+				t.Fatalf("the call returned before it logged: %v", err)
+			case <-time.After(time.Minute):
+				t.Fatal("the guest did not log its line within a minute")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			if err := p.Close(ctx); err == nil {
+				t.Fatal("the pool closed with its call in flight")
+			}
+			if err := ten.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var err2 error
+			for running := true; running; {
+				goruntime.GC()
+				select {
+				case err2 = <-done:
+					running = false
+				case <-time.After(20 * time.Millisecond):
+				case <-time.After(time.Minute):
+					t.Fatal("the call under a 2 s limit still runs a minute on")
+				}
+			}
+			if err2 == nil {
+				t.Fatal("the call whose module was closed under it succeeded")
+			}
+			waitFor(t, "its memory unmapped", func() bool {
+				goruntime.GC()
+				return e.memories.live.Load() == 0
+			})
+		})
+	}
+}
+
+// writerFunc is an io.Writer calling itself.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
