@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -252,3 +253,23 @@ func TestGuestMemoryClosedUnderARunningCall(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestModuleWithoutMemoryRefused: a module with no memory is refused at load, naming the
+// missing export: the host reads every instance's memory size after each call (meter.go),
+// and wazero answers Memory() of such a module with a nil *MemoryInstance in a non-nil
+// interface, whose Size would panic in the host's goroutine.
+func TestModuleWithoutMemoryRefused(t *testing.T) {
+	e := testEngine(t)
+	noMemory := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+		0x01, 0x08, 0x02, 0x60, 0x00, 0x01, 0x7f, 0x60, 0x00, 0x00, // types: () -> i32, () -> ()
+		0x03, 0x03, 0x02, 0x00, 0x01, // functions
+		0x07, 0x21, 0x02, // exports: wqhost_handle, wqhost_abi_v1
+		0x0d, 'w', 'q', 'h', 'o', 's', 't', '_', 'h', 'a', 'n', 'd', 'l', 'e', 0x00, 0x00,
+		0x0d, 'w', 'q', 'h', 'o', 's', 't', '_', 'a', 'b', 'i', '_', 'v', '1', 0x00, 0x01,
+		0x0a, 0x09, 0x02, 0x04, 0x00, 0x41, 0x00, 0x0b, 0x02, 0x00, 0x0b, // code: i32.const 0 / nothing
+	}
+	_, err := e.Compile(context.Background(), "nomem.wasm", noMemory, ABIWqhostV1)
+	if err == nil || !strings.Contains(err.Error(), "missing export memory") {
+		t.Fatalf("err = %v; want the module refused for its missing memory", err)
+	}
+}
