@@ -33,13 +33,23 @@ import (
 //
 // Bounds: each mapping is one of the kernel's memory areas for the process
 // (vm.max_map_count, 65,530 by default), which the Go runtime needs too, so an engine maps
-// at most a quarter of that many memories at once. Past that, or where mmap fails (a strict
-// overcommit policy), an instance's memory is a Go slice again, grown by doubling.
+// at most a quarter of that many memories at once. Each also reserves its maximum in address
+// space, which the Go runtime needs as well: where the host runs under an address-space
+// limit (RLIMIT_AS, ulimit -v), 16 warm instances under a 1 GiB memory limit reserved 16 GiB
+// and the host, unable to grow its heap past 1 GB under a 12 GB limit, died with "fatal
+// error: out of memory". So an engine's mappings also reserve at most a quarter of the
+// address space the process had left when the engine started: of the user address space
+// (2^47 bytes on amd64, as little as 2^39 on some arm64 kernels) and of RLIMIT_AS. Past
+// either bound, or where mmap fails (a strict overcommit policy), an instance's memory is a
+// Go slice again, grown by doubling.
 
 // guestMemories counts an engine's mapped guest memories against its bound.
 type guestMemories struct {
 	live atomic.Int64
 	max  int64 // 0: never map (the platform has no mapping)
+	// reserved is the address space the live mappings reserve, at most maxBytes.
+	reserved atomic.Int64
+	maxBytes int64
 }
 
 // instanceMemory allocates the memories of one instantiation: wazero calls Allocate from

@@ -14,14 +14,16 @@ type Data struct {
 	Bytes  []byte
 }
 
-// Spec is a module with imports, a memory of MemPages pages (at least 1) exported as
-// "memory", data segments and the functions Funcs (indices after the imports, each with its
-// own type, exported under its Export).
+// Spec is a module with imports, a memory of MemPages pages (at least 1 without MemMax)
+// exported as "memory", data segments and the functions Funcs (indices after the imports,
+// each with its own type, exported under its Export).
 type Spec struct {
 	Imports  []Import
 	Funcs    []Func
 	MemPages uint32
-	Data     []Data
+	// MemMax, when set, is the memory's declared maximum in pages; MemPages may then be 0.
+	MemMax *uint32
+	Data   []Data
 }
 
 // Bytes assembles the module.
@@ -65,7 +67,11 @@ func (s Spec) Bytes() []byte {
 		mod = section(mod, 2, imports)
 	}
 	mod = section(mod, 3, funcs)
-	mod = section(mod, 5, uleb([]byte{0x01, 0x00}, int(max(s.MemPages, 1))))
+	if s.MemMax != nil {
+		mod = section(mod, 5, uleb(uleb([]byte{0x01, 0x01}, int(s.MemPages)), int(*s.MemMax)))
+	} else {
+		mod = section(mod, 5, uleb([]byte{0x01, 0x00}, int(max(s.MemPages, 1))))
+	}
 	mod = section(mod, 7, exports)
 	mod = section(mod, 10, code)
 	if len(s.Data) > 0 {
