@@ -434,6 +434,9 @@ type Tenant struct {
 	// stuck counts guest code abandoned still running in the runtimes (bounded.go): they
 	// stay open while any does.
 	stuck atomic.Int64
+	// late counts pools closed with calls still in flight (Pool.Close) whose calls have not
+	// all returned: the runtimes stay open while any has, as for stuck.
+	late atomic.Int64
 }
 
 // variant is how a pool's module is compiled: terminate runs it in the close-on-context-done
@@ -561,6 +564,11 @@ func (t *Tenant) close(ctx context.Context) error {
 	defer t.mu.Unlock()
 	if n := t.stuck.Load(); n > 0 {
 		return fmt.Errorf("runtime: tenant %s: %d start functions or self tests abandoned still running; its runtime stays open", t.name, n)
+	}
+	if n := t.late.Load(); n > 0 {
+		// Closing a runtime closes its modules, memories included, under the calls still
+		// running on them.
+		return fmt.Errorf("runtime: tenant %s: calls of %d closed pools still running; its runtime stays open", t.name, n)
 	}
 	var errs []error
 	for i, rt := range t.rts {

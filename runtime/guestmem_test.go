@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	goruntime "runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,5 +120,59 @@ func TestGuestMemoryUnmappedWhenUnreachable(t *testing.T) {
 		}
 		goruntime.GC()
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTenantStaysOpenUnderLateCalls: a pool closed before its calls returned (its close's
+// context ended first) keeps its tenant's runtime open until they have: closing the runtime
+// closes its modules, memories included, under the running guest.
+func TestTenantStaysOpenUnderLateCalls(t *testing.T) {
+	e := testEngine(t)
+	ten, err := e.Tenant("t-late", TenantLimits{MemoryPages: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := e.Compile(context.Background(), "spin.wasm", handleModule(nil, wasmtest.Forever(), wasmtest.I32Const(0)), ABIWqhostV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 2 * time.Second
+	p, err := ten.NewPool(context.Background(), m, PoolConfig{Binding: "b", Timeout: limit, MaxInstances: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.CallInto(context.Background(), &Input{ID: "m"}, &Output{}) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for p.Stats().Busy == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := p.Close(ctx); err == nil {
+		t.Fatal("pool closed with its call still spinning; want the close to give up waiting")
+	}
+	if err := ten.Close(context.Background()); err == nil || !strings.Contains(err.Error(), "still running") {
+		t.Fatalf("tenant close under a running call: %v; want its runtime kept open", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("the spinning call ended with %v; want its time limit", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the spinning call did not end at its time limit")
+	}
+	for ten.late.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the closed pool's call returned, but the tenant still counts it running")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := ten.Close(context.Background()); err != nil {
+		t.Fatalf("tenant close after the call returned: %v", err)
 	}
 }

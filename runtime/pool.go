@@ -461,6 +461,12 @@ func (p *Pool) Close(ctx context.Context) error {
 	var err error
 	if werr := p.slots.waitIdle(ctx); werr != nil {
 		err = fmt.Errorf("runtime: closing pool %s: waiting for calls in flight: %w", p.cfg.Binding, werr)
+		// The tenant's runtime stays open until they return (Tenant.close).
+		p.t.late.Add(1)
+		go func() {
+			defer p.t.late.Add(-1)
+			_ = p.slots.waitIdle(context.Background())
+		}()
 	} else {
 		// Refills hold a slot while they work, so with no slot held they are done or will
 		// give up at once.
