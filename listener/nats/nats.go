@@ -369,17 +369,17 @@ const (
 )
 
 // retryAPI runs a JetStream API request until it is answered: a request that times out or
-// finds no responder is tried again for up to apiRetryFor (ctx permitting). Right after a
-// node restarts, an R3 stream or consumer may be without a leader for a moment and its
-// info requests go unanswered; a command run then waits for the election instead of
-// failing.
+// finds no responder, or that a cluster still forming refuses (clusterForming), is tried
+// again for up to apiRetryFor (ctx permitting). Right after a node restarts, an R3 stream or
+// consumer may be without a leader for a moment and its info requests go unanswered; a
+// command run then waits for the election instead of failing.
 func retryAPI(ctx context.Context, fn func(context.Context) error) error {
 	start := time.Now()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, apiTry)
 		err := fn(rctx)
 		cancel()
-		retry := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, natsgo.ErrTimeout)
+		retry := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, natsgo.ErrTimeout) || clusterForming(err)
 		if !retry || ctx.Err() != nil || time.Since(start) > apiRetryFor {
 			return err
 		}
@@ -389,6 +389,15 @@ func retryAPI(ctx context.Context, fn func(context.Context) error) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// clusterForming reports a JetStream API error a cluster gives while its nodes are still
+// coming up: 10005, no suitable peers for placement (a peer not yet known to be online, so
+// an R3 stream cannot be placed: a host started beside a restarting cluster failed its
+// start on it), and 10008, JetStream system temporarily unavailable.
+func clusterForming(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == 10005 || apiErr.ErrorCode == 10008)
 }
 
 // Close gives back the messages held by idle pulls and closes the connection.
