@@ -231,6 +231,7 @@ func (p *Pool) logDropped(who callee, dropped int) {
 // failure says why a call failed, naming who, and counts it. Out of invoke, whose every call
 // would otherwise pay for the larger frame the error paths need.
 func (p *Pool) failure(ctx context.Context, inst *instance, who callee, err error, abandoned, timedOut bool) error {
+	refusal := inst.mem.takeRefusal()
 	switch {
 	case abandoned:
 		// Not the guest's fault: the caller's reason.
@@ -241,6 +242,11 @@ func (p *Pool) failure(ctx context.Context, inst *instance, who callee, err erro
 	case isHostCallError(err):
 		p.traps.Add(1)
 		return fmt.Errorf("runtime: %s: %w: %w", who, ErrTrap, err)
+	case refusal != nil:
+		// The tenant's memory budget refused a memory.grow the guest then could not do
+		// without: not the guest's limit, the host's room; another try may find it.
+		p.traps.Add(1)
+		return fmt.Errorf("runtime: %s: %w: %w", who, refusal, err)
 	case isStackOverflow(err):
 		// Before the memory check: a guest near its memory limit that recursed for ever
 		// overflowed its stack, it did not run out of memory.

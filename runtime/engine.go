@@ -52,6 +52,10 @@ type EngineConfig struct {
 	// CompileMemoryBytes is a child's resident memory unless its CompileLimits set one
 	// (0: DefaultCompileMemoryBytes).
 	CompileMemoryBytes uint64
+	// MemoryBudgetBytes is the host's memory budget (budget.go): what every tenant's
+	// instance memories, kernel memory, compiled modules and the compile children together
+	// may reserve; 0: unlimited. A compile child's memory limit is at most half of it.
+	MemoryBudgetBytes int64
 }
 
 // Engine owns the compilation cache, the validated modules and the tenants' runtimes.
@@ -73,6 +77,10 @@ type Engine struct {
 	compiling compileLocks
 	// memories counts the pooled instances' mapped linear memories (guestmem.go).
 	memories *guestMemories
+	// mem is the host's memory budget, every tenant's budget's parent (budget.go).
+	mem *memBudget
+	// children holds one token per compile child running: at most GOMAXPROCS at once.
+	children chan struct{}
 
 	mu      sync.Mutex
 	modules map[string]*moduleFlight
@@ -147,6 +155,8 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 		limits:   cfg.CompileLimits,
 		budget:   compileBudget{child: cfg.CompileInChild, timeout: cfg.CompileTimeout, memory: cfg.CompileMemoryBytes},
 		memories: newGuestMemories(),
+		mem:      newMemBudget("host", cfg.MemoryBudgetBytes, nil),
+		children: make(chan struct{}, max(1, goruntime.GOMAXPROCS(0))),
 		modules:  map[string]*moduleFlight{},
 		tenants:  map[string]*Tenant{},
 		open:     map[*Tenant]bool{},
@@ -340,7 +350,16 @@ type TenantLimits struct {
 	// HTTPRequests caps the tenant's outbound HTTP requests open at once, across its
 	// bindings; 0 means DefaultTenantHTTPRequests.
 	HTTPRequests int
+	// MemoryBudgetBytes is the tenant's memory budget (budget.go), reserved from the host's
+	// too; 0: the host's budget alone bounds it.
+	MemoryBudgetBytes int64
 }
+
+// MemoryBudget is the host's memory budget: limit, what is reserved, by consumer.
+func (e *Engine) MemoryBudget() BudgetUsage { return e.mem.usage() }
+
+// MemoryBudget is the tenant's memory budget: limit, what is reserved, by consumer.
+func (t *Tenant) MemoryBudget() BudgetUsage { return t.mem.usage() }
 
 // Tenant returns the tenant's runtime, creating it on first use. Later calls return the same
 // Tenant and ignore limits.
@@ -376,7 +395,8 @@ func (e *Engine) newTenantLocked(name string, limits TenantLimits) *Tenant {
 	if slots <= 0 {
 		slots = DefaultTenantHTTPRequests
 	}
-	t := &Tenant{name: name, e: e, limits: limits, logger: e.logger.With("tenant", name), httpSem: make(chan struct{}, slots)}
+	t := &Tenant{name: name, e: e, limits: limits, logger: e.logger.With("tenant", name), httpSem: make(chan struct{}, slots),
+		mem: newMemBudget("tenant "+name, limits.MemoryBudgetBytes, e.mem)}
 	e.tenants[name] = t
 	e.open[t] = true
 	return t
@@ -424,6 +444,8 @@ type Tenant struct {
 	logger *slog.Logger
 	// httpSem holds one token per open outbound request of any of the tenant's pools.
 	httpSem chan struct{}
+	// mem is the tenant's memory budget; its parent is the engine's.
+	mem *memBudget
 
 	mu sync.Mutex
 	// rts holds two runtimes: [0] without and [1] with close-on-context-done, because that

@@ -3,6 +3,7 @@ package runtime
 import (
 	"reflect"
 	goruntime "runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tetratelabs/wazero/api"
@@ -57,31 +58,118 @@ type guestMemories struct {
 type instanceMemory struct {
 	g      *guestMemories
 	mapped []*mappedMemory
+	// budget is the tenant's memory budget, which each memory reserves from as it grows;
+	// what names the instance in a refusal.
+	budget *memBudget
+	what   string
+	// refused is the budget's last refusal of a memory.grow (or of the initial pages).
+	refused atomic.Pointer[BudgetError]
+	// forced: initial pages were taken past the budget.
+	forced atomic.Bool
+	// budgeted are the memories that reserve from budget.
+	budgeted []*budgetedMemory
 }
 
 // Allocate implements experimental.MemoryAllocator.
 func (im *instanceMemory) Allocate(_, maxBytes uint64) experimental.LinearMemory {
-	if m := im.g.mapMemory(maxBytes); m != nil {
-		im.mapped = append(im.mapped, m)
+	var m experimental.LinearMemory = &sliceMemory{max: maxBytes}
+	if mm := im.g.mapMemory(maxBytes); mm != nil {
+		im.mapped = append(im.mapped, mm)
+		m = mm
+	}
+	if im.budget == nil {
 		return m
 	}
-	return &sliceMemory{max: maxBytes}
+	bm := &budgetedMemory{LinearMemory: m, im: im}
+	im.budgeted = append(im.budgeted, bm)
+	return bm
+}
+
+// overdrawn returns the refusal of a memory's initial pages, which wazero gives no way to
+// refuse: they are taken and counted, and the instantiation must then fail.
+func (im *instanceMemory) overdrawn() *BudgetError {
+	if im == nil || !im.forced.Load() {
+		return nil
+	}
+	return im.refused.Load()
+}
+
+// takeRefusal returns and forgets the budget's refusal of a growth since the last call.
+func (im *instanceMemory) takeRefusal() *BudgetError {
+	if im == nil {
+		return nil
+	}
+	return im.refused.Swap(nil)
+}
+
+// budgetedMemory reserves a memory's pages from its tenant's budget as it grows and releases
+// them when it is freed. A growth the budget refuses is a refused memory.grow: the guest
+// sees -1, as at its memory limit, and a call that fails then says the budget refused it.
+type budgetedMemory struct {
+	experimental.LinearMemory
+	im *instanceMemory
+
+	mu      sync.Mutex
+	held    int64 // reserved
+	started bool  // the initial pages are taken
+	freed   bool
+}
+
+// Reallocate implements experimental.LinearMemory.
+func (m *budgetedMemory) Reallocate(size uint64) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := int64(size) - m.held
+	if n > 0 && !m.freed {
+		if err := m.im.budget.reserve(ConsumerInstances, n, m.im.what); err != nil {
+			be := err.(*BudgetError)
+			m.im.refused.Store(be)
+			if m.started {
+				return nil
+			}
+			m.im.forced.Store(true)
+			m.im.budget.force(ConsumerInstances, n)
+		}
+		m.held += n
+	}
+	m.started = true
+	b := m.LinearMemory.Reallocate(size)
+	if b == nil && n > 0 && !m.freed {
+		m.im.budget.release(ConsumerInstances, n)
+		m.held -= n
+	}
+	return b
+}
+
+// Free implements experimental.LinearMemory: the pages go, and their reservation.
+func (m *budgetedMemory) Free() {
+	m.LinearMemory.Free()
+	m.release()
+}
+
+// release gives the memory's reservation back, once.
+func (m *budgetedMemory) release() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.freed {
+		m.freed = true
+		m.im.budget.release(ConsumerInstances, m.held)
+		m.held = 0
+	}
 }
 
 // settle arranges for the instantiation's mappings to be unmapped: at once when it made no
 // instance (mod nil; nothing runs on them once InstantiateModule has returned), otherwise
 // once mod is unreachable.
+//
+// Budget reservations go with them: a memory whose module was never closed (a failed
+// instantiation) gives its reservation back here, Free being idempotent.
 func (im *instanceMemory) settle(mod api.Module) {
-	if len(im.mapped) == 0 {
+	if len(im.mapped) == 0 && len(im.budgeted) == 0 {
 		return
 	}
-	mapped := im.mapped
-	im.mapped = nil
-	unmap := func(ms []*mappedMemory) {
-		for _, m := range ms {
-			m.unmap()
-		}
-	}
+	r := released{mapped: im.mapped, budgeted: im.budgeted}
+	im.mapped, im.budgeted = nil, nil
 	v := reflect.ValueOf(mod)
 	if mod == nil || v.Kind() != reflect.Pointer || v.IsNil() {
 		if mod != nil {
@@ -89,10 +177,25 @@ func (im *instanceMemory) settle(mod api.Module) {
 			// with the wazero this module builds with (TestGuestMemoryUnmappedWhenUnreachable).
 			return
 		}
-		unmap(mapped)
+		r.release()
 		return
 	}
-	goruntime.AddCleanup((*byte)(v.UnsafePointer()), unmap, mapped)
+	goruntime.AddCleanup((*byte)(v.UnsafePointer()), released.release, r)
+}
+
+// released is what settle gives back once nothing can run on it.
+type released struct {
+	mapped   []*mappedMemory
+	budgeted []*budgetedMemory
+}
+
+func (r released) release() {
+	for _, m := range r.budgeted {
+		m.release()
+	}
+	for _, m := range r.mapped {
+		m.unmap()
+	}
 }
 
 // sliceMemory is a linear memory in a Go slice, grown by doubling: the fallback when no

@@ -148,6 +148,7 @@ type Pool struct {
 	v        variant   // how the module was compiled: stop flag, close-on-context-done or neither
 	stdio    bool      // the module's ABI is wasi-stdio: a command instance per call
 	ext      string    // the Extism function each call runs (extism_call.go); "": not Extism
+	memWhat  string    // names its instances in a memory budget's refusal
 
 	slots  *slots
 	wg     sync.WaitGroup // refills in flight
@@ -219,6 +220,7 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 		logger:   t.logger.With("binding", cfg.Binding, "module", m.name, "digest", m.c.digest[:12]),
 		memLimit: uint64(t.limits.MemoryPages) * PageBytes,
 		slots:    newSlots(cfg.MaxInstances, &t.e.idle.now),
+		memWhat:  fmt.Sprintf("binding %s (%s): instance memory", cfg.Binding, m.name),
 	}
 	if m.c.abi == ABIExtism {
 		if p.ext, err = extismFunction(m, cfg, cm.ExportedFunctions()); err != nil {
@@ -310,6 +312,7 @@ type instance struct {
 	uses     int
 	idleAt   time.Duration // when it last went idle (janitor.now)
 	stdio    *cappedLog
+	mem      *instanceMemory // its memories' allocator: budget refusals
 }
 
 func (p *Pool) moduleConfig(stdio io.Writer) wazero.ModuleConfig {
@@ -341,14 +344,24 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		defer stop()
 	}
 	var mod api.Module
+	var im *instanceMemory
 	err := p.bounded(sctx, "start function", func() error {
 		st.arm(ctx, startLimit)
 		defer st.disarm()
 		// The memory is mapped outside the Go heap (guestmem.go); settled here, in the
 		// goroutine that instantiated, whether or not the caller waited for it.
-		im := &instanceMemory{g: p.t.e.memories}
+		im = &instanceMemory{g: p.t.e.memories, budget: p.t.mem, what: p.memWhat}
 		var err error
 		mod, err = p.rt.InstantiateModule(experimental.WithMemoryAllocator(sctx, im), p.cm, mc)
+		if be := im.overdrawn(); be != nil {
+			if mod != nil {
+				_ = mod.Close(ctx)
+				mod = nil
+			}
+			err = be
+		} else if be := im.takeRefusal(); err != nil && be != nil {
+			err = fmt.Errorf("%w: %w", be, err)
+		}
 		if err == nil && p.ext != "" {
 			if err = p.initExtism(sctx, st, mod); err != nil {
 				_ = mod.Close(ctx)
@@ -382,7 +395,7 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 	}
 	inst := &instance{
 		mod: mod, handle: mod.ExportedFunction(p.handleName()), selfTest: mod.ExportedFunction("wqhost_self_test"),
-		st: st, ctx: &callCtx{Context: callBase, st: st, bare: p.v.fuel}, cancel: cancel, stdio: logw,
+		st: st, ctx: &callCtx{Context: callBase, st: st, bare: p.v.fuel}, cancel: cancel, stdio: logw, mem: im,
 		batch: mod.ExportedFunction("wqhost_handle_batch"),
 	}
 	if p.v.fuel {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tetratelabs/wazero/experimental"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -106,11 +107,25 @@ func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
 	for k, v := range p.cfg.Config {
 		mc = mc.WithEnv("WQHOST_CONFIG_"+envKey(k), v)
 	}
-	mod, err := p.rt.InstantiateModule(ctx, p.cm, mc)
+	// The memory reserves from the tenant's budget (guestmem.go); once InstantiateModule
+	// returned the command has ended, so it is unmapped at once.
+	im := &instanceMemory{g: p.t.e.memories, budget: p.t.mem, what: p.memWhat}
+	mod, err := p.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, im), p.cm, mc)
 	if mod != nil {
 		_ = mod.Close(context.Background())
 	}
+	im.settle(nil)
+	if be := im.overdrawn(); be != nil {
+		return nil, fmt.Errorf("runtime: message %s: %w", in.ID, be)
+	}
 	code := uint32(0)
+	if be := im.takeRefusal(); err != nil && be != nil {
+		var exit *sys.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 0 {
+			p.traps.Add(1)
+			return nil, fmt.Errorf("runtime: message %s: %w: %w", in.ID, be, err)
+		}
+	}
 	if err != nil {
 		var exit *sys.ExitError
 		if !errors.As(err, &exit) {
