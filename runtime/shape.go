@@ -41,6 +41,12 @@ type CompileLimits struct {
 	// in the code (a table without a maximum that table.grow can grow is refused). Tables
 	// live outside the memory limit, 8 bytes an element on the host's heap.
 	MaxTableElements int
+	// MaxTypeValues caps the parameters and results of all the module's function types
+	// together. wazero compiles a trampoline per type, in the host process, on every load
+	// of a module, cached or not: its cost grows with the values, and 8,000 types of 1,000
+	// parameters (an 8 MB module) took a host 10 s of CPU and 800 MB after its compile
+	// child had finished.
+	MaxTypeValues int
 	// Timeout and MemoryBytes bound a compile in a child process (compilechild.go); 0
 	// takes the engine's CompileTimeout and CompileMemoryBytes.
 	Timeout     time.Duration
@@ -68,6 +74,9 @@ const (
 	// resident memory in seconds, past any time limit (the allocations run in Go, between
 	// two fuel checks).
 	DefaultMaxTableElements = 1 << 20
+	// DefaultMaxTypeValues is far above what real compilers emit (TestRealModulesFitDefaultCompileLimits)
+	// and costs a load at most about 60 ms and 5 MB of trampolines.
+	DefaultMaxTypeValues = 50_000
 )
 
 func (l CompileLimits) withDefaults() CompileLimits {
@@ -83,6 +92,7 @@ func (l CompileLimits) withDefaults() CompileLimits {
 	def(&l.MaxBranches, DefaultMaxBranches)
 	def(&l.MaxLocals, DefaultMaxLocals)
 	def(&l.MaxTableElements, DefaultMaxTableElements)
+	def(&l.MaxTypeValues, DefaultMaxTypeValues)
 	return l
 }
 
@@ -136,6 +146,38 @@ type moduleShape struct {
 	tableMin, tableMax uint64
 	unbounded          bool
 	tableGrow          bool
+	// typeValues sums the function types' parameters and results.
+	typeValues uint64
+}
+
+// scanTypes reads the type section and checks its values against MaxTypeValues.
+func (s *moduleShape) scanTypes(payload []byte, l CompileLimits) error {
+	r := &reader{b: payload}
+	n := r.u32()
+	for range n {
+		if f := r.byte(); r.err == nil && f != 0x60 {
+			r.fail(fmt.Errorf("type form 0x%02x", f))
+		}
+		for range 2 { // params, results
+			m := r.u32()
+			if s.typeValues += uint64(m); r.err == nil && s.typeValues > uint64(l.MaxTypeValues) {
+				return &CapError{Cap: "max_type_values", Limit: l.MaxTypeValues, Got: s.typeValues, Function: -1,
+					Why: "parameters and results of all function types"}
+			}
+			for i := uint32(0); i < m && r.err == nil; i++ {
+				if t := r.byte(); !isValType(t) {
+					r.fail(fmt.Errorf("value of unknown type 0x%02x", t))
+				}
+			}
+		}
+		if r.err != nil {
+			return r.err
+		}
+	}
+	if r.err == nil && r.i != len(payload) {
+		r.fail(errors.New("trailing bytes"))
+	}
+	return r.err
 }
 
 // checkShape reads wasm's sections and every function body, and returns a *CapError for the
@@ -172,6 +214,8 @@ func checkShape(wasm []byte, l CompileLimits) (moduleShape, error) {
 			err = s.scanCode(payload, l)
 		case secTable:
 			err = s.scanTables(payload)
+		case secType:
+			err = s.scanTypes(payload, l)
 		default:
 			err = scanSection(id, payload)
 		}

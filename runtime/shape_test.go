@@ -59,9 +59,10 @@ func TestRealModulesFitDefaultCompileLimits(t *testing.T) {
 		most.maxLoops = max(most.maxLoops, s.maxLoops)
 		most.maxBranches = max(most.maxBranches, s.maxBranches)
 		most.maxLocals = max(most.maxLocals, s.maxLocals)
+		most.typeValues = max(most.typeValues, s.typeValues)
 	}
-	t.Logf("largest of %d modules: functions %d, body %d bytes, nesting %d, loops %d, branches %d, locals %d",
-		len(paths), most.functions, most.maxBodyBytes, most.maxDepth, most.maxLoops, most.maxBranches, most.maxLocals)
+	t.Logf("largest of %d modules: functions %d, body %d bytes, nesting %d, loops %d, branches %d, locals %d, type values %d",
+		len(paths), most.functions, most.maxBodyBytes, most.maxDepth, most.maxLoops, most.maxBranches, most.maxLocals, most.typeValues)
 	for _, c := range []struct {
 		name     string
 		got, lim uint64
@@ -72,6 +73,7 @@ func TestRealModulesFitDefaultCompileLimits(t *testing.T) {
 		{"max_loop_depth", uint64(most.maxLoops), uint64(l.MaxLoopDepth)},
 		{"max_branches", uint64(most.maxBranches), uint64(l.MaxBranches)},
 		{"max_locals", most.maxLocals, uint64(l.MaxLocals)},
+		{"max_type_values", most.typeValues, uint64(l.MaxTypeValues)},
 	} {
 		if c.got == 0 || 3*c.got > c.lim {
 			t.Errorf("%s: largest real module has %d, the default %d leaves less than a threefold margin", c.name, c.got, c.lim)
@@ -113,6 +115,7 @@ func TestCompileBombsRefused(t *testing.T) {
 		{"200k functions", wasmtest.ManyFunctions(200_000), "max_functions", -1, "compile limit: 200001, above max_functions 100000"},
 		{"25k br_if", brIfs(25_000), "max_branches", 0, "compile limit: 10001 in function 0, above max_branches 10000"},
 		{"br_table of 1M targets", brTable(1_000_000), "max_branches", 0, "compile limit: 1000001 in function 0, above max_branches 10000"},
+		{"8,000 types of 1,000 parameters", wasmtest.ManyTypes(8_000, 1_000), "max_type_values", -1, "compile limit: 50001, above max_type_values 50000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var before, after goruntime.MemStats
