@@ -53,6 +53,10 @@ import (
 // loaded through a child once has its facts in the directory, so restarts and reloads to a
 // known version start no child.
 
+// factsVersion is the version of moduleFacts' fields: facts written by a host that knew
+// fewer (no load_bytes) are not read.
+const factsVersion = 2
+
 // compileChildEnv marks a process started as a compile child; its value is the cache dir.
 const compileChildEnv = "WQHOST_COMPILE_CHILD"
 
@@ -110,6 +114,10 @@ type moduleFacts struct {
 	// Fuel: the fuel-instrumented copy compiled; false runs the module's own bytes under
 	// close-on-context-done.
 	Fuel bool `json:"fuel"`
+	// LoadBytes is what loading the compiled module from the cache cost the child, as the
+	// host will load it into each tenant runtime: the peak of its resident memory above
+	// where it was, or what the loaded module kept, whichever is more (loadcost.go).
+	LoadBytes int64 `json:"load_bytes"`
 }
 
 // compileChild validates the module on in against its ABI, instruments it (into dir) and
@@ -149,11 +157,13 @@ func compileChild(dir string, in io.Reader) (moduleFacts, error) {
 	if c.fuel != nil {
 		f.Fuel = compile(c.fuel.wasm, false) == nil
 	}
-	if !f.Fuel {
-		if err := compile(c.wasm, true); err != nil {
-			return f, fmt.Errorf("runtime: %s: %w", name, err)
-		}
+	run := c.wasm
+	if f.Fuel {
+		run = c.fuel.wasm
+	} else if err := compile(c.wasm, true); err != nil {
+		return f, fmt.Errorf("runtime: %s: %w", name, err)
 	}
+	f.LoadBytes = measureLoad(ctx, e.cache, run)
 	return f, nil
 }
 
@@ -169,8 +179,8 @@ func digestOfBytes(wasm []byte) string {
 func (e *Engine) validateInChild(ctx context.Context, name string, wasm []byte, digest string, abi ABI, l CompileLimits) (*compiled, error) {
 	// Named by wazero's version too: a host upgraded to another wazero finds none of its
 	// machine code in the cache, and must compile in a child again, not in process.
-	facts := filepath.Join(e.cacheDir, fmt.Sprintf("wqhost-module-v%d-%s-%s-%s.json",
-		instrumentVersion, wazeroVersion(), digest, strings.ReplaceAll(string(abi), "/", "_")))
+	facts := filepath.Join(e.cacheDir, fmt.Sprintf("wqhost-module-v%d.%d-%s-%s-%s.json",
+		instrumentVersion, factsVersion, wazeroVersion(), digest, strings.ReplaceAll(string(abi), "/", "_")))
 	f, err := readFacts(facts, digest, abi)
 	if err != nil {
 		if f, err = e.runChild(ctx, name, wasm, abi, l); err != nil {
@@ -180,7 +190,8 @@ func (e *Engine) validateInChild(ctx context.Context, name string, wasm []byte, 
 			e.logger.Warn("module facts not cached; the next load validates it in a child again", "module", name, "err", err)
 		}
 	}
-	c := &compiled{abi: abi, wasm: wasm, digest: digest, selfTest: f.SelfTest, usesHTTP: f.UsesHTTP, batch: f.Batch, functions: f.Functions}
+	c := &compiled{abi: abi, wasm: wasm, digest: digest, selfTest: f.SelfTest, usesHTTP: f.UsesHTTP, batch: f.Batch,
+		functions: f.Functions, loadBytes: f.LoadBytes}
 	if f.ABI != "" {
 		c.abi = f.ABI
 	}
@@ -205,6 +216,23 @@ func (e *Engine) runChild(ctx context.Context, name string, wasm []byte, abi ABI
 	}
 	if l.MemoryBytes > 0 {
 		memory = l.MemoryBytes
+	}
+	// Children share the host: each reserves its whole memory limit from the host's budget,
+	// at most half of the budget, so one child always fits beside the tenants; at most
+	// GOMAXPROCS run at once. Past either, a load waits its turn (before its time limit
+	// starts) rather than fail: four large versions compile one after another, not at once.
+	if lim := e.mem.limit; lim > 0 && memory > uint64(lim/2) {
+		memory = uint64(lim / 2)
+	}
+	if err := e.mem.reserveWait(ctx, ConsumerCompile, int64(memory), "compiling "+name); err != nil {
+		return f, fmt.Errorf("runtime: %s: compile child: %w", name, err)
+	}
+	defer e.mem.release(ConsumerCompile, int64(memory))
+	select {
+	case e.children <- struct{}{}:
+		defer func() { <-e.children }()
+	case <-ctx.Done():
+		return f, fmt.Errorf("runtime: %s: compile child: waiting for a turn: %w", name, context.Cause(ctx))
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

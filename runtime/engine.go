@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +82,8 @@ type Engine struct {
 	mem *memBudget
 	// children holds one token per compile child running: at most GOMAXPROCS at once.
 	children chan struct{}
+	// collecting: a collection is scheduled (collect).
+	collecting atomic.Bool
 
 	mu      sync.Mutex
 	modules map[string]*moduleFlight
@@ -109,6 +112,9 @@ type compiled struct {
 	// fuel is the module instrumented with a fuel counter (yield.go); nil when the
 	// instrumenter could not read it, and the time limit uses close-on-context-done.
 	fuel *yieldCode
+	// loadBytes is what a compile child measured one load of it into a runtime costs
+	// (loadcost.go); 0: not measured (compiled in process).
+	loadBytes int64
 }
 
 // Module is a validated module, ready to be instantiated by any tenant.
@@ -318,6 +324,18 @@ func (e *Engine) instrument(name string, c *compiled) *yieldCode {
 	return yc
 }
 
+// collect runs a collection and returns freed memory to the kernel soon, once for however
+// many modules were released meanwhile.
+func (e *Engine) collect() {
+	if e.collecting.Swap(true) {
+		return
+	}
+	time.AfterFunc(100*time.Millisecond, func() {
+		e.collecting.Store(false)
+		debug.FreeOSMemory()
+	})
+}
+
 // since is the engine's clock: monotonic time since it started, as cheap as a clock read
 // gets (time.Since of a time with a monotonic reading reads only the monotonic clock).
 func (e *Engine) since() time.Duration { return time.Since(e.epoch) }
@@ -482,6 +500,8 @@ func (v variant) key(m *Module) (int, string) {
 type compiledRef struct {
 	flight[wazero.CompiledModule]
 	refs int
+	// held is what it reserved from the tenant's memory budget (ConsumerModules).
+	held int64
 }
 
 // Limits returns the limits the tenant was created with.
@@ -542,10 +562,20 @@ func (t *Tenant) compile(ctx context.Context, m *Module, v variant) (wazero.Runt
 		if v.fuel {
 			wasm = m.c.fuel.wasm
 		}
-		unlock := t.e.compiling.lock(key)
-		f.val, f.err = compileModule(ctx, rt, wasm)
-		unlock()
+		// What the load costs the host, reserved before it is paid (loadcost.go): the
+		// machine code and decoded module the child measured, and the bytes kept.
+		f.held = m.c.loadBytes + int64(len(wasm))
+		f.err = t.mem.reserve(ConsumerModules, f.held, "module "+m.name)
+		if f.err == nil {
+			unlock := t.e.compiling.lock(key)
+			f.val, f.err = compileModule(ctx, rt, wasm)
+			unlock()
+			if f.err != nil {
+				t.mem.release(ConsumerModules, f.held)
+			}
+		}
 		if f.err != nil {
+			f.held = 0
 			f.err = fmt.Errorf("runtime: tenant %s: compile %s: %w", t.name, m.name, f.err)
 		}
 		close(f.done)
@@ -578,6 +608,11 @@ func (t *Tenant) release(ctx context.Context, m *Module, v variant) {
 	<-f.done
 	if f.val != nil {
 		_ = f.val.Close(ctx)
+		t.mem.release(ConsumerModules, f.held)
+		// wazero unmaps machine code in a finalizer, and a host whose guests live outside
+		// the Go heap collects rarely: without a collection a reload round's old versions
+		// stayed resident, round after round.
+		t.e.collect()
 	}
 }
 
@@ -595,6 +630,15 @@ func (t *Tenant) close(ctx context.Context) error {
 	var errs []error
 	for i, rt := range t.rts {
 		if rt != nil {
+			// Closing the runtime closes what pools still hold: their reservations go too.
+			for _, f := range t.compiled[i] {
+				select {
+				case <-f.done:
+					t.mem.release(ConsumerModules, f.held)
+					f.held = 0
+				default:
+				}
+			}
 			errs = append(errs, rt.Close(ctx))
 			t.rts[i] = nil
 			t.compiled[i] = nil
