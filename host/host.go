@@ -79,6 +79,8 @@ type Host struct {
 	hooks    startHooks
 	// startTotal is the bindings New builds, set before the admin API serves.
 	startTotal int
+	// mem is the host's memory budget and the limit it came from (memory.go).
+	mem memoryBudget
 
 	// Replaced or flipped whole, without a lock.
 
@@ -173,7 +175,7 @@ func runtimeLimits(tc config.Tenant) runtime.TenantLimits {
 // newTenant builds a tenant and its share of the fair scheduler, not yet registered: the
 // caller adds it once the tenant's bindings are built. It runs on rt, a runtime tenant kept
 // from the tenant it rebuilds, or, when rt is nil, on a fresh one with the tenant's limits.
-func (h *Host) newTenant(name string, tc config.Tenant, hostBudget int, rt *runtime.Tenant) (*tenant, error) {
+func (h *Host) newTenant(name string, tc config.Tenant, hostBudget int, memBudget int64, rt *runtime.Tenant) (*tenant, error) {
 	t := &tenant{name: name, usage: &usageCounters{}, quota: newFuelQuota(clock.Real{}, tc.Limits.FuelQuota)}
 	t.cfg.Store(&tc)
 	if rt == nil {
@@ -188,6 +190,7 @@ func (h *Host) newTenant(name string, tc config.Tenant, hostBudget int, rt *runt
 	if needsLimiter(tc, hostBudget) {
 		t.limiter = h.sched.NewShare(name, tc.Weight, tc.MaxConcurrency)
 	}
+	rt.SetMemoryBudget(memBudget)
 	t.rt = rt
 	return t, nil
 }
@@ -263,7 +266,9 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		}
 		adminLn = ln
 	}
-	engine, err := runtime.NewEngine(ctx, runtime.EngineConfig{CacheDir: cfg.CacheDir(), Logger: logger, CompileInChild: true})
+	mem := hostMemory(cfg)
+	engine, err := runtime.NewEngine(ctx, runtime.EngineConfig{CacheDir: cfg.CacheDir(), Logger: logger, CompileInChild: true,
+		MemoryBudgetBytes: mem.budget})
 	if err != nil {
 		if adminLn != nil {
 			_ = adminLn.Close()
@@ -271,7 +276,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		return nil, fmt.Errorf("host: %w", err)
 	}
 	h := &Host{
-		cfg: cfg, log: logger, engine: engine,
+		cfg: cfg, log: logger, engine: engine, mem: mem,
 		backs:    backends.NewSet(cfg, logger),
 		tenants:  map[string]*tenant{},
 		started:  time.Now(),
@@ -290,7 +295,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	var jobs []bindingJob
 	for _, tn := range slices.Sorted(maps.Keys(cfg.Tenants)) {
 		tc := cfg.Tenants[tn]
-		t, err := h.newTenant(tn, tc, cfg.MaxConcurrency, nil)
+		t, err := h.newTenant(tn, tc, cfg.MaxConcurrency, cfg.TenantMemoryBudget(tn, h.mem.budget), nil)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -329,7 +334,8 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	}
 	h.ready.Store(true)
 	h.logIdleBudgets()
-	h.log.Info("host ready", "tenants", len(h.tenantList()), "bindings", len(h.binds), "data_dir", cfg.DataDir)
+	h.log.Info("host ready", "tenants", len(h.tenantList()), "bindings", len(h.binds), "data_dir", cfg.DataDir,
+		"memory_budget", config.ByteSize(h.mem.budget), "memory_limit", config.ByteSize(h.mem.limit), "memory_limit_source", h.mem.source)
 	return h, nil
 }
 
@@ -367,6 +373,7 @@ func (h *Host) Run(ctx context.Context) error {
 	h.adminMu.Unlock()
 	stopWatch := h.backs.WatchExternal(ctx)
 	stopFiles := h.watchFiles(ctx)
+	h.tuneGoMemLimit(ctx)
 
 	h.run.begin(ctx, cancel)
 	for _, b := range h.bindings() {

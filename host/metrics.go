@@ -193,6 +193,9 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 		quotaUsedDesc, quotaLimitDesc, quotaExhaustedDesc, quotaThrottlesDesc} {
 		ch <- d
 	}
+	for _, d := range memoryDescs {
+		ch <- d
+	}
 	if m.breakers != nil {
 		ch <- m.breakers
 	}
@@ -207,6 +210,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ready = 1
 	}
 	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
+	collectMemory(ch, &st)
 	for _, t := range st.Tenants {
 		ch <- prometheus.MustNewConstMetric(tenantRunningDesc, prometheus.GaugeValue, float64(t.Running), t.Name)
 		ch <- prometheus.MustNewConstMetric(tenantFuelDesc, prometheus.CounterValue, float64(t.Usage.Fuel), t.Name)

@@ -113,6 +113,8 @@ func (h *Host) reloadConfig(ctx context.Context) (configReload, error) {
 	for _, p := range plans {
 		errs = append(errs, h.applyTenant(ctx, p, &res, &stopped)...)
 	}
+	// Shares move as tenants come and go or change weight: applied in place.
+	h.applyMemoryBudgets(next)
 	h.forgetSeries(stopped)
 	res.status = "reloaded"
 	return res, errors.Join(errs...)
@@ -182,7 +184,7 @@ func (h *Host) planTenants(ctx context.Context, cur, next *config.Config, curTok
 				// memory limit needs another one.
 				rt = p.old.rt
 			}
-			nt, err := h.newTenant(tn, nc, next.MaxConcurrency, rt)
+			nt, err := h.newTenant(tn, nc, next.MaxConcurrency, next.TenantMemoryBudget(tn, h.mem.budget), rt)
 			if err != nil {
 				errs = append(errs, err)
 				continue

@@ -7,6 +7,7 @@ import (
 
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/plugins/external"
+	"github.com/wqhost/wqhost/runtime"
 )
 
 // Status is the host's state as GET /v1/status returns it.
@@ -21,9 +22,12 @@ type Status struct {
 	Page Page `json:"page"`
 	// MaxConcurrency is the host-wide budget of handler calls (0 = no cap); Running the
 	// calls holding one of its slots.
-	MaxConcurrency int            `json:"max_concurrency"`
-	Running        int64          `json:"running"`
-	Tenants        []TenantStatus `json:"tenants"`
+	MaxConcurrency int   `json:"max_concurrency"`
+	Running        int64 `json:"running"`
+	// Memory is the host's memory budget: its limit, what its tenants and compile
+	// children reserve, by consumer, and the process's resident memory.
+	Memory  *MemoryStatus  `json:"memory"`
+	Tenants []TenantStatus `json:"tenants"`
 	// LastConfigReloadError is why the last config reload failed (the running config stayed);
 	// empty once a reload succeeds.
 	LastConfigReloadError   string     `json:"last_config_reload_error,omitempty"`
@@ -51,9 +55,11 @@ type TenantStatus struct {
 	Running        int64  `json:"running"`         // handler calls holding a tenant slot
 	// Usage sums the metering of the tenant's handler calls (docs/metering.md); Quota is
 	// its fuel quota's state, absent without limits.fuel_quota.
-	Usage    UsageStatus     `json:"usage"`
-	Quota    *QuotaStatus    `json:"fuel_quota,omitempty"`
-	Bindings []BindingStatus `json:"bindings"`
+	Usage UsageStatus  `json:"usage"`
+	Quota *QuotaStatus `json:"fuel_quota,omitempty"`
+	// Memory is the tenant's memory budget: limit, reserved by consumer, refusals.
+	Memory   runtime.BudgetUsage `json:"memory"`
+	Bindings []BindingStatus     `json:"bindings"`
 }
 
 // BindingStatus is one binding's state: the listener's counters, the module, the pool and
@@ -190,7 +196,7 @@ func (h *Host) StatusPage(ctx context.Context, q StatusQuery) Status {
 	rd := h.Readiness()
 	st := Status{
 		Ready: rd.Ready, StartedAt: h.started, BindingsUp: rd.BindingsUp, BindingsTotal: rd.BindingsTotal,
-		MaxConcurrency: h.sched.Budget(), Tenants: []TenantStatus{},
+		MaxConcurrency: h.sched.Budget(), Tenants: []TenantStatus{}, Memory: h.memoryStatus(),
 	}
 	st.LastConfigReloadError, st.LastConfigReloadErrorAt = h.configErr.get()
 	if st.MaxConcurrency > 0 {
@@ -216,7 +222,8 @@ func (h *Host) StatusPage(ctx context.Context, q StatusQuery) Status {
 	byTenant := map[string]int{}
 	add := func(t *tenant) int {
 		tc := t.conf()
-		ts := TenantStatus{Name: t.name, Weight: tc.Weight, MaxConcurrency: tc.MaxConcurrency, Usage: t.usage.status(), Quota: t.quota.status(), Bindings: []BindingStatus{}}
+		ts := TenantStatus{Name: t.name, Weight: tc.Weight, MaxConcurrency: tc.MaxConcurrency, Usage: t.usage.status(), Quota: t.quota.status(), Bindings: []BindingStatus{},
+			Memory: t.rt.MemoryBudget()}
 		if t.limiter != nil {
 			ts.Running = t.limiter.Stats().Held
 		}

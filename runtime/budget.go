@@ -220,6 +220,16 @@ func (b *memBudget) reserveWait(ctx context.Context, c Consumer, n int64, what s
 	}
 }
 
+// setLimit changes the budget's limit: reservations past a lowered one stay, and only new
+// ones are refused until enough is released.
+func (b *memBudget) setLimit(n int64) {
+	b.mu.Lock()
+	b.limit = n
+	close(b.freed)
+	b.freed = make(chan struct{})
+	b.mu.Unlock()
+}
+
 // usage is the budget's state now.
 func (b *memBudget) usage() BudgetUsage {
 	if b == nil {

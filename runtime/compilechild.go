@@ -221,7 +221,7 @@ func (e *Engine) runChild(ctx context.Context, name string, wasm []byte, abi ABI
 	// at most half of the budget, so one child always fits beside the tenants; at most
 	// GOMAXPROCS run at once. Past either, a load waits its turn (before its time limit
 	// starts) rather than fail: four large versions compile one after another, not at once.
-	if lim := e.mem.limit; lim > 0 && memory > uint64(lim/2) {
+	if lim := e.mem.usage().Limit; lim > 0 && memory > uint64(lim/2) {
 		memory = uint64(lim / 2)
 	}
 	if err := e.mem.reserveWait(ctx, ConsumerCompile, int64(memory), "compiling "+name); err != nil {

@@ -379,6 +379,11 @@ func (e *Engine) MemoryBudget() BudgetUsage { return e.mem.usage() }
 // MemoryBudget is the tenant's memory budget: limit, what is reserved, by consumer.
 func (t *Tenant) MemoryBudget() BudgetUsage { return t.mem.usage() }
 
+// SetMemoryBudget changes the tenant's memory budget to n bytes (0: unlimited, the host's
+// alone bounds it), in place: what is reserved stays reserved, and new reservations see the
+// new limit. A host sets it as tenants come and go, since a tenant's default is its share.
+func (t *Tenant) SetMemoryBudget(n int64) { t.mem.setLimit(n) }
+
 // Tenant returns the tenant's runtime, creating it on first use. Later calls return the same
 // Tenant and ignore limits.
 func (e *Engine) Tenant(name string, limits TenantLimits) (*Tenant, error) {

@@ -163,6 +163,9 @@ type Config struct {
 	// config beyond it is refused at load, naming both numbers, rather than starting a host
 	// larger than any measured.
 	MaxBindings int `koanf:"max_bindings"`
+	// MemoryBudget is what the host's large consumers may reserve together (docs/limits.md);
+	// 0: memlimit.Budget of the cgroup's memory limit, or of the machine's memory.
+	MemoryBudget ByteSize `koanf:"memory_budget"`
 	// Metrics shapes the Prometheus series of /metrics.
 	Metrics  Metrics            `koanf:"metrics"`
 	Admin    Admin              `koanf:"admin"`
@@ -287,6 +290,9 @@ type Limits struct {
 	Compile CompileLimits `koanf:"compile"`
 	// FuelQuota caps the fuel the tenant's handler calls spend per period; off by default.
 	FuelQuota FuelQuota `koanf:"fuel_quota"`
+	// MemoryBudget is what the tenant's instance memories, kernel memory and compiled
+	// modules may reserve together; 0: its weight's share of the host's memory_budget.
+	MemoryBudget ByteSize `koanf:"memory_budget"`
 }
 
 // FuelQuota is a tenant's fuel per period (docs/metering.md): once its calls have spent Fuel

@@ -68,6 +68,7 @@ func (c *Config) validate() []error {
 			fail("admin.addr", "%q is reachable beyond loopback but admin.token_env is not set: anyone on the network could reload, notify and read status; set admin.token_env, or admin.allow_unauthenticated: true to accept that", c.Admin.Addr)
 		}
 	}
+	c.validateMemoryBudgets(fail)
 	if c.MaxModuleBytes < 1 || c.MaxModuleBytes > 4<<30 {
 		fail("max_module_bytes", "%s is outside 1..4GiB", c.MaxModuleBytes)
 	}
