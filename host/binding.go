@@ -31,17 +31,19 @@ import (
 
 // binding is one queue -> module -> output wiring of a tenant.
 type binding struct {
-	h        *Host
-	tenant   *tenant
-	name     string
-	cfg      config.Binding
-	log      *slog.Logger
-	backend  queue.Backend
-	physical string // the input queue's backend name
-	queue    queue.Queue
-	dead     queue.Queue
-	lis      *listener.Listener
-	plugins  []namedPlugin
+	h      *Host
+	tenant *tenant
+	// budgetWhat names the binding's message bodies in a memory budget's refusal.
+	budgetWhat string
+	name       string
+	cfg        config.Binding
+	log        *slog.Logger
+	backend    queue.Backend
+	physical   string // the input queue's backend name
+	queue      queue.Queue
+	dead       queue.Queue
+	lis        *listener.Listener
+	plugins    []namedPlugin
 	// Under Host.run's lock: stop stops the listener Run started, done is closed when it
 	// has returned, wait returns its error; stopped is set once a reload stops the binding,
 	// so it never starts; reaped once its end was logged (runner.reap).
@@ -77,7 +79,7 @@ type namedPlugin struct {
 
 func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config.Binding) (_ *binding, err error) {
 	b := &binding{
-		h: h, tenant: t, name: name, cfg: bc,
+		h: h, tenant: t, name: name, cfg: bc, budgetWhat: "binding " + name + ": message bodies",
 		log:     h.log.With("tenant", t.name, "binding", name),
 		outputs: map[string]queue.Queue{},
 	}
@@ -249,7 +251,16 @@ func (b *binding) policies(ctx context.Context) (listener.Backoff, listener.Scal
 // message's outcome.
 func (b *binding) Handle(ctx context.Context, m *queue.Message) outcome.Outcome {
 	in := b.input(m)
+	// The body the call runs on is held from the tenant's memory budget until the call has
+	// settled: a tenant past its budget retries its messages later rather than take the
+	// host's memory (runtime/budget.go).
+	rt, held := b.tenant.rt, int64(len(m.Body))
+	if err := rt.ReserveMemory(runtime.ConsumerMessages, held, b.budgetWhat); err != nil {
+		return b.settleOutputs(ctx, m, outcomeOf(0, 0, "", err), nil, nil, runtime.Usage{}, 1)
+	}
+	defer rt.ReleaseMemory(runtime.ConsumerMessages, held)
 	out, err := b.call(ctx, &in)
+	defer out.Release()
 	// The call as the caller saw it: waiting for an instance, then the guest.
 	took := out.Usage.Wait + out.Usage.Wall
 	b.latency.Observe(took.Seconds())
@@ -265,14 +276,25 @@ func (b *binding) Handle(ctx context.Context, m *queue.Message) outcome.Outcome 
 // wqhost_handle_batch in one call, each message settled by its own result.
 func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, outs []outcome.Outcome) {
 	ins := make([]*runtime.Input, len(ms))
+	var held int64
 	for i, m := range ms {
 		in := b.input(m)
 		ins[i] = &in
+		held += int64(len(m.Body))
 	}
+	rt := b.tenant.rt
+	if err := rt.ReserveMemory(runtime.ConsumerMessages, held, b.budgetWhat); err != nil {
+		for k, m := range ms {
+			outs[k] = b.settleOutputs(ctx, m, outcomeOf(0, 0, "", err), nil, nil, runtime.Usage{}, len(ms))
+		}
+		return
+	}
+	defer rt.ReleaseMemory(runtime.ConsumerMessages, held)
 	v := b.acquire()
 	defer v.release()
 	b.calls.add(ins)
 	out, err := v.pool.CallBatch(ctx, ins)
+	defer out.Release()
 	took := out.Usage.Wait + out.Usage.Wall
 	b.calls.remove(ins)
 	b.latency.Observe(took.Seconds())

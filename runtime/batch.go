@@ -29,7 +29,12 @@ type BatchOutput struct {
 	HTTP     HTTPReport
 	// Usage is what the whole call cost, set even when it failed; zero when it never ran.
 	Usage Usage
+	held  outputHold // the outputs' reservation from the tenant's memory budget
 }
+
+// Release gives back what the call's outputs, its own and its messages', reserved from the
+// tenant's memory budget: call it once they are sent (or dropped). Idempotent.
+func (bo *BatchOutput) Release() { bo.held.release() }
 
 // HandlesBatches reports whether the module exports wqhost_handle_batch, so that a pool of it
 // may take PoolConfig.Batch and CallBatch.
@@ -100,6 +105,7 @@ func (p *Pool) CallBatch(ctx context.Context, ins []*Input) (*BatchOutput, error
 		}
 	}
 	// The flags are the instance's: read before it goes back to the pool.
+	bo.held = st.takeHeld()
 	st.end()
 	p.checkin(inst, discard)
 	if err == nil && rc == 0 {
@@ -281,7 +287,7 @@ func batchHostFuncs() []hostFn {
 				s[0] = i32(errInvalid)
 				return
 			}
-			s[0] = i32(st.batchEmit(s[0], q, body))
+			s[0] = i32(st.emitted(st.batchEmit(s[0], q, body)))
 		}},
 		{"batch_verdict", []api.ValueType{tI32, tI32, tI64, tI32, tI32}, []api.ValueType{tI32}, func(ctx context.Context, m api.Module, s []uint64) {
 			reason := mem(m, "batch_verdict", uint32(s[3]), uint32(s[4]))

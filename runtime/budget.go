@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // Memory budgets: every large consumer of the host's memory reserves what it is about to
@@ -42,10 +43,14 @@ const (
 	ConsumerModules
 	// ConsumerCompile is compile children, each at its memory limit.
 	ConsumerCompile
+	// ConsumerMessages is message bodies and outputs the host holds for a call: bodies
+	// while their call runs (the host reserves them, Tenant.ReserveMemory), outputs from
+	// the guest's emit until the host has sent them (Output.Release).
+	ConsumerMessages
 	numConsumers
 )
 
-var consumerNames = [numConsumers]string{"instance memory", "kernel memory", "compiled modules", "compile children"}
+var consumerNames = [numConsumers]string{"instance memory", "kernel memory", "compiled modules", "compile children", "messages"}
 
 // String is the consumer's name, as errors, metrics and the admin API say it.
 func (c Consumer) String() string {
@@ -56,9 +61,9 @@ func (c Consumer) String() string {
 }
 
 // Key is the consumer's name as a metric label and JSON key: instances, kernel, modules,
-// compile.
+// compile, messages.
 func (c Consumer) Key() string {
-	return [...]string{"instances", "kernel", "modules", "compile"}[c]
+	return [...]string{"instances", "kernel", "modules", "compile", "messages"}[c]
 }
 
 // BudgetError is a refused reservation: who asked, for what, and how full the budget was.
@@ -96,24 +101,29 @@ type BudgetUsage struct {
 }
 
 // memBudget is one budget: the host's, or a tenant's whose parent is the host's. A
-// reservation fits when it fits in the budget and in every parent.
+// reservation fits when it fits in the budget and in every parent. Reservations are atomic
+// adds, lock-free: message bodies and outputs reserve on every call.
 type memBudget struct {
 	name   string
-	limit  int64 // <= 0: unlimited
+	limit  atomic.Int64 // <= 0: unlimited
 	parent *memBudget
 
-	mu       sync.Mutex
-	reserved int64
-	peak     int64
-	by       [numConsumers]int64
-	refused  int64
-	// freed is closed, and replaced, whenever something is released: reserveWait's
-	// waiters try again then.
-	freed chan struct{}
+	reserved atomic.Int64
+	peak     atomic.Int64
+	by       [numConsumers]atomic.Int64
+	refused  atomic.Int64
+
+	// waiters counts reserveWait calls waiting; only then does a release wake them, by
+	// closing freed (and forgetting it).
+	waiters atomic.Int64
+	mu      sync.Mutex
+	freed   chan struct{}
 }
 
 func newMemBudget(name string, limit int64, parent *memBudget) *memBudget {
-	return &memBudget{name: name, limit: limit, parent: parent, freed: make(chan struct{})}
+	b := &memBudget{name: name, parent: parent}
+	b.limit.Store(limit)
+	return b
 }
 
 // reserve takes n bytes for c from b and its parents, or refuses, naming what asked.
@@ -135,32 +145,42 @@ func (b *memBudget) force(c Consumer, n int64) {
 // take reserves n in b and then in its parents; a refusal anywhere undoes the rest, and is
 // counted with count.
 func (b *memBudget) take(c Consumer, n int64, what string, force, count bool) error {
-	b.mu.Lock()
-	if !force && b.limit > 0 && b.reserved+n > b.limit {
-		if count {
-			b.refused++
+	for {
+		cur := b.reserved.Load()
+		limit := b.limit.Load()
+		if !force && limit > 0 && cur+n > limit {
+			if count {
+				b.refused.Add(1)
+			}
+			return &BudgetError{Budget: b.name, Consumer: c, What: what, Want: n, Reserved: cur, Limit: limit}
 		}
-		err := &BudgetError{Budget: b.name, Consumer: c, What: what, Want: n, Reserved: b.reserved, Limit: b.limit}
-		b.mu.Unlock()
-		return err
+		if b.reserved.CompareAndSwap(cur, cur+n) {
+			b.notePeak(cur + n)
+			break
+		}
 	}
-	b.reserved += n
-	b.by[c] += n
-	b.peak = max(b.peak, b.reserved)
-	b.mu.Unlock()
+	b.by[c].Add(n)
 	if b.parent != nil {
 		if err := b.parent.take(c, n, what, force, count); err != nil {
-			b.mu.Lock()
-			b.reserved -= n
-			b.by[c] -= n
+			b.reserved.Add(-n)
+			b.by[c].Add(-n)
 			if count {
-				b.refused++
+				b.refused.Add(1)
 			}
-			b.mu.Unlock()
+			b.wake()
 			return err
 		}
 	}
 	return nil
+}
+
+func (b *memBudget) notePeak(v int64) {
+	for {
+		p := b.peak.Load()
+		if v <= p || b.peak.CompareAndSwap(p, v) {
+			return
+		}
+	}
 }
 
 // release gives back n bytes of c reserved before.
@@ -169,13 +189,33 @@ func (b *memBudget) release(c Consumer, n int64) {
 		return
 	}
 	for ; b != nil; b = b.parent {
-		b.mu.Lock()
-		b.reserved -= n
-		b.by[c] -= n
-		close(b.freed)
-		b.freed = make(chan struct{})
-		b.mu.Unlock()
+		b.reserved.Add(-n)
+		b.by[c].Add(-n)
+		b.wake()
 	}
+}
+
+// wake lets reserveWait's waiters try again.
+func (b *memBudget) wake() {
+	if b.waiters.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
+	b.mu.Unlock()
+}
+
+// changed returns a channel closed at the budget's next release or limit change.
+func (b *memBudget) changed() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.freed == nil {
+		b.freed = make(chan struct{})
+	}
+	return b.freed
 }
 
 // reserveWait is reserve that waits, while n could fit once others release, until it does or
@@ -186,36 +226,47 @@ func (b *memBudget) reserveWait(ctx context.Context, c Consumer, n int64, what s
 		return nil
 	}
 	for {
-		// Wait on the changes of the budget that refused: a tenant's release also
-		// releases in the host's.
-		var wait <-chan struct{}
+		var refusing *memBudget
+		for x := b; x != nil; x = x.parent {
+			x.waiters.Add(1)
+		}
+		// Registered before the try: a release between the try and the wait is not missed.
+		chans := map[*memBudget]<-chan struct{}{}
+		for x := b; x != nil; x = x.parent {
+			chans[x] = x.changed()
+		}
 		err := b.take(c, n, what, false, false)
 		var be *BudgetError
-		if err == nil || !errors.As(err, &be) {
-			return err
-		}
-		if be.Want > be.Limit {
-			// Never fits: a refusal.
-			return b.take(c, n, what, false, true)
-		}
-		for x := b; x != nil; x = x.parent {
-			if x.name == be.Budget {
-				x.mu.Lock()
-				wait = x.freed
-				fits := x.reserved+n <= x.limit
-				x.mu.Unlock()
-				if fits {
-					wait = nil
+		if err != nil && errors.As(err, &be) && be.Want <= be.Limit {
+			for x := b; x != nil; x = x.parent {
+				if x.name == be.Budget {
+					refusing = x
 				}
 			}
 		}
-		if wait == nil {
-			continue
+		var wait <-chan struct{}
+		if refusing != nil {
+			wait = chans[refusing]
 		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return fmt.Errorf("%w (waited until: %w)", err, context.Cause(ctx))
+		if wait != nil {
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				err = fmt.Errorf("%w (waited until: %w)", err, context.Cause(ctx))
+				wait = nil
+			}
+		}
+		for x := b; x != nil; x = x.parent {
+			x.waiters.Add(-1)
+		}
+		switch {
+		case err == nil:
+			return nil
+		case be != nil && be.Want > be.Limit:
+			// Never fits: a refusal.
+			return b.take(c, n, what, false, true)
+		case wait == nil:
+			return err
 		}
 	}
 }
@@ -223,11 +274,8 @@ func (b *memBudget) reserveWait(ctx context.Context, c Consumer, n int64, what s
 // setLimit changes the budget's limit: reservations past a lowered one stay, and only new
 // ones are refused until enough is released.
 func (b *memBudget) setLimit(n int64) {
-	b.mu.Lock()
-	b.limit = n
-	close(b.freed)
-	b.freed = make(chan struct{})
-	b.mu.Unlock()
+	b.limit.Store(n)
+	b.wake()
 }
 
 // usage is the budget's state now.
@@ -235,12 +283,10 @@ func (b *memBudget) usage() BudgetUsage {
 	if b == nil {
 		return BudgetUsage{}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	u := BudgetUsage{Limit: max(b.limit, 0), Reserved: b.reserved, Peak: b.peak, Refused: b.refused,
-		ByConsumer: make(map[string]int64, numConsumers)}
+	u := BudgetUsage{Limit: max(b.limit.Load(), 0), Reserved: b.reserved.Load(), Peak: b.peak.Load(),
+		Refused: b.refused.Load(), ByConsumer: make(map[string]int64, numConsumers)}
 	for c := range numConsumers {
-		u.ByConsumer[c.Key()] = b.by[c]
+		u.ByConsumer[c.Key()] = b.by[c].Load()
 	}
 	return u
 }

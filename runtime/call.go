@@ -46,6 +46,7 @@ func (p *Pool) CallInto(ctx context.Context, in *Input, out *Output) error {
 		return err
 	}
 	out.Usage = Usage{}
+	out.Release()
 	if p.ext != "" {
 		return p.callExtism(ctx, in, out)
 	}
@@ -146,6 +147,7 @@ func (p *Pool) run(ctx context.Context, inst *instance, in *Input, out *Output) 
 		v := &st.oneRes[0]
 		out.Status, out.RetryAfter, out.ErrorText = v.Status, v.RetryAfter, v.ErrorText
 	}
+	out.held = st.takeHeld()
 	st.end()
 	switch {
 	case hasVerdict:
@@ -154,14 +156,17 @@ func (p *Pool) run(ctx context.Context, inst *instance, in *Input, out *Output) 
 				"message_id", in.ID, "status", out.Status, "err", err)
 		}
 	case err != nil:
+		out.Release()
 		return discard, err
 	case rc < 0 || rc > 2:
+		out.Release()
 		return discard, badStatus("message "+in.ID, rc, out.ErrorText)
 	default:
 		out.Status = Status(rc)
 	}
 	if out.Status != StatusOK {
 		out.Outputs = nil
+		out.Release()
 	}
 	return discard, nil
 }
@@ -232,6 +237,10 @@ func (p *Pool) logDropped(who callee, dropped int) {
 // would otherwise pay for the larger frame the error paths need.
 func (p *Pool) failure(ctx context.Context, inst *instance, who callee, err error, abandoned, timedOut bool) error {
 	refusal := inst.mem.takeRefusal()
+	if refusal == nil && errors.As(err, &refusal) {
+		// An emit the budget refused (callState.emit): the refusal is the whole story.
+		err = refusal
+	}
 	switch {
 	case abandoned:
 		// Not the guest's fault: the caller's reason.
@@ -246,6 +255,9 @@ func (p *Pool) failure(ctx context.Context, inst *instance, who callee, err erro
 		// The tenant's memory budget refused a memory.grow the guest then could not do
 		// without: not the guest's limit, the host's room; another try may find it.
 		p.traps.Add(1)
+		if err == error(refusal) {
+			return fmt.Errorf("runtime: %s: %w", who, refusal)
+		}
 		return fmt.Errorf("runtime: %s: %w: %w", who, refusal, err)
 	case isStackOverflow(err):
 		// Before the memory check: a guest near its memory limit that recursed for ever

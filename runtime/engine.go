@@ -379,6 +379,17 @@ func (e *Engine) MemoryBudget() BudgetUsage { return e.mem.usage() }
 // MemoryBudget is the tenant's memory budget: limit, what is reserved, by consumer.
 func (t *Tenant) MemoryBudget() BudgetUsage { return t.mem.usage() }
 
+// ReserveMemory reserves n bytes for c from the tenant's memory budget (and the host's), or
+// refuses with a *BudgetError naming what; ReleaseMemory gives them back. For what the
+// caller holds on the tenant's behalf: a host reserves the bodies of the messages a call
+// runs on (ConsumerMessages).
+func (t *Tenant) ReserveMemory(c Consumer, n int64, what string) error {
+	return t.mem.reserve(c, n, what)
+}
+
+// ReleaseMemory gives back n bytes of c that ReserveMemory reserved.
+func (t *Tenant) ReleaseMemory(c Consumer, n int64) { t.mem.release(c, n) }
+
 // SetMemoryBudget changes the tenant's memory budget to n bytes (0: unlimited, the host's
 // alone bounds it), in place: what is reserved stays reserved, and new reservations see the
 // new limit. A host sets it as tenants come and go, since a tenant's default is its share.

@@ -129,6 +129,10 @@ func (p *Pool) callExtism(ctx context.Context, in *Input, out *Output) error {
 	if err == nil {
 		err = p.extismResult(st, who, rc, out)
 	}
+	out.held = st.takeHeld()
+	if err != nil {
+		out.Release()
+	}
 	st.end()
 	x.reset()
 	p.checkin(inst, discard)
@@ -163,6 +167,8 @@ func (p *Pool) extismResult(st *callState, who callee, rc int32, out *Output) er
 	switch st.emit(&out.Outputs, nil, body) {
 	case 0:
 		return nil
+	case errBudget:
+		return fmt.Errorf("runtime: %s: output of %d bytes: %w", who, len(body), st.refused)
 	case errTooLarge:
 		return fmt.Errorf("runtime: %s: %w: output of %d bytes is over the binding's output limits (max_output_bytes %d)", who, ErrPluginFailed, len(body), p.cfg.MaxOutputBytes)
 	default:

@@ -28,6 +28,9 @@ const (
 	errTooLarge = -3
 	errLimit    = -4
 	errInvalid  = -5
+	// errBudget is emit's answer when the tenant's memory budget refused the output: not
+	// a code a guest sees (emitted ends the call instead).
+	errBudget = -1000
 )
 
 const (
@@ -53,12 +56,14 @@ type stateKey struct{}
 // the instance's long-lived context, so the hot path allocates nothing to reach it.
 type callState struct {
 	pool      *Pool
-	in        *Input  // the message of a single call; nil in a batch call and a self test
-	out       *Output // the call's status, reason and own outputs; nil in a self test
-	logs      int     // log calls of this call
-	logBytes  int     // bytes of them written to the host log
-	dropped   int     // log lines past the caps, reported once after the call
-	callBytes int     // bytes of every output of this call (PoolConfig.MaxCallOutputBytes)
+	in        *Input       // the message of a single call; nil in a batch call and a self test
+	out       *Output      // the call's status, reason and own outputs; nil in a self test
+	logs      int          // log calls of this call
+	logBytes  int          // bytes of them written to the host log
+	dropped   int          // log lines past the caps, reported once after the call
+	callBytes int          // bytes of every output of this call (PoolConfig.MaxCallOutputBytes)
+	held      outputHold   // what the call's outputs reserved (emit), handed to its Output
+	refused   *BudgetError // the budget's refusal of the last emit (errBudget)
 	http      httpState
 	ext       *extismState // an Extism plugin's kernel (extism.go); nil for other ABIs
 	// work is the host work charged since the last check of the call's limits (charge.go).
@@ -247,7 +252,7 @@ func hostFuncs() []hostFn {
 				s[0] = i32(errDenied)
 				return
 			}
-			s[0] = i32(st.emit(&st.out.Outputs, q, body))
+			s[0] = i32(st.emitted(st.emit(&st.out.Outputs, q, body)))
 		}},
 	}
 }
@@ -308,6 +313,23 @@ func retryDelay(ms int64) time.Duration {
 	return time.Duration(min(max(ms, 0), int64(math.MaxInt64/time.Millisecond))) * time.Millisecond
 }
 
+// emitted returns emit's code rc to the guest, but for errBudget, which ends the call with
+// the budget's refusal: only in a host function, inside the guest's call.
+func (st *callState) emitted(rc int32) int32 {
+	if rc == errBudget {
+		panic(st.refused)
+	}
+	return rc
+}
+
+// takeHeld returns the reservation of the call's outputs, which the caller's Output or
+// BatchOutput holds from then on.
+func (st *callState) takeHeld() outputHold {
+	h := st.held
+	st.held = outputHold{}
+	return h
+}
+
 // emit queues an output to *dst, the outputs of one message (or of a batch call itself),
 // under the limits of one message and the call's MaxCallOutputBytes.
 func (st *callState) emit(dst *[]Emitted, q, body []byte) int32 {
@@ -352,6 +374,14 @@ func (st *callState) emit(dst *[]Emitted, q, body []byte) int32 {
 	// it (MaxOutputBytes), so it is one piece, charged to the account the next host call
 	// checks.
 	st.work += copyCharge(len(body))
+	if err := st.pool.t.mem.reserve(ConsumerMessages, int64(len(body)), st.pool.memWhat); err != nil {
+		// Not the guest's fault: the call fails (emitted), and the message is retried once
+		// there is room (Pool.failure names the budget).
+		st.refused = err.(*BudgetError)
+		return errBudget
+	}
+	st.held.mem = st.pool.t.mem
+	st.held.n += int64(len(body))
 	cp := make([]byte, len(body))
 	copy(cp, body)
 	*dst = append(*dst, Emitted{Queue: queue, Body: cp})

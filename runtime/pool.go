@@ -66,6 +66,25 @@ type Output struct {
 	// failed, for the failing attempt's dead letter.
 	Usage Usage
 	first [1]Emitted // backs Outputs so the common single output costs no extra allocation
+	held  outputHold // the outputs' reservation from the tenant's memory budget
+}
+
+// Release gives back what the outputs reserved from the tenant's memory budget: call it once
+// they are sent (or dropped). CallInto releases an Output's previous outputs when it reuses
+// it. Idempotent.
+func (o *Output) Release() { o.held.release() }
+
+// outputHold is the reservation of a call's outputs (emit).
+type outputHold struct {
+	mem *memBudget
+	n   int64
+}
+
+func (h *outputHold) release() {
+	if h.n > 0 {
+		h.mem.release(ConsumerMessages, h.n)
+		h.n = 0
+	}
 }
 
 // PoolConfig configures a Pool. Zero values take the documented defaults.
@@ -220,7 +239,7 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 		logger:   t.logger.With("binding", cfg.Binding, "module", m.name, "digest", m.c.digest[:12]),
 		memLimit: uint64(t.limits.MemoryPages) * PageBytes,
 		slots:    newSlots(cfg.MaxInstances, &t.e.idle.now),
-		memWhat:  fmt.Sprintf("binding %s (%s): instance memory", cfg.Binding, m.name),
+		memWhat:  fmt.Sprintf("binding %s (%s)", cfg.Binding, m.name),
 	}
 	if m.c.abi == ABIExtism {
 		if p.ext, err = extismFunction(m, cfg, cm.ExportedFunctions()); err != nil {

@@ -1,0 +1,137 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
+	"github.com/wqhost/wqhost/runtime"
+)
+
+// tenantMemory is tenant name's memory budget as /v1/status reports it.
+func tenantMemory(t *testing.T, h *Host, name string) runtime.BudgetUsage {
+	t.Helper()
+	for _, ts := range h.Status(context.Background()).Tenants {
+		if ts.Name == name {
+			return ts.Memory
+		}
+	}
+	t.Fatalf("no tenant %s in /v1/status", name)
+	return runtime.BudgetUsage{}
+}
+
+// TestBudgetSharesFollowTenants: with memory_budget set, each tenant without its own
+// limits.memory_budget gets its weight's share of what the others leave, in /v1/status
+// and /metrics; a reload that adds a tenant moves the shares in place, restarting no
+// binding.
+func TestBudgetSharesFollowTenants(t *testing.T) {
+	mod := abs(t, "testdata/versioned/v1.wasm")
+	tenant := func(name, extra string) string {
+		return "  " + name + ":\n" + extra + "    bindings:\n      w: {backend: mem, queue: in, module: " + mod + "}\n"
+	}
+	dir := t.TempDir()
+	top := "memory_budget: 400MiB\n"
+	writeConfigTop(t, dir, top, tenant("a", "")+tenant("b", "    weight: 3\n")+tenant("x", "    limits: {memory_budget: 80MiB}\n"))
+	cfg, err := source.LoadConfig(config.LoadOptions{File: filepath.Join(dir, "wqhost.yaml"), Environ: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	st := h.Status(context.Background())
+	if st.Memory == nil || st.Memory.Limit != 400<<20 || st.Memory.LimitSource != "memory_budget" {
+		t.Fatalf("host memory = %+v; want a 400 MiB budget from memory_budget", st.Memory)
+	}
+	for name, want := range map[string]int64{"a": 80 << 20, "b": 240 << 20, "x": 80 << 20} {
+		if got := tenantMemory(t, h, name).Limit; got != want {
+			t.Errorf("tenant %s budget = %d; want %d", name, got, want)
+		}
+	}
+	if got := tenantMemory(t, h, "a").ByConsumer["modules"]; got <= 0 {
+		t.Errorf("tenant a reserves %d bytes for its module; want its size at least", got)
+	}
+	if _, v, ok := series(t, h, "", "wqhost_tenant_memory_budget_bytes", map[string]string{"tenant": "b"}); !ok || v != 240<<20 {
+		t.Errorf("wqhost_tenant_memory_budget_bytes{tenant=b} = %v (found %v); want %d", v, ok, 240<<20)
+	}
+	if _, v, ok := series(t, h, "", "wqhost_memory_budget_bytes", nil); !ok || v != 400<<20 {
+		t.Errorf("wqhost_memory_budget_bytes = %v (found %v); want %d", v, ok, 400<<20)
+	}
+
+	aBefore := h.bindingNamed("a", "w0")
+	writeConfigTop(t, dir, top, tenant("a", "")+tenant("b", "    weight: 3\n")+tenant("x", "    limits: {memory_budget: 80MiB}\n")+tenant("c", "    weight: 4\n"))
+	if err := h.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int64{"a": 40 << 20, "b": 120 << 20, "c": 160 << 20, "x": 80 << 20} {
+		if got := tenantMemory(t, h, name).Limit; got != want {
+			t.Errorf("after adding c: tenant %s budget = %d; want %d", name, got, want)
+		}
+	}
+	if h.bindingNamed("a", "w0") != aBefore {
+		t.Error("a share moved by another tenant's arrival restarted tenant a's binding")
+	}
+}
+
+// TestBudgetRefusesModuleLoad: a module version whose load does not fit its tenant's
+// memory budget is refused with an error naming the budget, the tenant and the module; on a
+// hot swap the old version keeps serving.
+func TestBudgetRefusesModuleLoad(t *testing.T) {
+	small, big := abs(t, "testdata/versioned/v1.wasm"), abs(t, "../examples/handlers/echo-go/echo-go.wasm")
+	conf := func(mods ...string) string {
+		s := "  a:\n    limits: {memory_budget: 4MiB}\n    bindings:\n"
+		for i, mod := range mods {
+			s += fmt.Sprintf("      w%d: {backend: mem, queue: in%d, module: %s}\n", i, i, mod)
+		}
+		return s
+	}
+	// Two standard-Go modules (2.1 and 2.2 MB) do not fit 4 MiB together.
+	_, err := New(context.Background(), hostConfig(t, "backends:\n  mem: {type: memory}\n", conf(big, abs(t, "../examples/handlers/noop-go/noop-go.wasm"))), testLogger(t))
+	if !errors.Is(err, runtime.ErrMemoryBudget) || !strings.Contains(err.Error(), "tenant a memory budget") ||
+		!strings.Contains(err.Error(), "echo-go.wasm") && !strings.Contains(err.Error(), "noop-go.wasm") {
+		t.Fatalf("New = %v; want the tenant's memory budget refusing a module, named", err)
+	}
+
+	dir := t.TempDir()
+	handler := filepath.Join(dir, "handler.wasm")
+	b, err := os.ReadFile(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(handler, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, dir, conf(handler))
+	cfg, err := source.LoadConfig(config.LoadOptions{File: filepath.Join(dir, "wqhost.yaml"), Environ: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	before := h.bindingNamed("a", "w0").cur.Load().module.Digest()
+	b, err = os.ReadFile(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(handler, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.ReloadAll(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "memory budget exhausted: tenant a memory budget") {
+		t.Fatalf("reload to a module past the budget = %+v, %v; want the tenant's memory budget refusing it", res, err)
+	}
+	if got := h.bindingNamed("a", "w0").cur.Load().module.Digest(); got != before {
+		t.Errorf("the binding serves %s after a refused swap; want the old version %s", got, before)
+	}
+}
