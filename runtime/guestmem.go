@@ -1,10 +1,12 @@
 package runtime
 
 import (
+	"fmt"
 	"reflect"
 	goruntime "runtime"
 	"sync/atomic"
 
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 )
@@ -54,18 +56,34 @@ type guestMemories struct {
 
 // instanceMemory allocates the memories of one instantiation: wazero calls Allocate from
 // InstantiateModule; settle is called once that returned.
+//
+// The memory limit is enforced here, not by wazero: the tenant's runtime lets a memory
+// without a declared maximum grow to the wasm32 maximum as far as wazero knows
+// (Tenant.runtime), so that every memory.grow past the limit reaches Reallocate, which
+// refuses it (memory.grow returns -1) and counts the refusal in refused. Had wazero refused
+// it, nothing would say so, and a failed call could only be guessed to have run out of
+// memory from how large its memory was: an unreachable trap at the limit read as "exceeded
+// its memory limit".
 type instanceMemory struct {
 	g      *guestMemories
+	limit  uint64        // the tenant's memory limit in bytes; 0: wazero's maximum only
+	refuse *atomic.Int64 // counts refused growths; may be nil
 	mapped []*mappedMemory
 }
 
 // Allocate implements experimental.MemoryAllocator.
-func (im *instanceMemory) Allocate(_, maxBytes uint64) experimental.LinearMemory {
+func (im *instanceMemory) Allocate(capBytes, maxBytes uint64) experimental.LinearMemory {
+	if im.limit > 0 && maxBytes > im.limit {
+		// Never below the declared minimum, which wazero takes at once: Tenant.compile
+		// refuses a module declaring more than the limit.
+		maxBytes = max(im.limit, capBytes)
+	}
 	if m := im.g.mapMemory(maxBytes); m != nil {
+		m.refused = im.refuse
 		im.mapped = append(im.mapped, m)
 		return m
 	}
-	return &sliceMemory{max: maxBytes}
+	return &sliceMemory{max: maxBytes, refused: im.refuse}
 }
 
 // settle arranges for the instantiation's mappings to be unmapped: at once when it made no
@@ -98,13 +116,15 @@ func (im *instanceMemory) settle(mod api.Module) {
 // sliceMemory is a linear memory in a Go slice, grown by doubling: the fallback when no
 // mapping can be had. It leaves at most as much garbage as the memory's size behind.
 type sliceMemory struct {
-	buf []byte
-	max uint64
+	buf     []byte
+	max     uint64
+	refused *atomic.Int64 // counts refused growths; may be nil
 }
 
 // Reallocate implements experimental.LinearMemory.
 func (m *sliceMemory) Reallocate(size uint64) []byte {
 	if size > m.max {
+		countRefusal(m.refused)
 		return nil
 	}
 	if size <= uint64(cap(m.buf)) {
@@ -119,3 +139,45 @@ func (m *sliceMemory) Reallocate(size uint64) []byte {
 
 // Free implements experimental.LinearMemory.
 func (m *sliceMemory) Free() { m.buf = nil }
+
+// countRefusal records a memory.grow refused at the memory limit.
+func countRefusal(n *atomic.Int64) {
+	if n != nil {
+		n.Add(1)
+	}
+}
+
+// wasmMaxPages is the most pages a wasm32 memory can have (4 GiB).
+const wasmMaxPages = 65536
+
+// checkDeclaredMemory refuses a module whose memory declares a minimum or maximum above
+// the tenant's memory limit, in wazero's words: the tenant's runtime leaves the limit to
+// the memory allocator (instanceMemory), so wazero no longer checks it.
+func (t *Tenant) checkDeclaredMemory(cm wazero.CompiledModule) error {
+	limit := t.limits.MemoryPages
+	defs := cm.ImportedMemories()
+	for _, d := range cm.ExportedMemories() {
+		defs = append(defs, d)
+	}
+	for _, d := range defs {
+		if mx, ok := d.Max(); ok && mx > limit {
+			return fmt.Errorf("section memory: max %d pages (%s) over limit of %d pages (%s)", mx, pagesText(mx), limit, pagesText(limit))
+		}
+		if d.Min() > limit {
+			return fmt.Errorf("section memory: min %d pages (%s) over limit of %d pages (%s)", d.Min(), pagesText(d.Min()), limit, pagesText(limit))
+		}
+	}
+	return nil
+}
+
+// pagesText is a page count in bytes as wazero words it (64 Ki, 2 Mi, 4 Gi).
+func pagesText(pages uint32) string {
+	k := uint64(pages) * 64
+	switch {
+	case k < 1024:
+		return fmt.Sprintf("%d Ki", k)
+	case k < 1024*1024:
+		return fmt.Sprintf("%d Mi", k/1024)
+	}
+	return fmt.Sprintf("%d Gi", k/1024/1024)
+}

@@ -310,6 +310,9 @@ type instance struct {
 	uses     int
 	idleAt   time.Duration // when it last went idle (janitor.now)
 	stdio    *cappedLog
+	// growRefused counts the memory.grow refusals at the memory limit (instanceMemory):
+	// a call that fails after one ran out of memory.
+	growRefused *atomic.Int64
 }
 
 func (p *Pool) moduleConfig(stdio io.Writer) wazero.ModuleConfig {
@@ -341,12 +344,13 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		defer stop()
 	}
 	var mod api.Module
+	refused := new(atomic.Int64)
 	err := p.bounded(sctx, "start function", func() error {
 		st.arm(ctx, startLimit)
 		defer st.disarm()
 		// The memory is mapped outside the Go heap (guestmem.go); settled here, in the
 		// goroutine that instantiated, whether or not the caller waited for it.
-		im := &instanceMemory{g: p.t.e.memories}
+		im := &instanceMemory{g: p.t.e.memories, limit: p.memLimit, refuse: refused}
 		var err error
 		mod, err = p.rt.InstantiateModule(experimental.WithMemoryAllocator(sctx, im), p.cm, mc)
 		if err == nil && p.ext != "" {
@@ -381,7 +385,8 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		callBase = context.Background()
 	}
 	inst := &instance{
-		mod: mod, handle: mod.ExportedFunction(p.handleName()), selfTest: mod.ExportedFunction("wqhost_self_test"),
+		growRefused: refused,
+		mod:         mod, handle: mod.ExportedFunction(p.handleName()), selfTest: mod.ExportedFunction("wqhost_self_test"),
 		st: st, ctx: &callCtx{Context: callBase, st: st, bare: p.v.fuel}, cancel: cancel, stdio: logw,
 		batch: mod.ExportedFunction("wqhost_handle_batch"),
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 )
 
@@ -106,7 +107,10 @@ func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
 	for k, v := range p.cfg.Config {
 		mc = mc.WithEnv("WQHOST_CONFIG_"+envKey(k), v)
 	}
-	mod, err := p.rt.InstantiateModule(ctx, p.cm, mc)
+	// The allocator enforces the memory limit (instanceMemory), which wazero leaves to it.
+	im := &instanceMemory{g: p.t.e.memories, limit: p.memLimit}
+	mod, err := p.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, im), p.cm, mc)
+	im.settle(mod)
 	if mod != nil {
 		_ = mod.Close(context.Background())
 	}
