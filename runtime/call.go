@@ -180,6 +180,7 @@ func (p *Pool) invoke(ctx context.Context, inst *instance, fn api.Function, who 
 	st.logs, st.logBytes, st.dropped, st.callBytes = 0, 0, 0, 0
 	inst.stdio.reset(who)
 	mark := p.meterBegin(st)
+	inst.growRefused.Store(0)
 	// The caller's context bounds the call too (a shutdown grace, a caller's deadline):
 	// ending it interrupts the guest like the time limit does. With fuel the guest's next
 	// yield sees it; otherwise the instance's context is cancelled, and the instance, its
@@ -264,7 +265,9 @@ func (p *Pool) failure(ctx context.Context, inst *instance, who callee, err erro
 		// overflowed its stack, it did not run out of memory.
 		p.traps.Add(1)
 		return fmt.Errorf("runtime: %s: %w: %w", who, ErrStackOverflow, err)
-	case p.nearMemLimit(inst):
+	case inst.growRefused.Load() > 0:
+		// Only a memory.grow the limit refused in this call: an instance at its limit that
+		// traps for another reason (unreachable, a bad access) trapped, whatever its size.
 		p.traps.Add(1)
 		return fmt.Errorf("runtime: %s: %w (%d bytes): %w", who, ErrMemoryLimit, p.memLimit, err)
 	default:
@@ -291,13 +294,4 @@ func isStackOverflow(err error) bool {
 		err = errors.Unwrap(err)
 	}
 	return false
-}
-
-// nearMemLimit reports whether a failed call ran out of memory. wazero does not report a
-// refused memory.grow; the guest's allocator aborts instead, so a trap with memory within a
-// quarter of the limit (one large allocation away) is taken as the limit hit.
-func (p *Pool) nearMemLimit(inst *instance) bool {
-	slack := max(p.memLimit/4, 8<<20)
-	m := inst.mod.Memory()
-	return m != nil && uint64(m.Size())+slack >= p.memLimit
 }

@@ -538,7 +538,10 @@ func (t *Tenant) runtime(ctx context.Context, terminate bool) (wazero.Runtime, i
 	}
 	cfg := wazero.NewRuntimeConfig().
 		WithCompilationCache(t.e.cache).
-		WithMemoryLimitPages(t.limits.MemoryPages).
+		// The wasm32 maximum, not the tenant's limit: the pool's memory allocator enforces
+		// that and records each refusal (instanceMemory); compile refuses a module
+		// declaring more than the limit as wazero did.
+		WithMemoryLimitPages(wasmMaxPages).
 		WithCloseOnContextDone(terminate)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	if err := instantiateWASI(ctx, rt); err != nil {
@@ -586,6 +589,12 @@ func (t *Tenant) compile(ctx context.Context, m *Module, v variant) (wazero.Runt
 			unlock := t.e.compiling.lock(key)
 			f.val, f.err = compileModule(ctx, rt, wasm)
 			unlock()
+			if f.err == nil {
+				if f.err = t.checkDeclaredMemory(f.val); f.err != nil {
+					_ = f.val.Close(ctx)
+					f.val = nil
+				}
+			}
 			if f.err != nil {
 				t.mem.release(ConsumerModules, f.held)
 			}

@@ -1,11 +1,13 @@
 package runtime
 
 import (
+	"fmt"
 	"reflect"
 	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 )
@@ -55,15 +57,25 @@ type guestMemories struct {
 
 // instanceMemory allocates the memories of one instantiation: wazero calls Allocate from
 // InstantiateModule; settle is called once that returned.
+//
+// The memory limit is enforced here, not by wazero: the tenant's runtime lets a memory
+// without a declared maximum grow to the wasm32 maximum as far as wazero knows
+// (Tenant.runtime), so that every memory.grow past the limit reaches Reallocate, which
+// refuses it (memory.grow returns -1) and counts the refusal in refused. Had wazero refused
+// it, nothing would say so, and a failed call could only be guessed to have run out of
+// memory from how large its memory was: an unreachable trap at the limit read as "exceeded
+// its memory limit".
 type instanceMemory struct {
 	g      *guestMemories
+	limit  uint64        // the tenant's memory limit in bytes; 0: wazero's maximum only
+	refuse *atomic.Int64 // counts refused growths; may be nil
 	mapped []*mappedMemory
 	// budget is the tenant's memory budget, which each memory reserves from as it grows;
 	// what names the instance in a refusal.
 	budget *memBudget
 	what   string
-	// refused is the budget's last refusal of a memory.grow (or of the initial pages).
-	refused atomic.Pointer[BudgetError]
+	// budgetRefusal is the budget's last refusal of a memory.grow (or of the initial pages).
+	budgetRefusal atomic.Pointer[BudgetError]
 	// forced: initial pages were taken past the budget.
 	forced atomic.Bool
 	// budgeted are the memories that reserve from budget.
@@ -71,16 +83,22 @@ type instanceMemory struct {
 }
 
 // Allocate implements experimental.MemoryAllocator.
-func (im *instanceMemory) Allocate(_, maxBytes uint64) experimental.LinearMemory {
-	var m experimental.LinearMemory = &sliceMemory{max: maxBytes}
+func (im *instanceMemory) Allocate(capBytes, maxBytes uint64) experimental.LinearMemory {
+	if im.limit > 0 && maxBytes > im.limit {
+		// Never below the declared minimum, which wazero takes at once: Tenant.compile
+		// refuses a module declaring more than the limit.
+		maxBytes = max(im.limit, capBytes)
+	}
+	var m experimental.LinearMemory = &sliceMemory{max: maxBytes, refused: im.refuse}
 	if mm := im.g.mapMemory(maxBytes); mm != nil {
+		mm.refused = im.refuse
 		im.mapped = append(im.mapped, mm)
 		m = mm
 	}
 	if im.budget == nil {
 		return m
 	}
-	bm := &budgetedMemory{LinearMemory: m, im: im}
+	bm := &budgetedMemory{LinearMemory: m, im: im, max: maxBytes}
 	im.budgeted = append(im.budgeted, bm)
 	return bm
 }
@@ -91,7 +109,7 @@ func (im *instanceMemory) overdrawn() *BudgetError {
 	if im == nil || !im.forced.Load() {
 		return nil
 	}
-	return im.refused.Load()
+	return im.budgetRefusal.Load()
 }
 
 // takeRefusal returns and forgets the budget's refusal of a growth since the last call.
@@ -99,7 +117,7 @@ func (im *instanceMemory) takeRefusal() *BudgetError {
 	if im == nil {
 		return nil
 	}
-	return im.refused.Swap(nil)
+	return im.budgetRefusal.Swap(nil)
 }
 
 // budgetedMemory reserves a memory's pages from its tenant's budget as it grows and releases
@@ -107,7 +125,8 @@ func (im *instanceMemory) takeRefusal() *BudgetError {
 // sees -1, as at its memory limit, and a call that fails then says the budget refused it.
 type budgetedMemory struct {
 	experimental.LinearMemory
-	im *instanceMemory
+	im  *instanceMemory
+	max uint64 // the memory's maximum: a growth past it is the limit's to refuse
 
 	mu      sync.Mutex
 	held    int64 // reserved
@@ -120,10 +139,14 @@ func (m *budgetedMemory) Reallocate(size uint64) []byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := int64(size) - m.held
+	if size > m.max {
+		// The memory limit's refusal (counted there), not the budget's.
+		return m.LinearMemory.Reallocate(size)
+	}
 	if n > 0 && !m.freed {
 		if err := m.im.budget.reserve(ConsumerInstances, n, m.im.what); err != nil {
 			be := err.(*BudgetError)
-			m.im.refused.Store(be)
+			m.im.budgetRefusal.Store(be)
 			if m.started {
 				return nil
 			}
@@ -201,13 +224,15 @@ func (r released) release() {
 // sliceMemory is a linear memory in a Go slice, grown by doubling: the fallback when no
 // mapping can be had. It leaves at most as much garbage as the memory's size behind.
 type sliceMemory struct {
-	buf []byte
-	max uint64
+	buf     []byte
+	max     uint64
+	refused *atomic.Int64 // counts refused growths; may be nil
 }
 
 // Reallocate implements experimental.LinearMemory.
 func (m *sliceMemory) Reallocate(size uint64) []byte {
 	if size > m.max {
+		countRefusal(m.refused)
 		return nil
 	}
 	if size <= uint64(cap(m.buf)) {
@@ -222,3 +247,45 @@ func (m *sliceMemory) Reallocate(size uint64) []byte {
 
 // Free implements experimental.LinearMemory.
 func (m *sliceMemory) Free() { m.buf = nil }
+
+// countRefusal records a memory.grow refused at the memory limit.
+func countRefusal(n *atomic.Int64) {
+	if n != nil {
+		n.Add(1)
+	}
+}
+
+// wasmMaxPages is the most pages a wasm32 memory can have (4 GiB).
+const wasmMaxPages = 65536
+
+// checkDeclaredMemory refuses a module whose memory declares a minimum or maximum above
+// the tenant's memory limit, in wazero's words: the tenant's runtime leaves the limit to
+// the memory allocator (instanceMemory), so wazero no longer checks it.
+func (t *Tenant) checkDeclaredMemory(cm wazero.CompiledModule) error {
+	limit := t.limits.MemoryPages
+	defs := cm.ImportedMemories()
+	for _, d := range cm.ExportedMemories() {
+		defs = append(defs, d)
+	}
+	for _, d := range defs {
+		if mx, ok := d.Max(); ok && mx > limit {
+			return fmt.Errorf("section memory: max %d pages (%s) over limit of %d pages (%s)", mx, pagesText(mx), limit, pagesText(limit))
+		}
+		if d.Min() > limit {
+			return fmt.Errorf("section memory: min %d pages (%s) over limit of %d pages (%s)", d.Min(), pagesText(d.Min()), limit, pagesText(limit))
+		}
+	}
+	return nil
+}
+
+// pagesText is a page count in bytes as wazero words it (64 Ki, 2 Mi, 4 Gi).
+func pagesText(pages uint32) string {
+	k := uint64(pages) * 64
+	switch {
+	case k < 1024:
+		return fmt.Sprintf("%d Ki", k)
+	case k < 1024*1024:
+		return fmt.Sprintf("%d Mi", k/1024)
+	}
+	return fmt.Sprintf("%d Gi", k/1024/1024)
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -81,9 +82,10 @@ func vmSize() uint64 {
 
 // mappedMemory is a linear memory in an anonymous mapping of its maximum size.
 type mappedMemory struct {
-	g    *guestMemories
-	mem  []byte // the whole mapping
-	once sync.Once
+	g       *guestMemories
+	mem     []byte        // the whole mapping
+	refused *atomic.Int64 // counts refused growths; may be nil
+	once    sync.Once
 }
 
 // mapMemory maps a memory of up to size bytes, or returns nil when none may or can be had.
@@ -120,6 +122,7 @@ func (g *guestMemories) mapMemory(size uint64) *mappedMemory {
 // grown memory must.
 func (m *mappedMemory) Reallocate(size uint64) []byte {
 	if size > uint64(len(m.mem)) {
+		countRefusal(m.refused)
 		return nil
 	}
 	return m.mem[:size:size]

@@ -2,11 +2,13 @@
 
 package runtime
 
+import "sync/atomic"
+
 // newGuestMemories maps no memories off Linux: guest memories are Go slices (sliceMemory).
 func newGuestMemories() *guestMemories { return &guestMemories{} }
 
 // mappedMemory is Linux only (guestmem_linux.go).
-type mappedMemory struct{}
+type mappedMemory struct{ refused *atomic.Int64 }
 
 func (g *guestMemories) mapMemory(uint64) *mappedMemory { return nil }
 

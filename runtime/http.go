@@ -176,14 +176,16 @@ func redactURL(u *url.URL) string {
 
 // httpResp is an open response, a handle's target.
 type httpResp struct {
-	ctx    context.Context // the request's: http.timeout and the message's time limit
-	resp   *http.Response
-	body   io.ReadCloser
-	read   int64
-	over   bool // the body went past MaxResponseBytes
-	done   bool // the body ended
-	cancel context.CancelFunc
-	sem    chan struct{} // the tenant slot to give back; nil once given
+	ctx  context.Context // the request's: http.timeout and the message's time limit
+	resp *http.Response
+	body io.ReadCloser
+	read int64
+	over bool // the body went past MaxResponseBytes
+	// overErr is the reason given once over: every later read returns ERR_TOO_LARGE with it.
+	overErr string
+	done    bool // the body ended
+	cancel  context.CancelFunc
+	sem     chan struct{} // the tenant slot to give back; nil once given
 }
 
 func (h *httpResp) close() {
@@ -448,6 +450,9 @@ func (st *callState) handle(h uint32) *httpResp {
 // the cap is passed (the rest is never read), or a timeout/network error.
 func (st *callState) readBody(ctx context.Context, hr *httpResp, dst []byte) int32 {
 	if hr.over {
+		// The reason again: http_error (or Extism's http_request, which fails the call with
+		// it) must name the cap, however many reads came between.
+		st.http.lastErr = hr.overErr
 		return errTooLarge
 	}
 	if hr.done || len(dst) == 0 {
@@ -472,8 +477,12 @@ func (st *callState) readBody(ctx context.Context, hr *httpResp, dst []byte) int
 		// Close now: the remainder is never downloaded.
 		_ = hr.body.Close()
 		hr.body = nil
+		// The reason is recorded (and the refusal logged) when the cap is passed, though this
+		// read still delivers the bytes up to it: the next read returns ERR_TOO_LARGE with it.
+		rc := st.httpFail(errTooLarge, hr.resp.Request.Method, func() string { return redactURL(hr.resp.Request.URL) }, "http.max_response_bytes", fmt.Sprintf("response body exceeds http.max_response_bytes (%d bytes)", max))
+		hr.overErr = st.http.lastErr
 		if n == 0 {
-			return st.httpFail(errTooLarge, hr.resp.Request.Method, func() string { return redactURL(hr.resp.Request.URL) }, "http.max_response_bytes", fmt.Sprintf("response body exceeds %d bytes", max))
+			return rc
 		}
 	}
 	hr.read += int64(n)

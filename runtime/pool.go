@@ -332,6 +332,9 @@ type instance struct {
 	idleAt   time.Duration // when it last went idle (janitor.now)
 	stdio    *cappedLog
 	mem      *instanceMemory // its memories' allocator: budget refusals
+	// growRefused counts the memory.grow refusals at the memory limit (instanceMemory):
+	// a call that fails after one ran out of memory.
+	growRefused *atomic.Int64
 }
 
 func (p *Pool) moduleConfig(stdio io.Writer) wazero.ModuleConfig {
@@ -364,12 +367,13 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 	}
 	var mod api.Module
 	var im *instanceMemory
+	refused := new(atomic.Int64)
 	err := p.bounded(sctx, "start function", func() error {
 		st.arm(ctx, startLimit)
 		defer st.disarm()
 		// The memory is mapped outside the Go heap (guestmem.go); settled here, in the
 		// goroutine that instantiated, whether or not the caller waited for it.
-		im = &instanceMemory{g: p.t.e.memories, budget: p.t.mem, what: p.memWhat}
+		im = &instanceMemory{g: p.t.e.memories, limit: p.memLimit, refuse: refused, budget: p.t.mem, what: p.memWhat}
 		var err error
 		mod, err = p.rt.InstantiateModule(experimental.WithMemoryAllocator(sctx, im), p.cm, mc)
 		if be := im.overdrawn(); be != nil {
@@ -413,8 +417,9 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		callBase = context.Background()
 	}
 	inst := &instance{
+		growRefused: refused, mem: im,
 		mod: mod, handle: mod.ExportedFunction(p.handleName()), selfTest: mod.ExportedFunction("wqhost_self_test"),
-		st: st, ctx: &callCtx{Context: callBase, st: st, bare: p.v.fuel}, cancel: cancel, stdio: logw, mem: im,
+		st: st, ctx: &callCtx{Context: callBase, st: st, bare: p.v.fuel}, cancel: cancel, stdio: logw,
 		batch: mod.ExportedFunction("wqhost_handle_batch"),
 	}
 	if p.v.fuel {

@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tetratelabs/wazero/experimental"
 	"log/slog"
 	"strconv"
 	"strings"
 
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 )
 
@@ -107,9 +107,10 @@ func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
 	for k, v := range p.cfg.Config {
 		mc = mc.WithEnv("WQHOST_CONFIG_"+envKey(k), v)
 	}
-	// The memory reserves from the tenant's budget (guestmem.go); once InstantiateModule
-	// returned the command has ended, so it is unmapped at once.
-	im := &instanceMemory{g: p.t.e.memories, budget: p.t.mem, what: p.memWhat}
+	// The allocator enforces the memory limit (instanceMemory), which wazero leaves to it,
+	// and reserves from the tenant's budget; once InstantiateModule returned the command
+	// has ended, so the memory is unmapped at once.
+	im := &instanceMemory{g: p.t.e.memories, limit: p.memLimit, budget: p.t.mem, what: p.memWhat}
 	mod, err := p.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, im), p.cm, mc)
 	if mod != nil {
 		_ = mod.Close(context.Background())

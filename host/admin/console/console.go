@@ -11,7 +11,9 @@
 // Sessions: POST /console/login takes the token in a form body (never in a URL) and sets a
 // cookie holding an opaque random session id (HttpOnly, SameSite=Strict, Secure when the
 // request came over TLS); the token stays on the server, in a map from session id to token,
-// with an absolute expiry (Options.SessionTTL) and POST /console/logout. A token revoked by a
+// with an absolute expiry (Options.SessionTTL) and POST /console/logout. Sessions are capped
+// per token and in all; a login past a cap ends the oldest session of its token (or of the
+// token holding the most), never refused, so no token's logins lock another out. A token revoked by a
 // config reload ends its sessions at their next request. Every state-changing request
 // carries the session's CSRF token (form field csrf, or header X-CSRF-Token) and, when the
 // browser sends one, an Origin of this host. See docs/console.md.
@@ -43,9 +45,13 @@ var staticFS embed.FS
 // Defaults of Options.
 const (
 	DefaultSessionTTL = 8 * time.Hour
-	// DefaultMaxSessions bounds the sessions held at once; a login beyond is refused (503)
-	// until one ends or expires.
+	// DefaultMaxSessions bounds the sessions held at once, all tokens together. A login
+	// beyond it ends the oldest session of the token holding the most, so the table stays
+	// bounded and no token's logins can lock another token out.
 	DefaultMaxSessions = 1000
+	// DefaultMaxSessionsPerToken bounds the sessions of one token (the host's, or one
+	// tenant's); a login beyond it ends that token's oldest session.
+	DefaultMaxSessionsPerToken = 16
 	// MaxStreamsPerSession and MaxStreams bound the live-update streams (SSE) open at once,
 	// per session and in all; one more is refused with 429.
 	MaxStreamsPerSession = 4
@@ -66,6 +72,9 @@ type Options struct {
 	SessionTTL time.Duration
 	// MaxSessions bounds the sessions held; default DefaultMaxSessions.
 	MaxSessions int
+	// MaxSessionsPerToken bounds the sessions of one token; default
+	// DefaultMaxSessionsPerToken.
+	MaxSessionsPerToken int
 	// Interval is the live updates' period; default 1s.
 	Interval time.Duration
 	Logger   *slog.Logger
@@ -81,7 +90,10 @@ type Console struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	streams  int
+	// byOwner holds each owner's live sessions (session.owner), oldest first: what a login
+	// past a cap evicts.
+	byOwner map[string][]*session
+	streams int
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -93,6 +105,7 @@ type session struct {
 	token    string
 	tenant   string // "" for the host
 	host     bool
+	owner    string // whose sessions this counts among: the host's, or one tenant's
 	expires  time.Time
 	done     chan struct{} // closed when the session ends (logout, expiry, revoked token)
 	streams  int           // under Console.mu
@@ -115,6 +128,9 @@ func New(opts Options) *Console {
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
 	}
+	if opts.MaxSessionsPerToken <= 0 {
+		opts.MaxSessionsPerToken = DefaultMaxSessionsPerToken
+	}
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
 	}
@@ -124,7 +140,7 @@ func New(opts Options) *Console {
 	c := &Console{
 		opts: opts, log: opts.Logger.With("component", "console"),
 		tmpl:     template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")),
-		sessions: map[string]*session{}, done: make(chan struct{}),
+		sessions: map[string]*session{}, byOwner: map[string][]*session{}, done: make(chan struct{}),
 	}
 	static, _ := fs.Sub(staticFS, "static")
 	m := http.NewServeMux()
@@ -187,15 +203,16 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	s := &session{id: randomID(), csrf: randomID(), token: tok, tenant: tenant, host: host,
 		expires: time.Now().Add(c.opts.SessionTTL), done: make(chan struct{})}
-	c.mu.Lock()
-	c.sweepLocked(time.Now())
-	if len(c.sessions) >= c.opts.MaxSessions {
-		c.mu.Unlock()
-		http.Error(w, "too many console sessions; try again later", http.StatusServiceUnavailable)
-		return
+	s.owner = "tenant:" + tenant
+	if host {
+		s.owner = "host"
 	}
-	c.sessions[s.id] = s
+	c.mu.Lock()
+	evicted := c.openLocked(s, time.Now())
 	c.mu.Unlock()
+	for _, e := range evicted {
+		c.log.Info("console session ended by a newer login", "who", e.who(), "reason", "session cap")
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: s.id, Path: "/console", HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(c.opts.SessionTTL / time.Second),
@@ -219,11 +236,55 @@ func (c *Console) end(s *session) {
 }
 
 func (c *Console) endLocked(s *session) {
-	if !s.ended {
-		s.ended = true
-		close(s.done)
-		delete(c.sessions, s.id)
+	if s.ended {
+		return
 	}
+	s.ended = true
+	close(s.done)
+	delete(c.sessions, s.id)
+	own := c.byOwner[s.owner]
+	for i, o := range own {
+		if o == s {
+			own = append(own[:i], own[i+1:]...)
+			break
+		}
+	}
+	if len(own) == 0 {
+		delete(c.byOwner, s.owner)
+	} else {
+		c.byOwner[s.owner] = own
+	}
+}
+
+// openLocked adds s to the table, first ending what the caps require, and returns the
+// sessions it ended. A login always gets its session: refusing it instead (as a full table
+// once did, with 503) let one token's logins lock every other token out until they expired.
+// Past its owner's cap the owner's oldest session ends; past the table's cap the oldest
+// session of the owner holding the most (the login's own owner on a tie), so another
+// owner's lone session ends only when the table holds more owners than its cap.
+func (c *Console) openLocked(s *session, now time.Time) []*session {
+	c.sweepLocked(now)
+	var evicted []*session
+	for len(c.byOwner[s.owner]) >= c.opts.MaxSessionsPerToken {
+		old := c.byOwner[s.owner][0]
+		c.endLocked(old)
+		evicted = append(evicted, old)
+	}
+	for len(c.sessions) >= c.opts.MaxSessions {
+		// Ties go against the login's own owner: its own oldest session ends rather than
+		// another token's.
+		most := c.byOwner[s.owner]
+		for _, own := range c.byOwner {
+			if len(own) > len(most) {
+				most = own
+			}
+		}
+		c.endLocked(most[0])
+		evicted = append(evicted, most[0])
+	}
+	c.sessions[s.id] = s
+	c.byOwner[s.owner] = append(c.byOwner[s.owner], s)
+	return evicted
 }
 
 func (c *Console) sweepLocked(now time.Time) {

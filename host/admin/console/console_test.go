@@ -50,7 +50,9 @@ func fakeAPI(t *testing.T) http.Handler {
 			_, _ = io.WriteString(w, `{"page":{"total":1},"tenants":[{"name":"acme","bindings":[{"name":"<b>x</b>","queue":"jobs","messages":{"visible":3}}]}]}`)
 		}
 	})
-	dl := `{"id":"7","reason":"<img src=x onerror=alert(1)>","dequeue_count":2,"size":29,"body":"<script>alert(1)</script>","attributes":{"wqhost.fuel":"1234","trace":"t","wqhost.attempts":"[{\"at\":\"2026-11-25T10:00:00Z\",\"wall_us\":17,\"fuel\":555,\"outcome\":\"failed\",\"reason\":\"<b>x</b> trap\"}]"}}`
+	// Reasons, the body and an attribute also hold a bidi override (U+202E), written as
+	// JSON's escape: a page must show it as the text \u202e, not reorder what follows.
+	dl := `{"id":"7","reason":"<img src=x onerror=alert(1)> \u202Egnp.exe","dequeue_count":2,"size":29,"body":"<script>alert(1)</script>\u202Etxt.exe","attributes":{"wqhost.fuel":"1234","trace":"t\u2066x","wqhost.attempts":"[{\"at\":\"2026-11-25T10:00:00Z\",\"wall_us\":17,\"fuel\":555,\"outcome\":\"failed\",\"reason\":\"<b>x</b> trap\\u202Eab\"}]"}}`
 	mux.HandleFunc("GET /v1/tenants/{tenant}/queues/{queue}/deadletters", func(w http.ResponseWriter, r *http.Request) {
 		if guard(w, r) {
 			_, _ = io.WriteString(w, `{"items":[`+dl+`],"next":"c1"}`)
@@ -240,6 +242,51 @@ func TestEscaping(t *testing.T) {
 	}
 	if !strings.Contains(body, "2026-11-25 10:00:00.000") || !strings.Contains(body, "&lt;b&gt;x&lt;/b&gt; trap") || !strings.Contains(body, "555") {
 		t.Errorf("the detail does not show the recorded attempt (time, escaped reason, fuel):\n%s", body)
+	}
+}
+
+// Bidi controls in what a guest or a message wrote (reasons, bodies, attributes) are shown
+// as escapes, as the CLI shows them, never sent raw: U+202E would show "gnp.exe" as
+// "exe.png".
+func TestBidiControlsShownEscaped(t *testing.T) {
+	_, srv := newServer(t)
+	c := newClient(t, srv.URL)
+	c.login("acme-tok")
+	for _, tc := range []struct {
+		page string
+		want []string
+	}{
+		{"/console/tenants/acme/queues/jobs/deadletters", []string{`\u202egnp.exe`, `\u202etxt.exe`}},
+		{"/console/tenants/acme/queues/jobs/deadletters/7", []string{`\u202egnp.exe`, `\u202etxt.exe`, `trap\u202eab`, `t\u2066x`}},
+	} {
+		resp, body := c.do("GET", tc.page, "", nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d\n%s", tc.page, resp.StatusCode, body)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s does not show %q", tc.page, w)
+			}
+		}
+		if i := strings.IndexAny(body, "\u202e\u2066"); i >= 0 {
+			t.Errorf("%s holds a raw bidi control: %q", tc.page, body[max(0, i-40):min(len(body), i+40)])
+		}
+	}
+}
+
+func TestVisible(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain text\nsecond line\ttab", "plain text\nsecond line\ttab"},
+		{"a\u202eb", `a\u202eb`},
+		{"\u2066\u2067\u2068\u2069\u202a\u202b\u202c\u202d\u200e\u200f\u061c", `\u2066\u2067\u2068\u2069\u202a\u202b\u202c\u202d\u200e\u200f\u061c`},
+		{"line\u2028para\u2029", `line\u2028para\u2029`},
+		{"esc\x1b[31m del\x7f cr\r c1\u0085", `esc\x1b[31m del\x7f cr\x0d c1\u0085`},
+		{"bad \xff byte", `bad \xff byte`},
+		{"é ü 日本 \\u202e", "é ü 日本 \\u202e"},
+	} {
+		if got := visible(tc.in); got != tc.want {
+			t.Errorf("visible(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
 

@@ -276,6 +276,7 @@ var funcs = template.FuncMap{
 	},
 	"path":   url.PathEscape,
 	"capped": capped,
+	"vis":    visible,
 }
 
 // capped is s cut to at most n bytes, on a character boundary.

@@ -7,6 +7,17 @@ function csrf() {
   return m ? m.content : "";
 }
 
+// visible shows the characters that would hide or reorder text as escapes (\u202e), as
+// the server's pages and the CLI do: bidi controls, line and paragraph separators, and
+// control characters other than line feeds and tabs.
+function visible(text) {
+  return String(text).replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g,
+    (c) => {
+      const h = c.charCodeAt(0).toString(16);
+      return c.charCodeAt(0) < 0x80 ? "\\x" + h.padStart(2, "0") : "\\u" + h.padStart(4, "0");
+    });
+}
+
 function cell(tr, text, cls) {
   const td = document.createElement("td");
   td.textContent = text;
@@ -94,7 +105,7 @@ function startDeadLetters() {
   let counted = null;
 
   function fail(what, r) {
-    result.textContent = what + " failed (" + r.status + "): " + (r.data.error || JSON.stringify(r.data));
+    result.textContent = what + " failed (" + r.status + "): " + visible(r.data.error || JSON.stringify(r.data));
     result.dataset.status = String(r.status);
   }
 
@@ -128,7 +139,7 @@ function startDeadLetters() {
       bar.max = Math.max(j.matched || 0, 1);
       bar.value = (j.done || 0) + (j.failed || 0);
       st.textContent = j.state + ": " + (j.done || 0) + " of " + (j.matched || 0) + " redriven" +
-        (j.failed ? ", " + j.failed + " failed" : "") + (j.error ? " (" + j.error + ")" : "");
+        (j.failed ? ", " + j.failed + " failed" : "") + (j.error ? " (" + visible(j.error) + ")" : "");
       st.dataset.state = j.state;
       if (j.state !== "running" && j.state !== "pending") {
         result.textContent = "Redrive " + j.state + ": " + (j.done || 0) + " redriven.";
