@@ -132,33 +132,42 @@ func (b *memBudget) force(c Consumer, n int64) {
 	}
 }
 
-// take reserves n in b and then in its parents; a refusal anywhere undoes the rest, and is
-// counted with count.
+// take reserves n in b and in its parents, or in none of them: a refusal is counted (with
+// count) by the budget that refused and every budget below it.
+//
+// The whole chain is locked, child before parent (every take locks in that order, and
+// nothing else holds two), and checked before anything is taken. Taking from b first and
+// undoing it when a parent refused left a trace: b's peak kept a reservation b never held
+// (a tenant with room whose host was full showed the refused growth as its peak), and
+// another reservation of b's, meanwhile, could be refused for room b was about to give back.
 func (b *memBudget) take(c Consumer, n int64, what string, force, count bool) error {
-	b.mu.Lock()
-	if !force && b.limit > 0 && b.reserved+n > b.limit {
-		if count {
-			b.refused++
-		}
-		err := &BudgetError{Budget: b.name, Consumer: c, What: what, Want: n, Reserved: b.reserved, Limit: b.limit}
-		b.mu.Unlock()
-		return err
+	var buf [4]*memBudget // a tenant and the host: deeper chains allocate
+	chain := buf[:0]
+	for x := b; x != nil; x = x.parent {
+		x.mu.Lock()
+		chain = append(chain, x)
 	}
-	b.reserved += n
-	b.by[c] += n
-	b.peak = max(b.peak, b.reserved)
-	b.mu.Unlock()
-	if b.parent != nil {
-		if err := b.parent.take(c, n, what, force, count); err != nil {
-			b.mu.Lock()
-			b.reserved -= n
-			b.by[c] -= n
-			if count {
-				b.refused++
-			}
-			b.mu.Unlock()
-			return err
+	defer func() {
+		for _, x := range chain {
+			x.mu.Unlock()
 		}
+	}()
+	if !force {
+		for i, x := range chain {
+			if x.limit > 0 && x.reserved+n > x.limit {
+				if count {
+					for _, y := range chain[:i+1] {
+						y.refused++
+					}
+				}
+				return &BudgetError{Budget: x.name, Consumer: c, What: what, Want: n, Reserved: x.reserved, Limit: x.limit}
+			}
+		}
+	}
+	for _, x := range chain {
+		x.reserved += n
+		x.by[c] += n
+		x.peak = max(x.peak, x.reserved)
 	}
 	return nil
 }
