@@ -160,6 +160,36 @@ func TestBudgetRefusesMemoryGrow(t *testing.T) {
 	}
 }
 
+// TestBudgetRefusalExplainsOnlyItsCall: a refused memory.grow the guest coped with (it
+// returned a status) does not make a later call's unrelated trap a budget refusal.
+func TestBudgetRefusalExplainsOnlyItsCall(t *testing.T) {
+	ctx := context.Background()
+	e := budgetEngine(t, 0)
+	// First call: byte 0 is 0; set it, grow 16 pages, return 1 when refused. Later calls:
+	// byte 0 is 1; trap.
+	body := concat(
+		wasmtest.I32Const(0), []byte{0x2d, 0x00, 0x00, 0x04, 0x40, 0x00, 0x0b}, // i32.load8_u; if unreachable end
+		wasmtest.I32Const(0), wasmtest.I32Const(1), []byte{0x3a, 0x00, 0x00}, // i32.store8
+		growBy(16, false))
+	m, err := e.Compile(ctx, "once.wasm", handleModule(nil, body), ABIWqhostV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ten := budgetTenant(t, e, "small", 8*PageBytes)
+	p, err := ten.NewPool(ctx, m, PoolConfig{Binding: "b", Timeout: time.Minute, MaxInstances: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if out, err := p.Call(ctx, &Input{ID: "m1"}); err != nil || out.Status != StatusRetry {
+		t.Fatalf("first call: status %v, err %v; want status 1 (memory.grow refused, the guest coped)", out, err)
+	}
+	_, err = p.Call(ctx, &Input{ID: "m2"})
+	if !errors.Is(err, ErrTrap) || errors.Is(err, ErrMemoryBudget) {
+		t.Fatalf("second call, an unreachable: %v; want a trap, not the first call's budget refusal", err)
+	}
+}
+
 // TestBudgetInitialMemory: a module whose initial memory is more than its tenant's budget
 // fails to instantiate with the budget's error, warming its pool or at a call, and keeps
 // nothing reserved.

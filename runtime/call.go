@@ -174,6 +174,7 @@ func (p *Pool) invoke(ctx context.Context, inst *instance, fn api.Function, who 
 	st := inst.st
 	st.logs, st.logBytes, st.dropped, st.callBytes = 0, 0, 0, 0
 	inst.stdio.reset(who)
+	inst.mem.forgetRefusal()
 	mark := p.meterBegin(st)
 	// The caller's context bounds the call too (a shutdown grace, a caller's deadline):
 	// ending it interrupts the guest like the time limit does. With fuel the guest's next
