@@ -205,3 +205,34 @@ func TestBudgetCompileChildrenQueue(t *testing.T) {
 	t.Logf("budget compile: peak=%s MiB, one child=%s MiB", mib(u.Peak), mib(child))
 	e.mem.release(ConsumerKernel, 1)
 }
+
+// TestBudgetModuleRefusalDoesNotFallBack: a fuel-instrumented module the tenant's budget
+// refuses is refused, not loaded without its fuel counter because the smaller original
+// bytes happen to fit (that fallback is for instrumented bytes wazero will not compile).
+func TestBudgetModuleRefusalDoesNotFallBack(t *testing.T) {
+	ctx := context.Background()
+	e := budgetEngine(t, 0)
+	m, err := e.Compile(ctx, "fuel.wasm", handleModule(nil, wasmtest.Loop, wasmtest.I32Const(0)), ABIWqhostV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.c.fuel == nil || len(m.c.fuel.wasm) <= len(m.c.wasm) {
+		t.Fatal("want a fuel-instrumented copy larger than the module")
+	}
+	// Compiled in process: the reservation is the bytes compiled.
+	ten, err := e.Tenant("t", TenantLimits{MemoryBudgetBytes: int64(len(m.c.wasm))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ten.NewPool(ctx, m, PoolConfig{Binding: "b", Timeout: time.Minute})
+	if err == nil {
+		_ = p.Close(ctx)
+		t.Fatalf("NewPool in a budget the instrumented module does not fit: pool of variant %+v; want ErrMemoryBudget", p.v)
+	}
+	if !errors.Is(err, ErrMemoryBudget) || !strings.Contains(err.Error(), "module fuel.wasm") {
+		t.Fatalf("NewPool: %v; want the budget's refusal of module fuel.wasm", err)
+	}
+	if got := reservedModules(ten); got != 0 {
+		t.Fatalf("%d bytes reserved after the refusal; want 0", got)
+	}
+}
