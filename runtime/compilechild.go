@@ -54,8 +54,9 @@ import (
 // known version start no child.
 
 // factsVersion is the version of moduleFacts' fields: facts written by a host that knew
-// fewer (no load_bytes) are not read.
-const factsVersion = 2
+// fewer (no load_bytes), or measured them otherwise (3: load_bytes counts the machine code,
+// loadcost.go), are not read.
+const factsVersion = 3
 
 // compileChildEnv marks a process started as a compile child; its value is the cache dir.
 const compileChildEnv = "WQHOST_COMPILE_CHILD"
@@ -163,7 +164,7 @@ func compileChild(dir string, in io.Reader) (moduleFacts, error) {
 	} else if err := compile(c.wasm, true); err != nil {
 		return f, fmt.Errorf("runtime: %s: %w", name, err)
 	}
-	f.LoadBytes = measureLoad(ctx, e.cache, run)
+	f.LoadBytes = measureLoad(ctx, dir, run, !f.Fuel)
 	return f, nil
 }
 
