@@ -101,8 +101,9 @@ type BudgetUsage struct {
 }
 
 // memBudget is one budget: the host's, or a tenant's whose parent is the host's. A
-// reservation fits when it fits in the budget and in every parent. Reservations are atomic
-// adds, lock-free: message bodies and outputs reserve on every call.
+// reservation fits when it fits in the budget and in every parent. Message bodies and
+// outputs reserve on every call, so the counters are atomic: a reservation locks the chain
+// to check and take at once, a release only subtracts.
 type memBudget struct {
 	name   string
 	limit  atomic.Int64 // <= 0: unlimited
@@ -142,36 +143,42 @@ func (b *memBudget) force(c Consumer, n int64) {
 	}
 }
 
-// take reserves n in b and then in its parents; a refusal anywhere undoes the rest, and is
-// counted with count.
+// take reserves n in b and in its parents, or in none of them: a refusal is counted (with
+// count) by the budget that refused and every budget below it.
+//
+// The whole chain is locked, child before parent (every take locks in that order, and
+// nothing else holds two), and checked before anything is taken. Taking from b first and
+// undoing it when a parent refused left a trace: b's peak kept a reservation b never held
+// (a tenant with room whose host was full showed the refused growth as its peak), and
+// another reservation of b's, meanwhile, could be refused for room b was about to give back.
 func (b *memBudget) take(c Consumer, n int64, what string, force, count bool) error {
-	for {
-		cur := b.reserved.Load()
-		limit := b.limit.Load()
-		if !force && limit > 0 && cur+n > limit {
+	var buf [4]*memBudget // a tenant and the host: deeper chains allocate
+	chain := buf[:0]
+	for x := b; x != nil; x = x.parent {
+		x.mu.Lock()
+		chain = append(chain, x)
+	}
+	var err error
+	for i, x := range chain {
+		// Releases subtract without the lock: they only make room.
+		if limit, cur := x.limit.Load(), x.reserved.Load(); !force && limit > 0 && cur+n > limit {
 			if count {
-				b.refused.Add(1)
+				for _, y := range chain[:i+1] {
+					y.refused.Add(1)
+				}
 			}
-			return &BudgetError{Budget: b.name, Consumer: c, What: what, Want: n, Reserved: cur, Limit: limit}
-		}
-		if b.reserved.CompareAndSwap(cur, cur+n) {
-			b.notePeak(cur + n)
+			err = &BudgetError{Budget: x.name, Consumer: c, What: what, Want: n, Reserved: cur, Limit: limit}
 			break
 		}
 	}
-	b.by[c].Add(n)
-	if b.parent != nil {
-		if err := b.parent.take(c, n, what, force, count); err != nil {
-			b.reserved.Add(-n)
-			b.by[c].Add(-n)
-			if count {
-				b.refused.Add(1)
-			}
-			b.wake()
-			return err
+	for _, x := range chain {
+		if err == nil {
+			x.notePeak(x.reserved.Add(n))
+			x.by[c].Add(n)
 		}
+		x.mu.Unlock()
 	}
-	return nil
+	return err
 }
 
 func (b *memBudget) notePeak(v int64) {

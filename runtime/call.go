@@ -179,6 +179,7 @@ func (p *Pool) invoke(ctx context.Context, inst *instance, fn api.Function, who 
 	st := inst.st
 	st.logs, st.logBytes, st.dropped, st.callBytes = 0, 0, 0, 0
 	inst.stdio.reset(who)
+	inst.mem.forgetRefusal()
 	mark := p.meterBegin(st)
 	inst.growRefused.Store(0)
 	// The caller's context bounds the call too (a shutdown grace, a caller's deadline):

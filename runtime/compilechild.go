@@ -54,8 +54,9 @@ import (
 // known version start no child.
 
 // factsVersion is the version of moduleFacts' fields: facts written by a host that knew
-// fewer (no load_bytes) are not read.
-const factsVersion = 2
+// fewer (no load_bytes), or measured them otherwise (3: load_bytes counts the machine code,
+// loadcost.go), are not read.
+const factsVersion = 3
 
 // compileChildEnv marks a process started as a compile child; its value is the cache dir.
 const compileChildEnv = "WQHOST_COMPILE_CHILD"
@@ -163,7 +164,7 @@ func compileChild(dir string, in io.Reader) (moduleFacts, error) {
 	} else if err := compile(c.wasm, true); err != nil {
 		return f, fmt.Errorf("runtime: %s: %w", name, err)
 	}
-	f.LoadBytes = measureLoad(ctx, e.cache, run)
+	f.LoadBytes = measureLoad(ctx, dir, run, !f.Fuel)
 	return f, nil
 }
 
@@ -217,22 +218,26 @@ func (e *Engine) runChild(ctx context.Context, name string, wasm []byte, abi ABI
 	if l.MemoryBytes > 0 {
 		memory = l.MemoryBytes
 	}
-	// Children share the host: each reserves its whole memory limit from the host's budget,
-	// at most half of the budget, so one child always fits beside the tenants; at most
-	// GOMAXPROCS run at once. Past either, a load waits its turn (before its time limit
-	// starts) rather than fail: four large versions compile one after another, not at once.
+	// Children share the host: each reserves its whole memory limit from the host's budget
+	// (at most half of the budget, so two children at most fit an empty one), and at most
+	// GOMAXPROCS run at once. Past either, a load waits its turn rather than fail: four
+	// large versions compile one after another, not at once. The wait has its own bound,
+	// the compile timeout again: tenants holding the budget may leave no room for long.
 	if lim := e.mem.usage().Limit; lim > 0 && memory > uint64(lim/2) {
 		memory = uint64(lim / 2)
 	}
-	if err := e.mem.reserveWait(ctx, ConsumerCompile, int64(memory), "compiling "+name); err != nil {
+	wctx, stopWait := context.WithTimeoutCause(ctx, timeout,
+		fmt.Errorf("no room for a compile child for %s (compile timeout)", timeout))
+	defer stopWait()
+	if err := e.mem.reserveWait(wctx, ConsumerCompile, int64(memory), "compiling "+name); err != nil {
 		return f, fmt.Errorf("runtime: %s: compile child: %w", name, err)
 	}
 	defer e.mem.release(ConsumerCompile, int64(memory))
 	select {
 	case e.children <- struct{}{}:
 		defer func() { <-e.children }()
-	case <-ctx.Done():
-		return f, fmt.Errorf("runtime: %s: compile child: waiting for a turn: %w", name, context.Cause(ctx))
+	case <-wctx.Done():
+		return f, fmt.Errorf("runtime: %s: compile child: waiting for a turn: %w", name, context.Cause(wctx))
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

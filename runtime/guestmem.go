@@ -112,12 +112,23 @@ func (im *instanceMemory) overdrawn() *BudgetError {
 	return im.budgetRefusal.Load()
 }
 
-// takeRefusal returns and forgets the budget's refusal of a growth since the last call.
+// takeRefusal returns and forgets the budget's refusal of a growth since the last call
+// began (forgetRefusal).
 func (im *instanceMemory) takeRefusal() *BudgetError {
 	if im == nil {
 		return nil
 	}
 	return im.budgetRefusal.Swap(nil)
+}
+
+// forgetRefusal drops a refusal an earlier call coped with (its guest saw memory.grow
+// return -1 and returned a status): only a refusal in the call that failed explains it, and
+// a stale one made a later call's unrelated trap read as the budget's. A load first: the
+// common case stores nothing.
+func (im *instanceMemory) forgetRefusal() {
+	if im != nil && im.budgetRefusal.Load() != nil {
+		im.budgetRefusal.Store(nil)
+	}
 }
 
 // budgetedMemory reserves a memory's pages from its tenant's budget as it grows and releases

@@ -22,17 +22,33 @@ import (
 // the tenant's memory budget (ConsumerModules) before it loads the module into a runtime,
 // and refuses the load when it does not fit.
 
-// measureLoad loads wasm from cache into a fresh runtime, as a tenant runtime of the host
-// would, and returns what that cost in resident memory; 0 when the platform cannot say.
-func measureLoad(ctx context.Context, cache wazero.CompilationCache, wasm []byte) int64 {
+// measureLoad loads wasm from the cache directory dir into a fresh runtime, as a tenant
+// runtime of the host would (terminate: with close-on-context-done, as the host loads a
+// module without a fuel counter), and returns what that cost in resident memory; 0 when the
+// platform cannot say.
+//
+// Through a cache of its own: a wazero CompilationCache shares one engine between all its
+// runtimes, and the child's engine still held the module it had just compiled, so a load
+// through it found the machine code in memory and measured only the decoding (6.8 MiB of
+// testdata/guest's 9.2 MiB of machine code, TestBudgetModules). The host's
+// tenant runtime reads the machine code from the file and maps it, which is what counts.
+func measureLoad(ctx context.Context, dir string, wasm []byte, terminate bool) int64 {
+	cache, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return 0
+	}
+	defer cache.Close(ctx)
+	// The runtime, and its engine, before the measure: the host's tenant runtime exists
+	// before it loads a module, and its cost is not the module's.
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
+		WithCompilationCache(cache).WithCloseOnContextDone(terminate))
+	defer rt.Close(ctx)
 	debug.FreeOSMemory()
 	before := residentBytes()
 	if before <= 0 {
 		return 0
 	}
 	peakKnown := resetPeakRSS()
-	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
-	defer rt.Close(ctx)
 	cm, err := compileModule(ctx, rt, wasm)
 	if err != nil {
 		return 0

@@ -216,12 +216,14 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 		v = variant{fuel: true}
 	}
 	rt, cm, err := t.compile(ctx, m, v)
-	if err != nil && v.fuel {
+	if err != nil && v.fuel && !errors.Is(err, ErrMemoryBudget) {
 		// The instrumented bytes should always compile when the original did; if not, the
 		// module still runs, with the slower time limit, and never unvalidated: wazero
 		// validates whatever it compiles. When the original fails too (a memory minimum over
 		// the tenant's limit, say), its own error is the answer, with no word of the
-		// instrumented bytes, which were not at fault.
+		// instrumented bytes, which were not at fault. Not after a budget's refusal: the
+		// instrumented bytes were not at fault then either, and the smaller original
+		// fitting would only trade the fuel counter for the room.
 		fallback := variant{terminate: cfg.Timeout > 0}
 		frt, fcm, ferr := t.compile(ctx, m, fallback)
 		if ferr != nil {
