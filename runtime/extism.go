@@ -18,12 +18,14 @@ import (
 // Extism's own hosts keep a plugin's "memory blocks" (its input, output, error, config and
 // var values, HTTP bodies) in the linear memory of a second module, the Extism kernel, and
 // every kernel function is a call from Go into that module. The plugin reaches those blocks
-// only through the load/store host functions, never by pointer, so here the kernel is a byte
-// arena per instance on the Go side: a block's handle is its offset in the arena, blocks are
-// allocated by bumping a pointer (a freed block is reused first-fit, the last one given back
-// at once), and the arena is emptied before each call. Every function is charged like the
-// wqhost/v1 ones (charge.go), and every offset is checked against the arena: a bad one traps
-// the call naming the function, as a bad pointer does for a wqhost/v1 guest.
+// only through the load/store host functions, never by pointer, so here the kernel is a
+// memory per instance on the Go side (extism_kernel.go: a mapping reserved at the limit,
+// reserving from the tenant's memory budget as it grows): a block's handle is its offset,
+// blocks are allocated by bumping a pointer (a freed block is reused first-fit from the
+// lowest free one, split and merged; the last one given back at once), and the memory is
+// emptied before each call. Every function is charged like the wqhost/v1 ones (charge.go),
+// and every offset is checked against the memory: a bad one traps the call naming the
+// function, as a bad pointer does for a wqhost/v1 guest.
 
 // ABIExtism is the Extism plugin ABI: imports from extism:host/env, the binding's function
 // export (PoolConfig.Function) called once per message.
@@ -38,7 +40,7 @@ const (
 	DefaultExtismVarBytes = 1 << 20
 	// extismBase is the first offset a block can have: 0 is the null handle.
 	extismBase = 8
-	// extismKeepBytes is the most arena an idle instance keeps for its next call.
+	// extismKeepBytes is the most kernel memory an idle instance keeps for its next call.
 	extismKeepBytes = 1 << 20
 	// extismBlockRecord is what a block's record costs (extism_kernel.go): it takes that
 	// much of the kernel memory, within the limit.
