@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"sync"
-	"syscall"
 )
 
 // The Extism kernel's memory (extism.go): one instance's blocks and their records, held
@@ -71,9 +70,11 @@ type kernelMemory struct {
 	closed bool
 }
 
-var pageSize = os.Getpagesize()
-
-func pageUp(n int) int { return (n + pageSize - 1) &^ (pageSize - 1) }
+// pageUp rounds n up to the system's page size.
+func pageUp(n int) int {
+	p := os.Getpagesize()
+	return (n + p - 1) &^ (p - 1)
+}
 
 // newKernelMemory makes a kernel memory of up to limit bytes, mapped where g allows.
 func newKernelMemory(g *guestMemories, limit int, budget *memBudget, what string) *kernelMemory {
@@ -84,7 +85,7 @@ func newKernelMemory(g *guestMemories, limit int, budget *memBudget, what string
 		k.mm = g.mapMemory(uint64(limit))
 	}
 	if k.mm != nil {
-		k.buf = k.mm.mem
+		k.buf = k.mm.bytes()
 	} else {
 		k.buf = make([]byte, min(kernelSliceStart, max(limit, extismBase)))
 	}
@@ -201,11 +202,11 @@ func (k *kernelMemory) shrink(keep int) {
 		return
 	}
 	start := pageUp(max(k.top, keep))
-	end := (len(k.buf) - max(k.n*extismBlockRecord, keep/16)) &^ (pageSize - 1)
+	end := (len(k.buf) - max(k.n*extismBlockRecord, keep/16)) &^ (os.Getpagesize() - 1)
 	if start >= end || k.dirty <= start && len(k.buf)-k.recsHW >= end {
 		return // nothing there to drop
 	}
-	_ = syscall.Madvise(k.buf[start:end], syscall.MADV_DONTNEED)
+	dropPages(k.buf[start:end])
 	if k.dirty > start || len(k.buf)-k.recsHW < start {
 		// Old records between the blocks and start were not dropped: zeroed when reused.
 		k.dirty = start
