@@ -18,12 +18,14 @@ import (
 // Extism's own hosts keep a plugin's "memory blocks" (its input, output, error, config and
 // var values, HTTP bodies) in the linear memory of a second module, the Extism kernel, and
 // every kernel function is a call from Go into that module. The plugin reaches those blocks
-// only through the load/store host functions, never by pointer, so here the kernel is a byte
-// arena per instance on the Go side: a block's handle is its offset in the arena, blocks are
-// allocated by bumping a pointer (a freed block is reused first-fit, the last one given back
-// at once), and the arena is emptied before each call. Every function is charged like the
-// wqhost/v1 ones (charge.go), and every offset is checked against the arena: a bad one traps
-// the call naming the function, as a bad pointer does for a wqhost/v1 guest.
+// only through the load/store host functions, never by pointer, so here the kernel is a
+// memory per instance on the Go side (extism_kernel.go: a mapping reserved at the limit,
+// reserving from the tenant's memory budget as it grows): a block's handle is its offset,
+// blocks are allocated by bumping a pointer (a freed block is reused first-fit from the
+// lowest free one, split and merged; the last one given back at once), and the memory is
+// emptied before each call. Every function is charged like the wqhost/v1 ones (charge.go),
+// and every offset is checked against the memory: a bad one traps the call naming the
+// function, as a bad pointer does for a wqhost/v1 guest.
 
 // ABIExtism is the Extism plugin ABI: imports from extism:host/env, the binding's function
 // export (PoolConfig.Function) called once per message.
@@ -38,24 +40,28 @@ const (
 	DefaultExtismVarBytes = 1 << 20
 	// extismBase is the first offset a block can have: 0 is the null handle.
 	extismBase = 8
-	// extismKeepBytes is the most arena an idle instance keeps for its next call.
+	// extismKeepBytes is the most kernel memory an idle instance keeps for its next call.
 	extismKeepBytes = 1 << 20
-	// extismBlockRecord is what a block's record (extBlock) costs, counted against the limit.
-	extismBlockRecord = 32
-	// extismReuseScan is how many of the latest blocks alloc looks through for a freed one.
+	// extismBlockRecord is what a block's record costs (extism_kernel.go): it takes that
+	// much of the kernel memory, within the limit.
+	extismBlockRecord = 12
+	// extismReuseScan is how many blocks alloc looks through for a freed one.
 	extismReuseScan = 64
+	// extismSplitBytes is the least a reused block must have left over to be split, its
+	// rest a free block of its own.
+	extismSplitBytes = 64
 	// extismUserHeader names the credential (PoolConfig.HTTP.Credentials) an Extism guest's
 	// request asks for; the host removes it before sending.
 	extismUserHeader = "Wqhost-Credential"
 )
 
-// extismState is one instance's Extism kernel: its memory blocks, the current call's input,
-// output and error, and its vars, which live as long as the instance (Extism's semantics).
+// extismState is one instance's Extism kernel: its memory blocks (extism_kernel.go), the
+// current call's input, output and error, and its vars, which live as long as the instance
+// (Extism's semantics).
 type extismState struct {
-	arena  []byte
-	blocks []extBlock // by offset
-	freed  int        // blocks marked free
-	limit  int        // most bytes the arena may hold (the tenant's memory limit)
+	k     *kernelMemory
+	freed int // blocks marked free
+	hint  int // no block below this index is free
 
 	inArena      bool // the input is a block (input_offset, input_set) rather than the message body
 	inOff, inLen uint64
@@ -69,13 +75,10 @@ type extismState struct {
 	httpHeaders  []byte // the last response's headers as a JSON object; nil: no response
 }
 
-type extBlock struct {
-	off, size, cap uint64
-	free           bool
-}
-
-func newExtismState(limit uint64) *extismState {
-	return &extismState{limit: int(min(limit, math.MaxInt32)), arena: make([]byte, extismBase, 4096)}
+// newExtismState makes an instance's kernel of up to limit bytes (at most 2 GiB: offsets are
+// 32-bit in its records), mapped where g allows, reserving from budget as it grows.
+func newExtismState(g *guestMemories, limit uint64, budget *memBudget, what string) *extismState {
+	return &extismState{k: newKernelMemory(g, int(min(limit, math.MaxInt32)), budget, what)}
 }
 
 // begin empties the kernel for a call: every block, the output, the error and the last
@@ -86,17 +89,12 @@ func (x *extismState) begin() {
 	x.httpStatus, x.httpHeaders = 0, nil
 }
 
-// reset is the kernel's reset: every block freed, the output and error forgotten.
+// reset is the kernel's reset: every block freed, the output and error forgotten, the pages
+// past extismKeepBytes given back.
 func (x *extismState) reset() {
-	if cap(x.arena) > extismKeepBytes {
-		x.arena = make([]byte, extismBase, 4096)
-	}
-	x.arena = x.arena[:extismBase]
-	if cap(x.blocks) > extismKeepBytes/extismBlockRecord {
-		x.blocks = nil
-	}
-	x.blocks = x.blocks[:0]
-	x.freed = 0
+	x.k.top, x.k.n = extismBase, 0
+	x.k.shrink(extismKeepBytes)
+	x.freed, x.hint = 0, 0
 	x.outOff, x.outLen, x.outSet, x.errOff = 0, 0, false, 0
 	if x.inArena {
 		x.inArena, x.inOff, x.inLen = false, 0, 0
@@ -107,59 +105,84 @@ func extismTrap(fn, format string, args ...any) *HostCallError {
 	return &HostCallError{Func: extismModuleName + "." + fn, Msg: fmt.Sprintf(format, args...)}
 }
 
-// find returns the index of the block at off, or -1.
-func (x *extismState) find(off uint64) int {
-	i, ok := slices.BinarySearchFunc(x.blocks, off, func(b extBlock, o uint64) int {
-		switch {
-		case b.off < o:
-			return -1
-		case b.off > o:
-			return 1
-		}
-		return 0
-	})
-	if !ok {
-		return -1
-	}
-	return i
-}
-
 // extAlloc is the kernel's alloc: a zeroed block of n bytes (0 for n == 0), its work charged.
+// A block past the limit, or one the tenant's memory budget refuses, traps the call.
 func (st *callState) extAlloc(ctx context.Context, n uint64) uint64 {
 	x := st.ext
+	k := x.k
 	st.charge(ctx, callCharge)
 	if n == 0 {
 		return 0
 	}
-	if x.freed > 0 {
-		// First fit among the most recent blocks only: a scan of every block would be work
-		// the guest could make grow without bound between two checks of the time limit.
-		for i := len(x.blocks) - 1; i >= max(0, len(x.blocks)-extismReuseScan); i-- {
-			b := &x.blocks[i]
-			if b.free && b.cap >= n {
-				b.free, b.size = false, n
-				x.freed--
-				st.zero(ctx, x.arena[b.off:b.off+n])
-				return b.off
+	if n > uint64(k.limit) {
+		panic(extismTrap("alloc", "a block of %d bytes would take the instance's kernel memory past its limit of %d bytes", n, k.limit))
+	}
+	// The zeroing's charge, whether or not the pages are already zeros: a block the
+	// guest then fills costs the kernel that much anyway.
+	st.charge(ctx, copyCharge(int(n)))
+	if off := st.extReuse(ctx, int(n)); off != 0 {
+		return off
+	}
+	off := (k.top + 7) &^ 7
+	end := off + int(n)
+	if end+(k.n+1)*extismBlockRecord > k.limit {
+		panic(extismTrap("alloc", "a block of %d bytes would take the instance's kernel memory past its limit of %d bytes", n, k.limit))
+	}
+	st.extGrow(ctx, end, k.n+1)
+	k.clean(ctx, st, off, end)
+	k.n++
+	k.set(k.n-1, off, int(n), false)
+	k.top = end
+	k.mark(end)
+	return uint64(off)
+}
+
+// extGrow makes room for blocks up to end and n records, or traps alloc naming the budget
+// that refused.
+func (st *callState) extGrow(ctx context.Context, end, n int) {
+	if err := st.ext.k.grow(ctx, st, end, n); err != nil {
+		panic(&HostCallError{Func: extismModuleName + ".alloc", Msg: "kernel memory refused", Err: err})
+	}
+}
+
+// extReuse reuses the first freed block of n bytes or more, looking through at most
+// extismReuseScan blocks from the lowest one that may be free (a scan of every block would be
+// work the guest could make grow without bound between two checks of the time limit). A
+// block far larger than n is split, its rest a free block. 0: none.
+func (st *callState) extReuse(ctx context.Context, n int) uint64 {
+	x := st.ext
+	k := x.k
+	if x.freed == 0 {
+		return 0
+	}
+	end := min(k.n, x.hint+extismReuseScan)
+	for i := x.hint; i < end; i++ {
+		if !k.isFree(i) {
+			if i == x.hint {
+				x.hint++
 			}
+			continue
 		}
+		ext := k.extent(i)
+		if ext < n {
+			continue
+		}
+		off := k.off(i)
+		k.set(i, off, n, false)
+		x.freed--
+		if rest := (n + 7) &^ 7; ext-rest >= extismSplitBytes && k.top+(k.n+1)*extismBlockRecord <= k.limit {
+			st.extGrow(ctx, k.top, k.n+1)
+			st.charge(ctx, copyCharge(k.moveRecords(i+1, i+2)))
+			k.n++
+			k.set(i+1, off+rest, 0, true)
+			k.mark(k.top)
+			x.freed++
+		}
+		st.zero(ctx, k.buf[off:off+n])
+		return uint64(off)
 	}
-	off := (uint64(len(x.arena)) + 7) &^ 7
-	// Each block's record counts against the limit too, so a million one-byte blocks cannot
-	// hold far more host memory than the arena's bytes say.
-	records := uint64(len(x.blocks)+1) * extismBlockRecord
-	if n > uint64(x.limit) || off+n+records > uint64(x.limit) {
-		panic(extismTrap("alloc", "a block of %d bytes would take the instance's kernel memory past its limit of %d bytes", n, x.limit))
-	}
-	end := int(off + n)
-	if end > cap(x.arena) {
-		st.charge(ctx, copyCharge(len(x.arena)))
-		x.arena = slices.Grow(x.arena, end-len(x.arena))
-	}
-	x.arena = x.arena[:end]
-	st.zero(ctx, x.arena[off:end])
-	x.blocks = append(x.blocks, extBlock{off: off, size: n, cap: n})
-	return off
+	st.charge(ctx, end-x.hint)
+	return 0
 }
 
 // zero clears b a piece at a time, charging each piece.
@@ -171,27 +194,60 @@ func (st *callState) zero(ctx context.Context, b []byte) {
 	}
 }
 
-// free frees the block at off; the last block gives its bytes back at once.
-func (x *extismState) free(off uint64) {
-	i := x.find(off)
-	if i < 0 || x.blocks[i].free {
+// extFree frees the block at off: merged with free neighbours, and given back at once with
+// the free blocks below it when it is the last.
+func (st *callState) extFree(ctx context.Context, off uint64) {
+	x := st.ext
+	k := x.k
+	i := k.find(off)
+	if i < 0 || k.isFree(i) {
 		return
 	}
-	if i == len(x.blocks)-1 {
-		x.blocks = x.blocks[:i]
-		x.arena = x.arena[:off]
+	if i == k.n-1 {
+		k.n--
+		for k.n > 0 && k.isFree(k.n-1) {
+			k.n--
+			x.freed--
+		}
+		k.top = extismBase
+		if k.n > 0 {
+			k.top = k.off(k.n-1) + k.size(k.n-1)
+		}
+		x.hint = min(x.hint, k.n)
+		if k.dirty-pageUp(k.top) >= kernelDropBytes || k.recsHW-k.n*extismBlockRecord >= kernelDropBytes {
+			k.shrink(extismKeepBytes)
+		}
 		return
 	}
-	x.blocks[i].free = true
+	k.setFree(i, true)
 	x.freed++
+	if k.isFree(i + 1) {
+		st.charge(ctx, copyCharge(k.moveRecords(i+2, i+1)))
+		k.n--
+		x.freed--
+	}
+	if i > 0 && k.isFree(i-1) {
+		st.charge(ctx, copyCharge(k.moveRecords(i+1, i)))
+		k.n--
+		x.freed--
+		i--
+	}
+	x.hint = min(x.hint, i)
+}
+
+// block is the live block at off, if there is one.
+func (x *extismState) block(off uint64) ([]byte, bool) {
+	i := x.k.find(off)
+	if i < 0 || x.k.isFree(i) {
+		return nil, false
+	}
+	return x.k.buf[off : off+uint64(x.k.size(i))], true
 }
 
 // length is the size of the live block at off, 0 when there is none.
 func (x *extismState) length(off uint64) uint64 {
-	if i := x.find(off); i >= 0 && !x.blocks[i].free {
-		return x.blocks[i].size
-	}
-	return 0
+	b, _ := x.block(off)
+	return uint64(len(b))
 }
 
 // bytes is the live block at off, or traps naming fn; off 0 is the empty block.
@@ -199,19 +255,20 @@ func (x *extismState) bytes(fn string, off uint64) []byte {
 	if off == 0 {
 		return nil
 	}
-	i := x.find(off)
-	if i < 0 || x.blocks[i].free {
+	b, ok := x.block(off)
+	if !ok {
 		panic(extismTrap(fn, "%d is not the offset of a memory block", off))
 	}
-	return x.arena[off : off+x.blocks[i].size]
+	return b
 }
 
-// span returns arena[off, off+n) or traps naming fn.
+// span returns the kernel memory's bytes [off, off+n) or traps naming fn.
 func (x *extismState) span(fn string, off, n uint64) []byte {
-	if off < extismBase || n > uint64(len(x.arena)) || off > uint64(len(x.arena))-n {
-		panic(extismTrap(fn, "range [%d, %d+%d) is outside the kernel memory of %d bytes", off, off, n, len(x.arena)))
+	top := uint64(x.k.top)
+	if off < extismBase || n > top || off > top-n {
+		panic(extismTrap(fn, "range [%d, %d+%d) is outside the kernel memory of %d bytes", off, off, n, top))
 	}
-	return x.arena[off : off+n]
+	return x.k.buf[off : off+n]
 }
 
 // extInput is the call's input as it stands: the message body, or the block input_set or
@@ -219,7 +276,7 @@ func (x *extismState) span(fn string, off, n uint64) []byte {
 func (st *callState) extInput() []byte {
 	x := st.ext
 	if x.inArena {
-		return x.arena[x.inOff : x.inOff+x.inLen]
+		return x.k.buf[x.inOff : x.inOff+x.inLen]
 	}
 	if st.in != nil {
 		return st.in.Body
@@ -231,7 +288,7 @@ func (st *callState) extInput() []byte {
 func (st *callState) newBlock(ctx context.Context, b []byte) uint64 {
 	off := st.extAlloc(ctx, uint64(len(b)))
 	if off != 0 {
-		st.copyOut(ctx, st.ext.arena[off:off+uint64(len(b))], b)
+		st.copyOut(ctx, st.ext.k.buf[off:off+uint64(len(b))], b)
 	}
 	return off
 }
@@ -265,7 +322,7 @@ var (
 func extismKernelFuncs() []extFn {
 	return []extFn{
 		{"alloc", i64s, i64s, func(ctx context.Context, st *callState, s []uint64) { s[0] = st.extAlloc(ctx, s[0]) }},
-		{"free", i64s, nil, func(ctx context.Context, st *callState, s []uint64) { st.ext.free(s[0]) }},
+		{"free", i64s, nil, func(ctx context.Context, st *callState, s []uint64) { st.extFree(ctx, s[0]) }},
 		{"length", i64s, i64s, func(ctx context.Context, st *callState, s []uint64) { s[0] = st.ext.length(s[0]) }},
 		{"length_unsafe", i64s, i64s, func(ctx context.Context, st *callState, s []uint64) { s[0] = st.ext.length(s[0]) }},
 		{"load_u8", i64s, i32s, func(ctx context.Context, st *callState, s []uint64) {
@@ -281,7 +338,7 @@ func extismKernelFuncs() []extFn {
 			putLE64(st.ext.span("store_u64", s[0], 8), s[1])
 		}},
 		{"reset", nil, nil, func(ctx context.Context, st *callState, s []uint64) { st.ext.reset() }},
-		{"memory_bytes", nil, i64s, func(ctx context.Context, st *callState, s []uint64) { s[0] = uint64(len(st.ext.arena)) }},
+		{"memory_bytes", nil, i64s, func(ctx context.Context, st *callState, s []uint64) { s[0] = uint64(st.ext.k.top) }},
 		{"input_length", nil, i64s, func(ctx context.Context, st *callState, s []uint64) { s[0] = uint64(len(st.extInput())) }},
 		{"input_load_u8", i64s, i32s, func(ctx context.Context, st *callState, s []uint64) {
 			in := st.extInput()
@@ -366,13 +423,13 @@ func extismEnvFuncs() []extFn {
 			if ok {
 				s[0] = st.newBlock(ctx, v) // before the key's block is freed: a fresh offset
 			}
-			x.free(keyOff)
+			st.extFree(ctx, keyOff)
 		}},
 		{"var_set", i64x2, nil, func(ctx context.Context, st *callState, s []uint64) {
 			x := st.ext
 			key := string(x.bytes("var_set", s[0]))
 			st.charge(ctx, copyCharge(len(key)))
-			x.free(s[0])
+			st.extFree(ctx, s[0])
 			if old, ok := x.vars[key]; ok {
 				x.varBytes -= len(key) + len(old)
 				delete(x.vars, key)
@@ -390,7 +447,7 @@ func extismEnvFuncs() []extFn {
 			}
 			x.vars[key] = slices.Clone(v)
 			x.varBytes += len(key) + len(v)
-			x.free(s[1])
+			st.extFree(ctx, s[1])
 		}},
 		{"get_log_level", nil, i32s, func(ctx context.Context, st *callState, s []uint64) {
 			s[0] = uint64(extismLogLevel(ctx, st.pool.logger))
@@ -401,7 +458,7 @@ func extismEnvFuncs() []extFn {
 		fns = append(fns, extFn{name, i64s, nil, func(ctx context.Context, st *callState, s []uint64) {
 			b := st.ext.bytes(name, s[0])
 			st.guestLog(ctx, lv, b)
-			st.ext.free(s[0])
+			st.extFree(ctx, s[0])
 		}})
 	}
 	return fns

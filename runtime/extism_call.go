@@ -69,8 +69,12 @@ func extismRuntimeExport(n string) bool {
 // the way Extism's hosts do: a WASI reactor's _initialize already ran as the start function;
 // a module without one has its constructors (__wasm_call_ctors) run, and a Haskell module
 // hs_init. A plugin whose function is _start (a command) initialises itself.
-func (p *Pool) initExtism(ctx context.Context, st *callState, mod api.Module) error {
-	st.ext = newExtismState(p.memLimit)
+//
+// The kernel memory is mapped like the instance's guest memory and reserves from the same
+// budget; im unmaps it with them (instanceMemory.settle).
+func (p *Pool) initExtism(ctx context.Context, st *callState, mod api.Module, im *instanceMemory) error {
+	st.ext = newExtismState(im.g, p.memLimit, im.budget, fmt.Sprintf("binding %s (%s): kernel memory", p.cfg.Binding, p.m.name))
+	im.kernels = append(im.kernels, st.ext.k)
 	if p.ext == "_start" {
 		return nil
 	}
@@ -144,8 +148,8 @@ func (p *Pool) extismResult(st *callState, who callee, rc int32, out *Output) er
 	x := st.ext
 	var reason string
 	if x.errOff != 0 {
-		if i := x.find(x.errOff); i >= 0 {
-			reason = reasonText(x.arena[x.errOff : x.errOff+x.blocks[i].size])
+		if b, ok := x.block(x.errOff); ok {
+			reason = reasonText(b)
 		} else {
 			reason = "error_set with an offset that is no memory block"
 		}
@@ -160,10 +164,10 @@ func (p *Pool) extismResult(st *callState, who callee, rc int32, out *Output) er
 	if !x.outSet || x.outLen == 0 || p.cfg.OutputQueue == "" {
 		return nil
 	}
-	if x.outOff+x.outLen > uint64(len(x.arena)) {
+	if x.outOff+x.outLen > uint64(x.k.top) {
 		return fmt.Errorf("runtime: %s: %w: output_set names bytes the plugin freed since", who, ErrPluginFailed)
 	}
-	body := x.arena[x.outOff : x.outOff+x.outLen]
+	body := x.k.buf[x.outOff : x.outOff+x.outLen]
 	switch st.emit(&out.Outputs, nil, body) {
 	case 0:
 		return nil

@@ -113,9 +113,9 @@ func (st *callState) extRequest(ctx context.Context, reqOff, bodyOff uint64) uin
 	// request itself afterwards must not free the response by its old offset.
 	off := st.newBlock(ctx, buf)
 	if bodyOff != 0 {
-		x.free(bodyOff)
+		st.extFree(ctx, bodyOff)
 	}
-	x.free(reqOff)
+	st.extFree(ctx, reqOff)
 	return off
 }
 

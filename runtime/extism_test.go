@@ -153,7 +153,7 @@ func TestExtismKernelMemoryCapped(t *testing.T) {
 		t.Fatalf("err %v, want a trap: kernel memory past its limit", err)
 	}
 	// Tiny blocks without end: their records count too, so the loop hits the same limit
-	// (at 40 bytes a block) instead of growing the host's heap by far more than the arena.
+	// (at 20 bytes a block) instead of growing the host's memory by far more than the blocks.
 	// Under a 2 MiB limit: at 128 MiB the 3.4 million host calls outlast the time limit
 	// under the race detector on a loaded machine.
 	p = extPoolLimited(t, extPlugin(wasmtest.Forever(wasmtest.I64Const(1), wasmtest.Call(xAlloc), []byte{drop}), wasmtest.I32Const(0)), PoolConfig{}, 32)

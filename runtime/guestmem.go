@@ -80,6 +80,9 @@ type instanceMemory struct {
 	forced atomic.Bool
 	// budgeted are the memories that reserve from budget.
 	budgeted []*budgetedMemory
+	// kernels are the instance's Extism kernel memories (extism_kernel.go), released with
+	// its guest memories.
+	kernels []*kernelMemory
 }
 
 // Allocate implements experimental.MemoryAllocator.
@@ -199,11 +202,11 @@ func (m *budgetedMemory) release() {
 // Budget reservations go with them: a memory whose module was never closed (a failed
 // instantiation) gives its reservation back here, Free being idempotent.
 func (im *instanceMemory) settle(mod api.Module) {
-	if len(im.mapped) == 0 && len(im.budgeted) == 0 {
+	if len(im.mapped) == 0 && len(im.budgeted) == 0 && len(im.kernels) == 0 {
 		return
 	}
-	r := released{mapped: im.mapped, budgeted: im.budgeted}
-	im.mapped, im.budgeted = nil, nil
+	r := released{mapped: im.mapped, budgeted: im.budgeted, kernels: im.kernels}
+	im.mapped, im.budgeted, im.kernels = nil, nil, nil
 	v := reflect.ValueOf(mod)
 	if mod == nil || v.Kind() != reflect.Pointer || v.IsNil() {
 		if mod != nil {
@@ -221,11 +224,15 @@ func (im *instanceMemory) settle(mod api.Module) {
 type released struct {
 	mapped   []*mappedMemory
 	budgeted []*budgetedMemory
+	kernels  []*kernelMemory
 }
 
 func (r released) release() {
 	for _, m := range r.budgeted {
 		m.release()
+	}
+	for _, k := range r.kernels {
+		k.unmap()
 	}
 	for _, m := range r.mapped {
 		m.unmap()

@@ -134,6 +134,12 @@ func (m *mappedMemory) Free() {
 	_ = syscall.Madvise(m.mem, syscall.MADV_DONTNEED)
 }
 
+// bytes is the whole mapping.
+func (m *mappedMemory) bytes() []byte { return m.mem }
+
+// dropPages gives b's pages back to the kernel (b within a mapping): they read zeros after.
+func dropPages(b []byte) { _ = syscall.Madvise(b, syscall.MADV_DONTNEED) }
+
 // unmap releases the mapping; only once nothing can run on it.
 func (m *mappedMemory) unmap() {
 	m.once.Do(func() {

@@ -15,3 +15,6 @@ func (g *guestMemories) mapMemory(uint64) *mappedMemory { return nil }
 func (m *mappedMemory) Reallocate(uint64) []byte { return nil }
 func (m *mappedMemory) Free()                    {}
 func (m *mappedMemory) unmap()                   {}
+func (m *mappedMemory) bytes() []byte            { return nil }
+
+func dropPages([]byte) {}

@@ -46,9 +46,20 @@ const (
 type HostCallError struct {
 	Func string // the host function, e.g. "wqhost.msg_body"
 	Msg  string
+	// Err is the cause when the host refused rather than the guest misused: a memory
+	// budget's *BudgetError for an Extism alloc.
+	Err error
 }
 
-func (e *HostCallError) Error() string { return e.Func + ": " + e.Msg }
+func (e *HostCallError) Error() string {
+	if e.Err != nil {
+		return e.Func + ": " + e.Msg + ": " + e.Err.Error()
+	}
+	return e.Func + ": " + e.Msg
+}
+
+// Unwrap is the cause, if any: errors.Is(err, ErrMemoryBudget) for a budget's refusal.
+func (e *HostCallError) Unwrap() error { return e.Err }
 
 type stateKey struct{}
 

@@ -388,7 +388,7 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 			err = fmt.Errorf("%w: %w", be, err)
 		}
 		if err == nil && p.ext != "" {
-			if err = p.initExtism(sctx, st, mod); err != nil {
+			if err = p.initExtism(sctx, st, mod, im); err != nil {
 				_ = mod.Close(ctx)
 				mod = nil
 			}
@@ -442,6 +442,11 @@ func (inst *instance) close(ctx context.Context) {
 	}
 	inst.cancel()
 	_ = inst.mod.Close(ctx)
+	if inst.st.ext != nil {
+		// Its pages and reservation go now, as the guest memory's do; the mapping once
+		// the module is unreachable (extism_kernel.go).
+		inst.st.ext.k.close()
+	}
 }
 
 func (p *Pool) discard(inst *instance) {
