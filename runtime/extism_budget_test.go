@@ -84,9 +84,9 @@ func procStatusKiB(t *testing.T, name string) int64 {
 	return 0
 }
 
-// resetPeakRSS makes VmHWM the resident size now (clear_refs 5), so that it shows the peak
+// resetPeakRSSForTest makes VmHWM the resident size now (clear_refs 5), so that it shows the peak
 // of what follows; it skips where the kernel does not support that.
-func resetPeakRSS(t *testing.T) int64 {
+func resetPeakRSSForTest(t *testing.T) int64 {
 	t.Helper()
 	goruntime.GC()
 	debug.FreeOSMemory()
@@ -109,7 +109,7 @@ func TestExtismKernelBudgetRSS(t *testing.T) {
 	const limit = pages * PageBytes
 	const slack = 32 << 20
 	p := extPoolLimited(t, fillingMiBs(), PoolConfig{Timeout: time.Minute}, pages)
-	base := resetPeakRSS(t)
+	base := resetPeakRSSForTest(t)
 	_, err := p.Call(context.Background(), &Input{ID: "m1"})
 	peak := procStatusKiB(t, "VmHWM")
 	// The tenant's peak reservation less its instance memory, which stays reserved: the
