@@ -264,7 +264,7 @@ func (b *binding) Handle(ctx context.Context, m *queue.Message) outcome.Outcome 
 	// The call as the caller saw it: waiting for an instance, then the guest.
 	took := out.Usage.Wait + out.Usage.Wall
 	b.latency.Observe(took.Seconds())
-	b.gate.Record(err, took)
+	b.gate.RecordCall(err, took, forcedStart(out.Usage))
 	b.meter(out.Usage)
 	if err != nil {
 		return b.settleOutputs(ctx, m, outcomeOf(0, 0, "", err), nil, nil, out.Usage, 1)
@@ -298,7 +298,7 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, outs []o
 	took := out.Usage.Wait + out.Usage.Wall
 	b.calls.remove(ins)
 	b.latency.Observe(took.Seconds())
-	b.gate.Record(err, took)
+	b.gate.RecordCall(err, took, forcedStart(out.Usage))
 	b.meter(out.Usage)
 	// The call's own outputs (emit without a message) go first: if they cannot be sent,
 	// every message that ended ok fails with them, so none is deleted without its output.
@@ -309,6 +309,18 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, outs []o
 	for k, r := range out.Messages {
 		outs[k] = b.settleOutputs(ctx, ms[k], outcomeOf(r.Status, r.RetryAfter, r.ErrorText, r.Err), r.Outputs, sendErr, out.Usage, len(ms))
 	}
+}
+
+// forcedStart is the instance start a call had to make, for the breaker
+// (breaker.Gate.RecordCall): its wall time when its start function ran guest code. An
+// instance without one starts in microseconds, and its restarts after cheap traps stay
+// cheap; a module without a fuel counter reports no start fuel, so its starts are not
+// weighed.
+func forcedStart(u runtime.Usage) time.Duration {
+	if u.StartFuel == 0 {
+		return 0
+	}
+	return u.StartWall
 }
 
 // outcomeOf is the one translation of the runtime's result into the listener's outcome: the

@@ -96,6 +96,8 @@ func (b *binding) poolConfig() runtime.PoolConfig {
 		// A batching binding's module must export wqhost_handle_batch: checked at load.
 		Batch:    bc.Batch.MaxMessages > 1,
 		Function: bc.Function,
+		// Instances started ahead of demand are charged to the binding (meter.go).
+		OnWarmStart: b.meterStart,
 	}
 }
 

@@ -76,7 +76,7 @@ func (p *Pool) CallBatch(ctx context.Context, ins []*Input) (*BatchOutput, error
 		return bo, bo.failAll(ins, fmt.Errorf("runtime: %s: binding %s: module %s does not export wqhost_handle_batch", who, p.cfg.Binding, p.m.name))
 	}
 	out := &Output{}
-	inst, err := p.checkoutMetered(ctx, who, &out.Usage.Wait)
+	inst, err := p.checkoutMetered(ctx, who, &out.Usage)
 	if err != nil {
 		bo.Usage = out.Usage
 		return bo, bo.failAll(ins, err)

@@ -131,7 +131,7 @@ func BenchmarkDispatch(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				inst, err := p.newInstance(context.Background())
+				inst, _, err := p.newInstance(context.Background())
 				if err != nil {
 					b.Fatal(err)
 				}

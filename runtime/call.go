@@ -50,7 +50,7 @@ func (p *Pool) CallInto(ctx context.Context, in *Input, out *Output) error {
 	if p.ext != "" {
 		return p.callExtism(ctx, in, out)
 	}
-	inst, err := p.checkoutMetered(ctx, callee{id: in.ID}, &out.Usage.Wait)
+	inst, err := p.checkoutMetered(ctx, callee{id: in.ID}, &out.Usage)
 	if err != nil {
 		return err
 	}
@@ -84,25 +84,27 @@ func (c callee) logAttrs(more ...any) []any {
 	return append(attrs, more...)
 }
 
-func (p *Pool) checkoutSlow(ctx context.Context, who callee) (*instance, error) {
-	inst, err := p.slots.acquire(ctx)
+// checkoutSlow waits for a slot and takes its idle instance, or starts one: then cost is
+// what its start cost (set when the start failed too).
+func (p *Pool) checkoutSlow(ctx context.Context, who callee) (inst *instance, cost startCost, err error) {
+	inst, err = p.slots.acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: %s: waiting for an instance: %w", who, err)
+		return nil, cost, fmt.Errorf("runtime: %s: waiting for an instance: %w", who, err)
 	}
 	if p.closed.Load() {
 		p.slots.unacquire(inst)
-		return nil, fmt.Errorf("runtime: %s: %w", who, ErrPoolClosed)
+		return nil, cost, fmt.Errorf("runtime: %s: %w", who, ErrPoolClosed)
 	}
 	if inst == nil {
-		if inst, err = p.newInstance(ctx); err != nil {
+		if inst, cost, err = p.newInstance(ctx); err != nil {
 			p.slots.unacquire(nil)
-			return nil, err
+			return nil, cost, err
 		}
 	}
 	if p.trace != nil {
 		p.trace(inst, true)
 	}
-	return inst, nil
+	return inst, cost, nil
 }
 
 // checkin gives inst's slot back, and inst with it unless it must be replaced. The common
@@ -213,9 +215,7 @@ func (p *Pool) invoke(ctx context.Context, inst *instance, fn api.Function, who 
 		p.http.add(http)
 	}
 	if st.out != nil {
-		wait := st.out.Usage.Wait
-		st.out.Usage = p.meterEnd(st, inst.mod, mark, http)
-		st.out.Usage.Wait = wait
+		p.meterEnd(st, inst.mod, mark, http, &st.out.Usage)
 	}
 	inst.uses++
 	if err == nil && !abandoned {

@@ -108,7 +108,7 @@ func (p *Pool) handleName() string {
 // success.
 func (p *Pool) callExtism(ctx context.Context, in *Input, out *Output) error {
 	who := callee{id: in.ID}
-	inst, err := p.checkoutMetered(ctx, who, &out.Usage.Wait)
+	inst, err := p.checkoutMetered(ctx, who, &out.Usage)
 	if err != nil {
 		return err
 	}

@@ -20,9 +20,17 @@ type Usage struct {
 	// Fuel is the call's fuel units: the guest's (one per check plus one per 32 bytes of
 	// code run, bulkCharge per bulk memory operation, memory.fill and memory.copy one more per
 	// 16 bytes of their length) and the host work charged to it
-	// (about a nanosecond of host work each). 0 where the module runs without a fuel
-	// counter (wasi-stdio, a module the instrumenter cannot read).
+	// (about a nanosecond of host work each), StartFuel included. 0 where the module runs
+	// without a fuel counter (wasi-stdio, a module the instrumenter cannot read).
 	Fuel uint64
+	// StartFuel is the part of Fuel spent starting the instance the call had to create
+	// because none was idle: its start function (_initialize, a Go runtime's start, an
+	// Extism plugin's constructors) and the host work charged to it. 0 when an idle
+	// instance took the call. A start that failed is charged the same, its call never ran.
+	StartFuel uint64
+	// StartWall is that start's wall time (part of Wait, not of Wall); 0 when an idle
+	// instance took the call.
+	StartWall time.Duration
 	// Wall is the call's wall time, from entering the guest to its return.
 	Wall time.Duration
 	// MemoryBytes is the instance's linear memory after the call: its high-water mark,
@@ -49,12 +57,41 @@ type meterMark struct {
 	work int64 // host work charged so far
 }
 
+// startCost is what starting one instance cost: the fuel its start spent (callState.spent)
+// and the wall time of its instantiation, start function included.
+type startCost struct {
+	fuel uint64
+	wall time.Duration
+}
+
+// spent is the fuel st's instance has spent since it was instantiated, host work included:
+// after its start, what the start cost. The instrumenter sets the fuel global to
+// fuelRefill, so the spending counter meterBegin reads (refilled - fuelLeft) starts at
+// -fuelRefill. Without a fuel global (none, or a start that failed before its first
+// yield) only the banked refills and host work are known.
+func (st *callState) spent() uint64 {
+	d := st.refilled + st.workDone + int64(st.work)
+	if st.fuelG != nil {
+		d += fuelRefill - st.fuelLeft()
+	}
+	return uint64(max(d, 0))
+}
+
+// chargeWarm tells PoolConfig.OnWarmStart what an instance started ahead of demand cost.
+func (p *Pool) chargeWarm(c startCost) {
+	if p.cfg.OnWarmStart != nil && (c.fuel > 0 || c.wall > 0) {
+		p.cfg.OnWarmStart(Usage{Fuel: c.fuel, StartFuel: c.fuel, StartWall: c.wall})
+	}
+}
+
 // checkoutMetered takes a call slot and an instance for it, instantiating one when none is
-// idle (checkoutSlow), and starts the call's clock (callState.start), setting *wait: one
-// clock read when an instance is idle, whose checkout takes nanoseconds, and one more after
-// a wait or an instantiation, so the guest's wall time never includes them. The common
-// case, the instance the last call parked, is the fast path.
-func (p *Pool) checkoutMetered(ctx context.Context, who callee, wait *time.Duration) (*instance, error) {
+// idle (checkoutSlow), and starts the call's clock (callState.start), setting u's Wait and,
+// for an instance it started, the start's cost (Fuel = StartFuel, StartWall), also when
+// the start failed: one clock read when an instance is idle, whose checkout takes
+// nanoseconds, and one more after a wait or an instantiation, so the guest's wall time
+// never includes them. The common case, the instance the last call parked, is the fast
+// path.
+func (p *Pool) checkoutMetered(ctx context.Context, who callee, u *Usage) (*instance, error) {
 	t0 := p.t.e.since()
 	if p.trace == nil && !p.closed.Load() {
 		if inst := p.slots.unpark(); inst != nil {
@@ -62,9 +99,10 @@ func (p *Pool) checkoutMetered(ctx context.Context, who callee, wait *time.Durat
 			return inst, nil
 		}
 	}
-	inst, err := p.checkoutSlow(ctx, who)
+	inst, cost, err := p.checkoutSlow(ctx, who)
 	t1 := p.t.e.since()
-	*wait = t1 - t0
+	u.Wait = t1 - t0
+	u.Fuel, u.StartFuel, u.StartWall = cost.fuel, cost.fuel, cost.wall
 	if err == nil {
 		inst.st.start = t1
 	}
@@ -97,19 +135,17 @@ func (p *Pool) meterBegin(st *callState) meterMark {
 	return meterMark{fuel: st.refilled - st.fuelLeft(), work: st.workDone + int64(st.work)}
 }
 
-// meterEnd is the usage of the call begun at m, whose outbound requests were http.
-func (p *Pool) meterEnd(st *callState, mod api.Module, m meterMark, http HTTPReport) Usage {
-	u := Usage{
-		Wall:         p.t.e.since() - st.start,
-		HostTime:     http.Wait,
-		HTTPRequests: http.Requests,
-		HTTPBytes:    http.BytesOut + http.BytesIn,
-	}
+// meterEnd writes into u the usage of the call begun at m, whose outbound requests were
+// http, keeping what checkoutMetered set (Wait, the start's cost, added to Fuel).
+func (p *Pool) meterEnd(st *callState, mod api.Module, m meterMark, http HTTPReport, u *Usage) {
+	u.Wall = p.t.e.since() - st.start
+	u.HostTime, u.HTTPRequests, u.HTTPBytes = http.Wait, http.Requests, http.BytesOut+http.BytesIn
+	u.Fuel = u.StartFuel
 	if d := st.refilled - st.fuelLeft() - m.fuel + st.workDone + int64(st.work) - m.work; d > 0 {
-		u.Fuel = uint64(d)
+		u.Fuel += uint64(d)
 	}
+	u.MemoryBytes = 0
 	if mem := mod.Memory(); mem != nil {
 		u.MemoryBytes = uint64(mem.Size())
 	}
-	return u
 }

@@ -126,6 +126,11 @@ type PoolConfig struct {
 	// Function is the export an Extism plugin's calls run (abi extism); default
 	// DefaultExtismFunction.
 	Function string
+	// OnWarmStart, when set, is told what each instance the pool starts ahead of demand
+	// cost (MinInstances at NewPool, refills after a discard): a Usage of its start alone
+	// (Fuel = StartFuel, StartWall), which no call's Usage carries. Its start failing is
+	// told too. Called from the goroutine that started it; Validate's instance is not told.
+	OnWarmStart func(Usage)
 }
 
 // StartTimeoutFloor is the least time an instance's start function (a Go guest's runtime
@@ -259,7 +264,8 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 			t.e.watchIdle(p)
 		}
 		for range cfg.MinInstances {
-			inst, err := p.newInstance(ctx)
+			inst, cost, err := p.newInstance(ctx)
+			p.chargeWarm(cost)
 			if err != nil {
 				_ = p.Close(ctx)
 				return nil, err
@@ -282,7 +288,8 @@ func (t *Tenant) Validate(ctx context.Context, m *Module, cfg PoolConfig) error 
 		return err
 	}
 	defer p.Close(ctx)
-	inst, err := p.newInstance(ctx)
+	// The check of a version being loaded: its start is not a tenant's message's cost.
+	inst, _, err := p.newInstance(ctx)
 	if err != nil {
 		return err
 	}
@@ -352,7 +359,9 @@ func (p *Pool) moduleConfig(stdio io.Writer) wazero.ModuleConfig {
 	return mc
 }
 
-func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
+// newInstance starts an instance and returns it with what its start cost (meter.go), which
+// is set when it failed too, unless it had to be abandoned still running.
+func (p *Pool) newInstance(ctx context.Context) (*instance, startCost, error) {
 	st := &callState{pool: p}
 	logw := &cappedLog{logger: p.logger, limit: p.cfg.StdioCapBytes}
 	base, cancel := context.WithCancel(context.Background())
@@ -370,6 +379,7 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 	var mod api.Module
 	var im *instanceMemory
 	refused := new(atomic.Int64)
+	t0 := p.t.e.since()
 	err := p.bounded(sctx, "start function", func() error {
 		st.arm(ctx, startLimit)
 		defer st.disarm()
@@ -387,6 +397,11 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		} else if be := im.takeRefusal(); err != nil && be != nil {
 			err = fmt.Errorf("%w: %w", be, err)
 		}
+		if err == nil && p.v.fuel && st.fuelG == nil {
+			// A start that never yielded (or no start function): the fuel global is read
+			// here, so that an Extism plugin's constructors below are metered too.
+			st.fuelG = mod.ExportedGlobal(fuelExport)
+		}
 		if err == nil && p.ext != "" {
 			if err = p.initExtism(sctx, st, mod, im); err != nil {
 				_ = mod.Close(ctx)
@@ -402,15 +417,20 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		}
 		cancel()
 	})
+	var cost startCost
+	if !errors.Is(err, ErrAbandoned) {
+		// f returned: st is this goroutine's again.
+		cost = startCost{fuel: st.spent(), wall: p.t.e.since() - t0}
+	}
 	if err != nil {
 		if errors.Is(err, ErrAbandoned) {
-			return nil, fmt.Errorf("runtime: tenant %s binding %s: instantiate %s: %w", p.t.name, p.cfg.Binding, p.m.name, err)
+			return nil, cost, fmt.Errorf("runtime: tenant %s binding %s: instantiate %s: %w", p.t.name, p.cfg.Binding, p.m.name, err)
 		}
 		cancel()
 		if (errors.Is(err, errTimeLimit) || errors.Is(sctx.Err(), context.DeadlineExceeded)) && ctx.Err() == nil {
 			err = fmt.Errorf("start function: %w (%s): %w", ErrTimeout, startLimit, err)
 		}
-		return nil, fmt.Errorf("runtime: tenant %s binding %s: instantiate %s: %w", p.t.name, p.cfg.Binding, p.m.name, err)
+		return nil, cost, fmt.Errorf("runtime: tenant %s binding %s: instantiate %s: %w", p.t.name, p.cfg.Binding, p.m.name, err)
 	}
 	callBase := context.Context(base)
 	if p.v.fuel {
@@ -424,16 +444,13 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, error) {
 		st: st, ctx: &callCtx{Context: callBase, st: st, bare: p.v.fuel}, cancel: cancel, stdio: logw,
 		batch: mod.ExportedFunction("wqhost_handle_batch"),
 	}
-	if p.v.fuel {
-		st.fuelG = mod.ExportedGlobal(fuelExport)
-	}
 	if p.cfg.Timeout > 0 && !p.v.fuel {
 		// One timer per instance, re-armed per call, is cheaper than a deadline context per call.
 		inst.timer = time.AfterFunc(time.Hour, cancel)
 		inst.timer.Stop()
 	}
 	p.total.Add(1)
-	return inst, nil
+	return inst, cost, nil
 }
 
 func (inst *instance) close(ctx context.Context) {
@@ -467,7 +484,8 @@ func (p *Pool) discard(inst *instance) {
 			p.slots.release(nil)
 			return
 		}
-		inst, err := p.newInstance(context.Background())
+		inst, cost, err := p.newInstance(context.Background())
+		p.chargeWarm(cost)
 		if err != nil {
 			p.slots.release(nil)
 			p.logger.Warn("refilling pool", "err", err)

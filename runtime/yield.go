@@ -27,8 +27,14 @@ var (
 // schedSlice since its last turn yields the processor itself. Host functions make the same
 // check when the work they are charged adds up (charge.go).
 func yieldFn() hostFn {
-	return hostFn{yieldImport, nil, []api.ValueType{tI32}, func(ctx context.Context, _ api.Module, s []uint64) {
+	return hostFn{yieldImport, nil, []api.ValueType{tI32}, func(ctx context.Context, mod api.Module, s []uint64) {
 		if st := stateOf(ctx); st != nil {
+			if st.fuelG == nil && st.pool.v.fuel && mod != nil {
+				// A start function yields before InstantiateModule returns the instance
+				// whose fuel global newInstance would take: the caller (the instance being
+				// started, its exports already built) has it, so the start is metered too.
+				st.fuelG = mod.ExportedGlobal(fuelExport)
+			}
 			st.fuelRefilled()
 			st.checkpoint(ctx)
 		} else {

@@ -218,8 +218,9 @@ func (c *cli) call(ctx context.Context, args []string) error {
 		return err
 	}
 	pc := runtime.PoolConfig{
-		Binding:        binding,
-		MinInstances:   1,
+		Binding: binding,
+		// No warm instance: the call starts its own, as a binding's first message does
+		// (min_instances 0), so its usage shows what the start cost.
 		MaxInstances:   1,
 		Timeout:        *timeout,
 		Config:         cfgMap,
@@ -283,6 +284,10 @@ type callUsage struct {
 	MemoryBytes  uint64 `json:"memory_bytes"`
 	HTTPRequests int    `json:"http_requests"`
 	HTTPBytes    int64  `json:"http_bytes"`
+	// StartFuel is the part of Fuel the instance's start (its start function) spent,
+	// StartUs its wall time (runtime.Usage.StartFuel, StartWall).
+	StartFuel uint64 `json:"start_fuel"`
+	StartUs   int64  `json:"start_us"`
 }
 
 type callOutput struct {
@@ -298,6 +303,7 @@ func (c *cli) printCall(out *runtime.Output, callErr error, took time.Duration, 
 	res.Usage = callUsage{
 		Fuel: u.Fuel, WallUs: u.Wall.Microseconds(), HostUs: u.HostTime.Microseconds(), MemoryBytes: u.MemoryBytes,
 		HTTPRequests: u.HTTPRequests, HTTPBytes: u.HTTPBytes,
+		StartFuel: u.StartFuel, StartUs: u.StartWall.Microseconds(),
 	}
 	var failed error
 	switch {
@@ -336,8 +342,9 @@ func (c *cli) printCall(out *runtime.Output, callErr error, took time.Duration, 
 	if res.RetryAfter != "" {
 		fmt.Fprintf(c.stdout, "retry after: %s\n", res.RetryAfter)
 	}
-	fmt.Fprintf(c.stdout, "usage: fuel %d, wall %dµs, host %dµs, memory %d bytes, http %d requests %d bytes\n",
-		res.Usage.Fuel, res.Usage.WallUs, res.Usage.HostUs, res.Usage.MemoryBytes, res.Usage.HTTPRequests, res.Usage.HTTPBytes)
+	fmt.Fprintf(c.stdout, "usage: fuel %d, wall %dµs, host %dµs, memory %d bytes, http %d requests %d bytes, start: fuel %d in %dµs\n",
+		res.Usage.Fuel, res.Usage.WallUs, res.Usage.HostUs, res.Usage.MemoryBytes, res.Usage.HTTPRequests, res.Usage.HTTPBytes,
+		res.Usage.StartFuel, res.Usage.StartUs)
 	fmt.Fprintf(c.stdout, "outputs: %d\n", len(res.Outputs))
 	for _, o := range res.Outputs {
 		fmt.Fprintf(c.stdout, "  -> %s: %s\n", o.Queue, termSafe(o.Body))

@@ -118,3 +118,16 @@ func Load32(addr int32) []byte { return append(I32Const(addr), 0x28, 0x02, 0x00)
 func Copy32(dst, src int32) []byte {
 	return append(append(I32Const(dst), Load32(src)...), 0x36, 0x02, 0x00)
 }
+
+// CountTo returns a loop that counts the i32 at addr up from its value, one a pass, until
+// it reaches n: a known amount of guest work (n passes from a zeroed word).
+func CountTo(addr, n int32) []byte {
+	out := []byte{0x03, 0x40} // loop
+	out = append(out, I32Const(addr)...)
+	out = append(out, Load32(addr)...)
+	out = append(out, I32Const(1)...)
+	out = append(out, 0x6a, 0x36, 0x02, 0x00) // i32.add; i32.store
+	out = append(out, Load32(addr)...)
+	out = append(out, I32Const(n)...)
+	return append(out, 0x49, 0x0d, 0x00, 0x0b) // i32.lt_u; br_if 0; end
+}

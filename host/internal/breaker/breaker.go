@@ -32,6 +32,13 @@ import (
 // policy's way, retried and dead-lettered after max_dequeue_count deliveries in seconds.
 // Unknown statuses and wasi-stdio exit codes never counted (the call returned).
 //
+// A cheap failure is cheap only if the instance start it forces is: a trap discards its
+// instance, and the next call starts a fresh one, running its start function again (a Go
+// runtime's start, a long _initialize). So the starts that failed calls of a binding had to
+// make (Gate.RecordCall's start) add up while it fails in a row, and each Options.CheapFailure
+// of them counts as one failure: an instance restarted by cheap traps every few hundred
+// milliseconds opens the breaker as a spinning one does. A success forgets them.
+//
 //   - closed: the binding runs as configured. Options.Threshold (3) counted failures in a
 //     row (no success in between) open it.
 //   - open: the binding leases no message for a cool-down (its messages stay in the queue,
@@ -140,10 +147,12 @@ func (s breakerState) String() string {
 type breaker struct {
 	base, max time.Duration // first and longest cool-down
 	threshold int           // counted failures in a row that open it; < 0: never
+	cheap     time.Duration // Options.CheapFailure: the start time that counts as a failure
 
 	mu       sync.Mutex
 	state    breakerState
 	fails    int           // failed calls in a row, while closed
+	starts   time.Duration // start time forced by failures in a row not yet counted
 	cooldown time.Duration // the current (last) cool-down
 	until    time.Time     // end of the cool-down, while open
 	wake     chan struct{} // closed when leasing may resume; replaced after
@@ -154,7 +163,7 @@ type breaker struct {
 
 func newBreaker(o Options) *breaker {
 	o = o.withDefaults()
-	return &breaker{base: o.Cooldown, max: o.MaxCooldown, threshold: o.Threshold, wake: make(chan struct{})}
+	return &breaker{base: o.Cooldown, max: o.MaxCooldown, threshold: o.Threshold, cheap: o.CheapFailure, wake: make(chan struct{})}
 }
 
 // room implements the lease rule (listener.Limiter's LeaseRoom) at now, with held messages leased.
@@ -181,12 +190,32 @@ func (b *breaker) record(now time.Time, failed bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !failed {
-		b.fails, b.cooldown = 0, 0
+		b.fails, b.cooldown, b.starts = 0, 0, 0
 		if b.state != breakerClosed {
 			b.setLocked(breakerClosed)
 		}
 		return
 	}
+	b.failLocked(now)
+}
+
+// recordStart notes at now a failure that does not count by itself but had to start its
+// instance, for start: once the starts of failures in a row add up to the cheap-failure
+// bound, they count as one failure.
+func (b *breaker) recordStart(now time.Time, start time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cheap <= 0 || start <= 0 {
+		return // every trap counts already (or there was no start)
+	}
+	if b.starts += start; b.starts >= b.cheap {
+		b.starts = 0
+		b.failLocked(now)
+	}
+}
+
+// failLocked counts one failure at now.
+func (b *breaker) failLocked(now time.Time) {
 	switch b.state {
 	case breakerClosed:
 		if b.fails++; b.threshold > 0 && b.fails >= b.threshold {
@@ -203,7 +232,7 @@ func (b *breaker) record(now time.Time, failed bool) {
 func (b *breaker) reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.fails, b.cooldown = 0, 0
+	b.fails, b.cooldown, b.starts = 0, 0, 0
 	if b.state != breakerClosed {
 		b.setLocked(breakerClosed)
 	}
@@ -216,7 +245,7 @@ func (b *breaker) tripLocked(now time.Time) {
 		b.cooldown = min(2*b.cooldown, b.max)
 	}
 	b.until = now.Add(b.cooldown)
-	b.fails = 0
+	b.fails, b.starts = 0, 0
 	b.trips.Add(1)
 	b.setLocked(breakerOpen)
 }
@@ -340,7 +369,13 @@ func (g *Gate) LeaseRoom(held int) (int, <-chan struct{}, time.Duration) {
 }
 
 // Record notes the outcome of a handler call that ran for d, for the breaker.
-func (g *Gate) Record(err error, d time.Duration) {
+func (g *Gate) Record(err error, d time.Duration) { g.RecordCall(err, d, 0) }
+
+// RecordCall notes the outcome of a handler call that ran for d (its wait for an instance
+// included) and had to start its instance for start (0: an idle one took it), for the
+// breaker: a failure that does not count by itself adds its start to the starts of failures
+// in a row, which count once they reach Options.CheapFailure.
+func (g *Gate) RecordCall(err error, d, start time.Duration) {
 	switch {
 	case err == nil:
 		g.br.record(time.Now(), false)
@@ -349,6 +384,8 @@ func (g *Gate) Record(err error, d time.Duration) {
 		if g.holding.Load() > 0 {
 			g.rest.Store(int64(d))
 		}
+	case start > 0:
+		g.br.recordStart(time.Now(), start)
 	}
 }
 
