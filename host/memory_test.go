@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/source"
+	"github.com/wqhost/wqhost/listener/outcome"
+	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -133,5 +136,36 @@ func TestBudgetRefusesModuleLoad(t *testing.T) {
 	}
 	if got := h.bindingNamed("a", "w0").cur.Load().module.Digest(); got != before {
 		t.Errorf("the binding serves %s after a refused swap; want the old version %s", got, before)
+	}
+}
+
+// TestBudgetMessageBodies: the body a call runs on is held from the tenant's memory budget
+// while the call runs; a body that does not fit fails the message, to be retried, with the
+// budget's reason, and the handler is not called; nothing stays held.
+func TestBudgetMessageBodies(t *testing.T) {
+	h, _ := newHostWith(t, "backends:\n  mem: {type: memory}\n",
+		"  a:\n    bindings:\n      w: {backend: mem, queue: in, output: out, module: "+abs(t, "testdata/versioned/v1.wasm")+"}\n")
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	b := h.bindingNamed("a", "w")
+	rt := b.tenant.rt
+	body := bytes.Repeat([]byte("b"), 512<<10)
+	if o := b.Handle(context.Background(), &queue.Message{ID: "m1", Body: body}); o.Kind != outcome.KindDone {
+		t.Fatalf("with room: outcome %v (%v); want done", o.Kind, o.Reason())
+	}
+	if got := rt.MemoryBudget().ByConsumer["messages"]; got != 0 {
+		t.Errorf("after a settled call, messages hold %d bytes; want 0", got)
+	}
+	calls := b.cur.Load().pool.Stats().Calls
+	rt.SetMemoryBudget(rt.MemoryBudget().Reserved + 256<<10)
+	o := b.Handle(context.Background(), &queue.Message{ID: "m2", Body: body})
+	if o.Kind != outcome.KindFailed || !errors.Is(o.Err, runtime.ErrMemoryBudget) ||
+		!strings.Contains(o.Reason(), "binding w: message bodies asked for 524288 bytes of messages") {
+		t.Fatalf("past the budget: outcome %v (%q); want failed naming the binding's message bodies", o.Kind, o.Reason())
+	}
+	if got := b.cur.Load().pool.Stats().Calls; got != calls {
+		t.Errorf("the handler ran %d times on a body the budget refused; want 0", got-calls)
+	}
+	if got := rt.MemoryBudget().ByConsumer["messages"]; got != 0 {
+		t.Errorf("after a refusal, messages hold %d bytes; want 0", got)
 	}
 }
