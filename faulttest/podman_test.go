@@ -50,7 +50,15 @@ func needPodman(t *testing.T, name string) {
 // podman runs podman with podmanFlags and args, bounded by ctx, and returns its stdout, or
 // an error holding its stderr.
 func podman(ctx context.Context, args ...string) (string, error) {
+	return podmanIn(ctx, "", args...)
+}
+
+// podmanIn is podman run in the directory dir ("": the test's). `podman run` needs one of
+// its own: the container's monitor (conmon) inherits it and writes a file "oom" there when
+// the container meets its memory limit.
+func podmanIn(ctx context.Context, dir string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "podman", append(append([]string{}, podmanFlags...), args...)...)
+	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -120,7 +128,11 @@ func runContainer(t *testing.T, interval time.Duration, args ...string) *contain
 		}
 		_, _ = podman(context.Background(), "rm", "-f", "-t", "0", c.name)
 	})
-	mustPodman(t, append([]string{"run", "-d", "--name", c.name}, args...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := podmanIn(ctx, t.TempDir(), append([]string{"run", "-d", "--name", c.name}, args...)...); err != nil {
+		t.Fatal(err)
+	}
 	path := strings.TrimSpace(mustPodman(t, "inspect", "--format", "{{.State.CgroupPath}}", c.name))
 	c.cg = memoryCgroup(path)
 	if _, err := os.Stat(c.cg); err != nil {
