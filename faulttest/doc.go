@@ -6,6 +6,11 @@
 //	fault <name>: sent=N processed=N lost=N duplicated=N
 //
 // and fails if a message was lost or duplicates exceed what was in flight when the fault hit.
+// TestFaultBudget runs the real image instead, under podman with a 1 GiB memory limit, a
+// hostile tenant beside a healthy one (issue #37), and prints
+//
+//	fault budget: oom-kills=N healthy-lost=N healthy-ratio=R host-peak=M MiB budget=B MiB refused=N
+//
 // Run it with `go test -run Fault -v ./faulttest` (docs/guarantees.md maps each promise to
 // its test).
 package faulttest
