@@ -8,6 +8,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,21 @@ import (
 )
 
 var testTokens = admin.Tokens{Host: "host-tok", Tenants: map[string]string{"acme": "acme-tok", "beta": "beta-tok"}}
+
+// The fake API's status: acme's memory budget is 512 MiB with 128 MiB reserved; beta's is
+// unlimited; the host's 8 GiB, a share of a cgroup's 10 GiB.
+const fakeHostMemory = `{"limit_bytes":8589934592,"reserved_bytes":1610612736,"peak_bytes":2147483648,` +
+	`"by_consumer":{"instances":1073741824,"kernel":0,"modules":268435456,"compile":268435456,"messages":0},"refused":7,` +
+	`"limit_source":"cgroup v2 memory.max","process_limit_bytes":10737418240,"resident_bytes":314572800}`
+
+var fakeTenantStatus = map[string]string{
+	"acme": `{"name":"acme","memory":{"limit_bytes":536870912,"reserved_bytes":134217728,"peak_bytes":209715200,` +
+		`"by_consumer":{"instances":100663296,"kernel":16777216,"modules":12582912,"compile":0,"messages":4194304},"refused":3},` +
+		`"bindings":[{"name":"<b>x</b>","queue":"jobs","messages":{"visible":3}}]}`,
+	"beta": `{"name":"beta","memory":{"limit_bytes":0,"reserved_bytes":10485760,"peak_bytes":10485760,` +
+		`"by_consumer":{"instances":10485760,"kernel":0,"modules":0,"compile":0,"messages":0},"refused":0},` +
+		`"bindings":[{"name":"secret","queue":"in","messages":{"visible":1}}]}`,
+}
 
 // fakeAPI answers as the admin API would for the few routes the console reads, with a
 // dead letter whose body and reason are markup, and refuses a tenant token on another
@@ -45,10 +61,20 @@ func fakeAPI(t *testing.T) http.Handler {
 		}
 		return true
 	}
+	// Status is filtered to a tenant token's tenant, as the API's is; the host's memory is
+	// in every answer, as in the API's.
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		if guard(w, r) {
-			_, _ = io.WriteString(w, `{"page":{"total":1},"tenants":[{"name":"acme","bindings":[{"name":"<b>x</b>","queue":"jobs","messages":{"visible":3}}]}]}`)
+		if !guard(w, r) {
+			return
 		}
+		tenant, _ := who(r)
+		var ts []string
+		for _, name := range []string{"acme", "beta"} {
+			if tenant == "" || tenant == name {
+				ts = append(ts, fakeTenantStatus[name])
+			}
+		}
+		_, _ = io.WriteString(w, `{"page":{"total":`+strconv.Itoa(len(ts))+`},"memory":`+fakeHostMemory+`,"tenants":[`+strings.Join(ts, ",")+`]}`)
 	})
 	// Reasons, the body and an attribute also hold a bidi override (U+202E), written as
 	// JSON's escape: a page must show it as the text \u202e, not reorder what follows.

@@ -67,7 +67,8 @@ const (
 )
 
 // TestConsoleE2E logs in to the console of a real host in headless Chromium as tenant acme
-// and: sees a binding's depth change live (SSE) while messages are sent; rolls a hot-swapped
+// and: sees a binding's depth change live (SSE) while messages are sent, and its memory
+// budget (512 MiB) in the live Memory panel, without the host's budget or beta's; rolls a hot-swapped
 // binding back to its previous version; filters dead letters, dry-runs and redrives a
 // filtered set with its progress, and purges one after a confirmation showing its count;
 // opens a message's detail. A body of <script> renders as text everywhere and no dialog
@@ -105,6 +106,7 @@ func TestConsoleE2E(t *testing.T) {
 		t.Errorf("acme's overview rows %v, want its 3 bindings", keys)
 	}
 	c.denyIf(t, "overview rows", !strings.Contains(strings.Join(keys, ","), "beta/"))
+	memoryPanel(t, b, c)
 	c.page("overview")
 	b.shot("overview")
 	b.eval("mark the page", `window.__e2e = "same page"`, nil)
@@ -162,6 +164,12 @@ func TestConsoleE2E(t *testing.T) {
 	b.waitFor("host overview", `document.querySelector('tr[data-key="beta/secret"]') && document.querySelector('tr[data-key="acme/echo"]')`)
 	c.actions++
 	b.shot("overview-host")
+	b.waitFor("host memory panel", `(() => { const h = document.querySelector("#host-memory tbody tr"); `+
+		`return h && h.querySelector(".resident").textContent.endsWith("iB") && h.querySelector(".source").textContent !== "" && `+
+		`document.querySelector('#tenant-memory tr[data-tenant="beta"]') && `+
+		`document.querySelector('#tenant-memory tr[data-tenant="acme"] .limit').textContent === "512 MiB" && +document.getElementById("tenant-memory").dataset.updates >= 2; })()`)
+	b.do("scroll to memory", chromedp.ScrollIntoView(chromedp.CSS("#tenant-memory")))
+	b.shot("overview-host-memory")
 
 	select {
 	case m := <-b.dialogs:
@@ -175,6 +183,33 @@ func TestConsoleE2E(t *testing.T) {
 	for _, p := range b.saved {
 		t.Log(p)
 	}
+}
+
+// memoryPanel: acme's overview shows its memory budget, live (redrawn from the stream), and
+// neither the host's budget nor beta's.
+func memoryPanel(t *testing.T, b *browser, c *tally) {
+	t.Helper()
+	row := `document.querySelector('#tenant-memory tr[data-tenant="acme"]')`
+	b.waitFor("acme's memory budget, live", `(() => { const r = `+row+`; return r && r.querySelector(".limit").textContent === "512 MiB" && `+
+		`/%$/.test(r.querySelector(".pct").textContent) && r.querySelector("meter") && +document.getElementById("tenant-memory").dataset.updates >= 2; })()`)
+	var got struct {
+		Reserved, Instances string
+		Host                bool
+		Tenants             []string
+	}
+	b.eval("memory panel", `({Reserved: `+row+`.querySelector(".reserved .bytes").textContent, Instances: `+row+`.querySelector(".instances").textContent, `+
+		`Host: !!document.getElementById("host-memory"), Tenants: [...document.querySelectorAll("#tenant-memory tbody tr")].map(r => r.dataset.tenant)})`, &got)
+	if !strings.HasSuffix(got.Reserved, "B") || !strings.HasSuffix(got.Instances, "B") {
+		t.Errorf("acme's reserved memory %q, instances %q: want bytes in B/KiB/MiB", got.Reserved, got.Instances)
+	}
+	if got.Host {
+		t.Error("acme's overview shows the host's memory budget")
+	}
+	if strings.Join(got.Tenants, ",") != "acme" {
+		t.Errorf("acme's memory panel lists tenants %v, want acme only", got.Tenants)
+	}
+	c.denyIf(t, "memory panel", !got.Host && !strings.Contains(strings.Join(got.Tenants, ","), "beta"))
+	b.shot("overview-memory")
 }
 
 // checkSessionCookie: the session cookie is HttpOnly and SameSite=Strict, document.cookie

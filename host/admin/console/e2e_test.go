@@ -45,9 +45,9 @@ const (
 	flaky     = "../../testdata/flaky/flaky.wasm"
 )
 
-// e2eHost is a running host of two tenants: acme (echo: in -> out on the versioned
-// fixture; slow and jobs on flaky, jobs dead-lettering at the first failure) and beta
-// (secret on flaky, the same way).
+// e2eHost is a running host of two tenants: acme (a memory budget of 512 MiB; echo: in ->
+// out on the versioned fixture; slow and jobs on flaky, jobs dead-lettering at the first
+// failure) and beta (secret on flaky, the same way).
 type e2eHost struct {
 	h    *host.Host
 	dir  string
@@ -70,6 +70,7 @@ admin: {addr: "127.0.0.1:0", token_env: E2E_HOST_TOKEN}
 tenants:
   acme:
     token_env: E2E_ACME_TOKEN
+    limits: {memory_budget: 512MiB}
     bindings:
       echo: {queue: in, output: out, module: handler.wasm, backoff: %[3]s}
       slow: {queue: slow, output: done, module: flaky.wasm, max_workers: 1, batch_size: 1, pool: {max_instances: 1}, backoff: %[3]s}

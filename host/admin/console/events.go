@@ -18,8 +18,10 @@ type status struct {
 		Returned int `json:"returned"`
 		Total    int `json:"total"`
 	} `json:"page"`
+	Memory  *hostMemoryStatus `json:"memory"`
 	Tenants []struct {
 		Name     string          `json:"name"`
+		Memory   budgetUsage     `json:"memory"`
 		Bindings []bindingStatus `json:"bindings"`
 	} `json:"tenants"`
 }
@@ -81,6 +83,9 @@ type Snapshot struct {
 	At    time.Time `json:"at"`
 	Rows  []Row     `json:"rows"`
 	Total int       `json:"total"`
+	// Memory is the Memory panel: the host's budget (the host's session only) and the
+	// budget of each tenant of the page's bindings.
+	Memory Memory `json:"memory"`
 }
 
 // rateWindow is how far back the overview's msg/s and failure rate look.
@@ -137,8 +142,14 @@ func (c *Console) snapshot(ctx context.Context, s *session, offset int) (Snapsho
 	if err := c.getJSON(ctx, s, "/v1/status?"+q.Encode(), &st); err != nil {
 		return Snapshot{}, err
 	}
-	snap := Snapshot{At: time.Now(), Total: st.Page.Total, Rows: []Row{}}
+	snap := Snapshot{At: time.Now(), Total: st.Page.Total, Rows: []Row{}, Memory: Memory{Tenants: []Budget{}}}
+	// /v1/status gives a tenant's token the host's memory too: only the host's session
+	// shows it, since it sums every tenant's.
+	if s.host && st.Memory != nil {
+		snap.Memory.Host = hostBudget(st.Memory)
+	}
 	for _, t := range st.Tenants {
+		snap.Memory.Tenants = append(snap.Memory.Tenants, budget(t.Name, t.Memory, tenantConsumers))
 		for _, b := range t.Bindings {
 			r := Row{
 				Tenant: t.Name, Binding: b.Name, Queue: b.Queue, Module: b.Module, Version: short(b.ModuleDigest),

@@ -57,6 +57,62 @@ function renderRows(tbody, snap) {
   tbody.replaceChildren(...rows);
 }
 
+// reservedCell is a budget's reserved memory: bytes, and against a limit a meter and a
+// percentage (none when the budget is unlimited).
+function reservedCell(tr, b) {
+  const td = cell(tr, "", "n reserved");
+  const bytes = document.createElement("span");
+  bytes.className = "bytes";
+  bytes.textContent = b.reserved;
+  td.appendChild(bytes);
+  if (b.fraction >= 0) {
+    const m = document.createElement("meter");
+    Object.assign(m, { min: 0, max: 1, low: 0.6, high: 0.85, optimum: 0, value: b.fraction });
+    const pct = document.createElement("span");
+    pct.className = "pct";
+    pct.textContent = b.percent;
+    td.append(" ", m, " ", pct);
+  }
+}
+
+function consumerCells(tr, b) {
+  for (const a of b.by_consumer) cell(tr, a.text, "n " + a.consumer);
+}
+
+// renderMemory redraws the Memory panel: the host's budget (its table is on the page for
+// the host's session only) and one row per tenant.
+function renderMemory(mem) {
+  const host = document.getElementById("host-memory");
+  if (host && mem.host) {
+    const h = mem.host;
+    const tr = document.createElement("tr");
+    cell(tr, h.limit, "n limit");
+    reservedCell(tr, h);
+    consumerCells(tr, h);
+    cell(tr, String(h.refused), "n refused");
+    cell(tr, h.peak, "n peak");
+    cell(tr, h.resident, "n resident");
+    cell(tr, h.source, "source");
+    host.tBodies[0].replaceChildren(tr);
+  }
+  const tenants = document.getElementById("tenant-memory");
+  if (!tenants) return;
+  const rows = [];
+  for (const b of mem.tenants) {
+    const tr = document.createElement("tr");
+    tr.dataset.tenant = b.name;
+    cell(tr, b.name);
+    cell(tr, b.limit, "n limit");
+    reservedCell(tr, b);
+    consumerCells(tr, b);
+    cell(tr, String(b.refused), "n refused");
+    cell(tr, b.peak, "n peak");
+    rows.push(tr);
+  }
+  tenants.tBodies[0].replaceChildren(...rows);
+  tenants.dataset.updates = String(Number(tenants.dataset.updates || "0") + 1);
+}
+
 function startOverview() {
   const table = document.getElementById("bindings");
   if (!table) return;
@@ -66,6 +122,7 @@ function startOverview() {
   es.addEventListener("snapshot", (ev) => {
     const snap = JSON.parse(ev.data);
     renderRows(table.tBodies[0], snap);
+    if (snap.memory) renderMemory(snap.memory);
     state.textContent = "live";
     updated.textContent = "updated " + new Date(snap.at).toISOString().slice(11, 19) + "Z";
     table.dataset.updates = String(Number(table.dataset.updates || "0") + 1);
