@@ -3,8 +3,10 @@ package host
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,5 +169,47 @@ func TestBudgetMessageBodies(t *testing.T) {
 	}
 	if got := rt.MemoryBudget().ByConsumer["messages"]; got != 0 {
 		t.Errorf("after a refusal, messages hold %d bytes; want 0", got)
+	}
+}
+
+// TestBudgetStatusScopedToToken: the host's token sees the host's memory budget and every
+// tenant's; a tenant's token sees its own budget and not the host's, which sums every
+// tenant's use.
+func TestBudgetStatusScopedToToken(t *testing.T) {
+	u := twoTenantAdmin(t, "")
+	for _, tc := range []struct {
+		token   string
+		host    bool
+		tenants []string
+	}{
+		{"host-secret", true, []string{"acme", "beta"}},
+		{"acme-secret", false, []string{"acme"}},
+	} {
+		req, _ := http.NewRequest("GET", u+"/v1/status", nil)
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st map[string]any
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: /v1/status %d, %v", tc.token, resp.StatusCode, err)
+		}
+		if _, ok := st["memory"]; ok != tc.host {
+			t.Errorf("%s: host memory in /v1/status = %v; want %v", tc.token, ok, tc.host)
+		}
+		var names []string
+		for _, ts := range st["tenants"].([]any) {
+			tm := ts.(map[string]any)
+			names = append(names, tm["name"].(string))
+			if _, ok := tm["memory"].(map[string]any)["limit_bytes"]; !ok {
+				t.Errorf("%s: tenant %v has no memory budget in /v1/status", tc.token, tm["name"])
+			}
+		}
+		if strings.Join(names, ",") != strings.Join(tc.tenants, ",") {
+			t.Errorf("%s: tenants %v; want %v", tc.token, names, tc.tenants)
+		}
 	}
 }

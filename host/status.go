@@ -25,8 +25,9 @@ type Status struct {
 	MaxConcurrency int   `json:"max_concurrency"`
 	Running        int64 `json:"running"`
 	// Memory is the host's memory budget: its limit, what its tenants and compile
-	// children reserve, by consumer, and the process's resident memory.
-	Memory  *MemoryStatus  `json:"memory"`
+	// children reserve, by consumer, and the process's resident memory. Absent for a
+	// tenant's token: it sums every tenant's use.
+	Memory  *MemoryStatus  `json:"memory,omitempty"`
 	Tenants []TenantStatus `json:"tenants"`
 	// LastConfigReloadError is why the last config reload failed (the running config stayed);
 	// empty once a reload succeeds.
@@ -196,7 +197,10 @@ func (h *Host) StatusPage(ctx context.Context, q StatusQuery) Status {
 	rd := h.Readiness()
 	st := Status{
 		Ready: rd.Ready, StartedAt: h.started, BindingsUp: rd.BindingsUp, BindingsTotal: rd.BindingsTotal,
-		MaxConcurrency: h.sched.Budget(), Tenants: []TenantStatus{}, Memory: h.memoryStatus(),
+		MaxConcurrency: h.sched.Budget(), Tenants: []TenantStatus{},
+	}
+	if !q.ForTenant {
+		st.Memory = h.memoryStatus()
 	}
 	st.LastConfigReloadError, st.LastConfigReloadErrorAt = h.configErr.get()
 	if st.MaxConcurrency > 0 {

@@ -87,6 +87,9 @@ type StatusQuery struct {
 	Tenant string
 	Limit  int
 	Offset int
+	// ForTenant is set for a tenant's token: what is host-wide (the host's memory budget,
+	// which sums every tenant's use) is left out.
+	ForTenant bool
 }
 
 // MaxStatusLimit caps ?limit: a page is built in memory and sent whole.
@@ -323,7 +326,7 @@ func (s *server) status(w http.ResponseWriter, r *http.Request, p principal) {
 			writeError(w, http.StatusForbidden, "this token may not see tenant %q", q.Tenant)
 			return
 		}
-		q.Tenant = p.tenant
+		q.Tenant, q.ForTenant = p.tenant, true
 	}
 	if q.Tenant != "" && !s.h.HasTenant(q.Tenant) {
 		writeError(w, http.StatusNotFound, "tenant %q is not configured", q.Tenant)
