@@ -115,7 +115,7 @@ func TestCompileBombsRefused(t *testing.T) {
 		{"200k functions", wasmtest.ManyFunctions(200_000), "max_functions", -1, "compile limit: 200001, above max_functions 100000"},
 		{"25k br_if", brIfs(25_000), "max_branches", 0, "compile limit: 10001 in function 0, above max_branches 10000"},
 		{"br_table of 1M targets", brTable(1_000_000), "max_branches", 0, "compile limit: 1000001 in function 0, above max_branches 10000"},
-		{"8,000 types of 1,000 parameters", wasmtest.ManyTypes(8_000, 1_000), "max_type_values", -1, "compile limit: 50001, above max_type_values 50000"},
+		{"8,000 types of 1,000 parameters", wasmtest.TypeBomb(8_000, 1_000), "max_type_values", -1, "compile limit: 50001, above max_type_values 50000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var before, after goruntime.MemStats

@@ -12,9 +12,10 @@ import "encoding/binary"
 // are equal for types up to 65,536 and params of at least 16), which no function uses,
 // besides the wqhost_abi_v1 marker () -> (), a wqhost_handle () -> i32 returning 0 and an
 // exported memory of one page. Its size is about types × params bytes. Measured on wazero
-// 1.12 (8,000 × 1,000, 8 MB): `wqhost call` takes 19 s and the host process peaks at 819 MB
+// 1.12 (8,000 × 1,000, 8 MB): `wqhost call` took 19 s and the host process peaked at 819 MB
 // after a compile child of about 600 MB, since wazero builds an entry preamble for every
-// type in process on every load, cache hit or not.
+// type in process on every load, cache hit or not; runtime's max_type_values now refuses
+// more than 50,000 parameters and results in one pass.
 func TypeBomb(types, params int) []byte {
 	uleb := func(b []byte, v int) []byte { return binary.AppendUvarint(b, uint64(v)) }
 	// Type 0 is wqhost_handle's () -> i32, type 1 the marker's () -> (); the bomb follows.

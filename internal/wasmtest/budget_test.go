@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/wqhost/wqhost/internal/wasmtest"
@@ -15,20 +16,21 @@ import (
 // are legal modules, which only a memory or CPU budget can refuse. The 20 MB module is the
 // size issue #37 measured (faulttest's TestFaultBudget runs smaller ones, which fit whenever
 // it does: every cap is on a count or on one function's body, and smaller modules have fewer
-// of the same functions). The type bomb is the fault test's 3,000 types: no cap counts types
-// or their parameters, so the 8,000 the issue measured are as legal, and validating them
-// here would cost 30 s under the race detector.
+// of the same functions). The type bomb was legal when the issue measured it; the
+// max_type_values cap it led to now refuses it in one pass, and admits one just below.
 func TestBudgetProbesAreLegal(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		wasm    []byte
 		abi     runtime.ABI
-		minSize int // the probe's point is its size: a generator that shrinks it is wrong
+		minSize int    // the probe's point is its size: a generator that shrinks it is wrong
+		refused string // the cap that refuses it, if one does
 	}{
-		{"type bomb 3000x1000", wasmtest.TypeBomb(3000, 1000), runtime.ABIWqhostV1, 3_000_000},
-		{"20 MB module", wasmtest.BigModule(20_000_000, 1_000_000, 3), runtime.ABIWqhostV1, 20_000_000},
-		{"extism allocator", wasmtest.ExtismAllocator(1 << 20), runtime.ABIExtism, 0},
-		{"slow start, trapping handler", wasmtest.SlowStartTrap(300_000_000), runtime.ABIWqhostV1, 0},
+		{"type bomb 3000x1000", wasmtest.TypeBomb(3000, 1000), runtime.ABIWqhostV1, 3_000_000, "above max_type_values 50000"},
+		{"type bomb within max_type_values", wasmtest.TypeBomb(49, 1000), runtime.ABIWqhostV1, 49_000, ""},
+		{"20 MB module", wasmtest.BigModule(20_000_000, 1_000_000, 3), runtime.ABIWqhostV1, 20_000_000, ""},
+		{"extism allocator", wasmtest.ExtismAllocator(1 << 20), runtime.ABIExtism, 0, ""},
+		{"slow start, trapping handler", wasmtest.SlowStartTrap(300_000_000), runtime.ABIWqhostV1, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if len(tc.wasm) < tc.minSize {
@@ -38,8 +40,12 @@ func TestBudgetProbesAreLegal(t *testing.T) {
 			if err := os.WriteFile(f, tc.wasm, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if err := runtime.Validate(context.Background(), f, tc.abi); err != nil {
+			err := runtime.Validate(context.Background(), f, tc.abi)
+			switch {
+			case tc.refused == "" && err != nil:
 				t.Errorf("not legal: %v", err)
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)):
+				t.Errorf("Validate = %v; want it refused %s", err, tc.refused)
 			}
 		})
 	}

@@ -153,45 +153,6 @@ func ManyFunctions(n int) []byte {
 	return section(mod, 10, code)
 }
 
-// ManyTypes returns a wqhost/v1 module (marker, wqhost_handle () -> i32 returning 0, a
-// memory) whose type section also declares n function types of params i32 parameters each,
-// which no function uses: the type bomb wazero compiles a trampoline for per type on every
-// load, in the loading process (runtime's max_type_values).
-func ManyTypes(n, params int) []byte {
-	uleb := func(b []byte, v int) []byte { return binary.AppendUvarint(b, uint64(v)) }
-	section := func(mod []byte, id byte, body []byte) []byte {
-		return append(uleb(append(mod, id), len(body)), body...)
-	}
-	types := uleb(nil, n+2)
-	types = append(types, 0x60, 0x00, 0x01, I32, 0x60, 0x00, 0x00)
-	for i := range n {
-		types = uleb(append(types, 0x60), params)
-		for j := range params {
-			// Types differ, so that none is a duplicate a decoder could fold.
-			if i>>(j%16)&1 == 1 {
-				types = append(types, I64)
-			} else {
-				types = append(types, I32)
-			}
-		}
-		types = append(types, 0x00)
-	}
-	funcs := []byte{0x02, 0x00, 0x01}
-	handle := append([]byte{0x00}, append(I32Const(0), 0x0b)...)
-	code := append(uleb([]byte{0x02}, len(handle)), handle...)
-	code = append(code, 0x02, 0x00, 0x0b)
-	exports := append([]byte{0x03, 13}, "wqhost_handle"...)
-	exports = append(append(exports, 0x00, 0x00, 13), "wqhost_abi_v1"...)
-	exports = append(append(exports, 0x00, 0x01, 6), "memory"...)
-	exports = append(exports, 0x02, 0x00)
-	mod := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
-	mod = section(mod, 1, types)
-	mod = section(mod, 3, funcs)
-	mod = section(mod, 5, []byte{0x01, 0x00, 0x01})
-	mod = section(mod, 7, exports)
-	return section(mod, 10, code)
-}
-
 // BadCallType is a 30-byte module wazero 1.12's validator panics on (index out of range in
 // func_validation.go): function 0 calls function 1, whose type index 5 is past the type
 // section, and the validator reads the callee's type before it checks function 1's.
