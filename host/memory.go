@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"runtime/debug"
 	"time"
@@ -51,7 +50,7 @@ type MemoryStatus struct {
 
 func (h *Host) memoryStatus() *MemoryStatus {
 	return &MemoryStatus{BudgetUsage: h.engine.MemoryBudget(), LimitSource: h.mem.source,
-		ProcessLimit: h.mem.limit, ResidentBytes: residentBytes()}
+		ProcessLimit: h.mem.limit, ResidentBytes: memlimit.Resident()}
 }
 
 // tuneGoMemLimit keeps the Go runtime's memory limit at what the process's limit leaves
@@ -84,17 +83,4 @@ func (h *Host) tuneGoMemLimit(ctx context.Context) {
 			}
 		}
 	}()
-}
-
-// residentBytes is this process's resident memory, from /proc/self/statm; 0 if unknown.
-func residentBytes() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	var size, resident int64
-	if _, err := fmt.Sscan(string(b), &size, &resident); err != nil {
-		return 0
-	}
-	return resident * int64(os.Getpagesize())
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/memlimit"
 	"github.com/wqhost/wqhost/internal/wasmtest"
 )
 
@@ -55,7 +56,7 @@ func TestBudgetModules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if residentBytes() > 0 {
+	if memlimit.Resident() > 0 {
 		// What a load reads into memory it maps, at least: the machine code, wazero's files
 		// in the cache directory (the engine's own are named wqhost-). A child that measured
 		// a load through the cache it compiled with found the code in memory and measured
@@ -85,14 +86,14 @@ func TestBudgetModules(t *testing.T) {
 	}
 
 	debug.FreeOSMemory()
-	before := residentBytes()
+	before := memlimit.Resident()
 	p, err := ten.NewPool(ctx, m, PoolConfig{Binding: "b", Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	measured := residentBytes() - before
+	measured := memlimit.Resident() - before
 	debug.FreeOSMemory()
-	kept := residentBytes() - before
+	kept := memlimit.Resident() - before
 	reserved := reservedModules(ten)
 	if reserved <= 0 || reserved < m.c.loadBytes {
 		t.Fatalf("a pool of %s holds %d bytes of compiled modules in its tenant's budget; want its load (%d) and bytes", m.Name(), reserved, m.c.loadBytes)

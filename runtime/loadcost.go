@@ -1,14 +1,12 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
-	"os"
 	goruntime "runtime"
 	"runtime/debug"
-	"strconv"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/wqhost/wqhost/internal/memlimit"
 )
 
 // What a module costs the host is known before the host pays it. A compile child leaves
@@ -44,64 +42,21 @@ func measureLoad(ctx context.Context, dir string, wasm []byte, terminate bool) i
 		WithCompilationCache(cache).WithCloseOnContextDone(terminate))
 	defer rt.Close(ctx)
 	debug.FreeOSMemory()
-	before := residentBytes()
+	before := memlimit.Resident()
 	if before <= 0 {
 		return 0
 	}
-	peakKnown := resetPeakRSS()
+	peakKnown := memlimit.ResetPeak()
 	cm, err := compileModule(ctx, rt, wasm)
 	if err != nil {
 		return 0
 	}
 	var peak int64
 	if peakKnown {
-		peak = peakRSS() - before
+		peak = memlimit.Peak() - before
 	}
 	debug.FreeOSMemory()
-	held := residentBytes() - before
+	held := memlimit.Resident() - before
 	goruntime.KeepAlive(cm)
 	return max(peak, held, 0)
-}
-
-// residentBytes is this process's resident memory, from /proc/self/statm; 0 if unknown.
-func residentBytes() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := bytes.Fields(b)
-	if len(f) < 2 {
-		return 0
-	}
-	pages, err := strconv.ParseInt(string(f[1]), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return pages * int64(os.Getpagesize())
-}
-
-// resetPeakRSS resets the kernel's high-water mark of this process's resident memory
-// (VmHWM) to what it is now; false where that is not allowed.
-func resetPeakRSS() bool {
-	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
-}
-
-// peakRSS is VmHWM from /proc/self/status in bytes; 0 if unknown.
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range bytes.Lines(b) {
-		if v, ok := bytes.CutPrefix(line, []byte("VmHWM:")); ok {
-			f := bytes.Fields(v)
-			if len(f) >= 1 {
-				kb, err := strconv.ParseInt(string(f[0]), 10, 64)
-				if err == nil {
-					return kb << 10
-				}
-			}
-		}
-	}
-	return 0
 }
