@@ -69,7 +69,12 @@ func (h *Host) tuneGoMemLimit(ctx context.Context) {
 		var last int64
 		for {
 			u := h.engine.MemoryBudget()
-			outside := u.Reserved
+			var outside int64
+			for _, c := range runtime.Consumers() {
+				if !c.OnGoHeap() {
+					outside += u.ByConsumer[c.Key()]
+				}
+			}
 			want := max(h.mem.limit-outside-memlimit.MinHeadroom/2, memlimit.MinHeadroom/2)
 			// SetMemoryLimit stops the world: only for a change worth it.
 			if d := want - last; d > 16<<20 || d < -16<<20 {

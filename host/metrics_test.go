@@ -93,9 +93,9 @@ func TestMetricsPerBindingCardinality(t *testing.T) {
 				t.Errorf("%d series with a binding label, want none", perBinding)
 			}
 			// A tenant: the binding series summed (but the two states), tenant_running,
-			// tenant_fuel_total, 3 breaker states, its memory budget, refusals and 4
-			// consumers reserved (instances, kernel, modules, messages).
-			if want := 2 * (seriesPerBinding - 2 + 2 + 3 + 6); perTenant != want {
+			// tenant_fuel_total, 3 breaker states, its memory budget, refusals and 5
+			// consumers reserved (instances, kernel, modules, messages, stacks).
+			if want := 2 * (seriesPerBinding - 2 + 2 + 3 + 7); perTenant != want {
 				t.Errorf("%d series with a tenant label, want %d", perTenant, want)
 			}
 			if workers != 0 {

@@ -47,10 +47,26 @@ const (
 	// while their call runs (the host reserves them, Tenant.ReserveMemory), outputs from
 	// the guest's emit until the host has sent them (Output.Release).
 	ConsumerMessages
+	// ConsumerStacks is guest calls' native stacks, which wazero grows on the Go heap
+	// (stack.go).
+	ConsumerStacks
 	numConsumers
 )
 
-var consumerNames = [numConsumers]string{"instance memory", "kernel memory", "compiled modules", "compile children", "messages"}
+var consumerNames = [numConsumers]string{"instance memory", "kernel memory", "compiled modules", "compile children", "messages", "call stacks"}
+
+// Consumers lists every consumer, in order.
+func Consumers() []Consumer {
+	cs := make([]Consumer, numConsumers)
+	for c := range numConsumers {
+		cs[c] = c
+	}
+	return cs
+}
+
+// OnGoHeap reports whether what c reserves lives on the Go heap, which the Go runtime's
+// memory limit counts, rather than in mappings or processes of its own.
+func (c Consumer) OnGoHeap() bool { return c == ConsumerMessages || c == ConsumerStacks }
 
 // String is the consumer's name, as errors, metrics and the admin API say it.
 func (c Consumer) String() string {
@@ -61,9 +77,9 @@ func (c Consumer) String() string {
 }
 
 // Key is the consumer's name as a metric label and JSON key: instances, kernel, modules,
-// compile, messages.
+// compile, messages, stacks.
 func (c Consumer) Key() string {
-	return [...]string{"instances", "kernel", "modules", "compile", "messages"}[c]
+	return [...]string{"instances", "kernel", "modules", "compile", "messages", "stacks"}[c]
 }
 
 // BudgetError is a refused reservation: who asked, for what, and how full the budget was.

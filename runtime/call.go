@@ -197,7 +197,9 @@ func (p *Pool) invoke(ctx context.Context, inst *instance, fn api.Function, who 
 	if inst.timer != nil {
 		inst.timer.Reset(p.cfg.Timeout)
 	}
+	st.running = fn
 	err = fn.CallWithStack(inst.ctx, inst.stack[:])
+	st.running = nil
 	abandoned := err != nil && errors.Is(err, errCallerGone)
 	if p.v.fuel {
 		st.disarm()

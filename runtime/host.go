@@ -75,6 +75,10 @@ type callState struct {
 	callBytes int          // bytes of every output of this call (PoolConfig.MaxCallOutputBytes)
 	held      outputHold   // what the call's outputs reserved (emit), handed to its Output
 	refused   *BudgetError // the budget's refusal of the last emit (errBudget)
+	// running is the export a call runs (invoke), whose stack a yield measures (stack.go);
+	// stackHeld what the instance's stacks reserved from the tenant's budget.
+	running   api.Function
+	stackHeld int64
 	http      httpState
 	ext       *extismState // an Extism plugin's kernel (extism.go); nil for other ABIs
 	// work is the host work charged since the last check of the call's limits (charge.go).

@@ -173,6 +173,9 @@ type Pool struct {
 	stdio    bool      // the module's ABI is wasi-stdio: a command instance per call
 	ext      string    // the Extism function each call runs (extism_call.go); "": not Extism
 	memWhat  string    // names its instances in a memory budget's refusal
+	// stackIdx is stackField of its instances' exports (stack.go), once an instance
+	// exists: stackUnknown before.
+	stackIdx atomic.Int32
 
 	slots  *slots
 	wg     sync.WaitGroup // refills in flight
@@ -248,6 +251,7 @@ func (t *Tenant) NewPool(ctx context.Context, m *Module, cfg PoolConfig) (*Pool,
 		slots:    newSlots(cfg.MaxInstances, &t.e.idle.now),
 		memWhat:  fmt.Sprintf("binding %s (%s)", cfg.Binding, m.name),
 	}
+	p.stackIdx.Store(stackUnknown)
 	if m.c.abi == ABIExtism {
 		if p.ext, err = extismFunction(m, cfg, cm.ExportedFunctions()); err != nil {
 			_ = p.Close(ctx)
@@ -444,6 +448,9 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, startCost, error) {
 		st: st, ctx: &callCtx{Context: callBase, st: st, bare: p.v.fuel}, cancel: cancel, stdio: logw,
 		batch: mod.ExportedFunction("wqhost_handle_batch"),
 	}
+	if p.stackIdx.Load() == stackUnknown && inst.handle != nil {
+		p.stackIdx.Store(int32(stackField(inst.handle)))
+	}
 	if p.cfg.Timeout > 0 && !p.v.fuel {
 		// One timer per instance, re-armed per call, is cheaper than a deadline context per call.
 		inst.timer = time.AfterFunc(time.Hour, cancel)
@@ -457,6 +464,7 @@ func (inst *instance) close(ctx context.Context) {
 	if inst.timer != nil {
 		inst.timer.Stop()
 	}
+	inst.st.releaseStack()
 	inst.cancel()
 	_ = inst.mod.Close(ctx)
 	if inst.st.ext != nil {

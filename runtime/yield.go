@@ -36,6 +36,9 @@ func yieldFn() hostFn {
 				st.fuelG = mod.ExportedGlobal(fuelExport)
 			}
 			st.fuelRefilled()
+			if err := st.reserveStack(); err != nil {
+				panic(err)
+			}
 			st.checkpoint(ctx)
 		} else {
 			goruntime.Gosched()

@@ -26,8 +26,8 @@ type hostMemoryStatus struct {
 // hostConsumers and tenantConsumers are the consumers the panel lists, in order; compile
 // children reserve from the host's budget only.
 var (
-	hostConsumers   = []string{"instances", "kernel", "modules", "compile", "messages"}
-	tenantConsumers = []string{"instances", "kernel", "modules", "messages"}
+	hostConsumers   = []string{"instances", "kernel", "modules", "compile", "messages", "stacks"}
+	tenantConsumers = []string{"instances", "kernel", "modules", "messages", "stacks"}
 )
 
 // Amount is one consumer's reservation, as the panel shows it.

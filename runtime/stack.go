@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"reflect"
+
+	"github.com/tetratelabs/wazero/api"
+)
+
+// A guest call's native stack is the host's memory too. wazero's optimizing compiler runs a
+// call on a stack of its own, a Go slice doubled whenever the guest's calls go deeper, up
+// to about 100 MB; a stack overflow trap ends the call only there. One endless recursion
+// took a host 130 MB, and eight at once, in two bindings of a tenant, 1.4 GB: a 1 GiB
+// container killed by the recursion its tenant's legal module did. And the stack stays as
+// grown with the function value, for the instance's next calls.
+//
+// wazero exposes neither the stack nor a limit for it. So when a guest yields (yield.go),
+// the host reads the length of the running function's stack and reserves twice that from the tenant's memory budget
+// (ConsumerStacks), since the next growth doubles it: the budget refuses a recursion
+// before it takes the host's memory, not after, and the call fails with the budget's
+// reason. A recursion yields at least every fuel allowance, which charges every function
+// entry and the code run (instrument.go): a frame grows only with code, since each value it
+// keeps across a call is an instruction that put it there (locals never set take no room),
+// so a frame costs at most a few times its code's charge, and a recursion is looked at
+// every few MiB of stack at most (TestGuestStackReserved: frames of 2,000 live locals). What
+// an instance's stacks reserved goes back when the instance closes.
+//
+// The length is read from wazero's function value by reflection, which wazero does not
+// promise: stackField finds the field at a pool's first instance and says -1 where it is not there (a
+// wazero whose function value has no []byte field named stack), and the host then checks
+// nothing. TestGuestStackReserved holds it to the wazero this module builds with.
+//
+// Not covered: start functions (wazero runs them on a function value the host never sees),
+// modules without the fuel counter (no yields) and wasi-stdio commands, whose one call is
+// their start function.
+
+// stackUnknown is Pool.stackIdx before the pool's first instance.
+const stackUnknown = -2
+
+// stackField is the index of the []byte field named stack in the struct fn points to, or
+// -1.
+func stackField(fn api.Function) int {
+	v := reflect.ValueOf(fn)
+	if !v.IsValid() || v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return -1
+	}
+	f, ok := v.Elem().Type().FieldByName("stack")
+	if !ok || len(f.Index) != 1 || f.Type != reflect.TypeFor[[]byte]() {
+		return -1
+	}
+	return f.Index[0]
+}
+
+// stackLen is the length of fn's stack, field i of what it points to (stackField).
+func stackLen(fn api.Function, i int) int64 {
+	return int64(reflect.ValueOf(fn).Elem().Field(i).Len())
+}
+
+// reserveStack reserves what the running call's stack may take by its next growth, when
+// that is more than the instance's stacks reserved already; it returns the budget's
+// refusal.
+func (st *callState) reserveStack() error {
+	p := st.pool
+	idx := int(p.stackIdx.Load())
+	if st.running == nil || idx < 0 {
+		return nil
+	}
+	want := 2 * stackLen(st.running, idx)
+	if want <= st.stackHeld {
+		return nil
+	}
+	if err := p.t.mem.reserve(ConsumerStacks, want-st.stackHeld, p.memWhat); err != nil {
+		return err
+	}
+	st.stackHeld = want
+	return nil
+}
+
+// releaseStack gives back what the instance's stacks reserved, when it closes.
+func (st *callState) releaseStack() {
+	st.pool.t.mem.release(ConsumerStacks, st.stackHeld)
+	st.stackHeld = 0
+}
