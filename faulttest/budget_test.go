@@ -40,6 +40,10 @@ const (
 	// delivery gets a fresh instance and pays it again, CPU no handler call's time limit
 	// meters.
 	startLoop, startMessages = 300_000_000, 4
+	// Endless recursions, 16 at once: wazero grows each call's native stack to about
+	// 100 MB on the Go heap before its stack overflow trap (eight at once took a host to
+	// 1.4 GB).
+	deepCalls = 16
 
 	// The healthy tenant's stream: chunks of healthyChunk echo messages every healthyPace,
 	// the same pace alone (healthyChunks chunks) and beside the hostile tenant (as long as
@@ -60,8 +64,9 @@ const (
 // CPU or sessions (issue #37). The real image runs under podman with the chart's default
 // limit (--memory 1g, no swap) and a local (SQLite) store; a healthy tenant drains a steady
 // stream of echo messages alone, then again while a hostile tenant arrives by a config
-// reload with the type bomb, four big modules hot-swapped three times, Extism plugins
-// allocating to their limit and trapping handlers behind slow start functions. It prints
+// reload and hot-swaps in the type bomb and four big modules three times, beside Extism
+// plugins allocating to their limit, trapping handlers behind slow start functions and
+// endless recursions. It prints
 //
 //	fault budget: oom-kills=0 healthy-lost=0 healthy-ratio=R host-peak=M MiB budget=B MiB refused=N
 //
@@ -128,7 +133,7 @@ func TestFaultBudget(t *testing.T) {
 		for _, q := range []struct {
 			queue string
 			n     int
-		}{{"typebomb", 1}, {"extism", extismCalls}, {"start", startMessages}, {"big1", 1}, {"big2", 1}, {"big3", 1}, {"big4", 1}} {
+		}{{"typebomb", 1}, {"extism", extismCalls}, {"start", startMessages}, {"deep", deepCalls}, {"big1", 1}, {"big2", 1}, {"big3", 1}, {"big4", 1}} {
 			if err := api.send("hostile", q.queue, "h-", q.n); err != nil {
 				refusedSends++
 				t.Logf("hostile send to %s: %v", q.queue, err)
@@ -243,7 +248,14 @@ tenants:
         module: %[1]s/start.wasm
         max_dequeue_count: 3
         poison: {base_delay: 100ms, max_delay: 300ms}
-`, containerConfDir, extismCalls)
+      deep:
+        queue: deep
+        module: %[1]s/deep.wasm
+        max_dequeue_count: 2
+        min_workers: 2
+        pool: {max_instances: %[3]d}
+        poison: {base_delay: 100ms, max_delay: 300ms}
+`, containerConfDir, extismCalls, deepCalls)
 	for i := 1; i <= bigBindings; i++ {
 		cfg += fmt.Sprintf("      big%d: {queue: big%d, module: %s/big%d.wasm}\n", i, i, containerConfDir, i)
 	}
@@ -272,6 +284,7 @@ func writeHostileModules(t *testing.T, dir string, version int) {
 		writeFileAtomic(t, filepath.Join(dir, "typebomb.wasm"), wasmtest.TypeBomb(1, 1))
 		writeFileAtomic(t, filepath.Join(dir, "extism.wasm"), wasmtest.ExtismAllocator(extismBlock))
 		writeFileAtomic(t, filepath.Join(dir, "start.wasm"), wasmtest.SlowStartTrap(startLoop))
+		writeFileAtomic(t, filepath.Join(dir, "deep.wasm"), wasmtest.Recursion(0))
 	} else if version == 2 {
 		writeFileAtomic(t, filepath.Join(dir, "typebomb.wasm"), wasmtest.TypeBomb(typeBombTypes, typeBombParams))
 	}
@@ -474,7 +487,7 @@ func (a *adminClient) hostileTenantUp(limit time.Duration) error {
 		}
 		for _, tn := range st.Tenants {
 			if tn.Name == "hostile" {
-				return len(tn.Bindings) == 3+bigBindings, fmt.Sprintf("%d bindings up", len(tn.Bindings))
+				return len(tn.Bindings) == 4+bigBindings, fmt.Sprintf("%d bindings up", len(tn.Bindings))
 			}
 		}
 		return false, fmt.Sprintf("no hostile tenant yet (bindings up %d of %d)", st.BindingsUp, st.BindingsTotal)

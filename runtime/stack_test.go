@@ -2,53 +2,11 @@ package runtime
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"testing"
 
 	"github.com/wqhost/wqhost/internal/wasmtest"
 )
-
-// recursion is a wqhost/v1 module whose handler calls itself without end, each frame
-// holding locals i64 locals across the call (set before it, summed into memory after, so
-// the compiler keeps them in the frame: a frame of locals × 8 bytes and more).
-func recursion(locals int) []byte {
-	uleb := func(b []byte, v int) []byte { return binary.AppendUvarint(b, uint64(v)) }
-	section := func(mod []byte, id byte, body []byte) []byte {
-		return append(uleb(append(mod, id), len(body)), body...)
-	}
-	body := []byte{0x00}
-	if locals > 0 {
-		body = append(uleb([]byte{0x01}, locals), wasmtest.I64)
-	}
-	for j := range locals {
-		body = uleb(append(wasmtest.AppendSLEB(append(body, 0x42), int64(j+1)), 0x21), j) // i64.const; local.set
-	}
-	body = append(body, 0x10, 0x00) // call 0 (itself)
-	if locals > 0 {
-		body = append(body, wasmtest.I32Const(0)...)
-		for j := range locals {
-			body = uleb(append(body, 0x20), j) // local.get
-			if j > 0 {
-				body = append(body, 0x7c) // i64.add
-			}
-		}
-		body = append(body, 0x37, 0x03, 0x00) // i64.store
-	}
-	body = append(body, 0x0b)
-	code := append(uleb([]byte{0x02}, len(body)), body...)
-	code = append(code, 0x02, 0x00, 0x0b) // the marker
-	exports := append([]byte{0x03, 13}, "wqhost_handle"...)
-	exports = append(append(exports, 0x00, 0x00, 13), "wqhost_abi_v1"...)
-	exports = append(append(exports, 0x00, 0x01, 6), "memory"...)
-	exports = append(exports, 0x02, 0x00)
-	mod := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
-	mod = section(mod, 1, []byte{0x02, 0x60, 0x00, 0x01, wasmtest.I32, 0x60, 0x00, 0x00})
-	mod = section(mod, 3, []byte{0x02, 0x00, 0x01})
-	mod = section(mod, 5, []byte{0x01, 0x00, 0x01})
-	mod = section(mod, 7, exports)
-	return section(mod, 10, code)
-}
 
 // TestGuestStackReserved: a guest call's native stack reserves from its tenant's memory
 // budget as it grows (twice its length, ahead of wazero's next doubling), so an endless
@@ -71,7 +29,7 @@ func TestGuestStackReserved(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := budgetEngine(t, 0)
 			ten := budgetTenant(t, e, "deep", tc.budget)
-			m, err := e.Compile(context.Background(), "rec.wasm", recursion(tc.locals), ABIWqhostV1)
+			m, err := e.Compile(context.Background(), "rec.wasm", wasmtest.Recursion(tc.locals), ABIWqhostV1)
 			if err != nil {
 				t.Fatal(err)
 			}

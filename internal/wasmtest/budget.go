@@ -80,6 +80,41 @@ func BigModule(size, funcBytes int, version int32) []byte {
 	return section(mod, 10, code)
 }
 
+// Recursion returns a wqhost/v1 module whose handler calls itself without end, each frame
+// holding locals i64 locals across the call (set before it, summed into memory after, so
+// the compiler keeps them in the frame: a frame of locals × 8 bytes and more).
+func Recursion(locals int) []byte {
+	uleb := func(b []byte, v int) []byte { return binary.AppendUvarint(b, uint64(v)) }
+	body := []byte{0x00}
+	if locals > 0 {
+		body = append(uleb([]byte{0x01}, locals), I64)
+	}
+	for j := range locals {
+		body = uleb(append(AppendSLEB(append(body, 0x42), int64(j+1)), 0x21), j) // i64.const; local.set
+	}
+	body = append(body, 0x10, 0x00) // call 0 (itself)
+	if locals > 0 {
+		body = append(body, I32Const(0)...)
+		for j := range locals {
+			body = uleb(append(body, 0x20), j) // local.get
+			if j > 0 {
+				body = append(body, 0x7c) // i64.add
+			}
+		}
+		body = append(body, 0x37, 0x03, 0x00) // i64.store
+	}
+	body = append(body, 0x0b)
+	code := append(uleb([]byte{0x02}, len(body)), body...)
+	code = append(code, 0x02, 0x00, 0x0b) // the marker
+	mod := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+	mod = section(mod, 1, []byte{0x02, 0x60, 0x00, 0x01, I32, 0x60, 0x00, 0x00})
+	mod = section(mod, 3, []byte{0x02, 0x00, 0x01})
+	mod = section(mod, 5, []byte{0x01, 0x00, 0x01})
+	mod = section(mod, 7, exports(
+		export{"wqhost_handle", 0x00, 0}, export{"wqhost_abi_v1", 0x00, 1}, export{"memory", 0x02, 0}))
+	return section(mod, 10, code)
+}
+
 // ExtismAlloc is extism:host/env's alloc(n i64) -> i64.
 var ExtismAlloc = Import{Module: "extism:host/env", Name: "alloc", Params: []byte{I64}, Results: []byte{I64}}
 
