@@ -49,6 +49,9 @@ func TestGuestStackReserved(t *testing.T) {
 			if tc.budget > 0 && (!errors.As(err, &be) || be.Consumer != ConsumerStacks || u.Peak > tc.budget) {
 				t.Errorf("refused by %+v, peak %d; want the call stacks refused within the %d-byte budget", be, u.Peak, tc.budget)
 			}
+			if tc.budget > 0 {
+				t.Logf("budget stacks: %s refused with %d MiB reserved of a %d MiB budget", tc.name, u.Peak>>20, tc.budget>>20)
+			}
 			if tc.budget > 0 && u.ByConsumer["stacks"] != 0 {
 				t.Errorf("the trapped instance's stacks hold %d bytes; want 0 once it is gone", u.ByConsumer["stacks"])
 			}
