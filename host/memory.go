@@ -53,12 +53,15 @@ func (h *Host) memoryStatus() *MemoryStatus {
 		ProcessLimit: h.mem.limit, ResidentBytes: memlimit.Resident()}
 }
 
-// tuneGoMemLimit keeps the Go runtime's memory limit at what the process's limit leaves
-// once the budget's reservations outside the Go heap are counted (guest and kernel memory
-// are mappings, machine code is executable mappings, compile children are processes of
-// their own), so the collector works harder before the cgroup's limit is reached rather
-// than after. Only under a cgroup's limit, and unless GOMEMLIMIT is set: an operator's
-// setting stands. It stops when ctx ends.
+// tuneGoMemLimit keeps the Go runtime's memory limit at what the host's budget leaves once
+// its reservations outside the Go heap are counted (guest and kernel memory are mappings,
+// machine code is executable mappings, compile children are processes of their own): what
+// reserves on the heap (message bodies and outputs, call stacks) fits in that by
+// construction, and the collector then takes the garbage they leave (a doubled stack's old
+// copy) before it adds up past the budget, rather than when the heap has doubled. The
+// budget's headroom holds the rest (the binary, threads, the page cache). Only under a
+// cgroup's limit, and unless GOMEMLIMIT is set: an operator's setting stands. It stops when
+// ctx ends.
 func (h *Host) tuneGoMemLimit(ctx context.Context) {
 	if h.mem.limit <= 0 || h.mem.source == string(memlimit.SourceMachine) || os.Getenv("GOMEMLIMIT") != "" {
 		return
@@ -75,7 +78,7 @@ func (h *Host) tuneGoMemLimit(ctx context.Context) {
 					outside += u.ByConsumer[c.Key()]
 				}
 			}
-			want := max(h.mem.limit-outside-memlimit.MinHeadroom/2, memlimit.MinHeadroom/2)
+			want := max(h.mem.budget-outside, memlimit.MinHeadroom/2)
 			// SetMemoryLimit stops the world: only for a change worth it.
 			if d := want - last; d > 16<<20 || d < -16<<20 {
 				debug.SetMemoryLimit(want)
