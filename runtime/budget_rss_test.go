@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"runtime/debug"
+	"strings"
 	"testing"
 
 	"github.com/wqhost/wqhost/internal/memlimit"
@@ -42,4 +44,43 @@ func TestBudgetInstancesRSS(t *testing.T) {
 	if grew > reserved+16<<20 {
 		t.Errorf("resident memory grew %d bytes for %d reserved: the budget misses what the memory costs", grew, reserved)
 	}
+}
+
+// TestBudgetTables: an instance's tables, on the host's heap and outside its memory limit
+// (8 bytes an element, up to 8 MiB an instance at the cap), reserve from the tenant's budget
+// before the instance is made: a pool of instances holding 1,000,000 elements each gets no
+// more of them than the budget holds, the one past it refused naming the tables, and the
+// reservations go when the instances close.
+func TestBudgetTables(t *testing.T) {
+	const elems = 1_000_000
+	e := budgetEngine(t, 0)
+	ten := budgetTenant(t, e, "tables", 20<<20) // room for two instances' tables
+	m, err := e.Compile(context.Background(), "tables.wasm", tableModule(elems, -1, wasmtest.I32Const(0)), ABIWqhostV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ten.NewPool(context.Background(), m, PoolConfig{Binding: "b", MaxInstances: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var insts []*instance
+	for range 2 {
+		inst, _, err := p.newInstance(context.Background())
+		if err != nil {
+			t.Fatalf("instance within the budget: %v", err)
+		}
+		insts = append(insts, inst)
+	}
+	if got := ten.MemoryBudget().ByConsumer["instances"]; got < 2*elems*8 {
+		t.Errorf("two instances' tables reserve %d bytes; want at least %d", got, 2*elems*8)
+	}
+	_, _, err = p.newInstance(context.Background())
+	var be *BudgetError
+	if !errors.As(err, &be) || !strings.Contains(be.What, "tables") || be.Want != elems*8 {
+		t.Fatalf("a third instance = %v; want the budget refusing its %d bytes of tables", err, elems*8)
+	}
+	for _, inst := range insts {
+		inst.close(context.Background())
+	}
+	waitReleased(t, ten, "instances closed")
 }

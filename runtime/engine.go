@@ -115,6 +115,8 @@ type compiled struct {
 	// loadBytes is what a compile child measured one load of it into a runtime costs
 	// (loadcost.go); 0: not measured (compiled in process).
 	loadBytes int64
+	// tableBytes is what its tables hold on the heap per instance (moduleShape.tableBytes).
+	tableBytes int64
 }
 
 // Module is a validated module, ready to be instantiated by any tenant.
@@ -195,7 +197,8 @@ func (e *Engine) CompileWithLimits(ctx context.Context, name string, wasm []byte
 	}
 	// Per call, not per digest: tenants differ in their caps, and the pass costs less than
 	// hashing the bytes below.
-	if err := checkShapeNamed(name, wasm, limits); err != nil {
+	shape, err := shapeNamed(name, wasm, limits)
+	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(wasm)
@@ -214,6 +217,7 @@ func (e *Engine) CompileWithLimits(ctx context.Context, name string, wasm []byte
 			e.mu.Unlock()
 			c, err := e.load(ctx, name, wasm, digest, abi, limits)
 			if c != nil {
+				c.tableBytes = shape.tableBytes()
 				f.val = weak.Make(c)
 				goruntime.AddCleanup(c, e.forget, moduleKey{key, f})
 			}

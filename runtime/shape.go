@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -236,9 +237,30 @@ func checkShape(wasm []byte, l CompileLimits) (moduleShape, error) {
 	return s, r.err
 }
 
+// tableBytes is what the module's tables hold on the host's heap per instance, at most:
+// their elements (at their maxima if the code grows a table) at 8 bytes each. An instance
+// reserves it from its tenant's memory budget (Pool.newInstance).
+func (s moduleShape) tableBytes() int64 {
+	n := s.tableMin
+	if s.tableGrow {
+		n = s.tableMax
+	}
+	return int64(min(n, math.MaxInt64/8)) * 8
+}
+
 // checkShapeNamed is checkShape with the error worded for the module name.
 func checkShapeNamed(name string, wasm []byte, l CompileLimits) error {
-	_, err := checkShape(wasm, l)
+	_, err := shapeNamed(name, wasm, l)
+	return err
+}
+
+// shapeNamed is checkShape with the error worded for the module name.
+func shapeNamed(name string, wasm []byte, l CompileLimits) (moduleShape, error) {
+	s, err := checkShape(wasm, l)
+	return s, nameShapeError(name, err)
+}
+
+func nameShapeError(name string, err error) error {
 	var ce *CapError
 	switch {
 	case err == nil:

@@ -75,8 +75,10 @@ func (st *callState) reserveStack() error {
 	return nil
 }
 
-// releaseStack gives back what the instance's stacks reserved, when it closes.
+// releaseStack gives back what the instance's stacks, and its tables, reserved, when it
+// closes.
 func (st *callState) releaseStack() {
 	st.pool.t.mem.release(ConsumerStacks, st.stackHeld)
-	st.stackHeld = 0
+	st.pool.t.mem.release(ConsumerInstances, st.tableHeld)
+	st.stackHeld, st.tableHeld = 0, 0
 }
