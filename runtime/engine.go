@@ -115,8 +115,9 @@ type compiled struct {
 	// loadBytes is what a compile child measured one load of it into a runtime costs
 	// (loadcost.go); 0: not measured (compiled in process).
 	loadBytes int64
-	// tableBytes is what its tables hold on the heap per instance (moduleShape.tableBytes).
-	tableBytes int64
+	// instanceHeap is what an instance holds on the heap beyond its linear memory (tables,
+	// globals: moduleShape.instanceHeapBytes).
+	instanceHeap int64
 }
 
 // Module is a validated module, ready to be instantiated by any tenant.
@@ -217,7 +218,7 @@ func (e *Engine) CompileWithLimits(ctx context.Context, name string, wasm []byte
 			e.mu.Unlock()
 			c, err := e.load(ctx, name, wasm, digest, abi, limits)
 			if c != nil {
-				c.tableBytes = shape.tableBytes()
+				c.instanceHeap = shape.instanceHeapBytes()
 				f.val = weak.Make(c)
 				goruntime.AddCleanup(c, e.forget, moduleKey{key, f})
 			}

@@ -79,7 +79,7 @@ type callState struct {
 	// stackHeld what the instance's stacks reserved from the tenant's budget.
 	running   api.Function
 	stackHeld int64
-	tableHeld int64 // what the instance's tables reserved (Pool.newInstance)
+	tableHeld int64 // what the instance's tables and globals reserved (Pool.newInstance)
 	http      httpState
 	ext       *extismState // an Extism plugin's kernel (extism.go); nil for other ABIs
 	// work is the host work charged since the last check of the call's limits (charge.go).

@@ -384,14 +384,14 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, startCost, error) {
 	var im *instanceMemory
 	refused := new(atomic.Int64)
 	t0 := p.t.e.since()
-	// The instance's tables live on the heap, outside its memory limit: up to 8 MiB an
-	// instance at the cap, which 64 instances of a few bindings would multiply past the
-	// host's memory. They are reserved before they are made (stack.go releases them).
-	if err := p.t.mem.reserve(ConsumerInstances, p.m.c.tableBytes, p.memWhat+" tables"); err != nil {
+	// The instance's tables and globals live on the heap, outside its memory limit: up to
+	// 9 MiB an instance at the caps, which 64 instances of a few bindings would multiply past
+	// the host's memory. They are reserved before they are made (stack.go releases them).
+	if err := p.t.mem.reserve(ConsumerInstances, p.m.c.instanceHeap, p.memWhat+" tables and globals"); err != nil {
 		cancel()
 		return nil, startCost{}, fmt.Errorf("runtime: tenant %s binding %s: instantiate %s: %w", p.t.name, p.cfg.Binding, p.m.name, err)
 	}
-	st.tableHeld = p.m.c.tableBytes
+	st.tableHeld = p.m.c.instanceHeap
 	err := p.bounded(sctx, "start function", func() error {
 		st.arm(ctx, startLimit)
 		defer st.disarm()

@@ -42,6 +42,10 @@ type CompileLimits struct {
 	// in the code (a table without a maximum that table.grow can grow is refused). Tables
 	// live outside the memory limit, 8 bytes an element on the host's heap.
 	MaxTableElements int
+	// MaxGlobals caps the globals a module imports and defines together: each costs every
+	// instance about 90 bytes of the host's heap, outside the memory limit (1,000,000
+	// globals, a 5 MB module, took 88 MB an instance).
+	MaxGlobals int
 	// MaxTypeValues caps the parameters and results of all the module's function types
 	// together. wazero compiles a trampoline per type, in the host process, on every load
 	// of a module, cached or not: its cost grows with the values, and 8,000 types of 1,000
@@ -78,6 +82,9 @@ const (
 	// DefaultMaxTypeValues is far above what real compilers emit (TestRealModulesFitDefaultCompileLimits)
 	// and costs a load at most about 60 ms and 5 MB of trampolines.
 	DefaultMaxTypeValues = 50_000
+	// DefaultMaxGlobals (about 1 MB an instance) is far above what real compilers emit
+	// (TestRealModulesFitDefaultCompileLimits).
+	DefaultMaxGlobals = 10_000
 )
 
 func (l CompileLimits) withDefaults() CompileLimits {
@@ -94,6 +101,7 @@ func (l CompileLimits) withDefaults() CompileLimits {
 	def(&l.MaxLocals, DefaultMaxLocals)
 	def(&l.MaxTableElements, DefaultMaxTableElements)
 	def(&l.MaxTypeValues, DefaultMaxTypeValues)
+	def(&l.MaxGlobals, DefaultMaxGlobals)
 	return l
 }
 
@@ -149,6 +157,8 @@ type moduleShape struct {
 	tableGrow          bool
 	// typeValues sums the function types' parameters and results.
 	typeValues uint64
+	// globals counts the globals, imported and defined.
+	globals uint64
 }
 
 // scanTypes reads the type section and checks its values against MaxTypeValues.
@@ -201,9 +211,14 @@ func checkShape(wasm []byte, l CompileLimits) (moduleShape, error) {
 		var err error
 		switch id {
 		case secImport:
-			var funcs uint32
-			_, funcs, _, err = countImports(payload, ^uint32(0)) // type indices are wazero's to check
+			var funcs, globals uint32
+			_, funcs, globals, err = countImports(payload, ^uint32(0)) // type indices are wazero's to check
 			s.importedFuncs = int(funcs)
+			s.globals += uint64(globals)
+		case secGlobal:
+			if err = scanSection(id, payload); err == nil {
+				s.globals += uint64((&reader{b: payload}).u32())
+			}
 		case secFunction:
 			p, n := &reader{b: payload}, 0
 			p.vec("functions", func(uint32) { p.u32(); n++ })
@@ -232,21 +247,30 @@ func checkShape(wasm []byte, l CompileLimits) (moduleShape, error) {
 		}
 	}
 	if r.err == nil {
+		if s.globals > uint64(l.MaxGlobals) {
+			return s, &CapError{Cap: "max_globals", Limit: l.MaxGlobals, Got: s.globals, Function: -1,
+				Why: "globals, imported and defined"}
+		}
 		return s, s.checkTables(l)
 	}
 	return s, r.err
 }
 
-// tableBytes is what the module's tables hold on the host's heap per instance, at most:
-// their elements (at their maxima if the code grows a table) at 8 bytes each. An instance
-// reserves it from its tenant's memory budget (Pool.newInstance).
-func (s moduleShape) tableBytes() int64 {
+// instanceHeapBytes is what an instance of the module holds on the host's heap beyond its
+// linear memory, at most: its tables' elements (at their maxima if the code grows a table)
+// at 8 bytes each, and its globals at globalBytes each. An instance reserves it from its
+// tenant's memory budget (Pool.newInstance).
+func (s moduleShape) instanceHeapBytes() int64 {
 	n := s.tableMin
 	if s.tableGrow {
 		n = s.tableMax
 	}
-	return int64(min(n, math.MaxInt64/8)) * 8
+	return int64(min(n, math.MaxInt64/16))*8 + int64(min(s.globals, math.MaxInt64/(2*globalBytes)))*globalBytes
 }
+
+// globalBytes is what one global costs an instance on wazero 1.12: 1,000,000 globals took 88
+// MB an instance.
+const globalBytes = 96
 
 // checkShapeNamed is checkShape with the error worded for the module name.
 func checkShapeNamed(name string, wasm []byte, l CompileLimits) error {

@@ -60,9 +60,10 @@ func TestRealModulesFitDefaultCompileLimits(t *testing.T) {
 		most.maxBranches = max(most.maxBranches, s.maxBranches)
 		most.maxLocals = max(most.maxLocals, s.maxLocals)
 		most.typeValues = max(most.typeValues, s.typeValues)
+		most.globals = max(most.globals, s.globals)
 	}
-	t.Logf("largest of %d modules: functions %d, body %d bytes, nesting %d, loops %d, branches %d, locals %d, type values %d",
-		len(paths), most.functions, most.maxBodyBytes, most.maxDepth, most.maxLoops, most.maxBranches, most.maxLocals, most.typeValues)
+	t.Logf("largest of %d modules: functions %d, body %d bytes, nesting %d, loops %d, branches %d, locals %d, type values %d, globals %d",
+		len(paths), most.functions, most.maxBodyBytes, most.maxDepth, most.maxLoops, most.maxBranches, most.maxLocals, most.typeValues, most.globals)
 	for _, c := range []struct {
 		name     string
 		got, lim uint64
@@ -74,6 +75,7 @@ func TestRealModulesFitDefaultCompileLimits(t *testing.T) {
 		{"max_branches", uint64(most.maxBranches), uint64(l.MaxBranches)},
 		{"max_locals", most.maxLocals, uint64(l.MaxLocals)},
 		{"max_type_values", most.typeValues, uint64(l.MaxTypeValues)},
+		{"max_globals", most.globals, uint64(l.MaxGlobals)},
 	} {
 		if c.got == 0 || 3*c.got > c.lim {
 			t.Errorf("%s: largest real module has %d, the default %d leaves less than a threefold margin", c.name, c.got, c.lim)
@@ -116,6 +118,7 @@ func TestCompileBombsRefused(t *testing.T) {
 		{"25k br_if", brIfs(25_000), "max_branches", 0, "compile limit: 10001 in function 0, above max_branches 10000"},
 		{"br_table of 1M targets", brTable(1_000_000), "max_branches", 0, "compile limit: 1000001 in function 0, above max_branches 10000"},
 		{"8,000 types of 1,000 parameters", wasmtest.TypeBomb(8_000, 1_000), "max_type_values", -1, "compile limit: 50001, above max_type_values 50000"},
+		{"1,000,000 globals", wasmtest.Globals(1_000_000), "max_globals", -1, "compile limit: 1000000, above max_globals 10000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var before, after goruntime.MemStats

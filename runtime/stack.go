@@ -75,7 +75,7 @@ func (st *callState) reserveStack() error {
 	return nil
 }
 
-// releaseStack gives back what the instance's stacks, and its tables, reserved, when it
+// releaseStack gives back what the instance's stacks, and its tables and globals, reserved, when it
 // closes.
 func (st *callState) releaseStack() {
 	st.pool.t.mem.release(ConsumerStacks, st.stackHeld)

@@ -110,10 +110,10 @@ func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
 	// The allocator enforces the memory limit (instanceMemory), which wazero leaves to it,
 	// and reserves from the tenant's budget; once InstantiateModule returned the command
 	// has ended, so the memory is unmapped at once.
-	if err := p.t.mem.reserve(ConsumerInstances, p.m.c.tableBytes, p.memWhat+" tables"); err != nil {
+	if err := p.t.mem.reserve(ConsumerInstances, p.m.c.instanceHeap, p.memWhat+" tables and globals"); err != nil {
 		return nil, fmt.Errorf("runtime: message %s: %w", in.ID, err)
 	}
-	defer p.t.mem.release(ConsumerInstances, p.m.c.tableBytes)
+	defer p.t.mem.release(ConsumerInstances, p.m.c.instanceHeap)
 	im := &instanceMemory{g: p.t.e.memories, limit: p.memLimit, budget: p.t.mem, what: p.memWhat}
 	mod, err := p.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, im), p.cm, mc)
 	if mod != nil {

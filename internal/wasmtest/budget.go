@@ -115,6 +115,29 @@ func Recursion(locals int) []byte {
 	return section(mod, 10, code)
 }
 
+// Globals returns a wqhost/v1 module (marker, wqhost_handle () -> i32 returning 0, a
+// memory) that also defines n mutable i32 globals: 5 bytes each in the module, about 90 on
+// the host's heap in every instance of it (runtime's max_globals).
+func Globals(n int) []byte {
+	uleb := func(b []byte, v int) []byte { return binary.AppendUvarint(b, uint64(v)) }
+	gs := uleb(nil, n)
+	for range n {
+		gs = append(gs, I32, 0x01, 0x41, 0x00, 0x0b) // mutable i32 = i32.const 0
+	}
+	code := []byte{0x02}
+	handle := append(append([]byte{0x00}, I32Const(0)...), 0x0b)
+	code = append(uleb(code, len(handle)), handle...)
+	code = append(code, 0x02, 0x00, 0x0b)
+	mod := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+	mod = section(mod, 1, []byte{0x02, 0x60, 0x00, 0x01, I32, 0x60, 0x00, 0x00})
+	mod = section(mod, 3, []byte{0x02, 0x00, 0x01})
+	mod = section(mod, 5, []byte{0x01, 0x00, 0x01})
+	mod = section(mod, 6, gs)
+	mod = section(mod, 7, exports(
+		export{"wqhost_handle", 0x00, 0}, export{"wqhost_abi_v1", 0x00, 1}, export{"memory", 0x02, 0}))
+	return section(mod, 10, code)
+}
+
 // ExtismAlloc is extism:host/env's alloc(n i64) -> i64.
 var ExtismAlloc = Import{Module: "extism:host/env", Name: "alloc", Params: []byte{I64}, Results: []byte{I64}}
 
