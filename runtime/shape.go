@@ -272,12 +272,6 @@ func (s moduleShape) instanceHeapBytes() int64 {
 // MB an instance.
 const globalBytes = 96
 
-// checkShapeNamed is checkShape with the error worded for the module name.
-func checkShapeNamed(name string, wasm []byte, l CompileLimits) error {
-	_, err := shapeNamed(name, wasm, l)
-	return err
-}
-
 // shapeNamed is checkShape with the error worded for the module name.
 func shapeNamed(name string, wasm []byte, l CompileLimits) (moduleShape, error) {
 	s, err := checkShape(wasm, l)

@@ -62,7 +62,7 @@ func Validate(ctx context.Context, path string, abi ABI) error {
 	if err != nil {
 		return fmt.Errorf("runtime: validate %s: %w", path, err)
 	}
-	if err := checkShapeNamed(path, wasm, CompileLimits{}); err != nil {
+	if _, err := shapeNamed(path, wasm, CompileLimits{}); err != nil {
 		return err
 	}
 	c, err := newChecker(ctx)
