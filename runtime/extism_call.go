@@ -80,13 +80,19 @@ func (p *Pool) initExtism(ctx context.Context, st *callState, mod api.Module, im
 	}
 	if mod.ExportedFunction("_initialize") == nil {
 		if f := mod.ExportedFunction("__wasm_call_ctors"); f != nil && len(f.Definition().ParamTypes()) == 0 {
-			if _, err := f.Call(ctx); err != nil {
+			st.running = f // its stack, as a call's (stack.go)
+			_, err := f.Call(ctx)
+			st.running = nil
+			if err != nil {
 				return fmt.Errorf("__wasm_call_ctors: %w", err)
 			}
 		}
 	}
 	if f := mod.ExportedFunction("hs_init"); f != nil && len(f.Definition().ParamTypes()) == 2 {
-		if _, err := f.Call(ctx, 0, 0); err != nil {
+		st.running = f
+		_, err := f.Call(ctx, 0, 0)
+		st.running = nil
+		if err != nil {
 			return fmt.Errorf("hs_init: %w", err)
 		}
 	}

@@ -369,7 +369,9 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, startCost, error) {
 	st := &callState{pool: p}
 	logw := &cappedLog{logger: p.logger, limit: p.cfg.StdioCapBytes}
 	base, cancel := context.WithCancel(context.Background())
-	mc := p.moduleConfig(logw).WithStartFunctions("_initialize").WithNanosleep(st.sleep)
+	// _initialize is called here, not by wazero (WithStartFunctions), so that its call's
+	// stack is the host's to see and budget, as a handler call's (stack.go, runStart).
+	mc := p.moduleConfig(logw).WithStartFunctions().WithNanosleep(st.sleep)
 	// The start function is guest code too: one that never returns must not hang the host
 	// (or its shutdown), so instantiation runs under the caller's context and the call time
 	// limit. Only the instance's calls use the long-lived base context.
@@ -400,6 +402,19 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, startCost, error) {
 		im = &instanceMemory{g: p.t.e.memories, limit: p.memLimit, refuse: refused, budget: p.t.mem, what: p.memWhat}
 		var err error
 		mod, err = p.rt.InstantiateModule(experimental.WithMemoryAllocator(sctx, im), p.cm, mc)
+		if err == nil && p.v.fuel && st.fuelG == nil {
+			// The fuel global is read here, so that the start function and an Extism
+			// plugin's constructors below are metered.
+			st.fuelG = mod.ExportedGlobal(fuelExport)
+		}
+		if err == nil {
+			var started api.Module
+			if started, err = st.runStart(sctx, mod, "_initialize"); err != nil {
+				mod = nil // closed by runStart
+			} else {
+				mod = started
+			}
+		}
 		if be := im.overdrawn(); be != nil {
 			if mod != nil {
 				_ = mod.Close(ctx)
@@ -408,11 +423,6 @@ func (p *Pool) newInstance(ctx context.Context) (*instance, startCost, error) {
 			err = be
 		} else if be := im.takeRefusal(); err != nil && be != nil {
 			err = fmt.Errorf("%w: %w", be, err)
-		}
-		if err == nil && p.v.fuel && st.fuelG == nil {
-			// A start that never yielded (or no start function): the fuel global is read
-			// here, so that an Extism plugin's constructors below are metered too.
-			st.fuelG = mod.ExportedGlobal(fuelExport)
 		}
 		if err == nil && p.ext != "" {
 			if err = p.initExtism(sctx, st, mod, im); err != nil {

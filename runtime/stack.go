@@ -1,9 +1,13 @@
 package runtime
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"reflect"
 
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
 )
 
 // A guest call's native stack is the host's memory too. wazero's optimizing compiler runs a
@@ -29,9 +33,12 @@ import (
 // wazero whose function value has no []byte field named stack), and the host then checks
 // nothing. TestGuestStackReserved holds it to the wazero this module builds with.
 //
-// Not covered: start functions (wazero runs them on a function value the host never sees),
-// modules without the fuel counter (no yields) and wasi-stdio commands, whose one call is
-// their start function.
+// A pooled instance's _initialize (a Go or TinyGo reactor's start, a Rust one's
+// constructors) and an Extism plugin's constructors run as calls of the host's
+// (Pool.newInstance, runStart), so their stacks are seen too. Not covered: a module's start
+// section (wazero runs it inside InstantiateModule; no compiler this project knows emits
+// one), modules without the fuel counter (no yields) and wasi-stdio commands, whose one call
+// is their _start.
 
 // stackUnknown is Pool.stackIdx before the pool's first instance.
 const stackUnknown = -2
@@ -73,6 +80,34 @@ func (st *callState) reserveStack() error {
 	}
 	st.stackHeld = want
 	return nil
+}
+
+// runStart calls mod's export name, if it has one, as a start function, the way wazero's
+// WithStartFunctions does (the module closed if it fails; a WASI exit with code 0 is not an
+// error), but as a call whose stack a yield reads. It returns mod, or the error.
+func (st *callState) runStart(ctx context.Context, mod api.Module, name string) (api.Module, error) {
+	fn := mod.ExportedFunction(name)
+	if fn == nil {
+		return mod, nil
+	}
+	if p := st.pool; p.stackIdx.Load() == stackUnknown {
+		p.stackIdx.Store(int32(stackField(fn)))
+	}
+	st.running = fn
+	_, err := fn.Call(ctx)
+	st.running = nil
+	if err == nil {
+		return mod, nil
+	}
+	_ = mod.Close(ctx)
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		if exit.ExitCode() == 0 {
+			return mod, nil // as wazero does: closed, and no error
+		}
+		return nil, err
+	}
+	return nil, fmt.Errorf("module function[%s] failed: %w", name, err)
 }
 
 // releaseStack gives back what the instance's stacks, and its tables and globals, reserved, when it

@@ -64,3 +64,30 @@ func TestGuestStackReserved(t *testing.T) {
 		})
 	}
 }
+
+// TestStartStackReserved: an _initialize that recurses without end is a call of the host's
+// too (Pool.newInstance runs it): its stack reserves from the tenant's budget, and the
+// instance's start fails on the budget's word, not at wazero's 100 MB ceiling.
+func TestStartStackReserved(t *testing.T) {
+	e := budgetEngine(t, 0)
+	ten := budgetTenant(t, e, "deepstart", 24<<20)
+	mod := wasmtest.Module(wasmtest.Func{Export: "_initialize", Body: wasmtest.Call(0)},
+		wasmtest.Func{Export: "wqhost_abi_v1"}, wasmtest.Handle(wasmtest.I32Const(0)))
+	m, err := e.Compile(context.Background(), "deepstart.wasm", mod, ABIWqhostV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ten.NewPool(context.Background(), m, PoolConfig{Binding: "b", MaxInstances: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	_, err = p.Call(context.Background(), &Input{ID: "m"})
+	var be *BudgetError
+	if !errors.As(err, &be) || be.Consumer != ConsumerStacks {
+		t.Fatalf("a call whose instance's start recursed = %v; want the budget refusing its call stack", err)
+	}
+	if u := ten.MemoryBudget(); u.Peak > 24<<20 || u.ByConsumer["stacks"] != 0 {
+		t.Errorf("budget %+v: want the stack refused within the budget and nothing held after", u)
+	}
+}
