@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/runtime"
@@ -43,14 +41,7 @@ func TestBudgetSharesFollowTenants(t *testing.T) {
 	dir := t.TempDir()
 	top := "memory_budget: 400MiB\n"
 	writeConfigTop(t, dir, top, tenant("a", "")+tenant("b", "    weight: 3\n")+tenant("x", "    limits: {memory_budget: 80MiB}\n"))
-	cfg, err := source.LoadConfig(config.LoadOptions{File: filepath.Join(dir, "wqhost.yaml"), Environ: []string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(context.Background(), cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := hostFromDir(t, dir)
 	t.Cleanup(func() { _ = h.Close(context.Background()) })
 	st := h.Status(context.Background())
 	if st.Memory == nil || st.Memory.Limit != 400<<20 || st.Memory.LimitSource != "memory_budget" {
@@ -115,14 +106,7 @@ func TestBudgetRefusesModuleLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeConfig(t, dir, conf(handler))
-	cfg, err := source.LoadConfig(config.LoadOptions{File: filepath.Join(dir, "wqhost.yaml"), Environ: []string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(context.Background(), cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := hostFromDir(t, dir)
 	t.Cleanup(func() { _ = h.Close(context.Background()) })
 	before := h.bindingNamed("a", "w0").cur.Load().module.Digest()
 	b, err = os.ReadFile(big)

@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/listener/queue"
 	"github.com/wqhost/wqhost/runtime"
 )
@@ -352,14 +349,7 @@ func TestHotReloadTenantSettingsChange(t *testing.T) {
 			}
 			dir := t.TempDir()
 			writeConfigTop(t, dir, tc.top[0], tenants(0))
-			cfg, err := source.LoadConfig(config.LoadOptions{File: filepath.Join(dir, "wqhost.yaml"), Environ: []string{}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := New(context.Background(), cfg, testLogger(t))
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := hostFromDir(t, dir)
 			h.debounce = time.Hour
 			stop := run(t, h)
 			srv := httptest.NewServer(h.AdminHandler())

@@ -39,16 +39,24 @@ func reloadHost(t testing.TB, tenants string) (h *Host, dir string) {
 		t.Fatal(err)
 	}
 	writeConfig(t, dir, tenants)
+	h = hostFromDir(t, dir)
+	h.debounce = 30 * time.Millisecond
+	return h, dir
+}
+
+// hostFromDir builds a host from the wqhost.yaml in dir, as `wqhost run -c` does, with no
+// WQHOST_ variables; the caller closes it.
+func hostFromDir(t testing.TB, dir string) *Host {
+	t.Helper()
 	cfg, err := source.LoadConfig(config.LoadOptions{File: filepath.Join(dir, "wqhost.yaml"), Environ: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err = New(context.Background(), cfg, testLogger(t))
+	h, err := New(context.Background(), cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.debounce = 30 * time.Millisecond
-	return h, dir
+	return h
 }
 
 func writeConfig(t testing.TB, dir, tenants string) {
