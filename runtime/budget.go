@@ -34,7 +34,8 @@ type Consumer int
 
 // The consumers of a memory budget.
 const (
-	// ConsumerInstances is guest linear memory of pooled and fresh instances.
+	// ConsumerInstances is what instances hold: their linear memory, pooled and fresh, and
+	// their tables and globals (Pool.newInstance).
 	ConsumerInstances Consumer = iota
 	// ConsumerKernel is Extism kernel memory (blocks allocated through extism:host/env).
 	ConsumerKernel
