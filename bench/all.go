@@ -249,13 +249,16 @@ func measureAll(ctx context.Context, paths engine.Paths, stores *suite.Stores, o
 	// 7. The local drain against River and JetStream.
 	if o.drainMessages > 0 {
 		step("local drain: wqhost vs River vs JetStream (%d messages, %d rounds)", count(o.drainMessages), o.drainRounds)
-		rows, err := drain.Run(ctx, drain.Options{Dir: filepath.Join(stores.Dir, "drain"), Messages: count(o.drainMessages)}, o.drainRounds,
+		d, err := drain.Run(ctx, drain.Options{Dir: filepath.Join(stores.Dir, "drain"), Messages: count(o.drainMessages)}, o.drainRounds,
 			func(s string) { fmt.Fprintln(log, "   "+s) })
 		if err != nil {
 			note(err, "local drain comparison")
 		}
-		res.Drain = rows
-		for _, l := range drain.Lines(rows) {
+		res.Drain = d.Rows
+		if d.Fsync.PerSec > 0 {
+			res.DrainFsync = &d.Fsync
+		}
+		for _, l := range drain.Lines(d) {
 			fmt.Fprintln(log, "   "+l)
 		}
 	}

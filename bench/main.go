@@ -27,8 +27,9 @@ Usage:
   wqbench idle    [flags]   queue calls while idle: listener vs naive loop vs 1 s poller
   wqbench tinygo            the TinyGo handlers against Extism (per call, end to end) and
                             the pooled no-op against a raw wazero call (BenchmarkTinyGo)
-  wqbench drain   [flags]   local drain: wqhost's local store vs River on SQLite vs a plain
-                            JetStream pull consumer (no-op handler, durable, at least once)
+  wqbench drain   [flags]   local drain: wqhost's local store vs River (PostgreSQL, SQLite) vs
+                            a plain JetStream pull consumer (no-op handler, durable, at least
+                            once), beside the disk's fsync rate
   wqbench all     [flags]   everything above plus the scaling and size sweeps; writes
                             <out>/benchmarks.md, <out>/img/*.png, <out>/img/results.json
   wqbench charts  [flags]   re-render the charts and the report from results.json

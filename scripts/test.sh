@@ -79,6 +79,17 @@ if [ -f scripts/install-chromium.sh ]; then
 		echo "chromium could not be installed: the console's browser test will skip" >&2
 	fi
 fi
+if [ -f scripts/install-postgres.sh ]; then
+	step "postgresql (scripts/install-postgres.sh)"
+	if ! bash scripts/install-postgres.sh; then
+		# Without PostgreSQL the bench drain skips River on PostgreSQL (and says so); CI must run it.
+		if [ "${CI:-}" = "true" ]; then
+			echo "postgresql is required in CI for the bench drain's River on PostgreSQL" >&2
+			exit 1
+		fi
+		echo "postgresql could not be installed: the bench drain will skip River on PostgreSQL" >&2
+	fi
+fi
 # The Extism go-sdk's plugins (runtime's TestExtismCorpus reads them from the module cache;
 # the bench module requires the go-sdk): downloaded here so the corpus runs, not skips.
 step "extism corpus (go mod download in bench/)"

@@ -52,9 +52,11 @@ func Local(ctx context.Context, o Options) (Result, error) {
 	if d, err := q.Depth(ctx); err != nil || d != 0 {
 		return Result{}, fmt.Errorf("depth after the drain %d (%v), want 0", d, err)
 	}
-	return result("wqhost", fmt.Sprintf("listener, local store, %d workers max, receive 32, batched deletes", o.Workers),
+	res := result("wqhost", fmt.Sprintf("listener, local store, %d workers max, receive 32, batched deletes", o.Workers),
 		"SQLite WAL, synchronous=FULL (fsync per commit)", o.Messages, elapsed,
-		float64(calls), "queue API calls", committed), nil
+		float64(calls), "queue API calls", committed)
+	res.SyncsPerMsg = res.CommitsPerMsg
+	return res, nil
 }
 
 // drainListener drains q with a wqhost listener (no-op handler, built-in policies, o.Workers

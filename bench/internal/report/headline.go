@@ -55,16 +55,25 @@ func targetRows(row func(what, measured string, t target, v float64), r *Results
 	} else {
 		row(issueNames.stdGo, notMeasured, atLeast5, 0)
 	}
-	w, rv := drain.Find(r.Drain, "wqhost", false), drain.Find(r.Drain, "river", false)
+	w := drain.Find(r.Drain, "wqhost", false)
 	if w != nil {
-		row(issueNames.drain+": wqhost listener, local store, no-op handler, synchronous=FULL", fmt.Sprintf("**%.0f** (%.3f queue calls, %.4f commits per message)", w.MsgPerSec, w.CallsPerMsg, w.CommitsPerMsg), drain80k, w.MsgPerSec)
+		ceiling := ""
+		if r.DrainFsync != nil {
+			ceiling = fmt.Sprintf("; %.2f of the disk's fsync ceiling, %.0f fsyncs/s", w.SyncRatio(*r.DrainFsync), r.DrainFsync.PerSec)
+		}
+		row(issueNames.drain+": wqhost listener, local store, no-op handler, synchronous=FULL", fmt.Sprintf("**%.0f** (%.3f queue calls, %.4f commits per message%s)", w.MsgPerSec, w.CallsPerMsg, w.CommitsPerMsg, ceiling), drain80k, w.MsgPerSec)
 	} else {
 		row(issueNames.drain, notMeasured, drain80k, 0)
 	}
-	if w != nil && rv != nil {
-		row(issueNames.river+" on SQLite, same workload and pragmas: wqhost ÷ River", fmt.Sprintf("**%s** (%.0f vs %.0f msg/s; commits per message %.4f vs %.4f)", ratio(w.MsgPerSec/rv.MsgPerSec), w.MsgPerSec, rv.MsgPerSec, w.CommitsPerMsg, rv.CommitsPerMsg), above1, w.MsgPerSec/rv.MsgPerSec)
-	} else {
-		row(issueNames.river, notMeasured, above1, 0)
+	for _, c := range []struct{ system, what string }{
+		{"river-postgres", " on PostgreSQL (riverpgxv5, River's benchmark settings), same workload: wqhost ÷ River"},
+		{"river-sqlite", " on SQLite (riversqlite, the local store's pragmas), same workload: wqhost ÷ River"},
+	} {
+		if rv := drain.Find(r.Drain, c.system, false); w != nil && rv != nil && rv.MsgPerSec > 0 {
+			row(issueNames.river+c.what, fmt.Sprintf("**%s** (%.0f vs %.0f msg/s)", ratio(w.MsgPerSec/rv.MsgPerSec), w.MsgPerSec, rv.MsgPerSec), above1, w.MsgPerSec/rv.MsgPerSec)
+		} else {
+			row(issueNames.river+c.what, notMeasured, above1, 0)
+		}
 	}
 	tight, heavy := r.TimeLimit.Figures()
 	for _, c := range []struct {

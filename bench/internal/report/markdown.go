@@ -89,7 +89,7 @@ func Markdown(r *Results, charts []string) string {
 	}
 
 	if len(r.Drain) > 0 {
-		drainSection(&b, r.Drain, img)
+		drainSection(&b, r.Drain, r.DrainFsync, img)
 	}
 	if len(r.Scaling) > 0 {
 		scalingSection(&b, r.Scaling, img)

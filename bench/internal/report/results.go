@@ -28,6 +28,8 @@ type Results struct {
 	Idle      []suite.IdleRow    `json:"idle"`
 	// Drain is the local drain against River and JetStream (bench/internal/drain).
 	Drain []drain.Result `json:"drain,omitempty"`
+	// DrainFsync is the disk's fsync rate measured in the drain's rounds.
+	DrainFsync *drain.Fsync `json:"drain_fsync,omitempty"`
 	// TimeLimit is what the fuel time limit costs, measured by the runtime's benchmarks.
 	TimeLimit TimeLimitCost `json:"time_limit"`
 	// Density is the bindings sweep (host's BenchmarkDensity), one row per size.
