@@ -258,6 +258,9 @@ func measureAll(ctx context.Context, paths engine.Paths, stores *suite.Stores, o
 		if d.Fsync.PerSec > 0 {
 			res.DrainFsync = &d.Fsync
 		}
+		if d.LoadStart != "" {
+			res.DrainLoad = []string{d.LoadStart, d.LoadEnd}
+		}
 		for _, l := range drain.Lines(d) {
 			fmt.Fprintln(log, "   "+l)
 		}

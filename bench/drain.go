@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +20,7 @@ func cmdDrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.RiverWorkers, "river-workers", 2000, "River's MaxWorkers (River's own benchmark runs 2,000)")
 	fs.BoolVar(&o.RequirePostgres, "require-postgres", os.Getenv("CI") == "true", "fail, instead of skipping River on PostgreSQL, when PostgreSQL cannot start (default true when CI=true)")
 	fs.StringVar(&o.Dir, "data-dir", "", "directory for the stores and the fsync probe (default: a temporary directory)")
+	jsonOut := fs.String("json", "", "also write the rows and the fsync rate as JSON to this file")
 	systems := fs.String("systems", "", "comma-separated systems to run (default all: wqhost, river-postgres, river-sqlite, jetstream-sync, wqhost-nats-sync, jetstream, wqhost-nats)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -37,6 +39,13 @@ func cmdDrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	printDrain(stdout, d)
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(d, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(*jsonOut, b, 0o644)
+	}
 	return nil
 }
 
@@ -53,6 +62,9 @@ func printDrain(w io.Writer, d drain.Drains) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "fsync probe: %.0f fsyncs/s, the best of %.0f (%d-byte appends, %s)\n", d.Fsync.PerSec, d.Fsync.Probes, d.Fsync.WriteBytes, d.Fsync.Dir)
+	if d.LoadStart != "" {
+		fmt.Fprintf(w, "load average: %s at the start, %s at the end\n", d.LoadStart, d.LoadEnd)
+	}
 	for _, l := range drain.Lines(d) {
 		fmt.Fprintln(w, l)
 	}

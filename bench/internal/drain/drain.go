@@ -32,6 +32,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -47,7 +48,8 @@ var Body = []byte(strings.Repeat("x", 100))
 
 // Result is one system's drain.
 type Result struct {
-	// System names what drained ("wqhost", "river", "jetstream"), Setup how it was set up.
+	// System names what drained: "wqhost", "river-postgres", "river-sqlite", "jetstream" or
+	// "wqhost-nats" (the last two with either sync setting); Setup says how it was set up.
 	System, Setup string
 	// Durability states the fsync setting the figure was measured with.
 	Durability string
@@ -92,7 +94,7 @@ type Options struct {
 	Timeout time.Duration
 	// Systems names the systems Run runs (System.Name); empty means all.
 	Systems []string
-	// ProbeTime is how long each round's fsync probe runs; default 1 s.
+	// ProbeTime is how long each fsync probe (one before each drain) runs; default 1 s.
 	ProbeTime time.Duration
 	// Postgres is the cluster River's PostgreSQL drains use; Run starts one (and stops it)
 	// when river-postgres is among its systems; nil makes RiverPostgres start its own.
@@ -144,6 +146,20 @@ var Systems = []System{
 type Drains struct {
 	Rows  []Result
 	Fsync Fsync
+	// LoadStart and LoadEnd are the load averages (/proc/loadavg's first three fields) when
+	// the drains began and ended, empty where unreadable: on a shared machine they say how
+	// much else ran meanwhile.
+	LoadStart, LoadEnd string `json:",omitempty"`
+}
+
+// loadAvg is the 1, 5 and 15 minute load averages, or "" where the system has none.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 // Run drains o.Messages on every system, rounds times in alternation (a noisy machine
@@ -180,7 +196,7 @@ func Run(ctx context.Context, o Options, rounds int, progress func(string)) (Dra
 			progress("river-postgres: skipped: " + err.Error())
 		}
 	}
-	d := Drains{Rows: make([]Result, len(run))}
+	d := Drains{Rows: make([]Result, len(run)), LoadStart: loadAvg()}
 	for r := range max(rounds, 1) {
 		for i, s := range run {
 			if why, ok := skipped[s.Name]; ok {
@@ -209,6 +225,7 @@ func Run(ctx context.Context, o Options, rounds int, progress func(string)) (Dra
 			}
 		}
 	}
+	d.LoadEnd = loadAvg()
 	return d, nil
 }
 

@@ -31,7 +31,7 @@ func Markdown(r *Results, charts []string) string {
 	p("- **Extism's Go SDK** (github.com/extism/go-sdk v1.7.1, also on wazero), pooled as well as Extism allows: one `CompiledPlugin`, one `Instance()` per concurrent caller;\n")
 	p("- a **wazero host that instantiates a module per message** (wqhost's runtime with `max_uses: 1`), which is what a naive host does;\n")
 	p("- a **plain Go function** with the same logic: the floor;\n")
-	p("- for the durable local queue, **River** (github.com/riverqueue/river v0.51.2 on SQLite, riversqlite) and a **plain JetStream pull consumer** (nats.go's jetstream package on an embedded nats-server);\n")
+	p("- for the durable local queue, **River** (github.com/riverqueue/river v0.51.2, at its own benchmark's settings) on PostgreSQL (riverpgxv5, where its users run it) and on SQLite (riversqlite), and a **plain JetStream pull consumer** (nats.go's jetstream package on an embedded nats-server);\n")
 	p("- on the queue side, a **naive loop** (receive 1 / process / delete, 100 ms sleep when empty, one goroutine per worker) and a **fixed 1-second poller** (receive 32, handle them concurrently, delete one by one, sleep 1 s when empty).\n\n")
 	p("## Regenerate\n\n```sh\n%s\n```\n\n", cmd)
 	p("It measures everything below, writes this file, the charts in `docs/img/bench-*.png` and the raw numbers in `docs/img/results.json` (this run took %s on the machine below; its load average says how busy it was). `go run . charts --out ../docs` re-renders the file and charts from `results.json` without measuring. Pieces run on their own: `go run . percall`, `go run . run --help` (one workload with a progress bar), `go run . idle`, `go run . drain` (the local drain against River and JetStream). The time limit's cost and the bindings sweep are the root module's benchmarks (`BenchmarkFuel*` in `runtime/`, `BenchmarkDensity` in `host/`), run by `all` with `go test` in the checkout. The per-call ratios are also Go benchmarks:\n\n", r.Finished.Sub(r.Started).Round(time.Second))
@@ -89,7 +89,7 @@ func Markdown(r *Results, charts []string) string {
 	}
 
 	if len(r.Drain) > 0 {
-		drainSection(&b, r.Drain, r.DrainFsync, img)
+		drainSection(&b, r.Drain, r.DrainFsync, r.DrainLoad, img)
 	}
 	if len(r.Scaling) > 0 {
 		scalingSection(&b, r.Scaling, img)

@@ -103,6 +103,7 @@ func TestTargetRowsSayWhetherTheyHold(t *testing.T) {
 		{System: "river-sqlite", MsgPerSec: 3500, Messages: 100, Durability: "FULL", SyncsPerMsg: 0.01},
 	}
 	r.DrainFsync = &drain.Fsync{PerSec: 700, WriteBytes: 4096}
+	r.DrainLoad = []string{"1.50 1.20 1.00", "2.50 1.40 1.10"}
 	r.TimeLimit = TimeLimitCost{TightLoop: 1.25, GoHeavy: 1.10}
 	md := Markdown(r, nil)
 	for what, want := range map[string]string{
@@ -119,6 +120,9 @@ func TestTargetRowsSayWhetherTheyHold(t *testing.T) {
 	}
 	if !strings.Contains(md, "local drain msg/s: wqhost=70000 river-postgres=7000 river-sqlite=3500 fsync/s=700 ceiling-ratio=0.00") {
 		t.Error("the drain section lacks the issue's summary line")
+	}
+	if !strings.Contains(md, "load average 1.50 1.20 1.00 (1, 5, 15 min) at their start and 2.50 1.40 1.10 at their end") {
+		t.Error("the drain section does not say the load it ran at")
 	}
 	// River on SQLite: 3500 msg/s × 0.01 syncs/msg = 35 syncs/s, 0.05 of the disk's 700.
 	if got := row(t, md, "river-sqlite |"); !strings.HasSuffix(got, "| 0.0100 | 0.05 |") {

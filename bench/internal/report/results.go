@@ -30,6 +30,8 @@ type Results struct {
 	Drain []drain.Result `json:"drain,omitempty"`
 	// DrainFsync is the disk's fsync rate measured in the drain's rounds.
 	DrainFsync *drain.Fsync `json:"drain_fsync,omitempty"`
+	// DrainLoad are the load averages at the drain's start and end.
+	DrainLoad []string `json:"drain_load,omitempty"`
 	// TimeLimit is what the fuel time limit costs, measured by the runtime's benchmarks.
 	TimeLimit TimeLimitCost `json:"time_limit"`
 	// Density is the bindings sweep (host's BenchmarkDensity), one row per size.
