@@ -87,9 +87,9 @@ func runAs() (*syscall.SysProcAttr, *user.User, error) {
 
 // StartPostgres creates a cluster in a new temporary directory (fsync on, synchronous
 // commit on: every commit's WAL flushed before it returns, the defaults) and starts its
-// server on a free loopback port, waiting up to 60 s for it to accept connections. bin is
-// the directory of initdb and postgres; empty finds it (PATH, then Debian's directories).
-// An error wrapping ErrNoPostgres says why no server can run here at all.
+// server on a free loopback port, giving initdb 2 minutes and the server 60 s to accept
+// connections. bin is the directory of initdb and postgres; empty finds it (PATH, then
+// Debian's directories). An error wrapping ErrNoPostgres says why no server can run here.
 func StartPostgres(ctx context.Context, bin string) (*Postgres, error) {
 	if bin == "" {
 		var err error
@@ -124,7 +124,9 @@ func (p *Postgres) start(ctx context.Context, bin string, attr *syscall.SysProcA
 		}
 	}
 	data := filepath.Join(p.Dir, "data")
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+	initCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	initdb := exec.CommandContext(initCtx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
 	initdb.SysProcAttr = attr
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return fmt.Errorf("initdb: %w: %s", err, lastLines(string(out), 5))
