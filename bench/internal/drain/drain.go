@@ -332,10 +332,17 @@ func Lines(d Drains) []string {
 	var out []string
 	rows := d.Rows
 	w, rp, rs := Find(rows, "wqhost", false), Find(rows, "river-postgres", false), Find(rows, "river-sqlite", false)
-	if w != nil {
-		out = append(out, fmt.Sprintf("local drain msg/s: wqhost=%s river-postgres=%s river-sqlite=%s fsync/s=%.0f ceiling-ratio=%.2f",
-			rate(w), rate(rp), rate(rs), d.Fsync.PerSec, w.SyncRatio(d.Fsync)))
-		disk := fmt.Sprintf("local drain disk syncs/s ÷ fsync/s: wqhost=%.3f (%.4f syncs/msg)", w.SyncRatio(d.Fsync), w.SyncsPerMsg)
+	if w != nil || rp != nil || rs != nil {
+		ceiling := "-"
+		if measured(w) {
+			ceiling = fmt.Sprintf("%.2f", w.SyncRatio(d.Fsync))
+		}
+		out = append(out, fmt.Sprintf("local drain msg/s: wqhost=%s river-postgres=%s river-sqlite=%s fsync/s=%.0f ceiling-ratio=%s",
+			rate(w), rate(rp), rate(rs), d.Fsync.PerSec, ceiling))
+		disk := "local drain disk syncs/s ÷ fsync/s:"
+		if measured(w) {
+			disk += fmt.Sprintf(" wqhost=%.3f (%.4f syncs/msg)", w.SyncRatio(d.Fsync), w.SyncsPerMsg)
+		}
 		if measured(rp) {
 			disk += fmt.Sprintf(" river-postgres=%.3f (%.4f WAL syncs/msg, %.4f commits/msg)", rp.SyncRatio(d.Fsync), rp.SyncsPerMsg, rp.CommitsPerMsg)
 		}
@@ -344,7 +351,7 @@ func Lines(d Drains) []string {
 		}
 		var ratios []string
 		for _, r := range []*Result{rp, rs} {
-			if measured(r) {
+			if measured(w) && measured(r) {
 				ratios = append(ratios, fmt.Sprintf("wqhost/%s=%.2f×", r.System, w.MsgPerSec/r.MsgPerSec))
 			}
 		}

@@ -71,7 +71,7 @@ func TestRunSkipsPostgresItCannotStart(t *testing.T) {
 		t.Errorf("fsync rate %v: want the probe's", d.Fsync.PerSec)
 	}
 	lines := strings.Join(Lines(d), "\n")
-	for _, want := range []string{"river-postgres=skipped river-sqlite=-", "river-postgres skipped: PostgreSQL unavailable: no initdb in"} {
+	for _, want := range []string{"river-postgres=skipped river-sqlite=- fsync/s=", "river-postgres skipped: PostgreSQL unavailable: no initdb in"} {
 		if !strings.Contains(lines, want) {
 			t.Errorf("summary lacks %q:\n%s", want, lines)
 		}
@@ -113,5 +113,21 @@ func TestProbeFsync(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Errorf("probe left %v in its directory", left)
+	}
+}
+
+// TestLinesWithoutWqhost: River alone (drain --systems river-postgres,river-sqlite) still
+// gets its summary line, wqhost's figures and the ceiling ratio reading "-".
+func TestLinesWithoutWqhost(t *testing.T) {
+	d := Drains{Fsync: Fsync{PerSec: 800}, Rows: []Result{
+		{System: "river-postgres", MsgPerSec: 6000, SyncsPerMsg: 0.004, Durability: "PostgreSQL"},
+		{System: "river-sqlite", MsgPerSec: 500, SyncsPerMsg: 0.004, Durability: "SQLite"},
+	}}
+	lines := Lines(d)
+	if want := "local drain msg/s: wqhost=- river-postgres=6000 river-sqlite=500 fsync/s=800 ceiling-ratio=-"; len(lines) == 0 || lines[0] != want {
+		t.Fatalf("lines %q, want first %q", lines, want)
+	}
+	if want := "local drain disk syncs/s ÷ fsync/s: river-postgres=0.030 (0.0040 WAL syncs/msg, 0.0000 commits/msg) river-sqlite=0.003 (0.0040 syncs/msg)"; lines[1] != want {
+		t.Errorf("second line %q, want %q", lines[1], want)
 	}
 }
