@@ -121,9 +121,18 @@ func readPgStats(ctx context.Context, conn *pgx.Conn) (pgStats, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	var s pgStats
-	err := conn.QueryRow(ctx, `SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()), (SELECT wal_sync FROM pg_stat_wal)`).Scan(&s.commits, &s.walSyncs)
-	if err != nil {
-		return pgStats{}, fmt.Errorf("read pg_stat_database and pg_stat_wal: %w", err)
+	if err := conn.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&s.commits); err != nil {
+		return pgStats{}, fmt.Errorf("read pg_stat_database: %w", err)
+	}
+	// pg_stat_wal is PostgreSQL 14's; before it the WAL flushes are not counted (0).
+	var version int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return pgStats{}, err
+	}
+	if version >= 140000 {
+		if err := conn.QueryRow(ctx, `SELECT wal_sync FROM pg_stat_wal`).Scan(&s.walSyncs); err != nil {
+			return pgStats{}, fmt.Errorf("read pg_stat_wal: %w", err)
+		}
 	}
 	return s, nil
 }
