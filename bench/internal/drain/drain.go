@@ -95,6 +95,7 @@ var Systems = []System{
 	{"wqhost-nats-sync", func(ctx context.Context, o Options) (Result, error) { return JetStreamListener(ctx, o, true) }},
 	{"jetstream", func(ctx context.Context, o Options) (Result, error) { return JetStream(ctx, o, false) }},
 	{"wqhost-nats", func(ctx context.Context, o Options) (Result, error) { return JetStreamListener(ctx, o, false) }},
+	{"jetstream-doubleack", func(ctx context.Context, o Options) (Result, error) { return JetStreamDoubleAck(ctx, o, false) }},
 }
 
 // Run drains o.Messages on every system, rounds times in alternation (a noisy machine
@@ -109,7 +110,7 @@ func Run(ctx context.Context, o Options, rounds int, progress func(string)) ([]R
 		}
 	}
 	if len(run) == 0 {
-		return nil, fmt.Errorf("no system named %v (want some of wqhost, river, jetstream-sync, wqhost-nats-sync, jetstream, wqhost-nats)", o.Systems)
+		return nil, fmt.Errorf("no system named %v (want some of wqhost, river, jetstream-sync, wqhost-nats-sync, jetstream, wqhost-nats, jetstream-doubleack)", o.Systems)
 	}
 	best := make([]Result, len(run))
 	for r := range max(rounds, 1) {
@@ -235,6 +236,9 @@ func Lines(rows []Result) []string {
 	ns, nd := Find(rows, "wqhost-nats", true), Find(rows, "wqhost-nats", false)
 	if ns != nil && nd != nil {
 		out = append(out, fmt.Sprintf("wqhost listener on the nats backend msg/s: sync_always=%.0f default=%.0f; client messages/msg %.3f and %.3f", ns.MsgPerSec, nd.MsgPerSec, ns.CallsPerMsg, nd.CallsPerMsg))
+	}
+	if l := natsLine(rows); l != "" {
+		out = append(out, l)
 	}
 	return out
 }
