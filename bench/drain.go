@@ -17,7 +17,7 @@ func cmdDrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Messages, "messages", 20000, "backlog each system drains")
 	fs.IntVar(&o.Workers, "workers", 16, "handler concurrency of every system (the listener's default max workers)")
 	fs.StringVar(&o.Dir, "data-dir", "", "directory for the stores (default: a temporary directory)")
-	systems := fs.String("systems", "", "comma-separated systems to run (default all: wqhost, river, jetstream-sync, wqhost-nats-sync, jetstream, wqhost-nats)")
+	systems := fs.String("systems", "", "comma-separated systems to run (default all: wqhost, river, jetstream-sync, wqhost-nats-sync, jetstream, wqhost-nats, jetstream-doubleack)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
