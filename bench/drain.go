@@ -21,7 +21,7 @@ func cmdDrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&o.RequirePostgres, "require-postgres", os.Getenv("CI") == "true", "fail, instead of skipping River on PostgreSQL, when PostgreSQL cannot start (default true when CI=true)")
 	fs.StringVar(&o.Dir, "data-dir", "", "directory for the stores and the fsync probe (default: a temporary directory)")
 	jsonOut := fs.String("json", "", "also write the rows and the fsync rate as JSON to this file")
-	systems := fs.String("systems", "", "comma-separated systems to run (default all: wqhost, river-postgres, river-sqlite, jetstream-sync, wqhost-nats-sync, jetstream, wqhost-nats)")
+	systems := fs.String("systems", "", "comma-separated systems to run (default all: wqhost, river-postgres, river-sqlite, jetstream-sync, wqhost-nats-sync, jetstream, wqhost-nats, jetstream-doubleack)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -355,7 +355,8 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 		}
 	}
 	tg := targetOf(u)
-	if _, ok := o.pol.Allow.Match(tg); !ok {
+	rule, ok := o.pol.Allow.Match(tg)
+	if !ok {
 		return st.httpFail(errDenied, method, shown, "http.allow", "no http.allow rule matches")
 	}
 	h, err := parseHeaders(hdr)
@@ -377,10 +378,9 @@ func (st *callState) request(ctx context.Context, method, rawURL string, hdr, bo
 
 	start := time.Now()
 	defer func() { st.http.report.Wait += time.Since(start) }()
-	rctx, cancel := context.WithTimeout(ctx, o.pol.Timeout)
-	if cred != nil {
-		rctx = context.WithValue(rctx, credCtxKey{}, cred)
-	}
+	tctx, cancel := context.WithTimeout(ctx, o.pol.Timeout)
+	// The hop of the guest's own URL, matched above: RoundTrip does not match it again.
+	rctx := context.WithValue(tctx, hopKey{}, &hop{rule: rule, url: u, cred: cred, timeout: o.pol.Timeout, resolve: o.resolve})
 	select {
 	case o.sem <- struct{}{}:
 	case <-rctx.Done():

@@ -21,7 +21,11 @@ import (
 // hop is what the dial of one request (the guest's or a redirect's) needs from the policy:
 // the rule its URL matched, which alone may allow a special address.
 type hop struct {
-	rule    *netpolicy.Rule
+	rule *netpolicy.Rule
+	// url is the URL rule was matched for: RoundTrip takes the hop request made for the
+	// guest's own URL as it is, and matches every other URL (a redirect's) afresh.
+	url     *url.URL
+	cred    *Credential // the guest's credential, on the guest's request's hop
 	timeout time.Duration
 	resolve func(host string) (string, bool)
 	public  bool // set by dial for a test address written "public:IP"
@@ -44,8 +48,6 @@ func (e *addrDenied) Error() string {
 type redirectDenied struct{ msg string }
 
 func (e *redirectDenied) Error() string { return e.msg }
-
-type credCtxKey struct{}
 
 // Bounds of the shared connection pool.
 const (
@@ -120,8 +122,13 @@ func controlHop(ctx context.Context, network, address string, _ syscall.RawConn)
 }
 
 // RoundTrip sends one hop (the guest's request or a redirect) with the rule its own URL
-// matches in its context, for the dial check.
+// matches in its context, for the dial check. The guest's request arrives with its hop
+// already (request matched its URL); a redirect carries that context too, with another URL,
+// so it is matched here.
 func (o *outbound) RoundTrip(req *http.Request) (*http.Response, error) {
+	if h, ok := req.Context().Value(hopKey{}).(*hop); ok && h.url == req.URL {
+		return o.tr.RoundTrip(req)
+	}
 	r, ok := o.pol.Allow.Match(targetOf(req.URL))
 	if !ok {
 		// request and checkRedirect refuse these first; this keeps the dial from ever
@@ -131,7 +138,7 @@ func (o *outbound) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, &redirectDenied{msg: redactURL(req.URL) + " matches no http.allow rule"}
 	}
-	ctx := context.WithValue(req.Context(), hopKey{}, &hop{rule: r, timeout: o.pol.Timeout, resolve: o.resolve})
+	ctx := context.WithValue(req.Context(), hopKey{}, &hop{rule: r, url: req.URL, timeout: o.pol.Timeout, resolve: o.resolve})
 	return o.tr.RoundTrip(req.WithContext(ctx))
 }
 
@@ -155,8 +162,9 @@ func (o *outbound) checkRedirect(req *http.Request, via []*http.Request) error {
 	// http.Client sets it to the previous URL, query included.
 	req.Header.Del("Referer")
 	if originOf(req.URL) != originOf(via[0].URL) {
-		if c, ok := req.Context().Value(credCtxKey{}).(*Credential); ok {
-			req.Header.Del(c.Header)
+		// A redirect's context is the guest's request's, whose hop holds the credential.
+		if h, ok := req.Context().Value(hopKey{}).(*hop); ok && h.cred != nil {
+			req.Header.Del(h.cred.Header)
 		}
 		for _, h := range sensitiveHeaders {
 			req.Header.Del(h)

@@ -9,7 +9,8 @@
 //	                             visibility sets the message's lease with NakWithDelay)
 //	renew                        InProgress (+WPI), or NakWithDelay(d) for another length
 //	retry after d / release      NakWithDelay(d) / Nak
-//	delete on success            Ack, double-acked (the server confirms it)
+//	delete on success            Ack, double-acked (the server confirms it); a batch's acks
+//	                             go out together, their confirmations collected on one inbox
 //	dead-letter with reason      publish the original, with its headers and the reason
 //	                             headers, to the poison queue's stream (deduplicated by
 //	                             Nats-Msg-Id), then Term

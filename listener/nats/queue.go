@@ -351,17 +351,6 @@ func (q *Queue) Delete(ctx context.Context, m *queue.Message) error {
 	return nil
 }
 
-// DeleteBatch acks the messages concurrently, each confirmed, and returns one error per message.
-func (q *Queue) DeleteBatch(ctx context.Context, ms []*queue.Message) []error {
-	errs := make([]error, len(ms))
-	var wg sync.WaitGroup
-	for i, m := range ms {
-		wg.Go(func() { errs[i] = q.Delete(ctx, m) })
-	}
-	wg.Wait()
-	return errs
-}
-
 // UpdateVisibility gives a leased message back: at once (Nak) for d <= 0, after d
 // (NakWithDelay) otherwise — this process keeps the lease until then, so a renewal is an
 // update too.

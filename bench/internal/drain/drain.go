@@ -139,6 +139,7 @@ var Systems = []System{
 	{"wqhost-nats-sync", func(ctx context.Context, o Options) (Result, error) { return JetStreamListener(ctx, o, true) }},
 	{"jetstream", func(ctx context.Context, o Options) (Result, error) { return JetStream(ctx, o, false) }},
 	{"wqhost-nats", func(ctx context.Context, o Options) (Result, error) { return JetStreamListener(ctx, o, false) }},
+	{"jetstream-doubleack", func(ctx context.Context, o Options) (Result, error) { return JetStreamDoubleAck(ctx, o, false) }},
 }
 
 // Drains is one comparison: each system's best round, and the disk's fsync rate measured
@@ -376,6 +377,9 @@ func Lines(d Drains) []string {
 	ns, nd := Find(rows, "wqhost-nats", true), Find(rows, "wqhost-nats", false)
 	if ns != nil && nd != nil {
 		out = append(out, fmt.Sprintf("wqhost listener on the nats backend msg/s: sync_always=%.0f default=%.0f; client messages/msg %.3f and %.3f", ns.MsgPerSec, nd.MsgPerSec, ns.CallsPerMsg, nd.CallsPerMsg))
+	}
+	if l := natsLine(rows); l != "" {
+		out = append(out, l)
 	}
 	return out
 }

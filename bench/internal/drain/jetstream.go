@@ -19,6 +19,17 @@ import (
 // minutes (its default sync_interval): a process crash of the server loses nothing the OS
 // has, a power loss may lose the last 2 minutes.
 func JetStream(ctx context.Context, o Options, syncAlways bool) (Result, error) {
+	return jetStream(ctx, o, syncAlways, false)
+}
+
+// JetStreamDoubleAck is JetStream with wqhost's ack mode: each Ack is a DoubleAck, which
+// waits for the server's confirmation before the handler's slot is free again, as wqhost's
+// nats backend confirms every ack before a message counts as done.
+func JetStreamDoubleAck(ctx context.Context, o Options, syncAlways bool) (Result, error) {
+	return jetStream(ctx, o, syncAlways, true)
+}
+
+func jetStream(ctx context.Context, o Options, syncAlways, doubleAck bool) (Result, error) {
 	o.defaults()
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return Result{}, err
@@ -62,7 +73,11 @@ func JetStream(ctx context.Context, o Options, syncAlways bool) (Result, error) 
 			if handler(ctx, m.Data()) != nil {
 				return
 			}
-			if m.Ack() != nil {
+			ack := m.Ack
+			if doubleAck {
+				ack = func() error { return m.DoubleAck(ctx) }
+			}
+			if ack() != nil {
 				ackErrs.Add(1)
 				return
 			}
@@ -91,7 +106,11 @@ func JetStream(ctx context.Context, o Options, syncAlways bool) (Result, error) 
 	if n := ackErrs.Load(); n != 0 {
 		return Result{}, fmt.Errorf("%d acks failed", n)
 	}
-	return result("jetstream", fmt.Sprintf("nats-server %s embedded, plain pull consumer (Consume, Ack per message), %d handlers at a time", server.VERSION, o.Workers),
+	system, mode := "jetstream", "Ack per message"
+	if doubleAck {
+		system, mode = "jetstream-doubleack", "DoubleAck per message, confirmed"
+	}
+	return result(system, fmt.Sprintf("nats-server %s embedded, plain pull consumer (Consume, %s), %d handlers at a time", server.VERSION, mode, o.Workers),
 		natsDurability(syncAlways), o.Messages, elapsed, float64(sent), "client messages (pulls, acks)", 0), nil
 }
 
