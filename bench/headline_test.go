@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/wqhost/wqhost/bench/internal/engine"
+	"github.com/wqhost/wqhost/bench/internal/report"
+	"github.com/wqhost/wqhost/bench/internal/suite"
+)
+
+// BenchmarkHeadline measures the headline's like-for-like contests (suite.MeasureHeadline:
+// Extism's own count_vowels.wasm and noop.wasm, and the project's TinyGo Extism plugin, each in
+// wqhost under abi extism and in Extism's go-sdk; the per-char guests in standard Go, TinyGo and
+// Rust against count_vowels.wasm; the optimised table guest), with the same calls and messages
+// on both sides in alternating rounds, and prints the machine line and the summary lines
+// `go run . all` and `go run . headline` print. The ratios are metrics too. -short runs small
+// rounds, enough to show it still works, not for a figure. Run:
+//
+//	cd bench && go test -run '^$' -bench Headline -benchtime 1x
+func BenchmarkHeadline(b *testing.B) {
+	ctx := context.Background()
+	p := benchPaths(b)
+	var figs []suite.Figure
+	b.Run("contests", func(b *testing.B) {
+		for b.Loop() {
+			// The contests below are the figure; b.N is irrelevant.
+		}
+		m := report.Describe()
+		fmt.Println(report.MachineLine(m, "", 0))
+		var err error
+		figs, err = suite.MeasureHeadline(ctx, suite.HeadlineOptions{
+			Paths: p, Stores: &suite.Stores{Dir: b.TempDir(), Repo: p.Repo},
+			Messages: shortOr(20000, 200), Rounds: shortOr(5, 1), CallRounds: shortOr(10, 1), CallsPerRound: shortOr(2000, 20),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, l := range report.HeadlineLines(figs) {
+			fmt.Println(l)
+		}
+		if testing.Short() {
+			fmt.Println("(-short: too few calls and messages for a figure)")
+		}
+		fmt.Println(report.MachineLine(m, report.LoadAverage(), report.Calibrate()))
+	})
+	b.Run("ratios", func(b *testing.B) {
+		for b.Loop() {
+		}
+		x := suite.FindFigure(figs, engine.Vowels, engine.Extism)
+		if x == nil {
+			b.Skip("no contest figures")
+		}
+		for _, k := range []engine.Kind{engine.WqhostExtism, engine.WqhostPerChar, engine.WqhostPerCharTinyGo, engine.WqhostRust, engine.Wqhost} {
+			if w := suite.FindFigure(figs, engine.Vowels, k); w != nil && w.NsPerCall > 0 && x.MsgPerSec > 0 {
+				b.ReportMetric(x.NsPerCall/w.NsPerCall, "x-call-"+string(k))
+				b.ReportMetric(w.MsgPerSec/x.MsgPerSec, "x-e2e-"+string(k))
+			}
+		}
+	})
+}
