@@ -49,7 +49,17 @@ func MachineLine(m Machine, loadEnd string, calEnd float64) string {
 	if m.Family != "" {
 		fmt.Fprintf(&b, " family=%s model=%s stepping=%s", m.Family, m.Model, m.Stepping)
 	}
-	fmt.Fprintf(&b, " mhz=%.0f cores=%d calibration=%.3fns/pass", m.MHz, m.Cores, m.CalibrationNs)
+	if m.MHz > 0 {
+		fmt.Fprintf(&b, " mhz=%.0f", m.MHz)
+	} else {
+		b.WriteString(" mhz=not-recorded")
+	}
+	fmt.Fprintf(&b, " cores=%d", m.Cores)
+	if m.CalibrationNs > 0 {
+		fmt.Fprintf(&b, " calibration=%.3fns/pass", m.CalibrationNs)
+	} else {
+		b.WriteString(" calibration=not-measured")
+	}
 	if calEnd > 0 {
 		fmt.Fprintf(&b, " (end %.3f)", calEnd)
 	}

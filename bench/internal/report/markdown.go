@@ -40,8 +40,19 @@ func Markdown(r *Results, charts []string) string {
 
 	m := r.Machine
 	p("## Machine\n\n")
-	p("| | |\n|---|---|\n| CPU | %s (family %s, model %s, stepping %s), %d cores |\n| clock | %.0f MHz (`/proc/cpuinfo` at the start) |\n| calibration | %.3f ns per pass of a counting loop at the start, %.3f at the end (`report.Calibrate`: about one cycle a pass, fastest of 20 rounds) |\n| memory | %.0f GiB |\n| OS | %s |\n| Go | %s |\n| load average (1/5/15 min) at start | %s |\n| load average at end | %s |\n| run | %s to %s UTC |\n\n",
-		m.CPU, m.Family, m.Model, m.Stepping, m.Cores, m.MHz, m.CalibrationNs, r.CalibrationAfter, m.MemoryGiB, m.Kernel, m.Go, m.LoadStart, r.LoadAfter, r.Started.Format("2006-01-02 15:04:05"), r.Finished.Format("15:04:05"))
+	cpu := fmt.Sprintf("%s, %d cores", m.CPU, m.Cores)
+	if m.Family != "" {
+		cpu = fmt.Sprintf("%s (family %s, model %s, stepping %s), %d cores", m.CPU, m.Family, m.Model, m.Stepping, m.Cores)
+	}
+	clock, cal := "not recorded by this run", "not measured by this run"
+	if m.MHz > 0 {
+		clock = fmt.Sprintf("%.0f MHz (`/proc/cpuinfo` at the start)", m.MHz)
+	}
+	if m.CalibrationNs > 0 {
+		cal = fmt.Sprintf("%.3f ns per pass of a counting loop at the start, %.3f at the end (`report.Calibrate`: about one cycle a pass, fastest of 20 rounds)", m.CalibrationNs, r.CalibrationAfter)
+	}
+	p("| | |\n|---|---|\n| CPU | %s |\n| clock | %s |\n| calibration | %s |\n| memory | %.0f GiB |\n| OS | %s |\n| Go | %s |\n| load average (1/5/15 min) at start | %s |\n| load average at end | %s |\n| run | %s to %s UTC |\n\n",
+		cpu, clock, cal, m.MemoryGiB, m.Kernel, m.Go, m.LoadStart, r.LoadAfter, r.Started.Format("2006-01-02 15:04:05"), r.Finished.Format("15:04:05"))
 	p("**The CPU matters.** A model name such as \"AMD EPYC\" covers generations whose speed per cycle differs by several times, and what the time limit's fuel checks cost depends on the core (on one 2 GHz EPYC the `call` case costs about 2×, on a faster one 1.14×): compare figures only with the machine line printed under each table, and scale absolute ones by the calibration.\n\n")
 	p("**Noise.** This is a shared 2-core machine; other jobs were running during the run (see the load average), so absolute figures move by tens of percent from run to run. The comparisons are taken in one process, back to back, so ratios are steadier than absolutes, but treat any single figure as ±30%%.\n\n")
 
