@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/wqhost/wqhost/bench/internal/engine"
@@ -59,4 +61,30 @@ func BenchmarkHeadline(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestHeadlineCommandPrintsTheLines: `go run . headline` (small sizes) prints the machine line
+// and the summary lines the issue's check reads, each with a figure.
+func TestHeadlineCommandPrintsTheLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens every headline engine")
+	}
+	var stdout, stderr strings.Builder
+	code := run(context.Background(), []string{"headline", "--messages", "64", "--rounds", "1", "--call-rounds", "1", "--calls", "4",
+		"--data-dir", t.TempDir()}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, re := range []string{
+		`(?m)^machine: cpu=".*" .*mhz=\d+ cores=\d+ calibration=[0-9.]+ns/pass`,
+		`(?m)^extism same wasm per call: [0-9.]+×`,
+		`(?m)^extism same wasm e2e: [0-9.]+× \(\d+ vs \d+ msg/s, 64 messages each`,
+		`(?m)^same algorithm e2e: std-go=[0-9.]+× tinygo=[0-9.]+× rust=[0-9.]+×`,
+		`(?m)^dispatch only \(noop.wasm\) per call: [0-9.]+×`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("output lacks %s:\n%s", re, out)
+		}
+	}
 }
