@@ -151,7 +151,7 @@ func measureAll(ctx context.Context, paths engine.Paths, stores *suite.Stores, o
 			note(err, "headline contests")
 		}
 		res.Headline = figs
-		for _, l := range report.HeadlineLines(figs) {
+		for _, l := range report.HeadlineLines(figs, res.Machine) {
 			fmt.Fprintln(log, "   "+l)
 		}
 	}
@@ -307,7 +307,7 @@ func measureAll(ctx context.Context, paths engine.Paths, stores *suite.Stores, o
 	res.LoadAfter = report.LoadAverage()
 	res.CalibrationAfter = report.Calibrate()
 	fmt.Fprintln(log, report.MachineLine(res.Machine, res.LoadAfter, res.CalibrationAfter))
-	for _, l := range report.HeadlineLines(res.Headline) {
+	for _, l := range report.HeadlineLines(res.Headline, res.Machine) {
 		fmt.Fprintln(log, l)
 	}
 	return res, nil

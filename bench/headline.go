@@ -38,7 +38,7 @@ func cmdHeadline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	m := report.Describe()
 	fmt.Fprintln(stdout, report.MachineLine(m, "", 0))
 	figs, err := measureHeadline(ctx, o, stderr)
-	for _, l := range report.HeadlineLines(figs) {
+	for _, l := range report.HeadlineLines(figs, m) {
 		fmt.Fprintln(stdout, l)
 	}
 	fmt.Fprintln(stdout, report.MachineLine(m, report.LoadAverage(), report.Calibrate()))

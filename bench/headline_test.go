@@ -39,7 +39,7 @@ func BenchmarkHeadline(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, l := range report.HeadlineLines(figs) {
+		for _, l := range report.HeadlineLines(figs, m) {
 			fmt.Println(l)
 		}
 		if testing.Short() {

@@ -83,11 +83,31 @@ func (c comparison) measured(figs []suite.Figure) string {
 	return fmt.Sprintf("**%s** (%.0f vs %.0f ns; fastest of %d alternating rounds of %d calls)", ratio(x), fw.NsPerCall, fx.NsPerCall, fw.CallRounds, fw.CallsPerRound)
 }
 
-// comparisonRows writes the like-for-like rows.
-func comparisonRows(row func(what, measured string, t target, v float64), figs []suite.Figure) {
+// Busy says why a run's verdicts on the like-for-like targets are no verdict: the machine's
+// 1-minute load average at the start was above its core count. Under load Extism's side slows
+// far more than wqhost's (it allocates about 600 KB a call and runs more goroutines), so the
+// ratios grow; the targets are for a quiet machine. Empty when the machine was quiet.
+func Busy(m Machine) string {
+	f := strings.Fields(m.LoadStart)
+	var load float64
+	if len(f) == 0 || m.Cores == 0 {
+		return ""
+	}
+	if _, err := parseFloat(f[0], &load); err != nil || load <= float64(m.Cores) {
+		return ""
+	}
+	return fmt.Sprintf("busy machine: load %s on %d cores, not a verdict", f[0], m.Cores)
+}
+
+// comparisonRows writes the like-for-like rows; on a busy machine each verdict says so.
+func comparisonRows(row func(what, measured, goal, verdict string), figs []suite.Figure, busy string) {
 	for _, c := range comparisons {
 		_, _, x := c.figures(figs)
-		row(c.what, c.measured(figs), c.target, x)
+		verdict := c.target.holds(x)
+		if busy != "" && c.target.Text != "" && x > 0 {
+			verdict += " (" + busy + ")"
+		}
+		row(c.what, c.measured(figs), c.target.Text, verdict)
 	}
 }
 
@@ -96,8 +116,10 @@ const limitsNote = "**Both sides of the rows above** get the same 1 KiB body, th
 
 // HeadlineLines are the summary lines of the like-for-like contests, printed by `all`,
 // `headline` and BenchmarkHeadline: `extism same wasm per call: X`, `extism same wasm e2e: Y`,
-// `same algorithm e2e: std-go=A tinygo=B rust=C` among them, each ratio wqhost ÷ Extism.
-func HeadlineLines(figs []suite.Figure) []string {
+// `same algorithm e2e: std-go=A tinygo=B rust=C` among them, each ratio wqhost ÷ Extism. m is
+// the machine they were measured on: a verdict on a busy one says it is none (Busy).
+func HeadlineLines(figs []suite.Figure, m Machine) []string {
+	busy := Busy(m)
 	var lines, algos []string
 	for _, c := range comparisons {
 		fw, fx, x := c.figures(figs)
@@ -121,6 +143,9 @@ func HeadlineLines(figs []suite.Figure) []string {
 			}
 			if c.target.Text != "" {
 				s += fmt.Sprintf("; target %s: %s", c.target.Text, strings.Trim(c.target.holds(x), "*"))
+				if busy != "" {
+					s += " (" + busy + ")"
+				}
 			}
 			s += ")"
 		}

@@ -85,7 +85,10 @@ func headline(b *strings.Builder, r *Results) {
 	p("## Headline (this run)\n\n")
 	p("Each row says what it compares, wqhost's figure first (per call: Extism's time ÷ wqhost's; end to end: wqhost's msg/s ÷ Extism's), and, with a target, whether this run met it (*not measured*: the run has no figure for it; see Notes at the end).\n\n")
 	p("| comparison | measured (wqhost vs Extism) | target | holds |\n|---|--:|---|---|\n")
-	comparisonRows(row, r.Headline)
+	comparisonRows(func(what, measured, goal, verdict string) {
+		p("| %s | %s | %s | %s |\n", what, measured, goal, verdict)
+	}, r.Headline, Busy(r.Machine))
+	b.WriteString(machineNote(r))
 	p("\n")
 	b.WriteString(limitsNote)
 	p("| other comparison | measured | target | holds |\n|---|--:|---|---|\n")

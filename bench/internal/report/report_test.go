@@ -262,7 +262,7 @@ func TestHeadlineComparesLikeWithLike(t *testing.T) {
 }
 
 func TestHeadlineLines(t *testing.T) {
-	lines := strings.Join(HeadlineLines(headlineSample()), "\n")
+	lines := strings.Join(HeadlineLines(headlineSample(), Machine{LoadStart: "0.50 0.40 0.30", Cores: 2}), "\n")
 	for _, want := range []string{
 		"extism same wasm per call: 6.00× (20000 vs 120000 ns per call; target ≥ 8×: no)",
 		"extism same wasm e2e: 4.50× (45000 vs 10000 msg/s, 20000 messages each; target ≥ 5×: no)",
@@ -274,7 +274,7 @@ func TestHeadlineLines(t *testing.T) {
 			t.Errorf("summary lines lack %q:\n%s", want, lines)
 		}
 	}
-	if got := strings.Join(HeadlineLines(nil), "\n"); !strings.Contains(got, "extism same wasm per call: not measured") || !strings.Contains(got, "same algorithm e2e: std-go=not measured") {
+	if got := strings.Join(HeadlineLines(nil, Machine{}), "\n"); !strings.Contains(got, "extism same wasm per call: not measured") || !strings.Contains(got, "same algorithm e2e: std-go=not measured") {
 		t.Errorf("without figures the lines must say not measured:\n%s", got)
 	}
 }
@@ -308,5 +308,29 @@ func TestCalibrate(t *testing.T) {
 	// One pass is a few instructions: far under 100 ns and above 0.01 ns on any machine.
 	if ns <= 0.01 || ns >= 100 {
 		t.Errorf("Calibrate() = %v ns per pass, want a figure for a few instructions", ns)
+	}
+}
+
+// TestBusyMachineGivesNoVerdict: with the load above the core count at the start, the
+// like-for-like targets' verdicts say the machine was busy (Extism slows more than wqhost
+// under load, so the ratios grow): the targets are for a quiet machine.
+func TestBusyMachineGivesNoVerdict(t *testing.T) {
+	r := sample()
+	r.Headline = headlineSample()
+	r.Machine.LoadStart = "21.01 18.02 14.46"
+	md := Markdown(r, nil)
+	if got := row(t, md, "same algorithm, same language, end to end"); !strings.HasSuffix(got, "| ≥ 10× | yes (busy machine: load 21.01 on 2 cores, not a verdict) |") {
+		t.Errorf("row %q: want the verdict marked busy", got)
+	}
+	if got := row(t, md, "same algorithm, same language, per call"); strings.Contains(got, "busy") {
+		t.Errorf("row %q has no target and needs no mark", got)
+	}
+	lines := strings.Join(HeadlineLines(r.Headline, r.Machine), "\n")
+	if !strings.Contains(lines, "target ≥ 8×: no (busy machine: load 21.01 on 2 cores, not a verdict)") {
+		t.Errorf("summary lines do not mark the busy machine:\n%s", lines)
+	}
+	r.Machine.LoadStart = "1.50 1.00 1.00"
+	if md := Markdown(r, nil); strings.Contains(md, "busy machine") {
+		t.Error("a quiet machine (load under the cores) is marked busy")
 	}
 }
