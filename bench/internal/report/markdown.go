@@ -60,7 +60,7 @@ func Markdown(r *Results, charts []string) string {
 
 	if len(r.PerCall) > 0 {
 		p("## Per-call cost\n\n")
-		p("One goroutine calls the handler back to back (1 KiB body for noop and vowels, a two-item transaction for billing). Time per call from a run without clock reads in the loop; p50/p99 from a second run that times each call.\n\n")
+		p("One goroutine calls the handler back to back (1 KiB body for noop and vowels, a two-item transaction for billing). Time per call from a run without clock reads in the loop; p50/p99 from a second run that times each call. Engines are measured one after the other, not in alternating rounds; the last column compares each with the `wqhost` engine of the same handler, which for vowels is the optimised table guest (`count-vowels-go`), not Extism's algorithm: the like-for-like ratios are the headline's.\n\n")
 		p("| handler | engine | per call | allocs/call | bytes/call | p50 | p99 | vs wqhost |\n|---|---|--:|--:|--:|--:|--:|--:|\n")
 		for _, x := range r.PerCall {
 			p("| %s | %s | %s | %.1f | %.0f | %s | %s | %s |\n", x.Logic, x.Engine, ns(x.NsPerCall), x.AllocsPerOp, x.BytesPerCall, dur(x.P50), dur(x.P99), versus(r.PerCall, x))
