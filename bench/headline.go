@@ -22,7 +22,7 @@ func cmdHeadline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&o.Messages, "messages", 20000, "messages per drain, the same for every engine")
 	fs.IntVar(&o.Rounds, "rounds", 5, "alternating drains per engine (the best is kept)")
 	fs.IntVar(&o.CallRounds, "call-rounds", 10, "alternating rounds of calls per engine (the fastest is kept)")
-	fs.IntVar(&o.CallsPerRound, "calls", 2000, "calls per round")
+	fs.DurationVar(&o.RoundTime, "round-time", 200*time.Millisecond, "length of a round of calls, the same for every engine")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

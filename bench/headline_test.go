@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wqhost/wqhost/bench/internal/engine"
 	"github.com/wqhost/wqhost/bench/internal/report"
@@ -34,7 +35,7 @@ func BenchmarkHeadline(b *testing.B) {
 		var err error
 		figs, err = suite.MeasureHeadline(ctx, suite.HeadlineOptions{
 			Paths: p, Stores: &suite.Stores{Dir: b.TempDir(), Repo: p.Repo},
-			Messages: shortOr(20000, 200), Rounds: shortOr(5, 1), CallRounds: shortOr(10, 1), CallsPerRound: shortOr(2000, 20),
+			Messages: shortOr(20000, 200), Rounds: shortOr(5, 1), CallRounds: shortOr(10, 1), RoundTime: time.Duration(shortOr(200, 5)) * time.Millisecond,
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -70,7 +71,7 @@ func TestHeadlineCommandPrintsTheLines(t *testing.T) {
 		t.Skip("opens every headline engine")
 	}
 	var stdout, stderr strings.Builder
-	code := run(context.Background(), []string{"headline", "--messages", "64", "--rounds", "1", "--call-rounds", "1", "--calls", "4",
+	code := run(context.Background(), []string{"headline", "--messages", "64", "--rounds", "1", "--call-rounds", "1", "--round-time", "5ms",
 		"--data-dir", t.TempDir()}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())

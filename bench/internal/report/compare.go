@@ -80,7 +80,7 @@ func (c comparison) measured(figs []suite.Figure) string {
 	if c.e2e {
 		return fmt.Sprintf("**%s** (%.0f vs %.0f msg/s; %d messages each, best of %d alternating drains)", ratio(x), fw.MsgPerSec, fx.MsgPerSec, fw.Messages, fw.Rounds)
 	}
-	return fmt.Sprintf("**%s** (%.0f vs %.0f ns; fastest of %d alternating rounds of %d calls)", ratio(x), fw.NsPerCall, fx.NsPerCall, fw.CallRounds, fw.CallsPerRound)
+	return fmt.Sprintf("**%s** (%.0f vs %.0f ns; fastest of %d alternating rounds of %s each, %d vs %d calls a round)", ratio(x), fw.NsPerCall, fx.NsPerCall, fw.CallRounds, fw.RoundTime, fw.CallsPerRound, fx.CallsPerRound)
 }
 
 // Busy says why a run's verdicts on the like-for-like targets are no verdict: the machine's
@@ -112,7 +112,7 @@ func comparisonRows(row func(what, measured, goal, verdict string), figs []suite
 }
 
 // limitsNote says what both sides of the like-for-like rows ran under.
-const limitsNote = "**Both sides of the rows above** get the same 1 KiB body, the same number of calls a round and the same messages a drain (memory queue, the same wqhost listener with 4 workers, 8 warm instances), in alternating rounds, each side's best kept; each side first answers the same message with the same bytes (checked). Limits: linear memory capped at 128 MiB on both (wqhost: the tenant default; Extism: manifest `memory.max_pages: 2048`), vars at 1 MiB on both (each one's default); wqhost with its default per-call time limit of 30 s (the fuel checks compiled into the module), Extism without a timeout (its manifest default: a timeout there is wazero's close-on-context-done, a goroutine per call, see `extism-timeout` below). Targets hold on a quiet machine; the machine line says how quiet this one was.\n\n"
+const limitsNote = "**Both sides of the rows above** get the same 1 KiB body, rounds of calls of the same length and the same messages a drain (memory queue, the same wqhost listener with 4 workers, 8 warm instances), in alternating rounds, each side's best kept; each side first answers the same message with the same bytes (checked). Limits: linear memory capped at 128 MiB on both (wqhost: the tenant default; Extism: manifest `memory.max_pages: 2048`), vars at 1 MiB on both (each one's default); wqhost with its default per-call time limit of 30 s (the fuel checks compiled into the module), Extism without a timeout (its manifest default: a timeout there is wazero's close-on-context-done, a goroutine per call, see `extism-timeout` below). Targets hold on a quiet machine; the machine line says how quiet this one was.\n\n"
 
 // HeadlineLines are the summary lines of the like-for-like contests, printed by `all`,
 // `headline` and BenchmarkHeadline: `extism same wasm per call: X`, `extism same wasm e2e: Y`,

@@ -11,7 +11,7 @@ import (
 )
 
 // A Contest is a set of engines running one logic, measured together in alternating rounds
-// with the same body, the same number of calls per round and the same number of messages per
+// with the same body, rounds of calls of the same length and the same number of messages per
 // drain on every engine: the headline comparisons (docs/benchmarks.md) are ratios of its
 // figures.
 type Contest struct {
@@ -37,12 +37,14 @@ type Figure struct {
 	NsPerCall float64 `json:"ns_per_call"`
 	// MsgPerSec is the best drain's rate (memory queue, wqhost listener, 4 workers).
 	MsgPerSec float64 `json:"msg_per_sec"`
-	// Messages per drain, Rounds of drains, CallRounds of CallsPerRound calls: the same
-	// for every engine of the contest.
-	Messages      int `json:"messages"`
-	Rounds        int `json:"rounds"`
-	CallRounds    int `json:"call_rounds"`
-	CallsPerRound int `json:"calls_per_round"`
+	// Messages per drain, Rounds of drains, CallRounds rounds of calls each about RoundTime
+	// long: the same for every engine of the contest. CallsPerRound is this engine's calls a
+	// round, as many as fill RoundTime at its pace.
+	Messages      int           `json:"messages"`
+	Rounds        int           `json:"rounds"`
+	CallRounds    int           `json:"call_rounds"`
+	RoundTime     time.Duration `json:"round_time_ns"`
+	CallsPerRound int           `json:"calls_per_round"`
 }
 
 // HeadlineOptions size MeasureHeadline.
@@ -51,8 +53,12 @@ type HeadlineOptions struct {
 	Stores   *Stores
 	Contests []Contest
 	BodySize int // bytes of text (default 1024)
-	// CallRounds rounds of CallsPerRound calls per engine for the per-call figure (10, 2000).
-	CallRounds, CallsPerRound int
+	// CallRounds rounds of about RoundTime of calls per engine for the per-call figure (10,
+	// 200 ms). Rounds of the same length, not of the same calls: on a shared machine the
+	// fastest of short rounds is likelier to miss the other jobs than the fastest of long
+	// ones, which would favour the faster engine.
+	CallRounds int
+	RoundTime  time.Duration
 	// Rounds drains of Messages per engine for the end-to-end figure (5, 20000).
 	Rounds, Messages int
 	// Progress, if set, is told what is being measured.
@@ -66,8 +72,8 @@ func (o *HeadlineOptions) defaults() {
 	if o.CallRounds <= 0 {
 		o.CallRounds = 10
 	}
-	if o.CallsPerRound <= 0 {
-		o.CallsPerRound = 2000
+	if o.RoundTime <= 0 {
+		o.RoundTime = 200 * time.Millisecond
 	}
 	if o.Rounds <= 0 {
 		o.Rounds = 5
@@ -85,8 +91,9 @@ func (o *HeadlineOptions) defaults() {
 
 // MeasureHeadline runs each contest: it checks that every engine gives the same output for
 // the same first message (fresh instances, so running totals agree), then times calls in
-// alternating rounds (each engine's fastest round kept: on a shared machine a round is slowed
-// by whatever else runs, and alternating exposes every engine to the same moments), then
+// alternating rounds of the same length (each engine's fastest round kept: on a shared
+// machine a round is slowed by whatever else runs, and alternating exposes every engine to
+// the same moments), then
 // drains the same number of messages through the wqhost listener on a memory queue in
 // alternating rounds, keeping each engine's best.
 func MeasureHeadline(ctx context.Context, o HeadlineOptions) ([]Figure, error) {
@@ -130,24 +137,38 @@ func measureContest(ctx context.Context, o HeadlineOptions, c Contest) ([]Figure
 	}
 	figs := make([]Figure, len(c.Engines))
 	best := make([]time.Duration, len(c.Engines))
+	calls := func(i, n int) (time.Duration, error) {
+		start := time.Now()
+		for range n {
+			if _, err := callers[i].Call(ctx, body); err != nil {
+				return 0, fmt.Errorf("headline %s on %s: %w", c.Logic, c.Engines[i], err)
+			}
+		}
+		return time.Since(start), nil
+	}
 	for i, k := range c.Engines {
-		figs[i] = Figure{Logic: c.Logic, Engine: k, Messages: o.Messages, Rounds: o.Rounds, CallRounds: o.CallRounds, CallsPerRound: o.CallsPerRound}
+		// The pace, from a short warm-up, sets how many calls fill a round.
+		const warm = 20
+		d, err := calls(i, warm)
+		if err != nil {
+			return nil, err
+		}
+		n := int(min(max(int64(o.RoundTime)*warm/max(int64(d), 1), 1), 1<<22))
+		figs[i] = Figure{Logic: c.Logic, Engine: k, Messages: o.Messages, Rounds: o.Rounds, CallRounds: o.CallRounds, RoundTime: o.RoundTime, CallsPerRound: n}
 		best[i] = 1 << 62
 	}
-	o.Progress(fmt.Sprintf("%s per call: %d alternating rounds of %d calls on %v", c.Logic, o.CallRounds, o.CallsPerRound, c.Engines))
+	o.Progress(fmt.Sprintf("%s per call: %d alternating rounds of about %s on %v", c.Logic, o.CallRounds, o.RoundTime, c.Engines))
 	for range o.CallRounds {
-		for i, cl := range callers {
-			start := time.Now()
-			for range o.CallsPerRound {
-				if _, err := cl.Call(ctx, body); err != nil {
-					return nil, fmt.Errorf("headline %s on %s: %w", c.Logic, c.Engines[i], err)
-				}
+		for i := range callers {
+			d, err := calls(i, figs[i].CallsPerRound)
+			if err != nil {
+				return nil, err
 			}
-			best[i] = min(best[i], time.Since(start))
+			best[i] = min(best[i], d)
 		}
 	}
 	for i := range figs {
-		figs[i].NsPerCall = float64(best[i].Nanoseconds()) / float64(o.CallsPerRound)
+		figs[i].NsPerCall = float64(best[i].Nanoseconds()) / float64(figs[i].CallsPerRound)
 	}
 	// The drains open engines of their own (8 instances, as every end-to-end run).
 	for _, cl := range callers {

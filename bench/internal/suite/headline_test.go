@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wqhost/wqhost/bench/internal/engine"
 )
@@ -17,7 +18,7 @@ func TestHeadlineContestsGiveEverySideTheSameWork(t *testing.T) {
 	paths, stores := testSetup(t)
 	contests := []Contest{{engine.Noop, []engine.Kind{engine.Extism, engine.WqhostExtism}}}
 	figs, err := MeasureHeadline(ctx, HeadlineOptions{Paths: paths, Stores: stores, Contests: contests,
-		Messages: 120, Rounds: 2, CallRounds: 2, CallsPerRound: 10})
+		Messages: 120, Rounds: 2, CallRounds: 2, RoundTime: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,8 +26,8 @@ func TestHeadlineContestsGiveEverySideTheSameWork(t *testing.T) {
 		t.Fatalf("got %d figures, want one per engine: %+v", len(figs), figs)
 	}
 	for _, f := range figs {
-		if f.Messages != 120 || f.Rounds != 2 || f.CallRounds != 2 || f.CallsPerRound != 10 {
-			t.Errorf("%s: sized %+v, want the same messages, rounds and calls as every other side", f.Engine, f)
+		if f.Messages != 120 || f.Rounds != 2 || f.CallRounds != 2 || f.RoundTime != 20*time.Millisecond || f.CallsPerRound < 1 {
+			t.Errorf("%s: sized %+v, want the same messages, rounds and round length as every other side", f.Engine, f)
 		}
 		if f.NsPerCall <= 0 || f.MsgPerSec <= 0 {
 			t.Errorf("%s: no figure: %+v", f.Engine, f)
@@ -47,7 +48,7 @@ func TestHeadlineRefusesAnEngineWithoutTheModule(t *testing.T) {
 	ctx := context.Background()
 	paths, stores := testSetup(t)
 	_, err := MeasureHeadline(ctx, HeadlineOptions{Paths: paths, Stores: stores,
-		Contests: []Contest{{engine.Billing, []engine.Kind{engine.Wqhost, engine.Extism}}}, Messages: 10, Rounds: 1, CallRounds: 1, CallsPerRound: 1})
+		Contests: []Contest{{engine.Billing, []engine.Kind{engine.Wqhost, engine.Extism}}}, Messages: 10, Rounds: 1, CallRounds: 1, RoundTime: time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "extism") {
 		t.Errorf("err = %v, want a refusal naming the engine without a billing module", err)
 	}
