@@ -38,6 +38,8 @@ type allOptions struct {
 	densityIdle  time.Duration
 	// timeLimit runs the runtime's fuel benchmarks for the time limit's cost.
 	timeLimit bool
+	// headline sizes the like-for-like contests (0 messages skips them).
+	headline suite.HeadlineOptions
 }
 
 func cmdAll(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -60,6 +62,8 @@ func cmdAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var density string
 	fs.StringVar(&density, "density", "100,1000,10000", "binding counts of the bindings sweep (host's BenchmarkDensity); empty skips it")
 	fs.DurationVar(&o.densityIdle, "density-idle", 10*time.Second, "idle wait of each bindings-sweep size before its resident memory is read")
+	fs.IntVar(&o.headline.Messages, "headline-messages", 20000, "messages per drain of the headline's like-for-like contests, the same for every engine; 0 skips them")
+	fs.IntVar(&o.headline.Rounds, "headline-rounds", 5, "alternating drains per engine in the headline's contests (the best is kept)")
 	fs.BoolVar(&o.timeLimit, "time-limit", true, "measure the time limit's cost with the runtime's fuel benchmarks (go test in the checkout)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -132,6 +136,24 @@ func measureAll(ctx context.Context, paths engine.Paths, stores *suite.Stores, o
 			fmt.Fprintf(log, "   %-8s %-16s %-12s %-8s w=%-2d %6dB  %8.0f msg/s  %.3f calls/msg\n", ro.Backend, ro.Consumer, ro.Engine, ro.Logic, ro.Workers, ro.Size, r.MsgPerSec, r.CallsPerMsg)
 		}
 		return r, err
+	}
+
+	fmt.Fprintln(log, report.MachineLine(res.Machine, "", 0))
+
+	// 0. The headline's like-for-like contests, first, while the run's own work has not yet
+	// warmed the machine.
+	if o.headline.Messages > 0 {
+		step("headline: like-for-like contests (%d messages a drain, %d rounds)", count(o.headline.Messages), o.headline.Rounds)
+		ho := o.headline
+		ho.Paths, ho.Stores, ho.Messages = paths, stores, count(ho.Messages)
+		figs, err := measureHeadline(ctx, ho, log)
+		if err != nil {
+			note(err, "headline contests")
+		}
+		res.Headline = figs
+		for _, l := range report.HeadlineLines(figs, res.Machine) {
+			fmt.Fprintln(log, "   "+l)
+		}
 	}
 
 	// 1. Per-call cost, one goroutine, every engine, in this process.
@@ -289,6 +311,11 @@ func measureAll(ctx context.Context, paths engine.Paths, stores *suite.Stores, o
 	}
 	res.Finished = time.Now().UTC()
 	res.LoadAfter = report.LoadAverage()
+	res.CalibrationAfter = report.Calibrate()
+	fmt.Fprintln(log, report.MachineLine(res.Machine, res.LoadAfter, res.CalibrationAfter))
+	for _, l := range report.HeadlineLines(res.Headline, res.Machine) {
+		fmt.Fprintln(log, l)
+	}
 	return res, nil
 }
 

@@ -81,7 +81,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var backend, cons, eng, logic string
 	fs.StringVar(&backend, "backend", "local", "queue backend: memory, local (durable SQLite) or azurite")
 	fs.StringVar(&cons, "consumer", string(consumer.Listener), "consumer: wqhost-listener, naive-loop (receive 1/process/delete) or poller-1s")
-	fs.StringVar(&eng, "engine", string(engine.Wqhost), "handler engine: go, wqhost, wqhost-notimeout, wqhost-rust, wqhost-extism (Extism's plugin in wqhost), extism or instantiate")
+	fs.StringVar(&eng, "engine", string(engine.Wqhost), "handler engine: go, wqhost, wqhost-notimeout, wqhost-rust, wqhost-tinygo, wqhost-perchar, wqhost-perchar-tinygo, wqhost-extism (Extism's plugin in wqhost), wqhost-extism-tinygo, extism, extism-tinygo, extism-timeout or instantiate")
 	fs.StringVar(&logic, "handler", string(engine.Noop), "handler logic: noop, vowels (CPU-heavy: count vowels over the body) or billing (JSON transform)")
 	fs.IntVar(&o.Messages, "messages", 10000, "messages to preload and drain")
 	fs.IntVar(&o.Size, "size", 256, "message body size in bytes (billing uses real transactions)")

@@ -25,6 +25,9 @@ Usage:
                             calls per message, CPU, RSS (progress bar on stderr)
   wqbench percall [flags]   per-call cost of every engine, same handler logic, one run
   wqbench idle    [flags]   queue calls while idle: listener vs naive loop vs 1 s poller
+  wqbench headline [flags]  the headline's like-for-like rows alone: Extism's own plugins in
+                            wqhost and in the go-sdk, the same algorithm per language,
+                            dispatch only (same messages and memory cap on both sides)
   wqbench tinygo            the TinyGo handlers against Extism (per call, end to end) and
                             the pooled no-op against a raw wazero call (BenchmarkTinyGo)
   wqbench drain   [flags]   local drain: wqhost's local store vs River (PostgreSQL, SQLite) vs
@@ -55,7 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
 		"run": cmdRun, "percall": cmdPerCall, "idle": cmdIdle, "all": cmdAll, "charts": cmdCharts,
-		"tinygo": cmdTinyGo, "drain": cmdDrain,
+		"tinygo": cmdTinyGo, "drain": cmdDrain, "headline": cmdHeadline,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

@@ -22,7 +22,9 @@ import (
 // pooled TinyGo noop against a raw wazero call of the same export (no pool, no time limit:
 // the floor), the ratio from their fastest of 40 alternating rounds (fastestRounds); and
 // vowels end to end, the best of three alternating drains of each (memory queue, wqhost listener, 4 workers) against
-// Extism's count_vowels. It prints the ratios the docs quote. Run:
+// Extism's count_vowels, the same messages on both sides (count-vowels-tinygo is the optimised
+// table guest, not Extism's algorithm: the like-for-like rows are BenchmarkHeadline's). It
+// prints the ratios the docs quote. Run:
 //
 //	cd bench && go test -run '^$' -bench TinyGo
 func BenchmarkTinyGo(b *testing.B) {
@@ -85,10 +87,7 @@ func BenchmarkTinyGo(b *testing.B) {
 		for range shortOr(3, 1) {
 			for _, k := range []engine.Kind{engine.WqhostTinyGo, engine.Extism} {
 				stores := &suite.Stores{Dir: b.TempDir(), Repo: p.Repo}
-				n := shortOr(20000, 2000)
-				if k == engine.Extism {
-					n = shortOr(4000, 400)
-				}
+				n := shortOr(20000, 2000) // the same on both sides
 				r, err := suite.Run(ctx, stores, p, suite.RunOptions{Backend: suite.Memory, Consumer: consumer.Listener,
 					Engine: k, Logic: engine.Vowels, Messages: n, Size: 1024, Workers: 4, Push: true, Timeout: 3 * time.Minute})
 				if err != nil {
@@ -118,7 +117,7 @@ func BenchmarkTinyGo(b *testing.B) {
 			b.ReportMetric(t/r, "x-pooled/raw")
 		}
 		if t, x := e2e[engine.WqhostTinyGo], e2e[engine.Extism]; t > 0 && x > 0 {
-			fmt.Printf("tinygo vowels end to end vs extism: %.1f× (%.0f msg/s vs %.0f msg/s; target >= 5×)\n", t/x, t, x)
+			fmt.Printf("tinygo vowels (optimised handler, not Extism's algorithm) end to end vs extism: %.1f× (%.0f msg/s vs %.0f msg/s; no target: the headline's same-algorithm rows are BenchmarkHeadline's)\n", t/x, t, x)
 			b.ReportMetric(t/x, "x-e2e-tinygo/extism")
 		}
 	})

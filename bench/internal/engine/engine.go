@@ -45,9 +45,14 @@ const (
 	Wqhost Kind = "wqhost"
 	// WqhostNoTimeout is the same pool with the time limit off.
 	WqhostNoTimeout Kind = "wqhost-notimeout"
-	// WqhostRust is wqhost's pool with the Rust-SDK handler and the time limit off: the
-	// like-for-like match for Extism's count_vowels, a Rust plugin run without a timeout.
+	// WqhostRust is wqhost's pool with the Rust-SDK handler (count-vowels-rust, the same
+	// char-by-char test as Extism's Rust count_vowels plugin) and the default time limit on.
 	WqhostRust Kind = "wqhost-rust"
+	// WqhostPerChar is wqhost's pool with count-vowels-perchar-go, standard Go testing each
+	// char against the vowel list as Extism's plugin does, the default time limit on.
+	WqhostPerChar Kind = "wqhost-perchar"
+	// WqhostPerCharTinyGo is the same per-char source built by TinyGo.
+	WqhostPerCharTinyGo Kind = "wqhost-perchar-tinygo"
 	// WqhostTinyGo is wqhost's pool with the same Go-SDK handler built by TinyGo
 	// (-scheduler=none -no-debug, examples/handlers/*-tinygo) and the default time limit on.
 	WqhostTinyGo Kind = "wqhost-tinygo"
@@ -63,10 +68,26 @@ const (
 	// WqhostExtism is Extism's own plugin (the same file the Extism engine runs) in wqhost's
 	// pool under abi extism, with the default time limit on: Extism plugins unchanged.
 	WqhostExtism Kind = "wqhost-extism"
+	// WqhostExtismTinyGo is the project's TinyGo Extism plugin
+	// (examples/handlers/extism-vowels-tinygo) in wqhost's pool under abi extism, the default
+	// time limit on.
+	WqhostExtismTinyGo Kind = "wqhost-extism-tinygo"
+	// ExtismTinyGo is the same file in Extism's Go SDK, as Extism runs it.
+	ExtismTinyGo Kind = "extism-tinygo"
 )
 
+// MemoryPages is the linear memory cap of every engine, in 64 KiB pages: wqhost's tenant
+// default (128 MiB), given to Extism's plugins too (manifest memory.max_pages), so that
+// neither side runs with more room than the other.
+const MemoryPages = wqruntime.DefaultMemoryPages
+
+// DefaultTimeout is the per-call time limit of the wqhost engines that run with one: the
+// host's default (pool.timeout).
+const DefaultTimeout = 30 * time.Second
+
 // Kinds lists every engine, floor first.
-var Kinds = []Kind{Go, Wqhost, WqhostNoTimeout, WqhostRust, WqhostTinyGo, Extism, ExtismTimeout, Instantiate}
+var Kinds = []Kind{Go, Wqhost, WqhostNoTimeout, WqhostRust, WqhostTinyGo, WqhostPerChar, WqhostPerCharTinyGo,
+	WqhostExtism, WqhostExtismTinyGo, Extism, ExtismTinyGo, ExtismTimeout, Instantiate}
 
 // Caller runs one message through the logic. Call is safe for up to the concurrency the
 // caller was opened with; more callers wait.
@@ -102,6 +123,12 @@ func (p Paths) wqhostModule(l Logic, k Kind) (string, error) {
 	switch k {
 	case WqhostRust:
 		name = map[Logic]string{Vowels: "count-vowels-rust"}[l]
+	case WqhostPerChar:
+		name = map[Logic]string{Vowels: "count-vowels-perchar-go"}[l]
+	case WqhostPerCharTinyGo:
+		name = map[Logic]string{Vowels: "count-vowels-perchar-tinygo"}[l]
+	case WqhostExtismTinyGo, ExtismTinyGo:
+		name = map[Logic]string{Vowels: "extism-vowels-tinygo"}[l]
 	case WqhostTinyGo:
 		name = map[Logic]string{Noop: "noop-tinygo", Vowels: "count-vowels-tinygo", Billing: "billing-tinygo"}[l]
 	}
@@ -119,36 +146,36 @@ func Open(ctx context.Context, k Kind, l Logic, conc int, p Paths) (Caller, erro
 	switch k {
 	case Go:
 		return openNative(l)
-	case Wqhost, WqhostNoTimeout, WqhostRust, WqhostTinyGo, Instantiate:
+	case Wqhost, WqhostNoTimeout, WqhostRust, WqhostTinyGo, WqhostPerChar, WqhostPerCharTinyGo, Instantiate:
 		path, err := p.wqhostModule(l, k)
 		if err != nil {
 			return nil, fmt.Errorf("engine %s, logic %s: %w", k, l, err)
 		}
 		cfg := wqruntime.PoolConfig{
 			Binding: "bench", OutputQueue: "out", MinInstances: conc, MaxInstances: conc,
-			Timeout: 30 * time.Second, Config: map[string]string{"tax_rate": "0.2"},
+			Timeout: DefaultTimeout, Config: map[string]string{"tax_rate": "0.2"},
 		}
 		switch k {
-		case WqhostNoTimeout, WqhostRust:
+		case WqhostNoTimeout:
 			cfg.Timeout = 0
 		case Instantiate:
 			cfg.MinInstances, cfg.MaxUses = 0, 1
 		}
 		return openWqhost(ctx, path, p.CacheDir, cfg)
-	case WqhostExtism:
-		file, fn, err := extismPlugin(l)
+	case WqhostExtism, WqhostExtismTinyGo:
+		path, fn, err := p.extismPlugin(l, k)
 		if err != nil {
 			return nil, fmt.Errorf("engine %s, logic %s: %w", k, l, err)
 		}
 		cfg := wqruntime.PoolConfig{
 			Binding: "bench", OutputQueue: "out", MinInstances: conc, MaxInstances: conc,
-			Timeout: 30 * time.Second, Function: fn,
+			Timeout: DefaultTimeout, Function: fn,
 		}
-		return openWqhostABI(ctx, filepath.Join(p.ExtismWasm, file), p.CacheDir, cfg, wqruntime.ABIExtism)
-	case Extism:
-		return openExtism(ctx, l, conc, 0, p)
+		return openWqhostABI(ctx, path, p.CacheDir, cfg, wqruntime.ABIExtism)
+	case Extism, ExtismTinyGo:
+		return openExtism(ctx, k, l, conc, 0, p)
 	case ExtismTimeout:
-		return openExtism(ctx, l, conc, 30*time.Second, p)
+		return openExtism(ctx, k, l, conc, DefaultTimeout, p)
 	default:
 		return nil, fmt.Errorf("engine %q: unknown (want one of %v)", k, Kinds)
 	}
@@ -186,7 +213,7 @@ func openWqhostABI(ctx context.Context, path, cacheDir string, cfg wqruntime.Poo
 		_ = e.Close(ctx)
 		return nil, err
 	}
-	t, err := e.Tenant("bench", wqruntime.TenantLimits{})
+	t, err := e.Tenant("bench", wqruntime.TenantLimits{MemoryPages: MemoryPages})
 	if err != nil {
 		_ = e.Close(ctx)
 		return nil, err

@@ -62,7 +62,7 @@ func TestSameLogicEverywhere(t *testing.T) {
 			}
 			want = append(want, out)
 		}
-		for _, k := range append(Kinds[1:], WqhostExtism) {
+		for _, k := range Kinds[1:] {
 			t.Run(string(l)+"/"+string(k), func(t *testing.T) {
 				c, err := Open(ctx, k, l, 1, p)
 				if errors.Is(err, ErrUnsupported) {

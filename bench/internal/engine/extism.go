@@ -19,31 +19,51 @@ type extismCaller struct {
 	all      []*extism.Plugin
 }
 
-// extismPlugin is the go-sdk plugin and function of a logic.
-func extismPlugin(l Logic) (file, fn string, err error) {
+// extismPlugin is the Extism plugin file and function engine k runs for logic l: the go-sdk's
+// own plugins (noop.wasm, count_vowels.wasm), or for the TinyGo engines the project's
+// examples/handlers/extism-vowels-tinygo.
+func (p Paths) extismPlugin(l Logic, k Kind) (path, fn string, err error) {
+	if k == WqhostExtismTinyGo || k == ExtismTinyGo {
+		if l != Vowels {
+			return "", "", ErrUnsupported
+		}
+		path, err := p.wqhostModule(l, k)
+		return path, "count_vowels", err
+	}
 	switch l {
 	case Noop:
-		return "noop.wasm", "run_test", nil
+		return filepath.Join(p.ExtismWasm, "noop.wasm"), "run_test", nil
 	case Vowels:
-		return "count_vowels.wasm", "count_vowels", nil
+		return filepath.Join(p.ExtismWasm, "count_vowels.wasm"), "count_vowels", nil
 	}
 	return "", "", ErrUnsupported
 }
 
-func openExtism(ctx context.Context, l Logic, conc int, timeout time.Duration, paths Paths) (*extismCaller, error) {
-	file, fn, err := extismPlugin(l)
+// openExtism opens engine k (an Extism kind) for logic l in Extism's Go SDK.
+func openExtism(ctx context.Context, k Kind, l Logic, conc int, timeout time.Duration, paths Paths) (*extismCaller, error) {
+	path, fn, err := paths.extismPlugin(l, k)
 	if err != nil {
-		return nil, fmt.Errorf("engine extism, logic %s: %w", l, err)
+		return nil, fmt.Errorf("engine %s, logic %s: %w", k, l, err)
 	}
+	return openExtismFile(ctx, path, fn, conc, timeout, paths.CacheDir)
+}
+
+// openExtismFile opens the plugin at path for calls of fn in Extism's Go SDK, its linear
+// memory capped at MemoryPages (manifest memory.max_pages) as wqhost's tenants are, its vars
+// and HTTP responses at Extism's defaults, and timeout as the manifest's (0: none, Extism's
+// default).
+func openExtismFile(ctx context.Context, path, fn string, conc int, timeout time.Duration, cacheDir string) (*extismCaller, error) {
+	file := filepath.Base(path)
 	m := extism.Manifest{
-		Wasm:    []extism.Wasm{extism.WasmFile{Path: filepath.Join(paths.ExtismWasm, file)}},
+		Wasm:    []extism.Wasm{extism.WasmFile{Path: path}},
 		Timeout: uint64(timeout / time.Millisecond),
+		Memory:  &extism.ManifestMemory{MaxPages: MemoryPages, MaxHttpResponseBytes: -1, MaxVarBytes: -1},
 	}
 	rc := wazero.NewRuntimeConfig()
-	if paths.CacheDir != "" {
-		cache, err := wazero.NewCompilationCacheWithDir(paths.CacheDir)
+	if cacheDir != "" {
+		cache, err := wazero.NewCompilationCacheWithDir(cacheDir)
 		if err != nil {
-			return nil, fmt.Errorf("engine extism: compilation cache %s: %w", paths.CacheDir, err)
+			return nil, fmt.Errorf("engine extism: compilation cache %s: %w", cacheDir, err)
 		}
 		rc = rc.WithCompilationCache(cache)
 	}

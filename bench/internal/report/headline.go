@@ -41,20 +41,14 @@ var (
 	tightLoop  = target{"≤ 1.3×", 1.3, true}
 	goHeavy    = target{"≤ 1.05×", 1.05, true}
 	noTarget   = target{}
-	issueNames = struct{ stdGo, drain, river, timeLimit string }{
-		"e2e vowels std-go vs extism", "local drain msg/s", "local drain vs River", "time limit cost",
+	issueNames = struct{ drain, river, timeLimit string }{
+		"local drain msg/s", "local drain vs River", "time limit cost",
 	}
 )
 
 // targetRows are the Performance issue's targets, one row each, always present: a figure
 // this run lacks reads "not measured".
 func targetRows(row func(what, measured string, t target, v float64), r *Results) {
-	// Standard Go against Extism end to end, each with its default (wqhost: the time limit on).
-	if g, x := msgPerSec(r.Engines, engine.Vowels, engine.Wqhost), msgPerSec(r.Engines, engine.Vowels, engine.Extism); g > 0 && x > 0 {
-		row(issueNames.stdGo+": wqhost standard-Go guest with its default time limit ÷ Extism without", fmt.Sprintf("**%s** (%.0f vs %.0f msg/s)", ratio(g/x), g, x), atLeast5, g/x)
-	} else {
-		row(issueNames.stdGo, notMeasured, atLeast5, 0)
-	}
 	w := drain.Find(r.Drain, "wqhost", false)
 	if w != nil {
 		ceiling := ""
@@ -98,50 +92,33 @@ func headline(b *strings.Builder, r *Results) {
 		p("| %s | %s | %s | %s |\n", what, measured, t.Text, t.holds(v))
 	}
 	p("## Headline (this run)\n\n")
-	p("Each row with a target says whether this run met it (*not measured*: the run has no figure for it; see Notes at the end).\n\n")
-	p("| comparison | measured | target | holds |\n|---|--:|---|---|\n")
+	p("Each row says what it compares, wqhost's figure first (per call: Extism's time ÷ wqhost's; end to end: wqhost's msg/s ÷ Extism's), and, with a target, whether this run met it (*not measured*: the run has no figure for it; see Notes at the end).\n\n")
+	p("| comparison | measured (wqhost vs Extism) | target | holds |\n|---|--:|---|---|\n")
+	comparisonRows(func(what, measured, goal, verdict string) {
+		p("| %s | %s | %s | %s |\n", what, measured, goal, verdict)
+	}, r.Headline, Busy(r.Machine))
+	b.WriteString(machineNote(r))
+	p("\n")
+	b.WriteString(limitsNote)
+	p("| other comparison | measured | target | holds |\n|---|--:|---|---|\n")
 	targetRows(row, r)
 	if x := suite.Ratio(r.PerCall, engine.Noop, engine.Extism, engine.WqhostNoTimeout); x > 0 {
-		row("no-op call, neither with a time limit (like for like): Extism ÷ wqhost pooled", "**"+ratio(x)+"**", atLeast20, x)
+		row("dispatch only, no-op call, neither with a time limit: Extism (`noop.wasm`) ÷ wqhost pooled (`noop-go`)", "**"+ratio(x)+"**", atLeast20, x)
 	}
 	if x := suite.Ratio(r.PerCall, engine.Noop, engine.ExtismTimeout, engine.Wqhost); x > 0 {
-		row("no-op call, both with a per-call time limit: Extism ÷ wqhost pooled", "**"+ratio(x)+"**", atLeast20, x)
+		row("dispatch only, no-op call, both with a per-call time limit: Extism ÷ wqhost pooled", "**"+ratio(x)+"**", atLeast20, x)
 	}
 	for _, c := range []struct {
 		what     string
 		l        engine.Logic
 		num, den engine.Kind
 	}{
-		{"no-op call: Extism without a limit ÷ wqhost with its default limit", engine.Noop, engine.Extism, engine.Wqhost},
-		{"no-op call: instantiate-per-message ÷ wqhost pooled", engine.Noop, engine.Instantiate, engine.Wqhost},
-		{"no-op call: wqhost pooled ÷ plain Go (the sandbox's price)", engine.Noop, engine.Wqhost, engine.Go},
-		{"count-vowels call, both Rust, no time limits: Extism ÷ wqhost", engine.Vowels, engine.Extism, engine.WqhostRust},
-		{"count-vowels call, Extism (Rust, no limit) ÷ wqhost (Go guest, default limit)", engine.Vowels, engine.Extism, engine.Wqhost},
-		{"no-op call: Extism without a limit ÷ wqhost TinyGo guest with its default limit", engine.Noop, engine.Extism, engine.WqhostTinyGo},
+		{"dispatch only, no-op call: Extism without a limit ÷ wqhost with its default limit", engine.Noop, engine.Extism, engine.Wqhost},
+		{"dispatch only, no-op call: instantiate-per-message ÷ wqhost pooled", engine.Noop, engine.Instantiate, engine.Wqhost},
+		{"dispatch only, no-op call: wqhost pooled ÷ plain Go (the sandbox's price)", engine.Noop, engine.Wqhost, engine.Go},
 	} {
 		if x := suite.Ratio(r.PerCall, c.l, c.num, c.den); x > 0 {
 			row(c.what, ratio(x), noTarget, x)
-		}
-	}
-	for _, l := range engine.Logics {
-		e := msgPerSec(r.Engines, l, engine.Extism)
-		if e == 0 {
-			continue
-		}
-		if tg := msgPerSec(r.Engines, l, engine.WqhostTinyGo); tg > 0 {
-			row(fmt.Sprintf("end to end, %s: wqhost TinyGo guest with its default time limit ÷ Extism without", l), fmt.Sprintf("**%s** (%.0f vs %.0f msg/s)", ratio(tg/e), tg, e), atLeast5, tg/e)
-		}
-		// Like for like: no time limit on either side, and for vowels the same language as
-		// Extism's plugin (Rust) where that module exists.
-		like, likeName := msgPerSec(r.Engines, l, engine.WqhostRust), "both Rust, no time limits"
-		if like == 0 {
-			like, likeName = msgPerSec(r.Engines, l, engine.WqhostNoTimeout), "no time limits"
-		}
-		if like > 0 {
-			row(fmt.Sprintf("end to end, %s, like for like (%s): wqhost msg/s ÷ Extism msg/s", l, likeName), fmt.Sprintf("**%s** (%.0f vs %.0f msg/s)", ratio(like/e), like, e), above1, like/e)
-		}
-		if w := msgPerSec(r.Engines, l, engine.Wqhost); w > 0 && l != engine.Vowels { // vowels: the target row above
-			row(fmt.Sprintf("end to end, %s: wqhost standard-Go guest with its default time limit ÷ Extism without", l), fmt.Sprintf("%s (%.0f vs %.0f msg/s)", ratio(w/e), w, e), noTarget, w/e)
 		}
 	}
 	if js := drain.Find(r.Drain, "jetstream", true); js != nil {
@@ -159,9 +136,13 @@ func headline(b *strings.Builder, r *Results) {
 	if !hasBackend(r, suite.Azurite) {
 		row("Azurite rows", notMeasured, noTarget, 0)
 	}
+	b.WriteString(machineNote(r))
 	p("\n")
 	p("**The per-call time limit** is a fuel counter the runtime adds to a wqhost/v1 or Extism-ABI module at load (`runtime/instrument.go`): checks at function entries and loop headers, and a call into the host when the fuel runs out, which ends the call once its time is up. Its price is the *time limit cost* rows above (the same code with and without the checks, from the runtime's benchmarks). The `wqhost` and `wqhost-notimeout` engines below both run the instrumented module (the pool's `Timeout` only sets the deadline), so their difference is not the time limit's cost. Extism's own limit (`extism-timeout`) is wazero's close-on-context-done, which starts a watchdog goroutine per call and leaves compiled code for Go at every loop back-edge.\n\n")
-	timeLimitCases(b, r.TimeLimit)
+	if len(r.TimeLimit.Cases) > 0 {
+		timeLimitCases(b, r.TimeLimit)
+		b.WriteString(machineNote(r) + "\n")
+	}
 }
 
 // caseNotes say what each case of the runtime's fuel benchmark runs.
@@ -189,5 +170,5 @@ func timeLimitCases(b *strings.Builder, tl TimeLimitCost) {
 		}
 		fmt.Fprintf(b, "| %s | %.2f× |\n", name, c.Ratio)
 	}
-	fmt.Fprintf(b, "\n")
+	fmt.Fprintf(b, "\nThese ratios depend on the CPU: the checks' cost is a matter of how the core runs a load, a subtraction, a store and a branch beside the guest's own code, so the same cases differ between CPU generations (see the machine line).\n")
 }

@@ -34,25 +34,38 @@ func Markdown(r *Results, charts []string) string {
 	p("- for the durable local queue, **River** (github.com/riverqueue/river v0.51.2, at its own benchmark's settings) on PostgreSQL (riverpgxv5, where its users run it) and on SQLite (riversqlite), and a **plain JetStream pull consumer** (nats.go's jetstream package on an embedded nats-server);\n")
 	p("- on the queue side, a **naive loop** (receive 1 / process / delete, 100 ms sleep when empty, one goroutine per worker) and a **fixed 1-second poller** (receive 32, handle them concurrently, delete one by one, sleep 1 s when empty).\n\n")
 	p("## Regenerate\n\n```sh\n%s\n```\n\n", cmd)
-	p("It measures everything below, writes this file, the charts in `docs/img/bench-*.png` and the raw numbers in `docs/img/results.json` (this run took %s on the machine below; its load average says how busy it was). `go run . charts --out ../docs` re-renders the file and charts from `results.json` without measuring. Pieces run on their own: `go run . percall`, `go run . run --help` (one workload with a progress bar), `go run . idle`, `go run . drain` (the local drain against River and JetStream). The time limit's cost and the bindings sweep are the root module's benchmarks (`BenchmarkFuel*` in `runtime/`, `BenchmarkDensity` in `host/`), run by `all` with `go test` in the checkout. The per-call ratios are also Go benchmarks:\n\n", r.Finished.Sub(r.Started).Round(time.Second))
+	p("It measures everything below, writes this file, the charts in `docs/img/bench-*.png` and the raw numbers in `docs/img/results.json` (this run took %s on the machine below; its load average says how busy it was). `go run . charts --out ../docs` re-renders the file and charts from `results.json` without measuring. Pieces run on their own: `go run . headline` (the headline's like-for-like rows and their summary lines, a few minutes; also `go test -run '^$' -bench Headline -benchtime 1x`), `go run . percall`, `go run . run --help` (one workload with a progress bar), `go run . idle`, `go run . drain` (the local drain against River and JetStream). The time limit's cost and the bindings sweep are the root module's benchmarks (`BenchmarkFuel*` in `runtime/`, `BenchmarkDensity` in `host/`), run by `all` with `go test` in the checkout. The per-call ratios are also Go benchmarks:\n\n", r.Finished.Sub(r.Started).Round(time.Second))
 	p("```sh\ncd bench && go test -run '^$' -bench .\n```\n\n")
 	p("`BenchmarkPerCall/<handler>/<engine>` times each engine and `BenchmarkPerCall/<handler>/ratios` reports `x-extism/wqhost`, `x-instantiate/wqhost` and `x-wqhost/go` as metrics. `bench/` is its own Go module (`replace github.com/wqhost/wqhost => ../`) so Extism and gonum/plot never become dependencies of wqhost.\n\n")
 
 	m := r.Machine
 	p("## Machine\n\n")
-	p("| | |\n|---|---|\n| CPU | %s, %d cores |\n| memory | %.0f GiB |\n| OS | %s |\n| Go | %s |\n| load average (1/5/15 min) at start | %s |\n| load average at end | %s |\n| run | %s to %s UTC |\n\n",
-		m.CPU, m.Cores, m.MemoryGiB, m.Kernel, m.Go, m.LoadStart, r.LoadAfter, r.Started.Format("2006-01-02 15:04:05"), r.Finished.Format("15:04:05"))
+	cpu := fmt.Sprintf("%s, %d cores", m.CPU, m.Cores)
+	if m.Family != "" {
+		cpu = fmt.Sprintf("%s (family %s, model %s, stepping %s), %d cores", m.CPU, m.Family, m.Model, m.Stepping, m.Cores)
+	}
+	clock, cal := "not recorded by this run", "not measured by this run"
+	if m.MHz > 0 {
+		clock = fmt.Sprintf("%.0f MHz (`/proc/cpuinfo` at the start)", m.MHz)
+	}
+	if m.CalibrationNs > 0 {
+		cal = fmt.Sprintf("%.3f ns per pass of a counting loop at the start, %.3f at the end (`report.Calibrate`: about one cycle a pass, fastest of 20 rounds)", m.CalibrationNs, r.CalibrationAfter)
+	}
+	p("| | |\n|---|---|\n| CPU | %s |\n| clock | %s |\n| calibration | %s |\n| memory | %.0f GiB |\n| OS | %s |\n| Go | %s |\n| load average (1/5/15 min) at start | %s |\n| load average at end | %s |\n| run | %s to %s UTC |\n\n",
+		cpu, clock, cal, m.MemoryGiB, m.Kernel, m.Go, m.LoadStart, r.LoadAfter, r.Started.Format("2006-01-02 15:04:05"), r.Finished.Format("15:04:05"))
+	p("**The CPU matters.** A model name such as \"AMD EPYC\" covers generations whose speed per cycle differs by several times, and what the time limit's fuel checks cost depends on the core (on one 2 GHz EPYC the `call` case costs about 2×, on a faster one 1.14×): compare figures only with the machine line printed under each table, and scale absolute ones by the calibration.\n\n")
 	p("**Noise.** This is a shared 2-core machine; other jobs were running during the run (see the load average), so absolute figures move by tens of percent from run to run. The comparisons are taken in one process, back to back, so ratios are steadier than absolutes, but treat any single figure as ±30%%.\n\n")
 
 	headline(&b, r)
 
 	if len(r.PerCall) > 0 {
 		p("## Per-call cost\n\n")
-		p("One goroutine calls the handler back to back (1 KiB body for noop and vowels, a two-item transaction for billing). Time per call from a run without clock reads in the loop; p50/p99 from a second run that times each call.\n\n")
+		p("One goroutine calls the handler back to back (1 KiB body for noop and vowels, a two-item transaction for billing). Time per call from a run without clock reads in the loop; p50/p99 from a second run that times each call. Engines are measured one after the other, not in alternating rounds; the last column compares each with the `wqhost` engine of the same handler, which for vowels is the optimised table guest (`count-vowels-go`), not Extism's algorithm: the like-for-like ratios are the headline's.\n\n")
 		p("| handler | engine | per call | allocs/call | bytes/call | p50 | p99 | vs wqhost |\n|---|---|--:|--:|--:|--:|--:|--:|\n")
 		for _, x := range r.PerCall {
 			p("| %s | %s | %s | %.1f | %.0f | %s | %s | %s |\n", x.Logic, x.Engine, ns(x.NsPerCall), x.AllocsPerOp, x.BytesPerCall, dur(x.P50), dur(x.P99), versus(r.PerCall, x))
 		}
+		b.WriteString(machineNote(r))
 		img(ChartPerCall, "per-call cost by engine")
 		p("\n")
 	}
@@ -61,6 +74,7 @@ func Markdown(r *Results, charts []string) string {
 		p("## End to end by engine\n\n")
 		p("The same wqhost listener (4 workers, batches of 32) drains an in-memory queue whose handler runs on each engine with %d warm instances; the in-memory queue keeps the store out of the picture so the host's cost shows. Handler latency is the call itself, not the wait for a free instance.\n\n", firstInstances(r.Engines))
 		runTable(&b, r.Engines, false)
+		b.WriteString(machineNote(r))
 		img(ChartEngines, "end-to-end msg/s by engine")
 		p("\n")
 	}
@@ -69,6 +83,7 @@ func Markdown(r *Results, charts []string) string {
 		p("## Listener vs naive loop vs 1-second poller\n\n")
 		p("Each consumer drains the same preloaded queue with the same no-op wqhost handler, 4 workers (the poller has one). Queue calls are counted at the queue API; on Azure each is a billed storage transaction. The local backend gives the listener batched deletes (one transaction per batch) and wake-ups; Azure has neither, so there the listener deletes one by one like the others. Every Azurite run gets a fresh emulator (in memory). Azurite is a single Node.js process sharing the two cores with the benchmark; when the machine is busy it answers slowly and some runs have stalled on requests left unanswered until the client's 30 s try timeout (such rows are marked *timed out*), so its absolute figures say little about Azure itself: read the calls per message, which do not depend on speed.\n\n")
 		runTable(&b, r.Consumers, true)
+		b.WriteString(machineNote(r))
 		img(ChartConsumers, "throughput by consumer")
 		img(ChartCalls, "queue calls per message by consumer")
 		p("\n")
@@ -81,6 +96,7 @@ func Markdown(r *Results, charts []string) string {
 		for _, x := range r.Idle {
 			p("| %s | %s | %d in %.0f s | %d | %.0f |\n", x.Backend, x.Consumer, x.Calls.Transactions, x.Seconds, x.Calls.Wait, x.PerHour)
 		}
+		b.WriteString(machineNote(r))
 		if !hasIdle(r, suite.Azurite) {
 			p("\n**TODO (Azurite):** no idle rows for Azurite in this run (see Notes at the end); `go run . idle --backend azurite` measures them on their own.\n")
 		}
@@ -88,26 +104,31 @@ func Markdown(r *Results, charts []string) string {
 		p("\n")
 	}
 
+	// The sections below write their own tables; the machine line follows each.
 	if len(r.Drain) > 0 {
 		drainSection(&b, r.Drain, r.DrainFsync, r.DrainLoad, img)
+		b.WriteString(machineNote(r) + "\n")
 	}
 	if len(r.Scaling) > 0 {
 		scalingSection(&b, r.Scaling, img)
+		b.WriteString(machineNote(r) + "\n")
 	}
 	if len(r.Sizes) > 0 {
 		sizesSection(&b, r.Sizes, img)
+		b.WriteString(machineNote(r) + "\n")
 	}
 	if len(r.Density) > 0 {
 		densitySection(&b, r.Density, img)
+		b.WriteString(machineNote(r) + "\n")
 	}
 
 	p("## What is compared, exactly\n\n")
 	p("| handler | wqhost module | Extism plugin | Go floor |\n|---|---|---|---|\n")
 	p("| noop | `examples/handlers/noop-go` (standard Go, `wqhost_handle` returns OK without reading the body) | go-sdk `wasm/noop.wasm` (TinyGo), export `run_test` | empty function |\n")
-	p("| vowels (CPU-heavy) | `examples/handlers/count-vowels-go` and `count-vowels-rust`: count the body's chars found in the `vowels` config (default `aeiouAEIOU`), keep a running total per instance, emit `{\"count\":N,\"total\":N,\"vowels\":\"...\"}` | go-sdk `wasm/count_vowels.wasm` (Rust), the same logic and output byte for byte (checked by `bench/internal/engine`'s `TestSameLogicEverywhere`) | same logic in Go |\n")
+	p("| vowels (CPU-heavy) | count the body's chars found in the `vowels` config (default `aeiouAEIOU`), keep a running total per instance, emit `{\"count\":N,\"total\":N,\"vowels\":\"...\"}`. Same algorithm as Extism's plugin (each char tested against the vowel list): `examples/handlers/count-vowels-perchar-go` (standard Go and TinyGo builds) and `count-vowels-rust`. Optimised: `count-vowels-go` (a 256-entry table, eight bytes a pass; standard Go and TinyGo builds). Extism plugins run in wqhost unchanged (`abi: extism`): go-sdk `count_vowels.wasm` and `examples/handlers/extism-vowels-tinygo` | go-sdk `wasm/count_vowels.wasm` (Rust PDK), and `extism-vowels-tinygo.wasm`, the same logic and output byte for byte (checked by `bench/internal/engine`'s `TestSameLogicEverywhere`, and by each headline contest before it measures) | same logic in Go (the table) |\n")
 	p("| billing (JSON transform) | `examples/handlers/billing-go`: decode a transaction, price it with `tax_rate` 0.2, emit a priced line | none (Extism ships no such plugin) | same logic in Go |\n\n")
-	p("The vowels handlers agree on every output byte but not on the algorithm: the Go handler (built by standard Go and by TinyGo) prepares a 128-entry table of the vowels once per instance and makes no call per byte, as [docs/handlers.md](handlers.md) advises, while the Rust handler and Extism's plugin test each char against the vowel list. The obvious Go loop (`strings.ContainsRune` per rune) makes three calls per byte that standard Go does not inline and costs about ten times more per KiB; rows that compare the same algorithm across engines are the *like for like* ones (`wqhost-rust` against `extism`).\n\n")
-	p("Engines: `wqhost` is `runtime.Pool` with its default per-call time limit on; `wqhost-notimeout` the same pool with `Timeout` 0 (no deadline; the module is the same fuel-instrumented one, so the pair does not price the time limit: the *time limit cost* rows do); `wqhost-rust` the pool running the Rust-SDK module with the time limit off (Extism's count_vowels is Rust and Extism runs without a timeout unless the manifest sets one, so this row compares like with like); `extism` is one compiled plugin with one instance per concurrent caller (an Extism `Plugin` is not safe for concurrent use), no timeout (the manifest default); `extism-timeout` the same with a 30 s manifest timeout, Extism's per-call time limit (per-call table only); `instantiate` creates and closes a module instance per message. Extism's Go-compiled `count_vowels_std.wasm` is a WASI command whose `_start` exits, so it can serve one call per instance and is not used. `wqhost-tinygo` is the pool with its default time limit running the same Go-SDK source built by TinyGo 0.41 (`-scheduler=none -no-debug`, `examples/handlers/*-tinygo`); the other wqhost Go rows are built with standard Go (`GOOS=wasip1`, `-buildmode=c-shared`), which carries a larger runtime.\n\n")
+	p("The vowels handlers agree on every output byte but not all on the algorithm: `count-vowels-go` is written the way [docs/handlers.md](handlers.md) advises (no call per byte, eight bytes a pass), which is why its rows are labelled *optimised handler* and carry no target; the *same algorithm* rows compare guests that test each char against the vowel list as Extism's plugin does, and the *same .wasm* rows run one file in both hosts.\n\n")
+	p("Engines: `wqhost` is `runtime.Pool` with its default per-call time limit (30 s) on; `wqhost-notimeout` the same pool with `Timeout` 0 (no deadline; the module is the same fuel-instrumented one, so the pair does not price the time limit: the *time limit cost* rows do); `wqhost-rust`, `wqhost-perchar` (standard Go) and `wqhost-perchar-tinygo` the pool with its default time limit running the per-char guests; `wqhost-extism` and `wqhost-extism-tinygo` the pool with its default time limit running an Extism plugin file unchanged (`abi: extism`); `extism` and `extism-tinygo` are one compiled plugin of that same file in Extism's go-sdk with one instance per concurrent caller (an Extism `Plugin` is not safe for concurrent use), no timeout (the manifest default); `extism-timeout` the same with a 30 s manifest timeout, Extism's per-call time limit (per-call table only); `instantiate` creates and closes a module instance per message. Every engine's linear memory is capped at 128 MiB (wqhost's tenant default; Extism's manifest `memory.max_pages: 2048`). Extism's Go-compiled `count_vowels_std.wasm` is a WASI command whose `_start` exits, so it can serve one call per instance and is not used. `wqhost-tinygo` is the pool with its default time limit running the same Go-SDK source built by TinyGo 0.41 (`-scheduler=none -no-debug`, `examples/handlers/*-tinygo`); the other wqhost Go rows are built with standard Go (`GOOS=wasip1`, `-buildmode=c-shared`), which carries a larger runtime.\n\n")
 	if len(r.Notes) > 0 {
 		p("## Notes from this run\n\n")
 		for _, n := range r.Notes {
@@ -152,15 +173,6 @@ func versus(rows []suite.PerCallRow, x suite.PerCallRow) string {
 	default:
 		return ratio(1/v) + " faster"
 	}
-}
-
-func msgPerSec(rows []suite.RunResult, l engine.Logic, k engine.Kind) float64 {
-	for _, x := range rows {
-		if x.Logic == l && x.Engine == k {
-			return x.MsgPerSec
-		}
-	}
-	return 0
 }
 
 func consumerRow(rows []suite.RunResult, b suite.Backend, k consumer.Kind) *suite.RunResult {

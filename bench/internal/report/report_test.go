@@ -15,8 +15,10 @@ import (
 
 func sample() *Results {
 	return &Results{
-		Command: "cd bench && go run . all --out ../docs",
-		Machine: Machine{CPU: "Test CPU", Cores: 2, Go: "go1.26"},
+		Command:          "cd bench && go run . all --out ../docs",
+		Machine:          Machine{CPU: "Test CPU", Family: "25", Model: "17", Stepping: "1", MHz: 2596.1, Cores: 2, Go: "go1.26", LoadStart: "1.04 1.07 1.32", CalibrationNs: 0.39},
+		LoadAfter:        "3.63 2.46 1.83",
+		CalibrationAfter: 0.41,
 		PerCall: []suite.PerCallRow{
 			{Logic: engine.Noop, Engine: engine.Go, NsPerCall: 2},
 			{Logic: engine.Noop, Engine: engine.Wqhost, NsPerCall: 1000},
@@ -40,12 +42,13 @@ func TestMarkdownShowsRatiosAndCommand(t *testing.T) {
 	md := Markdown(sample(), []string{ChartPerCall})
 	for _, want := range []string{
 		"cd bench && go run . all --out ../docs",
-		"| no-op call: Extism without a limit ÷ wqhost with its default limit | 45.0× |  |  |",
+		"| dispatch only, no-op call: Extism without a limit ÷ wqhost with its default limit | 45.0× |  |  |",
 		"instantiate-per-message ÷ wqhost pooled | 9000×",
-		"end to end, noop: wqhost standard-Go guest with its default time limit ÷ Extism without | 10.0× (90000 vs 9000 msg/s)",
 		"local: listener msg/s ÷ naive loop msg/s | 15.0×",
 		"![per-call cost by engine](img/bench-percall.png)",
-		"Test CPU, 2 cores",
+		"Test CPU (family 25, model 17, stepping 1), 2 cores",
+		"| clock | 2596 MHz",
+		"| calibration | 0.390 ns per pass of a counting loop at the start, 0.410 at the end",
 		"Azurite rows | not measured",
 		"go test -run '^$' -bench .",
 	} {
@@ -84,7 +87,7 @@ func row(t *testing.T, md, what string) string {
 
 func TestTargetRowsSayNotMeasuredWithoutAFigure(t *testing.T) {
 	md := Markdown(sample(), nil)
-	for _, what := range []string{"e2e vowels std-go vs extism", "local drain msg/s", "local drain vs River", "time limit cost, tight loop", "time limit cost, go heavy"} {
+	for _, what := range []string{"same .wasm, per call", "same .wasm, end to end", "same algorithm, same language, end to end", "local drain msg/s", "local drain vs River", "time limit cost, tight loop", "time limit cost, go heavy"} {
 		r := row(t, md, what)
 		if strings.Count(r, "not measured") != 2 {
 			t.Errorf("row %q: want the figure and the verdict both 'not measured'", r)
@@ -94,9 +97,6 @@ func TestTargetRowsSayNotMeasuredWithoutAFigure(t *testing.T) {
 
 func TestTargetRowsSayWhetherTheyHold(t *testing.T) {
 	r := sample()
-	r.Engines = append(r.Engines,
-		suite.RunResult{RunOptions: suite.RunOptions{Backend: suite.Memory, Consumer: consumer.Listener, Engine: engine.Wqhost, Logic: engine.Vowels}, MsgPerSec: 6000},
-		suite.RunResult{RunOptions: suite.RunOptions{Backend: suite.Memory, Consumer: consumer.Listener, Engine: engine.Extism, Logic: engine.Vowels}, MsgPerSec: 1000})
 	r.Drain = []drain.Result{
 		{System: "wqhost", MsgPerSec: 70000, Messages: 100, Durability: "FULL"},
 		{System: "river-postgres", MsgPerSec: 7000, Messages: 100, Durability: "PostgreSQL"},
@@ -107,7 +107,6 @@ func TestTargetRowsSayWhetherTheyHold(t *testing.T) {
 	r.TimeLimit = TimeLimitCost{TightLoop: 1.25, GoHeavy: 1.10}
 	md := Markdown(r, nil)
 	for what, want := range map[string]string{
-		"e2e vowels std-go vs extism":        "| **6.00×** (6000 vs 1000 msg/s) | ≥ 5× | yes |",
 		"local drain msg/s":                  "| ≥ 80,000 msg/s | **no** |",
 		"local drain vs River on PostgreSQL": "| **10.0×** (70000 vs 7000 msg/s",
 		"local drain vs River on SQLite":     "| **20.0×** (70000 vs 3500 msg/s",
@@ -208,5 +207,141 @@ func TestTimeLimitFigures(t *testing.T) {
 				t.Errorf("Figures() = %.2f, %.2f; want %.2f, %.2f", tight, heavy, tt.tight, tt.heavy)
 			}
 		})
+	}
+}
+
+// headlineSample is a run's contests: Extism's count_vowels.wasm against wqhost's engines,
+// the TinyGo Extism plugin in both hosts, noop.wasm in both.
+func headlineSample() []suite.Figure {
+	f := func(l engine.Logic, k engine.Kind, ns, msgs float64) suite.Figure {
+		return suite.Figure{Logic: l, Engine: k, NsPerCall: ns, MsgPerSec: msgs, Messages: 20000, Rounds: 5, CallRounds: 10, RoundTime: 200 * time.Millisecond, CallsPerRound: int(2e8 / ns)}
+	}
+	return []suite.Figure{
+		f(engine.Vowels, engine.Extism, 120000, 10000),
+		f(engine.Vowels, engine.WqhostExtism, 20000, 45000),
+		f(engine.Vowels, engine.WqhostPerChar, 50000, 25000),
+		f(engine.Vowels, engine.WqhostPerCharTinyGo, 15000, 70000),
+		f(engine.Vowels, engine.WqhostRust, 9000, 110000),
+		f(engine.Vowels, engine.Wqhost, 1800, 260000),
+		f(engine.Vowels, engine.ExtismTinyGo, 90000, 11000),
+		f(engine.Vowels, engine.WqhostExtismTinyGo, 9000, 88000),
+		f(engine.Noop, engine.Extism, 10000, 70000),
+		f(engine.Noop, engine.WqhostExtism, 200, 700000),
+	}
+}
+
+// TestHeadlineComparesLikeWithLike: the headline's first rows are the same .wasm file in
+// both hosts, then the same algorithm per language; the table guest is an "optimised
+// handler" row without a target, the no-op rows say "dispatch only", and each row shows the
+// messages both sides drained.
+func TestHeadlineComparesLikeWithLike(t *testing.T) {
+	r := sample()
+	r.Headline = headlineSample()
+	md := Markdown(r, nil)
+	_, head, _ := strings.Cut(md, "## Headline (this run)")
+	var rows []string
+	for _, l := range strings.Split(head, "\n") {
+		if strings.HasPrefix(l, "| ") && !strings.HasPrefix(l, "| comparison") && !strings.HasPrefix(l, "| other comparison") {
+			rows = append(rows, l)
+		}
+	}
+	if len(rows) < 2 || !strings.HasPrefix(rows[0], "| same .wasm, per call: Extism's own `count_vowels.wasm`") || !strings.HasPrefix(rows[1], "| same .wasm, end to end: Extism's own `count_vowels.wasm`") {
+		t.Fatalf("the first rows are not Extism's count_vowels.wasm in both hosts: %q", rows[:min(2, len(rows))])
+	}
+	for what, want := range map[string]string{
+		"same .wasm, per call: Extism's own":            "| **6.00×** (20000 vs 120000 ns; fastest of 10 alternating rounds of 200ms each, 10000 vs 1666 calls a round) | ≥ 8× | **no** |",
+		"same .wasm, end to end: Extism's own":          "| **4.50×** (45000 vs 10000 msg/s; 20000 messages each, best of 5 alternating drains) | ≥ 5× | **no** |",
+		"same .wasm, per call: the project's TinyGo":    "| **10.0×** (9000 vs 90000 ns;",
+		"same algorithm, same language, end to end":     "| **11.0×** (110000 vs 10000 msg/s; 20000 messages each",
+		"same algorithm (each char tested":              "| **2.50×** (25000 vs 10000 msg/s;",
+		"optimised handler (not the same algorithm":     "| **26.0×** (260000 vs 10000 msg/s; 20000 messages each, best of 5 alternating drains) |  |  |",
+		"dispatch only, per call: Extism's `noop.wasm`": "| **50.0×** (200 vs 10000 ns;",
+	} {
+		if got := row(t, md, what); !strings.Contains(got, want) {
+			t.Errorf("row %q lacks %q", got, want)
+		}
+	}
+	if got := row(t, md, "same algorithm, same language, end to end"); !strings.HasSuffix(got, "| ≥ 10× | yes |") {
+		t.Errorf("Rust vs Rust row %q: want target ≥ 10× met", got)
+	}
+	if !strings.Contains(md, "linear memory capped at 128 MiB on both") || !strings.Contains(md, "Extism without a timeout") {
+		t.Error("the headline does not state both sides' limits")
+	}
+	if strings.Contains(md, "e2e vowels std-go vs extism") {
+		t.Error("the table guest still heads a row with a target")
+	}
+}
+
+func TestHeadlineLines(t *testing.T) {
+	lines := strings.Join(HeadlineLines(headlineSample(), Machine{LoadStart: "0.50 0.40 0.30", Cores: 2}), "\n")
+	for _, want := range []string{
+		"extism same wasm per call: 6.00× (20000 vs 120000 ns per call; target ≥ 8×: no)",
+		"extism same wasm e2e: 4.50× (45000 vs 10000 msg/s, 20000 messages each; target ≥ 5×: no)",
+		"same algorithm e2e: std-go=2.50× tinygo=7.00× rust=11.0× (",
+		"extism same wasm tinygo e2e: 8.00×",
+		"dispatch only (noop.wasm) e2e: 10.0×",
+	} {
+		if !strings.Contains(lines, want) {
+			t.Errorf("summary lines lack %q:\n%s", want, lines)
+		}
+	}
+	if got := strings.Join(HeadlineLines(nil, Machine{}), "\n"); !strings.Contains(got, "extism same wasm per call: not measured") || !strings.Contains(got, "same algorithm e2e: std-go=not measured") {
+		t.Errorf("without figures the lines must say not measured:\n%s", got)
+	}
+}
+
+// TestMachineLineBesideEveryTable: every table of the report is followed by the machine line
+// (CPU, clock, calibration, load at start and end) before the next section.
+func TestMachineLineBesideEveryTable(t *testing.T) {
+	r := sample()
+	r.Headline = headlineSample()
+	r.TimeLimit = TimeLimitCost{Cases: []TimeLimitCase{{"call", 1.9}}, Command: "go test"}
+	md := Markdown(r, nil)
+	line := MachineLine(r.Machine, r.LoadAfter, r.CalibrationAfter)
+	for _, want := range []string{`cpu="Test CPU"`, "family=25 model=17 stepping=1", "mhz=2596", "calibration=0.390ns/pass (end 0.410)", `load="1.04 1.07 1.32"`, `load-end="3.63 2.46 1.83"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("machine line %q lacks %q", line, want)
+		}
+	}
+	for _, sec := range strings.Split(md, "\n## ")[1:] {
+		title, _, _ := strings.Cut(sec, "\n")
+		if strings.Contains(sec, "|---") && !strings.Contains(sec, line) && title != "Machine" && title != "What is compared, exactly" {
+			t.Errorf("section %q has a table but no machine line", title)
+		}
+	}
+	if !strings.Contains(md, "These ratios depend on the CPU") {
+		t.Error("the time limit's cases do not say they depend on the CPU")
+	}
+}
+
+func TestCalibrate(t *testing.T) {
+	ns := Calibrate()
+	// One pass is a few instructions: far under 100 ns and above 0.01 ns on any machine.
+	if ns <= 0.01 || ns >= 100 {
+		t.Errorf("Calibrate() = %v ns per pass, want a figure for a few instructions", ns)
+	}
+}
+
+// TestBusyMachineGivesNoVerdict: with the load above the core count at the start, the
+// like-for-like targets' verdicts say the machine was busy (Extism slows more than wqhost
+// under load, so the ratios grow): the targets are for a quiet machine.
+func TestBusyMachineGivesNoVerdict(t *testing.T) {
+	r := sample()
+	r.Headline = headlineSample()
+	r.Machine.LoadStart = "21.01 18.02 14.46"
+	md := Markdown(r, nil)
+	if got := row(t, md, "same algorithm, same language, end to end"); !strings.HasSuffix(got, "| ≥ 10× | yes (busy machine: load 21.01 on 2 cores, not a verdict) |") {
+		t.Errorf("row %q: want the verdict marked busy", got)
+	}
+	if got := row(t, md, "same algorithm, same language, per call"); strings.Contains(got, "busy") {
+		t.Errorf("row %q has no target and needs no mark", got)
+	}
+	lines := strings.Join(HeadlineLines(r.Headline, r.Machine), "\n")
+	if !strings.Contains(lines, "target ≥ 8×: no (busy machine: load 21.01 on 2 cores, not a verdict)") {
+		t.Errorf("summary lines do not mark the busy machine:\n%s", lines)
+	}
+	r.Machine.LoadStart = "1.50 1.00 1.00"
+	if md := Markdown(r, nil); strings.Contains(md, "busy machine") {
+		t.Error("a quiet machine (load under the cores) is marked busy")
 	}
 }

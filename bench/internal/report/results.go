@@ -15,11 +15,15 @@ import (
 
 // Results is everything one `wqbench all` run measured.
 type Results struct {
-	Command   string             `json:"command"`
-	Machine   Machine            `json:"machine"`
-	Started   time.Time          `json:"started"`
-	Finished  time.Time          `json:"finished"`
-	LoadAfter string             `json:"load_after"`
+	Command   string    `json:"command"`
+	Machine   Machine   `json:"machine"`
+	Started   time.Time `json:"started"`
+	Finished  time.Time `json:"finished"`
+	LoadAfter string    `json:"load_after"`
+	// CalibrationAfter is Calibrate's figure at the end of the run (Machine has the start's).
+	CalibrationAfter float64 `json:"calibration_ns_after,omitempty"`
+	// Headline are the like-for-like contests the headline rows read (suite.MeasureHeadline).
+	Headline  []suite.Figure     `json:"headline,omitempty"`
 	PerCall   []suite.PerCallRow `json:"per_call"`
 	Engines   []suite.RunResult  `json:"engines"`
 	Consumers []suite.RunResult  `json:"consumers"`
@@ -91,18 +95,33 @@ type DensityRow struct {
 
 // Machine describes where the numbers were taken.
 type Machine struct {
-	CPU       string  `json:"cpu"`
+	CPU string `json:"cpu"`
+	// Family, Model and Stepping are /proc/cpuinfo's: a model name such as "AMD EPYC" covers
+	// generations whose cycles differ by several times.
+	Family   string `json:"cpu_family,omitempty"`
+	Model    string `json:"cpu_model,omitempty"`
+	Stepping string `json:"cpu_stepping,omitempty"`
+	// MHz is /proc/cpuinfo's "cpu MHz" of the first CPU when the run started.
+	MHz       float64 `json:"mhz,omitempty"`
 	Cores     int     `json:"cores"`
 	MemoryGiB float64 `json:"memory_gib"`
 	Kernel    string  `json:"kernel"`
 	Go        string  `json:"go"`
 	LoadStart string  `json:"load_start"`
+	// CalibrationNs is Calibrate's figure when the run started: ns per pass of a counting
+	// loop, a figure to scale the others by when comparing machines.
+	CalibrationNs float64 `json:"calibration_ns,omitempty"`
 }
 
-// Describe reads the machine's description from /proc and the Go runtime.
+// Describe reads the machine's description from /proc and the Go runtime, and calibrates.
 func Describe() Machine {
 	m := Machine{Cores: runtime.NumCPU(), Go: runtime.Version(), LoadStart: LoadAverage()}
 	m.CPU = procField("/proc/cpuinfo", "model name")
+	m.Family, m.Model, m.Stepping = procField("/proc/cpuinfo", "cpu family"), procField("/proc/cpuinfo", "model"), procField("/proc/cpuinfo", "stepping")
+	if _, err := parseFloat(procField("/proc/cpuinfo", "cpu MHz"), &m.MHz); err != nil {
+		m.MHz = 0
+	}
+	m.CalibrationNs = Calibrate()
 	if kb := procField("/proc/meminfo", "MemTotal"); kb != "" {
 		var n float64
 		for _, f := range strings.Fields(kb) {
