@@ -288,6 +288,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		hooks:    hooks,
 		reloadMu: newReloadLock(),
 	}
+	h.configErr.okAt = h.started // the config New loaded is the first good one
 	h.live.Store(cfg)
 	h.metrics = newMetrics(h)
 	tokens, errs := tokensFor(cfg)

@@ -6,21 +6,30 @@ import (
 )
 
 // lastError keeps the latest failure of a recurring operation (a config reload) for status:
-// set on failure, cleared on success.
+// set on failure, cleared on success, and when it last succeeded (the metrics an operator
+// alerts on: wqhost_config_last_reload_successful and _success_timestamp_seconds).
 type lastError struct {
-	mu  sync.Mutex
-	msg string
-	at  time.Time
+	mu   sync.Mutex
+	msg  string
+	at   time.Time
+	okAt time.Time // the last success; the host's start until a reload succeeds
 }
 
 func (e *lastError) set(err error, now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err == nil {
-		e.msg, e.at = "", time.Time{}
+		e.msg, e.at, e.okAt = "", time.Time{}, now
 		return
 	}
 	e.msg, e.at = err.Error(), now
+}
+
+// lastSuccess returns when the operation last succeeded.
+func (e *lastError) lastSuccess() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.okAt
 }
 
 // get returns the message and its time, or "" and nil.

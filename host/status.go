@@ -33,6 +33,9 @@ type Status struct {
 	// empty once a reload succeeds.
 	LastConfigReloadError   string     `json:"last_config_reload_error,omitempty"`
 	LastConfigReloadErrorAt *time.Time `json:"last_config_reload_error_at,omitempty"`
+	// LastConfigReloadSuccessAt is when the config running now was loaded: at start, or by
+	// the last reload that succeeded.
+	LastConfigReloadSuccessAt time.Time `json:"last_config_reload_success_at"`
 }
 
 // StatusQuery selects a tenant's bindings and a page of them (admin.StatusQuery).
@@ -203,6 +206,7 @@ func (h *Host) StatusPage(ctx context.Context, q StatusQuery) Status {
 		st.Memory = h.memoryStatus()
 	}
 	st.LastConfigReloadError, st.LastConfigReloadErrorAt = h.configErr.get()
+	st.LastConfigReloadSuccessAt = h.configErr.lastSuccess()
 	if st.MaxConcurrency > 0 {
 		st.Running = h.sched.Held()
 	}
