@@ -191,7 +191,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 			ch <- d
 		}
 	}
-	for _, d := range []*prometheus.Desc{m.queueCalls, m.messages, m.module, m.moduleLoaded, m.moduleReloadFailed, configReloadOKDesc, configReloadAtDesc, m.pluginUp,
+	for _, d := range []*prometheus.Desc{m.queueCalls, m.messages, m.module, m.moduleLoaded, m.moduleReloadFailed, configReloadOKDesc, configReloadAtDesc, buildInfoDesc, m.pluginUp,
 		m.pluginFallbacks, m.pluginRestarts, tenantRunningDesc, tenantFuelDesc, readyDesc,
 		quotaUsedDesc, quotaLimitDesc, quotaExhaustedDesc, quotaThrottlesDesc} {
 		ch <- d
@@ -215,6 +215,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
 	collectMemory(ch, &st)
 	collectReload(ch, &st)
+	collectBuild(ch, st.Build)
 	for _, t := range st.Tenants {
 		ch <- prometheus.MustNewConstMetric(tenantRunningDesc, prometheus.GaugeValue, float64(t.Running), t.Name)
 		ch <- prometheus.MustNewConstMetric(tenantFuelDesc, prometheus.CounterValue, float64(t.Usage.Fuel), t.Name)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/admin"
+	"github.com/wqhost/wqhost/internal/buildinfo"
 	"github.com/wqhost/wqhost/plugins/external"
 	"github.com/wqhost/wqhost/runtime"
 )
@@ -36,6 +37,8 @@ type Status struct {
 	// LastConfigReloadSuccessAt is when the config running now was loaded: at start, or by
 	// the last reload that succeeded.
 	LastConfigReloadSuccessAt time.Time `json:"last_config_reload_success_at"`
+	// Build is the binary running: version, commit, Go toolchain.
+	Build buildinfo.Info `json:"build"`
 }
 
 // StatusQuery selects a tenant's bindings and a page of them (admin.StatusQuery).
@@ -207,6 +210,7 @@ func (h *Host) StatusPage(ctx context.Context, q StatusQuery) Status {
 	}
 	st.LastConfigReloadError, st.LastConfigReloadErrorAt = h.configErr.get()
 	st.LastConfigReloadSuccessAt = h.configErr.lastSuccess()
+	st.Build = buildinfo.Read()
 	if st.MaxConcurrency > 0 {
 		st.Running = h.sched.Held()
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/source"
+	"github.com/wqhost/wqhost/internal/buildinfo"
 )
 
 const runDoc = `
@@ -91,6 +93,15 @@ func (c *cli) run(ctx context.Context, args []string) error {
 	if *demo {
 		return c.demo(ctx, cfg, logger)
 	}
+	bi := buildinfo.Read()
+	configPath := "(embedded default)"
+	if *cfgFile != "" {
+		configPath = *cfgFile
+		if abs, err := filepath.Abs(*cfgFile); err == nil {
+			configPath = abs
+		}
+	}
+	logger.Info("wqhost starting", "version", bi.Version, "commit", bi.CommitString(), "go", bi.GoVersion, "config", configPath, "data_dir", cfg.DataDir)
 	h, err := host.New(ctx, cfg, logger)
 	if errors.Is(err, host.ErrAdminListen) {
 		return err // exit 1: the config is fine, the port is taken

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,7 +30,7 @@ func buildOnce(t *testing.T) built {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	o := Options{Module: checkout, Created: time.Unix(0, 0), Revision: "0123456789abcdef0123456789abcdef01234567"}
+	o := Options{Module: checkout, Created: time.Unix(0, 0), Revision: "0123456789abcdef0123456789abcdef01234567", Version: "v0.0.0-imagetest"}
 	o.Arch = goEnv(ctx, "GOARCH")
 	bin := filepath.Join(t.TempDir(), "wqhost")
 	if err := BuildBinary(ctx, o, bin); err != nil {
@@ -82,6 +84,12 @@ func TestImageReproducibleAndLocked(t *testing.T) {
 	if len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != BinaryPath {
 		t.Errorf("entrypoint %q, want [%s]", cf.Config.Entrypoint, BinaryPath)
 	}
+	// The binary in the image says what the labels say (it runs here too: static linux).
+	out, err := exec.Command(b.binary, "version").Output()
+	if err != nil {
+		t.Fatalf("%s version: %v", b.binary, err)
+	}
+	checkVersionOutput(t, string(out), cf.Config.Labels)
 	layers, err := first.Layers()
 	if err != nil || len(layers) != 1 {
 		t.Fatalf("layers %d (%v), want 1", len(layers), err)
@@ -170,5 +178,18 @@ func TestWriteLayoutReplacesOnlyLayouts(t *testing.T) {
 		if err := WriteLayout(dir, "wqhost:test", img); err != nil {
 			t.Fatalf("write (and replace) a layout: %v", err)
 		}
+	}
+}
+
+// checkVersionOutput: `wqhost version` names the commit of the image's revision label and
+// the version of its version label.
+func checkVersionOutput(t *testing.T, out string, labels map[string]string) {
+	t.Helper()
+	rev, ver := labels["org.opencontainers.image.revision"], labels["org.opencontainers.image.version"]
+	if rev == "" || ver == "" {
+		t.Fatalf("image labels %v: want a revision and a version", labels)
+	}
+	if !strings.Contains(out, "\ncommit  "+rev+"\n") || !strings.HasPrefix(out, "wqhost "+ver+"\n") {
+		t.Errorf("the image's wqhost version prints\n%s\nwant version %s and commit %s, as its labels say", out, ver, rev)
 	}
 }

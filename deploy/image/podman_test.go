@@ -90,6 +90,13 @@ func TestImageRunsUnderPodman(t *testing.T) {
 		_ = exec.Command("podman", append(append([]string{}, podmanFlags...), "rmi", "-f", id)...).Run()
 	})
 
+	// The binary inside says what the image's labels say.
+	var labels map[string]string
+	if err := json.Unmarshal([]byte(podman(ctx, t, "image", "inspect", "--format", "{{json .Labels}}", id)), &labels); err != nil {
+		t.Fatal(err)
+	}
+	checkVersionOutput(t, podman(ctx, t, "run", "--rm", id, "version"), labels)
+
 	// The demo, inside.
 	demoDir := sharedDir(t)
 	out := podman(ctx, t, append(append([]string{"run", "--rm"}, lockedRun(demoDir)...), id, "run", "--demo")...)

@@ -2,7 +2,17 @@ package host
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/wqhost/wqhost/internal/buildinfo"
 )
+
+// buildInfoDesc is the binary's build, the usual _build_info gauge (value 1).
+var buildInfoDesc = prometheus.NewDesc("wqhost_build_info",
+	"The wqhost binary running: its version, commit and Go toolchain (value 1).", []string{"version", "commit", "goversion"}, nil)
+
+// collectBuild sends wqhost_build_info.
+func collectBuild(ch chan<- prometheus.Metric, bi buildinfo.Info) {
+	ch <- prometheus.MustNewConstMetric(buildInfoDesc, prometheus.GaugeValue, 1, bi.Version, bi.CommitString(), bi.GoVersion)
+}
 
 // The reload series an operator alerts on: whether the config file last loaded (Prometheus'
 // own names for its config reloads) and which bindings' module reloads are failing.
