@@ -64,7 +64,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 			cfg.Log.Level = "error" // the summary reports the rejected transactions
 		}
 	}
-	logger, err := newLogger(cfg.Log, c.stderr)
+	level := new(slog.LevelVar)
+	logger, err := newLogger(cfg.Log, level, c.stderr)
 	if err != nil {
 		return &usageError{err: err}
 	}
@@ -120,6 +121,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 			defer remove()
 		}
 	}
+	// A reload that changes log.level sets it here; --log-level, re-applied, still wins.
+	h.SetLogLevel(level)
 	// A reload re-reads the config with the same file, environment and flags as at start.
 	h.SetConfigLoader(func() (*config.Config, error) {
 		return source.LoadConfig(config.LoadOptions{File: *cfgFile, Flags: fl})
@@ -146,12 +149,14 @@ func (c *cli) run(ctx context.Context, args []string) error {
 	return nil
 }
 
-// newLogger builds the host's slog logger from the config's log section.
-func newLogger(lc config.Log, w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(lc.Level)); err != nil && lc.Level != "" {
+// newLogger builds the host's slog logger from the config's log section, filtering on
+// level (set to log.level), which a config reload may change.
+func newLogger(lc config.Log, level *slog.LevelVar, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(lc.Level)); err != nil && lc.Level != "" {
 		return nil, fmt.Errorf("log.level %q: want debug, info, warn or error", lc.Level)
 	}
+	level.Set(l)
 	opts := &slog.HandlerOptions{Level: level}
 	switch strings.ToLower(lc.Format) {
 	case "", "text":

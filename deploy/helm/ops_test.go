@@ -287,3 +287,31 @@ func TestChartPrometheusRule(t *testing.T) {
 		})
 	}
 }
+
+// TestChartRestartChecksum: the pods roll (checksum/restart-config changes) for what only a
+// restart applies, and not for what the host reloads: tenants, max_concurrency, log.level.
+func TestChartRestartChecksum(t *testing.T) {
+	sum := func(vals string) string {
+		t.Helper()
+		r, err := render(t, values(t, vals))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.one(t, "Deployment").typed.(*appsv1.Deployment).Spec.Template.Annotations["checksum/restart-config"]
+	}
+	base := sum("config: {log: {format: json, level: info}}\n")
+	for _, tc := range []struct {
+		vals  string
+		rolls bool
+	}{
+		{"config: {log: {format: json, level: debug}}\n", false},
+		{"config: {log: {format: json, level: info}, max_concurrency: 8}\n", false},
+		{"config: {log: {format: json, level: info}}\ntenants: {default: {bindings: {jobs: {queue: jobs, module: builtin:echo-go}}}}\n", false},
+		{"config: {log: {format: text, level: info}}\n", true},
+		{"config: {log: {format: json, level: info}}\nsqlite: {sync: normal}\n", true},
+	} {
+		if got := sum(tc.vals) != base; got != tc.rolls {
+			t.Errorf("%q: pods roll %v, want %v", tc.vals, got, tc.rolls)
+		}
+	}
+}

@@ -149,6 +149,17 @@ backends:
 {{- end }}
 {{- end -}}
 
+{{/*
+The checksum of what only a restart applies: restartConfig without log.level, which the host
+applies on a config reload (so a level change does not roll the pods).
+*/}}
+{{- define "wqhost.restartChecksum" -}}
+{{- $v := deepCopy .Values -}}
+{{- $log := get ($v.config | default dict) "log" -}}
+{{- if kindIs "map" $log -}}{{- $_ := unset $log "level" -}}{{- end -}}
+{{- include "wqhost.restartConfig" (dict "Values" $v "Release" .Release "Chart" .Chart "Capabilities" .Capabilities "Template" .Template) | sha256sum -}}
+{{- end -}}
+
 {{/* wqhost.yaml. */}}
 {{- define "wqhost.config" -}}
 {{ include "wqhost.restartConfig" . }}
