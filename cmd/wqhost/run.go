@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -103,7 +104,19 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		}
 	}
 	logger.Info("wqhost starting", "version", bi.Version, "commit", bi.CommitString(), "go", bi.GoVersion, "config", configPath, "data_dir", cfg.DataDir)
-	h, err := host.New(ctx, cfg, logger)
+	// The CLI's send, peek, poison and status find the host through <data_dir>/host.json
+	// (hostfile.go), written as soon as the admin API serves: a start of many bindings
+	// takes a while, and status shows its progress.
+	removeHostFile := func() {}
+	h, err := host.NewWithOptions(ctx, cfg, logger, host.Options{AdminServing: func(addr net.Addr) {
+		remove, err := writeHostFile(cfg.DataDir, addr)
+		if err != nil {
+			logger.Warn("the CLI will not find this host through its data directory", "err", err)
+			return
+		}
+		removeHostFile = remove
+	}})
+	defer func() { removeHostFile() }()
 	if errors.Is(err, host.ErrAdminListen) {
 		return err // exit 1: the config is fine, the port is taken
 	}
@@ -111,15 +124,6 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		// The config loaded, but a binding could not be built from it (module, plugin,
 		// backend): still a configuration problem, and nothing was left running.
 		return &usageError{err: err}
-	}
-	if addr := h.AdminAddr(); addr != nil {
-		// The CLI's send, peek, poison and status find the host here (hostfile.go).
-		remove, err := writeHostFile(cfg.DataDir, addr)
-		if err != nil {
-			logger.Warn("the CLI will not find this host through its data directory", "err", err)
-		} else {
-			defer remove()
-		}
 	}
 	// A reload that changes log.level sets it here; --log-level, re-applied, still wins.
 	h.SetLogLevel(level)
