@@ -42,3 +42,20 @@ func (e *lastError) get() (string, *time.Time) {
 	at := e.at
 	return e.msg, &at
 }
+
+// Changed counts the bindings and plugins the reload acted on (swapped, added, removed,
+// rebuilt or failed): the count the admin API's audit log gives a reload.
+func (r ReloadResult) Changed() int {
+	n := 0
+	for _, b := range r.Bindings {
+		if b.Result != ReloadUnchanged {
+			n++
+		}
+	}
+	for _, p := range r.Plugins {
+		if p.Result != ReloadUnchanged {
+			n++
+		}
+	}
+	return n
+}

@@ -153,6 +153,14 @@ func (c *cli) run(ctx context.Context, args []string) error {
 	return nil
 }
 
+// secondsAttr writes a duration attribute as <key>_seconds, a number of seconds.
+func secondsAttr(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.Float64(a.Key+"_seconds", a.Value.Duration().Seconds())
+	}
+	return a
+}
+
 // newLogger builds the host's slog logger from the config's log section, filtering on
 // level (set to log.level), which a config reload may change.
 func newLogger(lc config.Log, level *slog.LevelVar, w io.Writer) (*slog.Logger, error) {
@@ -166,6 +174,8 @@ func newLogger(lc config.Log, level *slog.LevelVar, w io.Writer) (*slog.Logger, 
 	case "", "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
+		// A duration would be an integer of nanoseconds with no unit: seconds, named so.
+		opts.ReplaceAttr = secondsAttr
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, errors.New("log.format " + lc.Format + ": want text or json")

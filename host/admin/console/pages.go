@@ -118,10 +118,16 @@ func (c *Console) showBinding(w http.ResponseWriter, r *http.Request, s *session
 	}, err)
 }
 
-// rollback re-activates the binding's previous module version through the API and shows
-// the binding page again.
+// rollback re-activates the binding's previous module version through the API, once the
+// user confirmed it, and shows the binding page again.
 func (c *Console) rollback(w http.ResponseWriter, r *http.Request, s *session) {
 	t, b := r.PathValue("tenant"), r.PathValue("binding")
+	if r.PostFormValue("confirm") != "yes" {
+		// The page's form asks first (Roll back to …? Yes): a post without the answer is
+		// not one a user confirmed.
+		c.showBinding(w, r, s, "", &apiError{Code: http.StatusBadRequest, Msg: "rollback: not confirmed (answer the question under Roll back)"})
+		return
+	}
 	rec := c.call(r.Context(), s, http.MethodPost, "/v1/tenants/"+url.PathEscape(t)+"/bindings/"+url.PathEscape(b)+"/rollback", strings.NewReader("{}"))
 	if rec.code != http.StatusOK {
 		c.showBinding(w, r, s, "", &apiError{Code: rec.code, Msg: "rollback: " + errorText(rec.buf.Bytes())})
