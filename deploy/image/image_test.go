@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +193,46 @@ func checkVersionOutput(t *testing.T, out string, labels map[string]string) {
 	}
 	if !strings.Contains(out, "\ncommit  "+rev+"\n") || !strings.HasPrefix(out, "wqhost "+ver+"\n") {
 		t.Errorf("the image's wqhost version prints\n%s\nwant version %s and commit %s, as its labels say", out, ver, rev)
+	}
+}
+
+// TestWriteTarballTags: the docker-archive names the image by every tag given (what
+// `podman load` and `docker load` name it after), and refuses a tag that is not one.
+func TestWriteTarballTags(t *testing.T) {
+	img, err := Assemble(Options{Created: time.Unix(0, 0), Arch: "amd64"}, []byte("not really a binary"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "image.tar")
+	if err := WriteTarball(path, img, "wqhost:dev", "wqhost:v1.2.3"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	var manifest []struct{ RepoTags []string }
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("no manifest.json in the archive: %v", err)
+		}
+		if h.Name == "manifest.json" {
+			if err := json.NewDecoder(tr).Decode(&manifest); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if len(manifest) == 1 {
+		slices.Sort(manifest[0].RepoTags)
+	}
+	if len(manifest) != 1 || !slices.Equal(manifest[0].RepoTags, []string{"wqhost:dev", "wqhost:v1.2.3"}) {
+		t.Errorf("archive manifest %+v, want one image tagged wqhost:dev and wqhost:v1.2.3", manifest)
+	}
+	if err := WriteTarball(path, img, "Not A Tag!"); err == nil {
+		t.Error("a bad tag was accepted")
 	}
 }
