@@ -315,3 +315,48 @@ func TestChartRestartChecksum(t *testing.T) {
 		}
 	}
 }
+
+// notes renders the chart's NOTES.txt with vals.
+func notes(t *testing.T, vals map[string]any) string {
+	t.Helper()
+	ch := loadChart(t)
+	caps := chartutil.DefaultCapabilities.Copy()
+	kv, err := chartutil.ParseKubeVersion(kubeVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps.KubeVersion = *kv
+	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "demo", Namespace: "queues", Revision: 1, IsInstall: true}, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := engine.Render(ch, rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files["wqhost/templates/NOTES.txt"]
+}
+
+// TestChartNotes: the install notes name the scaling in effect in every mode, and the
+// console.
+func TestChartNotes(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			r, err := render(t, values(t, m.values))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "Scaling: none"
+			switch {
+			case len(r.find("ScaledObject")) > 0:
+				want = "Scaling: keda (kubectl get scaledobject demo-wqhost)"
+			case len(r.find("HorizontalPodAutoscaler")) > 0:
+				want = "Scaling: hpa (kubectl get hpa demo-wqhost)"
+			}
+			n := notes(t, values(t, m.values))
+			if !strings.Contains(n, want) || !strings.Contains(n, "/console/") {
+				t.Errorf("NOTES lack %q or the console:\n%s", want, n)
+			}
+		})
+	}
+}
