@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -77,5 +78,22 @@ func TestMetricsReloadFailures(t *testing.T) {
 	}
 	if _, found := gauge("wqhost_module_reload_failed", ab); found {
 		t.Errorf("wqhost_module_reload_failed still served after the module reloaded")
+	}
+}
+
+// TestConfigReloadErrorForTenant: a tenant's token reads that the config reload failed,
+// not the error, which names other tenants' keys; the host's token reads the error.
+func TestConfigReloadErrorForTenant(t *testing.T) {
+	h, dir := reloadHost(t, "  a:\n"+tenantBinding("handler.wasm", "")+"  secretive:\n"+tenantBinding("handler.wasm", ""))
+	defer func() { _ = h.Close(context.Background()) }()
+	writeConfig(t, dir, "  a:\n"+tenantBinding("handler.wasm", "")+"  secretive:\n    weight: 0\n"+tenantBinding("handler.wasm", ""))
+	if _, err := h.ReloadAll(context.Background()); err == nil {
+		t.Fatal("a bad weight reloaded")
+	}
+	if st := h.StatusPage(context.Background(), StatusQuery{Tenant: "a", ForTenant: true}); st.LastConfigReloadError != ConfigReloadFailedForTenant || st.LastConfigReloadErrorAt == nil {
+		t.Errorf("tenant a reads last_config_reload_error %q", st.LastConfigReloadError)
+	}
+	if st := h.Status(context.Background()); !strings.Contains(st.LastConfigReloadError, "tenants.secretive.weight") {
+		t.Errorf("the host reads last_config_reload_error %q, want the key named", st.LastConfigReloadError)
 	}
 }

@@ -41,6 +41,10 @@ type Status struct {
 	Build buildinfo.Info `json:"build"`
 }
 
+// ConfigReloadFailedForTenant is what a tenant's token reads as last_config_reload_error:
+// the host's error names other tenants' keys.
+const ConfigReloadFailedForTenant = "the config file failed to load; the host runs its previous config (the host token's status says why)"
+
 // StatusQuery selects a tenant's bindings and a page of them (admin.StatusQuery).
 type StatusQuery = admin.StatusQuery
 
@@ -209,6 +213,11 @@ func (h *Host) StatusPage(ctx context.Context, q StatusQuery) Status {
 		st.Memory = h.memoryStatus()
 	}
 	st.LastConfigReloadError, st.LastConfigReloadErrorAt = h.configErr.get()
+	if q.ForTenant && st.LastConfigReloadError != "" {
+		// The error quotes keys of every tenant (tenants.<other>.bindings…): a tenant's
+		// token learns that the reload failed, not another tenant's names.
+		st.LastConfigReloadError = ConfigReloadFailedForTenant
+	}
 	st.LastConfigReloadSuccessAt = h.configErr.lastSuccess()
 	st.Build = buildinfo.Read()
 	if st.MaxConcurrency > 0 {
