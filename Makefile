@@ -1,5 +1,5 @@
 # Convenience targets; scripts/ holds the real commands.
-.PHONY: wasm wasm-check test image
+.PHONY: wasm wasm-check test image build
 
 # Rebuild every example handler's committed .wasm (deterministic).
 wasm:
@@ -15,3 +15,8 @@ test:
 # Build the OCI image into dist/image without a container daemon (reproducible; docs/deploy.md).
 image:
 	bash scripts/build-image.sh
+
+# Build ./wqhost with the checkout's commit stamped (wqhost version, /v1/status,
+# wqhost_build_info), even where GOFLAGS holds -buildvcs=false.
+build:
+	go build -buildvcs=true -o wqhost ./cmd/wqhost

@@ -384,14 +384,15 @@ func (b *binding) call(ctx context.Context, in *runtime.Input) (*runtime.Output,
 	return out, v.pool.CallInto(ctx, in, out)
 }
 
-// logFailure logs a failed or rejected message. A retry is logged by the listener once its
-// poison policy has decided the delay (listener/fail.go): the delay the handler asked for
-// may be clamped (to max_delay), and the log must say the one applied.
+// logFailure logs a failed or rejected message at debug level only: the listener logs one
+// WARN line per failure once its poison policy has decided what happens to the message
+// (listener/fail.go: retried with the delay applied, dead-lettered or dropped, each with the
+// reason), so a poisoned message is one line, not two.
 func (b *binding) logFailure(m *queue.Message, o outcome.Outcome) {
 	if o.Kind == outcome.KindRetry {
 		return
 	}
-	b.log.Warn("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", o.Reason())
+	b.log.Debug("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", o.Reason())
 }
 
 // sendOutputs sends every output before the message is settled, so a crash between the two

@@ -118,7 +118,8 @@ type Host struct {
 	// pools may still be live, and closing a runtime under live pools breaks their calls, so
 	// a reload never closes these; the engine does when the host stops. Under reloadMu.
 	pinned    map[*runtime.Tenant]bool
-	configErr lastError // the last failed config reload, cleared by one that succeeds
+	configErr lastError                     // the last failed config reload, cleared by one that succeeds
+	logLevel  atomic.Pointer[slog.LevelVar] // the logger's level, set by a reload (SetLogLevel)
 
 	// tenants and binds are the tenants and bindings serving now (serving.go): New fills
 	// them, config reloads change them; read them through tenantNamed, tenantList and
@@ -288,6 +289,7 @@ func newWithHooks(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		hooks:    hooks,
 		reloadMu: newReloadLock(),
 	}
+	h.configErr.okAt = h.started // the config New loaded is the first good one
 	h.live.Store(cfg)
 	h.metrics = newMetrics(h)
 	tokens, errs := tokensFor(cfg)

@@ -32,6 +32,7 @@ type metrics struct {
 	descs      []*prometheus.Desc // by bindingMetrics index; nil: not served
 	// The series not in bindingMetrics, labelled labels plus one.
 	queueCalls, messages, module, moduleLoaded, pluginUp, pluginFallbacks, pluginRestarts *prometheus.Desc
+	moduleReloadFailed                                                                    *prometheus.Desc // only while failing
 	breakers                                                                              *prometheus.Desc // per tenant only
 }
 
@@ -81,6 +82,8 @@ func newMetrics(h *Host) *metrics {
 		"The module version a binding runs (value 1; per tenant: its bindings running it), with its sha256 digest.", with("digest"), nil)
 	m.moduleLoaded = prometheus.NewDesc("wqhost_module_loaded_timestamp_seconds",
 		"When the binding's module version was loaded (per tenant: the latest).", m.labels, nil)
+	m.moduleReloadFailed = prometheus.NewDesc("wqhost_module_reload_failed",
+		"1 while the binding's last module reload was refused and it runs its previous version (per tenant: such bindings); served only while above 0.", m.labels, nil)
 	m.pluginUp = prometheus.NewDesc("wqhost_plugin_up",
 		"1 while the binding's policy plugin runs, 0 while the built-in fallback answers (per tenant: plugins running).", with("policy"), nil)
 	m.pluginFallbacks = prometheus.NewDesc("wqhost_plugin_fallbacks_total",
@@ -188,7 +191,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 			ch <- d
 		}
 	}
-	for _, d := range []*prometheus.Desc{m.queueCalls, m.messages, m.module, m.moduleLoaded, m.pluginUp,
+	for _, d := range []*prometheus.Desc{m.queueCalls, m.messages, m.module, m.moduleLoaded, m.moduleReloadFailed, configReloadOKDesc, configReloadAtDesc, buildInfoDesc, m.pluginUp,
 		m.pluginFallbacks, m.pluginRestarts, tenantRunningDesc, tenantFuelDesc, readyDesc,
 		quotaUsedDesc, quotaLimitDesc, quotaExhaustedDesc, quotaThrottlesDesc} {
 		ch <- d
@@ -211,6 +214,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
 	collectMemory(ch, &st)
+	collectReload(ch, &st)
+	collectBuild(ch, st.Build)
 	for _, t := range st.Tenants {
 		ch <- prometheus.MustNewConstMetric(tenantRunningDesc, prometheus.GaugeValue, float64(t.Running), t.Name)
 		ch <- prometheus.MustNewConstMetric(tenantFuelDesc, prometheus.CounterValue, float64(t.Usage.Fuel), t.Name)
@@ -289,6 +294,9 @@ func (m *metrics) collectGroup(ch chan<- prometheus.Metric, lv []string, group [
 	}
 	for _, d := range slices.Sorted(maps.Keys(digests)) {
 		ch <- prometheus.MustNewConstMetric(m.module, prometheus.GaugeValue, digests[d], with(d)...)
+	}
+	if n := moduleReloadFailed(group); n > 0 {
+		ch <- prometheus.MustNewConstMetric(m.moduleReloadFailed, prometheus.GaugeValue, n, lv...)
 	}
 	if len(group) > 0 {
 		ch <- prometheus.MustNewConstMetric(m.moduleLoaded, prometheus.GaugeValue, float64(loaded.UnixNano())/1e9, lv...)

@@ -69,7 +69,8 @@ func liveTenantKey(k string) bool {
 // built and started; removed ones are stopped after their in-flight messages finish.
 // Everything new is built before anything is stopped, so a config that does not load, does
 // not validate or names a module that fails changes nothing. The host-wide max_concurrency
-// applies live; other settings outside the tenants (backends, admin, data_dir, log) need a
+// applies live, and so does log.level when the host holds its logger's level (SetLogLevel);
+// other settings outside the tenants (backends, admin, data_dir, log.format) need a
 // restart: they are refused with an error naming them.
 func (h *Host) reloadConfig(ctx context.Context) (configReload, error) {
 	res := configReload{status: "failed"}
@@ -82,7 +83,7 @@ func (h *Host) reloadConfig(ctx context.Context) (configReload, error) {
 		return res, fmt.Errorf("config reload (the running config stays): %w", err)
 	}
 	cur := h.live.Load()
-	if diff := restartOnlyChanges(cur, next); len(diff) > 0 {
+	if diff := restartOnlyChanges(cur, next, h.liveLogKeys()...); len(diff) > 0 {
 		return res, fmt.Errorf("config reload (the running config stays): %s changed; these need a restart", strings.Join(diff, ", "))
 	}
 	tokens, errs := tokensFor(next)
@@ -96,6 +97,10 @@ func (h *Host) reloadConfig(ctx context.Context) (configReload, error) {
 	changed := budgetChanged
 	for _, p := range plans {
 		changed = changed || p.result != "" || len(p.binds) > 0
+	}
+	if err := h.applyLogLevel(cur, next); err != nil {
+		h.discardPlans(plans)
+		return res, fmt.Errorf("config reload (the running config stays): %w", err)
 	}
 	h.live.Store(next)
 	if !changed {
@@ -412,10 +417,11 @@ func (h *Host) forgetSeries(stopped []*binding) {
 }
 
 // restartOnlyChanges lists what differs between two configs that a reload cannot apply:
-// the settings outside the tenants other than max_concurrency and max_bindings.
-func restartOnlyChanges(cur, next *config.Config) []string {
+// the settings outside the tenants other than max_concurrency, max_bindings and the keys
+// in live (applied in place).
+func restartOnlyChanges(cur, next *config.Config, live ...string) []string {
 	// max_bindings only bounds the config a load accepts: the new config passed it.
-	return config.Diff(*cur, *next, "tenants", "max_concurrency", "max_bindings")
+	return config.Diff(*cur, *next, append([]string{"tenants", "max_concurrency", "max_bindings"}, live...)...)
 }
 
 // addBinding makes b serve: listed in status and, if Run is running, started.

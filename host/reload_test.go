@@ -371,15 +371,15 @@ func TestHotReloadByAdminAndConfig(t *testing.T) {
 	}
 
 	// A restart-only change (a host-level setting outside the tenants) is refused naming it.
-	writeConfigTop(t, dir, "log: {level: debug}\n", "  default:\n    bindings:\n"+binding("a", "a")+binding("b", "b"))
+	writeConfigTop(t, dir, "log: {format: json}\n", "  default:\n    bindings:\n"+binding("a", "a")+binding("b", "b"))
 	body = do(t, "POST", srv.URL+"/v1/reload", "", "", 422)
-	if !strings.Contains(body, "log.level changed; these need a restart") {
+	if !strings.Contains(body, "log.format changed; these need a restart") {
 		t.Errorf("restart-only change answer: %s", body)
 	}
 	if h.bindingNamed("default", "b") != bBefore {
 		t.Error("a refused config reload restarted a binding")
 	}
-	if st := h.Status(context.Background()); !strings.Contains(st.LastConfigReloadError, "log.level changed") || st.LastConfigReloadErrorAt == nil {
+	if st := h.Status(context.Background()); !strings.Contains(st.LastConfigReloadError, "log.format changed") || st.LastConfigReloadErrorAt == nil {
 		t.Errorf("status after a refused config reload: last config reload error %q at %v", st.LastConfigReloadError, st.LastConfigReloadErrorAt)
 	}
 

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	goruntime "runtime"
 	"sync"
@@ -21,6 +22,20 @@ import (
 // one-CPU host still overlaps Azure round trips. Compiling a module digest still happens
 // once: concurrent compiles of the same bytes wait for the first (runtime.Engine.Compile).
 func startParallelism() int { return max(4, 2*goruntime.GOMAXPROCS(0)) }
+
+// Options are New's optional settings (NewWithOptions).
+type Options struct {
+	// AdminServing, when set, is called once the admin API serves, before any binding is
+	// built (a start of thousands of bindings takes seconds: /readyz and /v1/status say how
+	// far it got). wqhost run writes <data_dir>/host.json here, so the CLI finds a host
+	// that is still starting.
+	AdminServing func(addr net.Addr)
+}
+
+// NewWithOptions is New with opts.
+func NewWithOptions(ctx context.Context, cfg *config.Config, logger *slog.Logger, opts Options) (*Host, error) {
+	return newWithHooks(ctx, cfg, logger, startHooks{served: opts.AdminServing})
+}
 
 // startHooks let a test watch and hold a start.
 type startHooks struct {

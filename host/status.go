@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/admin"
+	"github.com/wqhost/wqhost/internal/buildinfo"
 	"github.com/wqhost/wqhost/plugins/external"
 	"github.com/wqhost/wqhost/runtime"
 )
@@ -33,7 +34,16 @@ type Status struct {
 	// empty once a reload succeeds.
 	LastConfigReloadError   string     `json:"last_config_reload_error,omitempty"`
 	LastConfigReloadErrorAt *time.Time `json:"last_config_reload_error_at,omitempty"`
+	// LastConfigReloadSuccessAt is when the config running now was loaded: at start, or by
+	// the last reload that succeeded.
+	LastConfigReloadSuccessAt time.Time `json:"last_config_reload_success_at"`
+	// Build is the binary running: version, commit, Go toolchain.
+	Build buildinfo.Info `json:"build"`
 }
+
+// ConfigReloadFailedForTenant is what a tenant's token reads as last_config_reload_error:
+// the host's error names other tenants' keys.
+const ConfigReloadFailedForTenant = "the config file failed to load; the host runs its previous config (the host token's status says why)"
 
 // StatusQuery selects a tenant's bindings and a page of them (admin.StatusQuery).
 type StatusQuery = admin.StatusQuery
@@ -203,6 +213,13 @@ func (h *Host) StatusPage(ctx context.Context, q StatusQuery) Status {
 		st.Memory = h.memoryStatus()
 	}
 	st.LastConfigReloadError, st.LastConfigReloadErrorAt = h.configErr.get()
+	if q.ForTenant && st.LastConfigReloadError != "" {
+		// The error quotes keys of every tenant (tenants.<other>.bindings…): a tenant's
+		// token learns that the reload failed, not another tenant's names.
+		st.LastConfigReloadError = ConfigReloadFailedForTenant
+	}
+	st.LastConfigReloadSuccessAt = h.configErr.lastSuccess()
+	st.Build = buildinfo.Read()
 	if st.MaxConcurrency > 0 {
 		st.Running = h.sched.Held()
 	}

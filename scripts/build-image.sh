@@ -3,8 +3,11 @@
 # (deploy/cmd/build-image: go-containerregistry appends one layer to an empty base), into the
 # OCI image layout dist/image. Reproducible: one commit gives one digest (SOURCE_DATE_EPOCH,
 # default 0, sets the creation time).
-# Usage: bash scripts/build-image.sh [-name wqhost:TAG] [-arch arm64] [-version v1.2.3] [-o DIR]
-# Then: podman pull oci:dist/image:wqhost:dev, or skopeo copy oci:dist/image:wqhost:dev docker://REGISTRY/wqhost:TAG
+# Also writes dist/image.tar, a docker-archive tagged -name and wqhost:<version> (the version
+# defaults to git describe --tags --always --dirty; the binary reports it and the commit).
+# Usage: bash scripts/build-image.sh [-name wqhost:TAG] [-arch arm64] [-version v1.2.3] [-o DIR] [-tar FILE]
+# Then: podman load -i dist/image.tar (localhost/wqhost:<version>), or
+# skopeo copy oci:dist/image:wqhost:dev docker://REGISTRY/wqhost:TAG
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tool=$(mktemp -d)

@@ -15,7 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/source"
 )
 
 // How the CLI finds a host running on its data directory: `wqhost run` writes
@@ -189,4 +191,40 @@ func (a *adminClient) call(ctx context.Context, method, path string, body, out a
 		return fmt.Errorf("%s %s: %w", method, u, err)
 	}
 	return nil
+}
+
+// locateHost says where the host of the config (--config, --data-dir, the environment) is:
+// the admin address in <data_dir>/host.json while its process lives, else the config's
+// admin.addr (a host still starting listens there before it writes host.json, and one
+// without a data directory in common with this command is still found). A config file that
+// does not load still names both, with a warning: the host may be running the previous
+// version of the file, and its status says why the new one failed.
+func (c *cli) locateHost(file string, fl *pflag.FlagSet) (config.Location, error) {
+	opts := config.LoadOptions{File: file, Flags: fl}
+	if file != "" {
+		data, err := source.ReadFile(file)
+		if err != nil {
+			return config.Location{}, &usageError{err: fmt.Errorf("config: %w", err)}
+		}
+		opts.Data = data
+	}
+	if _, err := c.loadConfig(file, fl); err != nil {
+		name := file
+		if name == "" {
+			name = "the embedded default config"
+		}
+		lines := strings.Split(err.Error(), "\n")
+		for i, l := range lines {
+			lines[i] = termSafe(l)
+		}
+		fmt.Fprintf(c.stderr, "warning: %s does not load; finding its host from its data_dir and admin.addr alone:\n  %s\n",
+			termSafe(name), strings.Join(lines, "\n  "))
+	}
+	loc := config.Locate(opts)
+	if hf, err := readHostFile(loc.DataDir); err == nil && hf.Admin != "" && alive(hf.PID) {
+		loc.AdminAddr = hf.Admin
+	} else if loc.AdminAddr == "off" {
+		loc.AdminAddr = config.DefaultAdminAddr
+	}
+	return loc, nil
 }

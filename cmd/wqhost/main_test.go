@@ -58,7 +58,9 @@ func TestMain(m *testing.M) {
 			env  []string
 			args []string
 		}{
-			{nil, []string{"build", "-o", wqhostBin, "."}},
+			// -buildvcs=auto as a checkout's plain go build (this machine's go env turns
+			// stamping off): the binary carries the commit TestVersionNamesCommit checks.
+			{nil, []string{"build", "-buildvcs=auto", "-o", wqhostBin, "."}},
 			{[]string{"GOOS=wasip1", "GOARCH=wasm"}, []string{"build", "-buildmode=c-shared", "-o", flakyWasm, "./testdata/flaky"}},
 		} {
 			cmd := exec.Command("go", b.args...)

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/source"
+	"github.com/wqhost/wqhost/internal/buildinfo"
 )
 
 const runDoc = `
@@ -62,7 +65,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 			cfg.Log.Level = "error" // the summary reports the rejected transactions
 		}
 	}
-	logger, err := newLogger(cfg.Log, c.stderr)
+	level := new(slog.LevelVar)
+	logger, err := newLogger(cfg.Log, level, c.stderr)
 	if err != nil {
 		return &usageError{err: err}
 	}
@@ -91,7 +95,28 @@ func (c *cli) run(ctx context.Context, args []string) error {
 	if *demo {
 		return c.demo(ctx, cfg, logger)
 	}
-	h, err := host.New(ctx, cfg, logger)
+	bi := buildinfo.Read()
+	configPath := "(embedded default)"
+	if *cfgFile != "" {
+		configPath = *cfgFile
+		if abs, err := filepath.Abs(*cfgFile); err == nil {
+			configPath = abs
+		}
+	}
+	logger.Info("wqhost starting", "version", bi.Version, "commit", bi.CommitString(), "go", bi.GoVersion, "config", configPath, "data_dir", cfg.DataDir)
+	// The CLI's send, peek, poison and status find the host through <data_dir>/host.json
+	// (hostfile.go), written as soon as the admin API serves: a start of many bindings
+	// takes a while, and status shows its progress.
+	removeHostFile := func() {}
+	h, err := host.NewWithOptions(ctx, cfg, logger, host.Options{AdminServing: func(addr net.Addr) {
+		remove, err := writeHostFile(cfg.DataDir, addr)
+		if err != nil {
+			logger.Warn("the CLI will not find this host through its data directory", "err", err)
+			return
+		}
+		removeHostFile = remove
+	}})
+	defer func() { removeHostFile() }()
 	if errors.Is(err, host.ErrAdminListen) {
 		return err // exit 1: the config is fine, the port is taken
 	}
@@ -100,15 +125,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		// backend): still a configuration problem, and nothing was left running.
 		return &usageError{err: err}
 	}
-	if addr := h.AdminAddr(); addr != nil {
-		// The CLI's send, peek, poison and status find the host here (hostfile.go).
-		remove, err := writeHostFile(cfg.DataDir, addr)
-		if err != nil {
-			logger.Warn("the CLI will not find this host through its data directory", "err", err)
-		} else {
-			defer remove()
-		}
-	}
+	// A reload that changes log.level sets it here; --log-level, re-applied, still wins.
+	h.SetLogLevel(level)
 	// A reload re-reads the config with the same file, environment and flags as at start.
 	h.SetConfigLoader(func() (*config.Config, error) {
 		return source.LoadConfig(config.LoadOptions{File: *cfgFile, Flags: fl})
@@ -135,17 +153,29 @@ func (c *cli) run(ctx context.Context, args []string) error {
 	return nil
 }
 
-// newLogger builds the host's slog logger from the config's log section.
-func newLogger(lc config.Log, w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(lc.Level)); err != nil && lc.Level != "" {
+// secondsAttr writes a duration attribute as <key>_seconds, a number of seconds.
+func secondsAttr(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.Float64(a.Key+"_seconds", a.Value.Duration().Seconds())
+	}
+	return a
+}
+
+// newLogger builds the host's slog logger from the config's log section, filtering on
+// level (set to log.level), which a config reload may change.
+func newLogger(lc config.Log, level *slog.LevelVar, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(lc.Level)); err != nil && lc.Level != "" {
 		return nil, fmt.Errorf("log.level %q: want debug, info, warn or error", lc.Level)
 	}
+	level.Set(l)
 	opts := &slog.HandlerOptions{Level: level}
 	switch strings.ToLower(lc.Format) {
 	case "", "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
+		// A duration would be an integer of nanoseconds with no unit: seconds, named so.
+		opts.ReplaceAttr = secondsAttr
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, errors.New("log.format " + lc.Format + ": want text or json")

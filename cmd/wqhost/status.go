@@ -28,7 +28,10 @@ says how many of its bindings are up.
 --json prints the API's JSON unchanged. The bearer token, when the host wants one, is read from
 the environment variable named by --token-env (or the config's admin.token_env).
 Without --admin, the command asks the host running on the data directory (--config,
---data-dir: the address it wrote in <data_dir>/host.json), else 127.0.0.1:8480.`
+--data-dir: the address it wrote in <data_dir>/host.json), else the config's admin.addr
+(127.0.0.1:8480 by default). A config file that fails to load still gives its data_dir and
+admin address (a warning says it does not load): status is how one asks a host why its
+config reload failed.`
 
 func (c *cli) status(ctx context.Context, args []string) error {
 	fl := c.flags("status", "[--admin ADDR | --config FILE | --data-dir DIR] [--tenant T] [--limit N [--offset M]] [--json] [--token-env NAME]", statusDoc)
@@ -50,16 +53,13 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		return usagef("--limit and --offset must not be negative")
 	}
 	if !fl.Changed("admin") {
-		// The host running on the config's data directory says where it listens.
-		if cfg, err := c.loadConfig(*cfgFile, fl); err == nil {
-			if hf, err := readHostFile(cfg.DataDir); err == nil && hf.Admin != "" && alive(hf.PID) {
-				*admin = hf.Admin
-				if !fl.Changed("token-env") && cfg.Admin.TokenEnv != "" && c.getenv != nil && c.getenv(cfg.Admin.TokenEnv) != "" {
-					*tokenEnv = cfg.Admin.TokenEnv
-				}
-			}
-		} else if fl.Changed("config") || fl.Changed("data-dir") {
+		loc, err := c.locateHost(*cfgFile, fl)
+		if err != nil {
 			return err
+		}
+		*admin = loc.AdminAddr
+		if !fl.Changed("token-env") && loc.AdminTokenEnv != "" && c.getenv != nil && c.getenv(loc.AdminTokenEnv) != "" {
+			*tokenEnv = loc.AdminTokenEnv
 		}
 	}
 	path := statusPath(*tenant, *limit, *offset)

@@ -49,7 +49,7 @@ func TestCLIThroughRunningHost(t *testing.T) {
 	waitFor(t, 10*time.Second, "the dead-letter depth read", func() bool { return h.binding("default", "flaky").DeadLetterDepth == 5 })
 
 	cli("poison", "purge", "--queue", "jobs").expect(t, 0, "poison purge", "purged 5 dead letters from jobs-poison")
-	if !strings.Contains(h.logs(), "dead letters purged through the admin API") {
+	if !strings.Contains(h.logs(), `msg="admin action" actor=host action=purge-dead-letters target=default/jobs count=5`) {
 		t.Error("the purge did not go through the host's admin API")
 	}
 	st := cli("status", "--json")

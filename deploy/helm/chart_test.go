@@ -86,13 +86,30 @@ mode: nats
 nats: {servers: ["tls://nats.nats:4222"], monitoringEndpoint: "nats.nats:8222", tokenEnv: NATS_TOKEN, caSecret: {name: nats-ca}}
 secretEnv: [{name: NATS_TOKEN, secretName: nats, key: token}]
 ` + tenantsWithHTTP, []string{"acme/hooks", "default/billing"}},
+	{"nats-hpa", "nats", `
+mode: nats
+nats: {servers: ["nats://nats.nats:4222"]}
+scaling: {kind: hpa, minReplicas: 2, maxReplicas: 8}
+`, []string{"default/billing"}},
+	{"azure-long-names", "azure", `
+mode: azure
+azure: {connectionString: {secretName: storage}}
+tenants:
+  acmepaymentseurope:
+    bindings:
+      settlement-reconciliation-nightly-batch-job-a: {queue: settle-a, module: builtin:echo-go}
+      settlement-reconciliation-nightly-batch-job-b: {queue: settle-b, module: builtin:echo-go}
+  ops-eu: {bindings: {jobs: {queue: run, module: builtin:echo-go}}}
+  ops: {bindings: {eu-jobs: {queue: run, module: builtin:echo-go}}}
+`, []string{"acmepaymentseurope/settlement-reconciliation-nightly-batch-job-a", "acmepaymentseurope/settlement-reconciliation-nightly-batch-job-b", "ops-eu/jobs", "ops/eu-jobs"}},
+	{"sqlite-openshift-hatches", "sqlite", "mode: sqlite\n" + hatches, []string{"default/billing"}},
 }
 
 // TestChartRendersStrictly renders every mode and decodes every object strictly into its
 // real type (KEDA's against KEDA's CRDs), then checks what a user relies on.
 func TestChartRendersStrictly(t *testing.T) {
-	total, failures := 0, 0
-	var modeNames []string
+	total, failures, duplicates := 0, 0, 0
+	var modeNames, hpaModes []string
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			r, err := render(t, values(t, m.values))
@@ -105,6 +122,10 @@ func TestChartRendersStrictly(t *testing.T) {
 			total += len(r.objects) + len(r.failures)
 			failures += len(r.failures)
 			cfg := checkRender(t, m.mode, r)
+			duplicates += checkTriggerNames(t, r)
+			if len(r.find("HorizontalPodAutoscaler")) > 0 && !slices.Contains(hpaModes, m.mode) {
+				hpaModes = append(hpaModes, m.mode)
+			}
 			var got []string
 			for _, b := range bindings(cfg) {
 				got = append(got, b.tenant+"/"+b.name)
@@ -118,7 +139,14 @@ func TestChartRendersStrictly(t *testing.T) {
 			modeNames = append(modeNames, m.mode)
 		}
 	}
-	fmt.Printf("helm render: modes=%s objects=%d strict-decode-failures=%d\n", strings.Join(modeNames, ","), total, failures)
+	subchart := "ok"
+	if err := renderAsDependency(t); err != nil {
+		subchart = "failed"
+		t.Errorf("as a dependency of an umbrella chart: %v", err)
+	}
+	slices.Sort(hpaModes)
+	fmt.Printf("helm render: modes=%s objects=%d strict-decode-failures=%d subchart=%s hpa-modes=%s duplicate-trigger-names=%d\n",
+		strings.Join(modeNames, ","), total, failures, subchart, strings.Join(hpaModes, ","), duplicates)
 }
 
 // checkRender checks one render: the config the host will load (returned), the pod's
@@ -171,11 +199,11 @@ func checkRender(t *testing.T, mode string, r rendered) *config.Config {
 			}
 		}
 	case "nats":
-		if len(so) != 1 || len(hpa) != 0 {
-			t.Errorf("nats: %d ScaledObjects and %d HPAs, want one ScaledObject", len(so), len(hpa))
-		} else {
+		if len(so) == 1 {
 			checkNATSScaledObject(t, r, cfg)
 			checkNATSCA(t, cfg, c)
+		} else if len(hpa) != 1 {
+			t.Errorf("nats: %d ScaledObjects and %d HPAs, want one of them", len(so), len(hpa))
 		}
 	case "azure":
 		if len(so) == 1 {
@@ -194,6 +222,9 @@ func checkRender(t *testing.T, mode string, r rendered) *config.Config {
 				t.Errorf("azure: binding reads backend %q of type %s, want azure", b.Backend, be.Type)
 			}
 		}
+	}
+	if len(hpa) == 1 {
+		checkHPA(t, hpa[0], dep)
 	}
 	if len(r.find("PodDisruptionBudget")) != 1 {
 		t.Errorf("no PodDisruptionBudget")
@@ -274,8 +305,14 @@ func checkPod(t *testing.T, cfg *config.Config, pod corev1.PodSpec, c corev1.Con
 		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 		t.Errorf("container security context %+v: want non-root, read-only root, no privilege escalation, all capabilities dropped", sc)
 	}
-	if ps := pod.SecurityContext; ps == nil || ps.RunAsUser == nil || *ps.RunAsUser == 0 {
-		t.Errorf("pod security context %+v: want a non-root user", ps)
+	// A fixed uid, or none (OpenShift assigns one) with runAsNonRoot.
+	if ps := pod.SecurityContext; ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot || ps.RunAsUser != nil && *ps.RunAsUser == 0 {
+		t.Errorf("pod security context %+v: want runAsNonRoot and no root user", ps)
+	}
+	for _, v := range pod.Volumes {
+		if v.EmptyDir != nil && (v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.IsZero()) {
+			t.Errorf("emptyDir %s has no sizeLimit: a runaway cache would fill the node's disk", v.Name)
+		}
 	}
 	mounts := map[string]bool{}
 	for _, m := range c.VolumeMounts {

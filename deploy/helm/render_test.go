@@ -165,6 +165,8 @@ func decodeStrict(doc []byte) (object, error) {
 		typed = &networkingv1.NetworkPolicy{}
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		typed = &monitoringv1.ServiceMonitor{}
+	case "monitoring.coreos.com/v1 PrometheusRule":
+		typed = &monitoringv1.PrometheusRule{}
 	case "keda.sh/v1alpha1 ScaledObject", "keda.sh/v1alpha1 TriggerAuthentication":
 		return o, checkKEDA(o)
 	default:

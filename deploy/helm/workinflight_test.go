@@ -56,3 +56,27 @@ func TestDocsWorkInFlightTrigger(t *testing.T) {
 		t.Errorf("triggers %v: want the documented prometheus trigger beside azure-queue", types)
 	}
 }
+
+// TestDocsValuesAzure: the values-azure.yaml of docs/deploy.md, section 3, installs as
+// pasted (no placeholder the schema refuses).
+func TestDocsValuesAzure(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "cat > values-azure.yaml <<'YAML'\n")
+	block, _, closed := strings.Cut(block, "\nYAML\n")
+	if !ok || !closed {
+		t.Fatal("docs/deploy.md has no values-azure.yaml heredoc")
+	}
+	r, err := render(t, values(t, block))
+	if err != nil {
+		t.Fatalf("the documented values-azure.yaml does not render: %v\n%s", err, block)
+	}
+	for _, f := range r.failures {
+		t.Errorf("strict decode: %s", f)
+	}
+	if len(r.find("ScaledObject")) != 1 {
+		t.Errorf("the documented values-azure.yaml renders no ScaledObject")
+	}
+}

@@ -63,7 +63,7 @@ type Options struct {
 	// Revision is the commit recorded in the org.opencontainers.image.revision label;
 	// empty leaves the label out.
 	Revision string
-	// Version is the version wqhost reports (main.version); empty: "(devel)".
+	// Version is the version wqhost reports (internal/buildinfo); empty: "(devel)".
 	Version string
 }
 
@@ -91,9 +91,16 @@ func Build(ctx context.Context, o Options) (v1.Image, error) {
 // BuildBinary runs go build for linux/o.Arch with CGO off into out: -trimpath and an empty
 // build id keep the bytes the same on every build of one commit.
 func BuildBinary(ctx context.Context, o Options, out string) error {
+	// -buildvcs=false keeps the bytes independent of the checkout's state; the version and
+	// commit the binary reports (wqhost version, /v1/status, wqhost_build_info) are set here
+	// instead, the commit the same as the image's revision label.
 	ldflags := "-s -w -buildid="
+	const pkg = "github.com/wqhost/wqhost/internal/buildinfo"
 	if o.Version != "" {
-		ldflags += " -X main.version=" + o.Version
+		ldflags += " -X " + pkg + ".version=" + o.Version
+	}
+	if o.Revision != "" {
+		ldflags += " -X " + pkg + ".commit=" + o.Revision
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, "./cmd/wqhost")
 	cmd.Dir = o.Module

@@ -4,12 +4,16 @@ import (
 	"archive/tar"
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,7 +32,7 @@ func buildOnce(t *testing.T) built {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	o := Options{Module: checkout, Created: time.Unix(0, 0), Revision: "0123456789abcdef0123456789abcdef01234567"}
+	o := Options{Module: checkout, Created: time.Unix(0, 0), Revision: "0123456789abcdef0123456789abcdef01234567", Version: "v0.0.0-imagetest"}
 	o.Arch = goEnv(ctx, "GOARCH")
 	bin := filepath.Join(t.TempDir(), "wqhost")
 	if err := BuildBinary(ctx, o, bin); err != nil {
@@ -82,6 +86,12 @@ func TestImageReproducibleAndLocked(t *testing.T) {
 	if len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != BinaryPath {
 		t.Errorf("entrypoint %q, want [%s]", cf.Config.Entrypoint, BinaryPath)
 	}
+	// The binary in the image says what the labels say (it runs here too: static linux).
+	out, err := exec.Command(b.binary, "version").Output()
+	if err != nil {
+		t.Fatalf("%s version: %v", b.binary, err)
+	}
+	checkVersionOutput(t, string(out), cf.Config.Labels)
 	layers, err := first.Layers()
 	if err != nil || len(layers) != 1 {
 		t.Fatalf("layers %d (%v), want 1", len(layers), err)
@@ -170,5 +180,59 @@ func TestWriteLayoutReplacesOnlyLayouts(t *testing.T) {
 		if err := WriteLayout(dir, "wqhost:test", img); err != nil {
 			t.Fatalf("write (and replace) a layout: %v", err)
 		}
+	}
+}
+
+// checkVersionOutput: `wqhost version` names the commit of the image's revision label and
+// the version of its version label.
+func checkVersionOutput(t *testing.T, out string, labels map[string]string) {
+	t.Helper()
+	rev, ver := labels["org.opencontainers.image.revision"], labels["org.opencontainers.image.version"]
+	if rev == "" || ver == "" {
+		t.Fatalf("image labels %v: want a revision and a version", labels)
+	}
+	if !strings.Contains(out, "\ncommit  "+rev+"\n") || !strings.HasPrefix(out, "wqhost "+ver+"\n") {
+		t.Errorf("the image's wqhost version prints\n%s\nwant version %s and commit %s, as its labels say", out, ver, rev)
+	}
+}
+
+// TestWriteTarballTags: the docker-archive names the image by every tag given (what
+// `podman load` and `docker load` name it after), and refuses a tag that is not one.
+func TestWriteTarballTags(t *testing.T) {
+	img, err := Assemble(Options{Created: time.Unix(0, 0), Arch: "amd64"}, []byte("not really a binary"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "image.tar")
+	if err := WriteTarball(path, img, "wqhost:dev", "wqhost:v1.2.3"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	var manifest []struct{ RepoTags []string }
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("no manifest.json in the archive: %v", err)
+		}
+		if h.Name == "manifest.json" {
+			if err := json.NewDecoder(tr).Decode(&manifest); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if len(manifest) == 1 {
+		slices.Sort(manifest[0].RepoTags)
+	}
+	if len(manifest) != 1 || !slices.Equal(manifest[0].RepoTags, []string{"wqhost:dev", "wqhost:v1.2.3"}) {
+		t.Errorf("archive manifest %+v, want one image tagged wqhost:dev and wqhost:v1.2.3", manifest)
+	}
+	if err := WriteTarball(path, img, "Not A Tag!"); err == nil {
+		t.Error("a bad tag was accepted")
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 // RefNameAnnotation is the OCI annotation naming an image in a layout's index, which
@@ -55,4 +57,39 @@ func Size(img v1.Image) (int64, error) {
 		n += l.Size
 	}
 	return n, nil
+}
+
+// WriteTarball writes img to path as a docker-archive (`docker save`'s format) tagged with
+// each of tags (e.g. wqhost:dev and wqhost:v1.2.3), so that `podman load -i` and
+// `docker load -i` name the image after its tags; a layout pulled with `podman pull oci:DIR`
+// is named after the directory instead. The file is replaced in one rename.
+func WriteTarball(path string, img v1.Image, tags ...string) error {
+	refs := map[name.Reference]v1.Image{}
+	for _, t := range tags {
+		ref, err := name.NewTag(t)
+		if err != nil {
+			return fmt.Errorf("image: tag %q: %w", t, err)
+		}
+		refs[ref] = img
+	}
+	if len(refs) == 0 {
+		return fmt.Errorf("image: %s: no tag to name the image by", path)
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("image: %w", err)
+	}
+	err = tarball.MultiRefWrite(refs, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("image: write %s: %w", path, err)
+	}
+	return nil
 }

@@ -90,6 +90,27 @@ func TestImageRunsUnderPodman(t *testing.T) {
 		_ = exec.Command("podman", append(append([]string{}, podmanFlags...), "rmi", "-f", id)...).Run()
 	})
 
+	// The docker-archive build-image writes beside the layout loads under its tag, not the
+	// archive's path.
+	tag := fmt.Sprintf("wqhost:test-%d", time.Now().UnixNano())
+	tarPath := filepath.Join(tmp, "image.tar")
+	if err := WriteTarball(tarPath, img, tag); err != nil {
+		t.Fatal(err)
+	}
+	if out := podman(ctx, t, "load", "-i", tarPath); !strings.Contains(out, "localhost/"+tag) {
+		t.Errorf("podman load -i %s: %q, want the image named localhost/%s", tarPath, out, tag)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("podman", append(append([]string{}, podmanFlags...), "rmi", "localhost/"+tag)...).Run()
+	})
+
+	// The binary inside says what the image's labels say.
+	var labels map[string]string
+	if err := json.Unmarshal([]byte(podman(ctx, t, "image", "inspect", "--format", "{{json .Labels}}", id)), &labels); err != nil {
+		t.Fatal(err)
+	}
+	checkVersionOutput(t, podman(ctx, t, "run", "--rm", id, "version"), labels)
+
 	// The demo, inside.
 	demoDir := sharedDir(t)
 	out := podman(ctx, t, append(append([]string{"run", "--rm"}, lockedRun(demoDir)...), id, "run", "--demo")...)

@@ -377,10 +377,11 @@ func (s *server) reload(w http.ResponseWriter, r *http.Request, p principal) {
 	if err != nil {
 		// What did load is serving; what failed left the previous version serving.
 		s.log.Error("reload through the admin API failed in part", "err", err)
+		s.audit(r, p, "reload", "config and modules", reloadCount(res), "err", err)
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"status": "failed", "error": err.Error(), "result": res})
 		return
 	}
-	s.log.Info("reloaded through the admin API")
+	s.audit(r, p, "reload", "config and modules", reloadCount(res))
 	writeJSON(w, http.StatusOK, map[string]any{"status": "reloaded", "result": res})
 }
 

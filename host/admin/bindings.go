@@ -40,7 +40,7 @@ func (s *server) routeBindings(mux *http.ServeMux) {
 		}
 		res, err := bh.Rollback(r.Context(), t, b)
 		if err == nil {
-			s.log.Info("binding rolled back through the admin API", "tenant", t, "binding", b)
+			s.audit(r, p, "rollback", t+"/"+b, 1, "result", res)
 		}
 		s.answer(w, res, err, bh)
 	}))

@@ -64,6 +64,7 @@ type queueRequest struct {
 	tenant, queue string
 	qs            Queues
 	qh            QueueHost
+	p             principal
 }
 
 // queues checks that p may act on the path's tenant (403 otherwise), that the tenant and
@@ -98,7 +99,7 @@ func (s *server) queues(next func(w http.ResponseWriter, r *http.Request, q queu
 			writeError(w, code, "%v", err)
 			return
 		}
-		next(w, r, queueRequest{tenant: tenant, queue: qname, qs: qs, qh: qh})
+		next(w, r, queueRequest{tenant: tenant, queue: qname, qs: qs, qh: qh, p: p})
 	}
 }
 
@@ -177,6 +178,7 @@ func (s *server) send(w http.ResponseWriter, r *http.Request, q queueRequest) {
 		writeError(w, http.StatusInternalServerError, "%v", err)
 		return
 	}
+	s.audit(r, q.p, "send", q.tenant+"/"+q.queue, int64(len(ids)))
 	writeJSON(w, http.StatusOK, map[string]any{"sent": len(ids), "ids": ids})
 }
 
@@ -348,7 +350,7 @@ func (s *server) deadPurge(w http.ResponseWriter, r *http.Request, q queueReques
 		writeQueueError(w, err)
 		return
 	}
-	s.log.Info("dead letters purged through the admin API", "tenant", q.tenant, "queue", q.queue, "purged", n)
+	s.audit(r, q.p, "purge-dead-letters", q.tenant+"/"+q.queue, n, "filter", filterText(req.Filter))
 	writeJSON(w, http.StatusOK, map[string]int64{"purged": n})
 }
 
@@ -371,13 +373,19 @@ func (s *server) deadRedrive(w http.ResponseWriter, r *http.Request, q queueRequ
 	}
 	id := q.qh.Jobs().Start("redrive", q.tenant, q.queue, func(ctx context.Context, p *queueapi.Progress) error {
 		err := queueapi.RedriveDead(ctx, q.qs.Dead, q.qs.Queue, req.Filter, req.Rate, req.Limit, p)
+		s.log.Info("admin action finished", "actor", q.p.actor(), "action", "redrive-dead-letters", "target", q.tenant+"/"+q.queue,
+			"count", p.Done.Load(), "failed", p.Failed.Load(), "matched", p.Matched.Load(), "err", err)
 		// Before the job reads as finished: a client that saw it done then sees fresh depths.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		s.refresh(rctx, q.tenant, q.queue)
 		return err
 	})
-	s.log.Info("dead-letter redrive started through the admin API", "tenant", q.tenant, "queue", q.queue, "job", id)
+	expect := int64(-1)
+	if req.Expect != nil {
+		expect = *req.Expect
+	}
+	s.audit(r, q.p, "redrive-dead-letters", q.tenant+"/"+q.queue, expect, "job", id, "filter", filterText(req.Filter))
 	writeJSON(w, http.StatusAccepted, map[string]string{"job": id})
 }
 
@@ -397,6 +405,7 @@ func (s *server) job(w http.ResponseWriter, r *http.Request, p principal) {
 	}
 	if r.Method == http.MethodDelete {
 		st, _ = qh.Jobs().Cancel(id)
+		s.audit(r, p, "cancel-job", id, st.Done, "kind", st.Kind, "job_target", st.Tenant+"/"+st.Queue, "state", st.State)
 	}
 	writeJSON(w, http.StatusOK, st)
 }

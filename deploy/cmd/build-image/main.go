@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +35,8 @@ func run() error {
 	out := flag.String("o", "dist/image", "OCI image layout directory to write (replaced)")
 	name := flag.String("name", "wqhost:dev", "the image's name in the layout's index")
 	arch := flag.String("arch", "", "GOARCH of the image (default the build machine's)")
-	version := flag.String("version", "", "version wqhost reports and the image's version label")
+	version := flag.String("version", "", "version wqhost reports, the image's version label and its tag wqhost:VERSION (default: git describe --tags --always --dirty)")
+	tarPath := flag.String("tar", "", "docker-archive to write beside the layout, tagged -name and wqhost:VERSION, for podman/docker load (default: the layout's path + .tar)")
 	flag.Parse()
 
 	created := time.Unix(0, 0)
@@ -46,6 +48,12 @@ func run() error {
 		created = time.Unix(sec, 0)
 	}
 	ctx := context.Background()
+	if *version == "" {
+		*version = describe(ctx, *module)
+	}
+	if *tarPath == "" {
+		*tarPath = filepath.Clean(*out) + ".tar"
+	}
 	img, err := image.Build(ctx, image.Options{
 		Module: *module, Arch: *arch, Created: created, Revision: revision(ctx, *module), Version: *version,
 	})
@@ -53,6 +61,13 @@ func run() error {
 		return err
 	}
 	if err := image.WriteLayout(*out, *name, img); err != nil {
+		return err
+	}
+	tags := []string{*name}
+	if v := "wqhost:" + *version; v != *name {
+		tags = append(tags, v)
+	}
+	if err := image.WriteTarball(*tarPath, img, tags...); err != nil {
 		return err
 	}
 	d, err := img.Digest()
@@ -64,7 +79,18 @@ func run() error {
 		return err
 	}
 	fmt.Printf("image %s written to %s: digest=%s size=%.1f MB\n", *name, *out, d, float64(size)/1e6)
+	fmt.Printf("tagged %s in %s: podman load -i %s (or docker load -i)\n", strings.Join(tags, " and "), *tarPath, *tarPath)
 	return nil
+}
+
+// describe is the checkout's version by git describe (a tag, or the short commit; -dirty
+// when the tree has changes), or "dev" outside git.
+func describe(ctx context.Context, dir string) string {
+	b, err := exec.CommandContext(ctx, "git", "-C", dir, "describe", "--tags", "--always", "--dirty").Output()
+	if v := strings.TrimSpace(string(b)); err == nil && v != "" {
+		return v
+	}
+	return "dev"
 }
 
 // revision is the checkout's commit, or "" outside git (the label is left out then).

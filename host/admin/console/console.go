@@ -337,7 +337,8 @@ func (c *Console) authed(next sessionHandler) http.HandlerFunc {
 				return
 			}
 		}
-		next(w, r, s)
+		// The admin API's audit log names the console and the browser's address.
+		next(w, r.WithContext(admin.ViaConsole(r.Context(), r.RemoteAddr)), s)
 	}
 }
 

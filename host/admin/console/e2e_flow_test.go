@@ -127,7 +127,13 @@ func TestConsoleE2E(t *testing.T) {
 	c.page("binding")
 	b.waitFor("v2 serving", fmt.Sprintf(`document.getElementById("serving").textContent === %q && document.getElementById("rollback").textContent.includes(%q)`, v2, v1))
 	b.shot("binding-hot-swapped")
-	b.do("rollback", chromedp.Click(chromedp.CSS("#rollback")), chromedp.WaitVisible(chromedp.CSS("#notice")))
+	// The rollback asks first: opening the question changes nothing.
+	b.do("rollback question", chromedp.Click(chromedp.CSS("#rollback")), chromedp.WaitVisible(chromedp.CSS("#rollback-yes")))
+	if d, err := e.h.BindingDetail(context.Background(), "acme", "echo"); err != nil || d.Status.ModuleDigest[:12] != v2 {
+		t.Fatalf("the rollback question alone changed the version served: %v (%v)", d.Status.ModuleDigest, err)
+	}
+	b.shot("rollback-confirm")
+	b.do("rollback", chromedp.Click(chromedp.CSS("#rollback-yes")), chromedp.WaitVisible(chromedp.CSS("#notice")))
 	b.waitFor("v1 serving", fmt.Sprintf(`document.getElementById("serving").textContent === %q && document.querySelectorAll("#history tbody tr").length === 3`, v1))
 	if d, err := e.h.BindingDetail(context.Background(), "acme", "echo"); err != nil || d.Status.ModuleDigest[:12] != v1 {
 		t.Fatalf("after the console's rollback the host serves %v (%v), want %s", d.Status.ModuleDigest, err, v1)
@@ -356,7 +362,7 @@ func crossTenant(t *testing.T, e *e2eHost, b *browser, c *tally) {
 	dl := "/console/api/tenants/beta/queues/in/deadletters"
 	for _, f := range []struct{ what, path, init string }{
 		{"rollback form", "/console/tenants/beta/bindings/secret/rollback",
-			`{method: "POST", body: new URLSearchParams({csrf: document.querySelector('meta[name="csrf-token"]').content})}`},
+			`{method: "POST", body: new URLSearchParams({csrf: document.querySelector('meta[name="csrf-token"]').content, confirm: "yes"})}`},
 		{"api binding", "/console/api/tenants/beta/bindings/secret", `{}`},
 		{"api rollback", "/console/api/tenants/beta/bindings/secret/rollback", post(`{}`)},
 		{"api status", "/console/api/status?tenant=beta", `{}`},

@@ -13,7 +13,14 @@ import (
 // status is the part of GET /v1/status the console shows.
 type status struct {
 	Ready bool `json:"ready"`
-	Page  struct {
+	Build struct {
+		Version  string `json:"version"`
+		Commit   string `json:"commit"`
+		Modified bool   `json:"modified"`
+	} `json:"build"`
+	LastConfigReloadError   string     `json:"last_config_reload_error"`
+	LastConfigReloadErrorAt *time.Time `json:"last_config_reload_error_at"`
+	Page                    struct {
 		Offset   int `json:"offset"`
 		Returned int `json:"returned"`
 		Total    int `json:"total"`
@@ -86,6 +93,8 @@ type Snapshot struct {
 	// Memory is the Memory panel: the host's budget (the host's session only) and the
 	// budget of each tenant of the page's bindings.
 	Memory Memory `json:"memory"`
+	// Host is the binary and the config reload state, for the header and the banner.
+	Host HostInfo `json:"host"`
 }
 
 // rateWindow is how far back the overview's msg/s and failure rate look.
@@ -142,7 +151,7 @@ func (c *Console) snapshot(ctx context.Context, s *session, offset int) (Snapsho
 	if err := c.getJSON(ctx, s, "/v1/status?"+q.Encode(), &st); err != nil {
 		return Snapshot{}, err
 	}
-	snap := Snapshot{At: time.Now(), Total: st.Page.Total, Rows: []Row{}, Memory: Memory{Tenants: []Budget{}}}
+	snap := Snapshot{At: time.Now(), Total: st.Page.Total, Rows: []Row{}, Memory: Memory{Tenants: []Budget{}}, Host: hostInfo(&st)}
 	// /v1/status gives a tenant's token the host's memory too: only the host's session
 	// shows it, since it sums every tenant's.
 	if s.host && st.Memory != nil {

@@ -20,10 +20,12 @@ type page struct {
 	// Error is an API error the page shows instead of (or above) its content.
 	Error *apiError
 	Data  any
+	// Host is the binary and config state every page's header and banner show.
+	Host HostInfo
 }
 
-func (c *Console) page(w http.ResponseWriter, s *session, name, title string, data any, err error) {
-	p := page{Title: title, Who: s.who(), CSRF: s.csrf, Data: data}
+func (c *Console) page(w http.ResponseWriter, r *http.Request, s *session, name, title string, data any, err error) {
+	p := page{Title: title, Who: s.who(), CSRF: s.csrf, Data: data, Host: c.hostInfo(r.Context(), s)}
 	code := http.StatusOK
 	if err != nil {
 		var ae *apiError
@@ -46,7 +48,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	if offset+overviewPageSize < snap.Total {
 		data["Next"] = offset + overviewPageSize
 	}
-	c.page(w, s, "overview", "Overview", data, err)
+	c.page(w, r, s, "overview", "Overview", data, err)
 }
 
 // versionRecord is one entry of a binding's hot-swap history (host.VersionRecord).
@@ -111,15 +113,21 @@ func (c *Console) showBinding(w http.ResponseWriter, r *http.Request, s *session
 			target = &d.History[i]
 		}
 	}
-	c.page(w, s, "binding", t+" / "+b, map[string]any{
+	c.page(w, r, s, "binding", t+" / "+b, map[string]any{
 		"Tenant": t, "Binding": b, "D": d, "Scaling": recent, "Target": target, "Notice": notice,
 	}, err)
 }
 
-// rollback re-activates the binding's previous module version through the API and shows
-// the binding page again.
+// rollback re-activates the binding's previous module version through the API, once the
+// user confirmed it, and shows the binding page again.
 func (c *Console) rollback(w http.ResponseWriter, r *http.Request, s *session) {
 	t, b := r.PathValue("tenant"), r.PathValue("binding")
+	if r.PostFormValue("confirm") != "yes" {
+		// The page's form asks first (Roll back to …? Yes): a post without the answer is
+		// not one a user confirmed.
+		c.showBinding(w, r, s, "", &apiError{Code: http.StatusBadRequest, Msg: "rollback: not confirmed (answer the question under Roll back)"})
+		return
+	}
 	rec := c.call(r.Context(), s, http.MethodPost, "/v1/tenants/"+url.PathEscape(t)+"/bindings/"+url.PathEscape(b)+"/rollback", strings.NewReader("{}"))
 	if rec.code != http.StatusOK {
 		c.showBinding(w, r, s, "", &apiError{Code: rec.code, Msg: "rollback: " + errorText(rec.buf.Bytes())})
@@ -228,7 +236,7 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session
 		}
 		next = "?" + nv.Encode()
 	}
-	c.page(w, s, "deadletters", t+" / "+q+" dead letters", map[string]any{
+	c.page(w, r, s, "deadletters", t+" / "+q+" dead letters", map[string]any{
 		"Tenant": t, "Queue": q, "Items": list.Items, "Next": next, "Filter": shown,
 		"FilterJSON": string(mustJSON(f)), "API": "/console/api" + strings.TrimPrefix(base, "/v1"),
 		"Paged": in.Get("after") != "",
@@ -241,7 +249,7 @@ func (c *Console) deadLetter(w http.ResponseWriter, r *http.Request, s *session)
 	target := "/v1/tenants/" + url.PathEscape(t) + "/queues/" + url.PathEscape(q) + "/deadletters/" + url.PathEscape(id) +
 		"?body_bytes=" + strconv.Itoa(detailBodyBytes)
 	err := c.getJSON(r.Context(), s, target, &d)
-	c.page(w, s, "deadletter", "dead letter "+id, map[string]any{"Tenant": t, "Queue": q, "D": d, "Cap": detailBodyBytes}, err)
+	c.page(w, r, s, "deadletter", "dead letter "+id, map[string]any{"Tenant": t, "Queue": q, "D": d, "Cap": detailBodyBytes}, err)
 }
 
 // rfc3339 reads a time from a datetime-local input (taken as UTC) or RFC 3339; anything

@@ -149,6 +149,17 @@ backends:
 {{- end }}
 {{- end -}}
 
+{{/*
+The checksum of what only a restart applies: restartConfig without log.level, which the host
+applies on a config reload (so a level change does not roll the pods).
+*/}}
+{{- define "wqhost.restartChecksum" -}}
+{{- $v := deepCopy .Values -}}
+{{- $log := get ($v.config | default dict) "log" -}}
+{{- if kindIs "map" $log -}}{{- $_ := unset $log "level" -}}{{- end -}}
+{{- include "wqhost.restartConfig" (dict "Values" $v "Release" .Release "Chart" .Chart "Capabilities" .Capabilities "Template" .Template) | sha256sum -}}
+{{- end -}}
+
 {{/* wqhost.yaml. */}}
 {{- define "wqhost.config" -}}
 {{ include "wqhost.restartConfig" . }}
@@ -157,6 +168,35 @@ backends:
 {{- end }}
 tenants:
 {{ include "wqhost.tenants" . | indent 2 }}
+{{- end -}}
+
+{{/*
+A KEDA trigger's name for tenant, binding and queue (a list of the three): tenant-binding-queue
+when that fits KEDA's 63 characters, else its first 54 characters and a hash of all three, so
+that two long names cut alike stay distinct (the hash is of the parts with "/" between them).
+Dashes inside the parts can still make two triples spell one short name (a-b/c vs a/b-c):
+"wqhost.uniqueTrigger" gives the second one a hash suffix too.
+*/}}
+{{- define "wqhost.triggerName" -}}
+{{- $name := join "-" . -}}
+{{- if gt (len $name) 63 -}}
+{{- printf "%s-%s" ($name | trunc 54 | trimSuffix "-") (join "/" . | sha256sum | trunc 8) -}}
+{{- else -}}
+{{- $name -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A trigger's name made unique among those in seen (a dict, updated): a list of seen, the name
+and the queue it watches.
+*/}}
+{{- define "wqhost.uniqueTrigger" -}}
+{{- $seen := index . 0 -}}{{- $name := index . 1 -}}
+{{- if hasKey $seen $name -}}
+{{- $name = printf "%s-%s" ($name | trunc 54 | trimSuffix "-") (index . 2 | sha256sum | trunc 8) -}}
+{{- end -}}
+{{- $_ := set $seen $name true -}}
+{{- $name -}}
 {{- end -}}
 
 {{/*
@@ -169,7 +209,7 @@ its names, another tenant T's queue Q is <len(T)>-T-Q. One line per queue: "trig
 {{- $qs := get $b "shards" | default (list (get $b "queue")) -}}
 {{- range $i, $q := $qs -}}
 {{- $phys := ternary $q (printf "%d-%s-%s" (len $tn) $tn $q) (eq $tn "default") -}}
-{{ printf "%s-%s-%s" $tn $bn $q | trunc 63 | trimSuffix "-" }} {{ $phys }}
+{{ include "wqhost.triggerName" (list $tn $bn $q) }} {{ $phys }}
 {{ end -}}
 {{- end -}}
 {{- end -}}
@@ -190,7 +230,7 @@ as _XX, after the stream prefix. One line per queue: "trigger-name stream".
 {{- range $c := splitList "" $phys -}}
 {{- if regexMatch "^[A-Za-z0-9-]$" $c -}}{{- $esc = printf "%s%s" $esc $c -}}{{- else -}}{{- $esc = printf "%s_%X" $esc $c -}}{{- end -}}
 {{- end -}}
-{{ printf "%s-%s-%s" $tn $bn $q | trunc 63 | trimSuffix "-" }} {{ $.Values.nats.streamPrefix }}{{ $esc }}
+{{ include "wqhost.triggerName" (list $tn $bn $q) }} {{ $.Values.nats.streamPrefix }}{{ $esc }}
 {{ end -}}
 {{- end -}}
 {{- end -}}
@@ -246,4 +286,9 @@ the port as given, the scheme's default, or any with "*".
 {{- define "wqhost.scaling" -}}
 {{- $k := .Values.scaling.kind -}}
 {{- if eq $k "auto" -}}{{- ternary "none" "keda" (eq .Values.mode "sqlite") -}}{{- else -}}{{- $k -}}{{- end -}}
+{{- end -}}
+
+{{/* The HorizontalPodAutoscaler scaling the Deployment: the chart's, or the one KEDA makes. */}}
+{{- define "wqhost.hpaName" -}}
+{{- if eq (include "wqhost.scaling" .) "keda" -}}keda-hpa-{{ include "wqhost.fullname" . }}{{- else -}}{{ include "wqhost.fullname" . }}{{- end -}}
 {{- end -}}

@@ -113,6 +113,16 @@ function renderMemory(mem) {
   tenants.dataset.updates = String(Number(tenants.dataset.updates || "0") + 1);
 }
 
+// renderBanner shows or hides the config reload banner as the host's state changes.
+function renderBanner(host) {
+  const banner = document.getElementById("config-banner");
+  if (!banner) return;
+  banner.hidden = !host.config_error;
+  document.getElementById("config-banner-msg").textContent = host.config_error || "";
+  document.getElementById("config-banner-at").textContent =
+    host.config_error_at ? " at " + new Date(host.config_error_at).toISOString().slice(0, 19).replace("T", " ") + "Z" : "";
+}
+
 function startOverview() {
   const table = document.getElementById("bindings");
   if (!table) return;
@@ -123,6 +133,7 @@ function startOverview() {
     const snap = JSON.parse(ev.data);
     renderRows(table.tBodies[0], snap);
     if (snap.memory) renderMemory(snap.memory);
+    renderBanner(snap.host || {});
     state.textContent = "live";
     updated.textContent = "updated " + new Date(snap.at).toISOString().slice(11, 19) + "Z";
     table.dataset.updates = String(Number(table.dataset.updates || "0") + 1);
