@@ -81,6 +81,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			continue
 		}
 		woken = false
+		l.armDepthTimer(ctx)
 		if l.cfg.IdlePacer != nil {
 			l.cfg.IdlePacer.Found()
 		}
@@ -95,7 +96,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		case rescale:
 			idle, rescale = 0, false
 			l.scaleUp(ctx, 0)
-		case len(msgs) == want && l.depthStale(now):
+		case len(msgs) == want && l.scaleStale(now):
 			// A full batch: the backlog may have grown since the scaler was last asked.
 			l.scaleUp(ctx, 0)
 		}

@@ -127,7 +127,9 @@ type Counts struct {
 	Visible, Leased, Delayed int64
 }
 
-// Counter splits the depth. Without it: only Depth's total is known.
+// Counter splits the depth. Its Counts must cost no billed call (a read of the store): a
+// listener holding work reads it every 250 ms to keep the depth it serves fresh. Without
+// it: only Depth's total is known, read at most once a second.
 type Counter interface {
 	Counts(ctx context.Context) (Counts, error)
 }
