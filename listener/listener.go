@@ -182,8 +182,7 @@ func (l *Listener) State() State {
 	if c := l.c.counts.Load(); c != nil {
 		counts, exact = *c, true
 		// This listener's own leases are known without a queue call. A split read before
-		// they were taken would show none while its handlers run: a binding at max_workers
-		// does not read its depth again until it idles (depthStale).
+		// they were taken (up to depthEvery ago) would show none while its handlers run.
 		// The leases it took since came out of Visible.
 		if extra := int64(held) - counts.Leased; extra > 0 {
 			counts.Leased += extra
