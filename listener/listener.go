@@ -63,6 +63,8 @@ type Listener struct {
 
 	// depthEvery is how often the depth is read at most: depthEveryCounted with a counter.
 	depthEvery time.Duration
+	// releaser takes an unstarted message's lease back uncounted; nil when the queue cannot.
+	releaser queue.Releaser
 
 	notifyCh  chan struct{} // Notify: buffered 1
 	rescaleCh chan struct{} // a worker handed back its slot: buffered 1
@@ -110,7 +112,7 @@ type counters struct {
 	depth, peak, inFlight, activeW                               atomic.Int64
 	processed, failed, retried, poisoned                         atomic.Uint64
 	receives, emptyReceives, deletes, updates, sends, errorCalls atomic.Uint64
-	depthQueries, leasesLost, helpers                            atomic.Uint64
+	depthQueries, leasesLost, helpers, released                  atomic.Uint64
 	deadDepth                                                    atomic.Int64
 	deadDirty                                                    atomic.Bool
 	leasedIdle, peakLeasedIdle                                   atomic.Int64
@@ -140,6 +142,7 @@ func New(cfg Config) (*Listener, error) {
 	l.canDoze = c.Push && c.IdlePacer == nil && (l.fwatch != nil || l.watcher == nil && l.waiter == nil)
 	l.renewer, _ = queue.As[queue.Renewer](c.Queue)
 	l.counter, _ = queue.As[queue.Counter](c.Queue)
+	l.releaser, _ = queue.As[queue.Releaser](c.Queue)
 	l.depthEvery = depthEvery
 	if l.counter != nil {
 		l.depthEvery = depthEveryCounted
@@ -216,6 +219,7 @@ func (l *Listener) State() State {
 		Errors:          l.c.errorCalls.Load(),
 		DepthQueries:    l.c.depthQueries.Load(),
 		LeasesLost:      l.c.leasesLost.Load(),
+		Released:        l.c.released.Load(),
 		LeasedIdle:      int(max(l.c.leasedIdle.Load(), 0)),
 		PeakLeasedIdle:  int(l.c.peakLeasedIdle.Load()),
 		Leased:          held,
@@ -276,6 +280,10 @@ func (l *Listener) run(ctx context.Context) {
 
 // end records how the listener stopped and releases Run.
 func (l *Listener) end(err error) {
+	if n := l.c.released.Load(); n > 0 {
+		l.log.Info("released leased messages whose handler had not started", "released", n,
+			"dequeue_counts_kept", l.releaser != nil)
+	}
 	l.unstop()
 	l.hcancel()
 	l.err = err
