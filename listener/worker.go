@@ -184,7 +184,7 @@ func (l *Listener) onEmpty(ctx context.Context, s *workerSlot, idle int) (int, b
 		active := l.active
 		l.mu.Unlock()
 		delay, stop := l.cfg.Backoff.Next(ctx, IdleState{Idle: idle, ActiveWorkers: active, PushEnabled: l.cfg.Push})
-		delay = min(max(delay, l.cfg.MinIdle), l.cfg.MaxIdle)
+		delay = l.spreadAtCap(min(max(delay, l.cfg.MinIdle), l.cfg.MaxIdle))
 
 		l.mu.Lock()
 		if stop && l.canStopLocked() {
