@@ -41,12 +41,20 @@ func (l *Listener) armDepthTimer(ctx context.Context) {
 }
 
 // depthTimer is the armed timer's turn: it reads the depth and arms again while work is in
-// hand, and disarms otherwise (the next receive that finds work arms it again).
+// hand, and disarms otherwise (the next receive that finds work arms it again). A read
+// that takes long (a count over a store of millions of messages) spaces the next one out
+// to depthCostFactor times its own length, so that the reads cost at most a tenth of a
+// core whatever the backlog: the depth is then as fresh as that allows.
 func (l *Listener) depthTimer(ctx context.Context) {
 	if ctx.Err() != nil || l.budget.held() == 0 && l.c.inFlight.Load() == 0 {
 		l.depthTick.Store(false)
 		return
 	}
+	start := time.Now()
 	l.refreshDepth(ctx)
-	time.AfterFunc(l.depthEvery, func() { l.depthTimer(ctx) })
+	next := max(l.depthEvery, depthCostFactor*time.Since(start))
+	time.AfterFunc(next, func() { l.depthTimer(ctx) })
 }
+
+// depthCostFactor spaces the depth timer's reads to this many times a read's length.
+const depthCostFactor = 10
