@@ -30,10 +30,13 @@ type depthSample struct {
 //   - lag: how long ago the store last held at least R less 2 % (0 when it still does).
 //
 // Reports taken while the store held fewer than minBacklog messages are left out: the
-// figures are about a backlog.
-func depthFreshness(truth, reported []depthSample, minBacklog int64) (lagP99 time.Duration, errMax float64, n int) {
+// figures are about a backlog; so are reports of -1 (not read yet, right after a start).
+func depthFreshness(truth, reported []depthSample, minBacklog int64) (lagP99 time.Duration, errMax float64, n int, worst string) {
 	var lags []time.Duration
 	for _, r := range reported {
+		if r.count < 0 {
+			continue // -1: not read yet (a host just started), which status says as such
+		}
 		lo, hi, seen := int64(0), int64(0), false
 		var now int64 = -1
 		for _, s := range truth {
@@ -53,11 +56,15 @@ func depthFreshness(truth, reported []depthSample, minBacklog int64) (lagP99 tim
 			continue
 		}
 		n++
+		e := 0.0
 		switch {
 		case r.count < lo:
-			errMax = max(errMax, float64(lo-r.count)/float64(lo))
+			e = float64(lo-r.count) / float64(lo)
 		case r.count > hi:
-			errMax = max(errMax, float64(r.count-hi)/float64(hi))
+			e = float64(r.count-hi) / float64(hi)
+		}
+		if e > errMax {
+			errMax, worst = e, fmt.Sprintf("reported %d at %s; the store held %d..%d in the second before (%d then)", r.count, r.at.Sub(truth[0].at).Round(time.Millisecond), lo, hi, now)
 		}
 		lag := time.Duration(0)
 		floor := r.count - r.count/50
@@ -75,10 +82,10 @@ func depthFreshness(truth, reported []depthSample, minBacklog int64) (lagP99 tim
 		lags = append(lags, lag)
 	}
 	if len(lags) == 0 {
-		return 0, 0, 0
+		return 0, 0, 0, ""
 	}
 	slices.Sort(lags)
-	return lags[(len(lags)*99)/100], errMax, n
+	return lags[(len(lags)*99)/100], errMax, n, worst
 }
 
 // sampleDepths samples count (the store's truth) and the host's reported depth of
@@ -121,13 +128,13 @@ func depthBinding(backend string) string {
 // reportDepth prints the row and fails beyond 1 s and 2 %.
 func reportDepth(t *testing.T, backend string, truth, reported []depthSample) {
 	t.Helper()
-	lag, errMax, n := depthFreshness(truth, reported, 200)
+	lag, errMax, n, worst := depthFreshness(truth, reported, 200)
 	fmt.Printf("depth freshness: backend=%s lag_p99=%.2fs error_max=%.1f%% samples=%d\n", backend, lag.Seconds(), errMax*100, n)
 	if n < 10 {
 		t.Fatalf("only %d reports under a backlog; the drain was too fast to measure", n)
 	}
 	if lag > time.Second || errMax > 0.02 {
-		t.Errorf("backend %s: depth lag p99 %s, error max %.1f%%; want within 1s and 2%%", backend, lag, errMax*100)
+		t.Errorf("backend %s: depth lag p99 %s, error max %.1f%% (%s); want within 1s and 2%%", backend, lag, errMax*100, worst)
 	}
 }
 

@@ -43,8 +43,9 @@ func (l *Listener) armDepthTimer(ctx context.Context) {
 // depthTimer is the armed timer's turn: it reads the depth and arms again while work is in
 // hand, and disarms otherwise (the next receive that finds work arms it again). A read
 // that takes long (a count over a store of millions of messages) spaces the next one out
-// to depthCostFactor times its own length, so that the reads cost at most a tenth of a
-// core whatever the backlog: the depth is then as fresh as that allows.
+// to depthCostFactor times its own length, up to depthSlowest, so that the reads cost about
+// a tenth of a core whatever the backlog while the depth stays within a second of the
+// store (wall time, which a busy machine stretches, must not stretch it further).
 func (l *Listener) depthTimer(ctx context.Context) {
 	if ctx.Err() != nil || l.budget.held() == 0 && l.c.inFlight.Load() == 0 {
 		l.depthTick.Store(false)
@@ -52,9 +53,13 @@ func (l *Listener) depthTimer(ctx context.Context) {
 	}
 	start := time.Now()
 	l.refreshDepth(ctx)
-	next := max(l.depthEvery, depthCostFactor*time.Since(start))
+	next := min(max(l.depthEvery, depthCostFactor*time.Since(start)), max(l.depthEvery, depthSlowest))
 	time.AfterFunc(next, func() { l.depthTimer(ctx) })
 }
 
-// depthCostFactor spaces the depth timer's reads to this many times a read's length.
-const depthCostFactor = 10
+// depthCostFactor spaces the depth timer's reads to this many times a read's length, up to
+// depthSlowest apart (or depthEvery where that is longer: azure's billed reads).
+const (
+	depthCostFactor = 10
+	depthSlowest    = 750 * time.Millisecond
+)
