@@ -11,6 +11,10 @@
 //
 //	fault budget: oom-kills=N healthy-lost=N healthy-ratio=R host-peak=M MiB budget=B MiB refused=N
 //
+// The depth rows print `depth freshness: backend=B lag_p99=…s error_max=…%` (the reported
+// depth against the store's own count during a drain) and the scale-in rows
+// `fault scale-in-release: backend=B releases=N attempts_spent=S lost=L`.
+//
 // Run it with `go test -run Fault -v ./faulttest` (docs/guarantees.md maps each promise to
 // its test).
 package faulttest

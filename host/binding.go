@@ -127,6 +127,7 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 		VisibilityTimeout: bc.VisibilityTimeout, MaxDequeueCount: bc.MaxDequeueCount,
 		MinIdle: bc.Backoff.Min, MaxIdle: bc.Backoff.Max,
 		Push: bc.Push, AtMostOnce: bc.AtMostOnce, PushFallbackPoll: pushFallback(bc.PushFallbackPoll),
+		ShutdownGrace:  h.cfg.Shutdown.Grace,
 		HandlerVersion: func() string { return b.cur.Load().module.Digest()[:12] },
 		Logger:         b.log,
 	}

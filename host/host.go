@@ -33,7 +33,6 @@ import (
 	"github.com/wqhost/wqhost/host/internal/fair"
 	"github.com/wqhost/wqhost/host/source"
 	"github.com/wqhost/wqhost/internal/clock"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -360,7 +359,7 @@ func (h *Host) AdminAddr() net.Addr {
 // receiving, handlers in flight finish (within the listener's grace period), leased messages
 // that did not start are released at once, and everything is closed. Handlers that do not
 // return after the grace are abandoned (shutdown.go): Run returns ErrAbandoned within
-// ShutdownBound whatever the guests do. For local backends it
+// ShutdownBound(cfg) whatever the guests do. For local backends it
 // also watches the store for messages committed by other processes (`wqhost send`) so they
 // are picked up at once. Run returns nil after a clean shutdown; it may be called once.
 func (h *Host) Run(ctx context.Context) error {
@@ -391,7 +390,7 @@ func (h *Host) Run(ctx context.Context) error {
 	h.ready.Store(false)
 	h.log.Info("host shutting down")
 	stopFiles()
-	errs, stuck := h.run.finishWithin(listener.DefaultShutdownGrace + ShutdownSlack)
+	errs, stuck := h.run.finishWithin(h.cfg.Shutdown.Grace + ShutdownSlack)
 	stopWatch()
 	h.stopAdminWithin(ShutdownSlack)
 	if len(stuck) > 0 {

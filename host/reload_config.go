@@ -14,7 +14,6 @@ import (
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/source"
-	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -439,7 +438,7 @@ func (h *Host) stopBinding(ctx context.Context, b *binding) error {
 	stop, done := h.run.stopping(b)
 	if stop != nil {
 		stop()
-		bound := time.NewTimer(listener.DefaultShutdownGrace + ShutdownSlack)
+		bound := time.NewTimer(h.cfg.Shutdown.Grace + ShutdownSlack)
 		defer bound.Stop()
 		var err error
 		select {

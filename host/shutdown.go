@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/runtime"
 )
 
@@ -32,11 +32,11 @@ var ErrAbandoned = errors.New("handlers did not return after the shutdown grace;
 // progress before it closes without it.
 const ShutdownSlack = 2 * time.Second
 
-// ShutdownBound is how long after its context ends Run returns at the latest, whatever the
-// guests do: the shutdown grace, then ShutdownSlack each for the handlers the grace
-// cancelled, the admin requests in progress and Close (a reload in progress, the pools of
-// the bindings that stopped).
-func ShutdownBound() time.Duration { return listener.DefaultShutdownGrace + 3*ShutdownSlack }
+// ShutdownBound is how long after its context ends Run of a host configured by cfg returns
+// at the latest, whatever the guests do: the shutdown grace (shutdown.grace), then
+// ShutdownSlack each for the handlers the grace cancelled, the admin requests in progress
+// and Close (a reload in progress, the pools of the bindings that stopped).
+func ShutdownBound(cfg *config.Config) time.Duration { return cfg.Shutdown.Grace + 3*ShutdownSlack }
 
 // finishWithin starts no listener any more, waits for those started to return (Run's
 // context has ended: they are stopping) and returns the errors Run reports, waiting at most
@@ -76,7 +76,7 @@ func (h *Host) abandon(stuck []*binding) error {
 	for _, b := range stuck {
 		ids := b.calls.list()
 		b.log.Error("shutdown: handlers still running after the shutdown grace; abandoned, their messages left leased for redelivery after the visibility timeout",
-			"grace", listener.DefaultShutdownGrace, "slack", ShutdownSlack, "message_ids", ids,
+			"grace", h.cfg.Shutdown.Grace, "slack", ShutdownSlack, "message_ids", ids,
 			"visibility_timeout", b.cfg.VisibilityTimeout)
 		errs = append(errs, fmt.Errorf("tenants.%s.bindings.%s: messages %v", b.tenant.name, b.name, ids))
 	}

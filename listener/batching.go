@@ -102,7 +102,7 @@ func (l *Listener) takeDeferred(b *batch) []*queue.Message {
 func (l *Listener) releaseDeferred(ms []*queue.Message) {
 	ctx := context.WithoutCancel(l.hctx)
 	for _, m := range ms {
-		l.putBack(ctx, m)
+		l.putBack(ctx, m, true)
 	}
 	l.budget.put(len(ms))
 	l.c.leasedIdle.Add(-int64(len(ms)))

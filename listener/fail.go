@@ -78,6 +78,7 @@ func (l *Listener) deadLetter(ctx context.Context, m *queue.Message, reason stri
 	attrs := make(map[string]string, len(m.Attributes)+len(extra)+6)
 	maps.Copy(attrs, m.Attributes)
 	maps.Copy(attrs, extra)
+	delete(attrs, queue.AttrReleased) // bookkeeping of the live message, in the dequeue count
 	attrs[queue.AttrReason] = reason
 	attrs[queue.AttrOriginalID] = m.ID
 	attrs[queue.AttrOriginalQueue] = l.q.Name()

@@ -2,6 +2,7 @@ package listener
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/wqhost/wqhost/internal/wait"
@@ -182,11 +183,26 @@ func (l *Listener) watch(ctx context.Context, d time.Duration, grant <-chan stru
 // MinIdle·2^(k-1), up to MaxIdle, but never past a retry of ours falling due (noteDue, push
 // only), which is work we know of, not a wake-up to distrust.
 func (l *Listener) quietSpell(k int32, now time.Time) time.Duration {
-	quiet := min(l.cfg.MinIdle<<min(k-1, 20), l.cfg.MaxIdle)
+	quiet := l.spreadAtCap(min(l.cfg.MinIdle<<min(k-1, 20), l.cfg.MaxIdle))
 	if due := l.nextDue.Load(); due != 0 {
 		quiet = max(min(quiet, time.Duration(due-now.UnixNano())), 0)
 	}
 	return quiet
+}
+
+// capSpread is the part of the idle range (MinIdle..MaxIdle) an idle wait at MaxIdle is
+// drawn from: its top 10 %, as the built-in back-off's (plugins/builtin.CapJitter).
+const capSpread = 0.1
+
+// spreadAtCap draws an idle wait of exactly MaxIdle (a Backoff policy, a plugin's, that
+// answers the maximum or more, or the quiet spell after spurious wake-ups at its
+// maximum) from the top capSpread of the range, so that bindings idle together, on any
+// backend, do not poll in step; any other wait is returned as it is.
+func (l *Listener) spreadAtCap(d time.Duration) time.Duration {
+	if d != l.cfg.MaxIdle || l.cfg.MaxIdle <= l.cfg.MinIdle {
+		return d
+	}
+	return d - time.Duration(rand.Float64()*capSpread*float64(l.cfg.MaxIdle-l.cfg.MinIdle))
 }
 
 // pacedWait waits for the IdlePacer's grant of the next idle receive, or a wake-up as

@@ -2,6 +2,7 @@ package listener
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/wqhost/wqhost/internal/wait"
@@ -138,8 +139,14 @@ func (l *Listener) renewLease(ctx context.Context, m *queue.Message) error {
 	return l.q.UpdateVisibility(ctx, m, l.cfg.VisibilityTimeout)
 }
 
-// releaseLease gives m back to the queue at once (it was never handled).
-func (l *Listener) releaseLease(ctx context.Context, m *queue.Message) error {
+// releaseLease gives m back to the queue at once. unstarted says its handler never ran:
+// then the lease is not counted as a delivery where the queue can take it back (Releaser).
+func (l *Listener) releaseLease(ctx context.Context, m *queue.Message, unstarted bool) error {
+	if unstarted && l.releaser != nil {
+		if err := l.releaser.Release(ctx, m); !errors.Is(err, errors.ErrUnsupported) {
+			return err
+		}
+	}
 	return l.q.UpdateVisibility(ctx, m, 0)
 }
 

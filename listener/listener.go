@@ -32,9 +32,15 @@ type Limiter interface {
 	Release()
 }
 
-// depthEvery bounds how often the listener asks the queue for its depth: Depth is a billed
-// call, so it is asked only when scaling needs it and at most this often.
-const depthEvery = time.Second
+// depthEvery bounds how often the listener asks a queue without a Counter (azure) for its
+// depth: Depth is a billed call there. depthEveryCounted is the bound over a queue.Counter,
+// whose split is a free read of the store (local, memory: one query; nats: a consumer
+// info): the depth a status page or an autoscaler reads is then never older than it (plus
+// the read) while the listener holds work (depths.go).
+const (
+	depthEvery        = time.Second
+	depthEveryCounted = 250 * time.Millisecond
+)
 
 // Listener drains one queue with an auto-scaling set of dequeue workers. Create it with New
 // and start it with Run or Start.
@@ -54,6 +60,11 @@ type Listener struct {
 	budget  *leaseBudget
 	gate    leaseGate // the Limiter, when it gates leasing too
 	log     *slog.Logger
+
+	// depthEvery is how often the depth is read at most: depthEveryCounted with a counter.
+	depthEvery time.Duration
+	// releaser takes an unstarted message's lease back uncounted; nil when the queue cannot.
+	releaser queue.Releaser
 
 	notifyCh  chan struct{} // Notify: buffered 1
 	rescaleCh chan struct{} // a worker handed back its slot: buffered 1
@@ -81,6 +92,8 @@ type Listener struct {
 
 	errStreak atomic.Int64 // consecutive failed receives, listener-wide
 	depthAt   atomic.Int64 // unix nanos of the last Depth call
+	scaledAt  atomic.Int64 // unix nanos of the last scaler question (desired)
+	depthTick atomic.Bool  // the depth timer is armed (depths.go)
 	deadAt    atomic.Int64 // unix nanos of the last dead-letter Depth call
 	nextDue   atomic.Int64 // earliest retry this listener scheduled (unix nanos), 0 = none
 	spurious  atomic.Int32 // consecutive wake-ups that found nothing
@@ -99,7 +112,7 @@ type counters struct {
 	depth, peak, inFlight, activeW                               atomic.Int64
 	processed, failed, retried, poisoned                         atomic.Uint64
 	receives, emptyReceives, deletes, updates, sends, errorCalls atomic.Uint64
-	depthQueries, leasesLost, helpers                            atomic.Uint64
+	depthQueries, leasesLost, helpers, released                  atomic.Uint64
 	deadDepth                                                    atomic.Int64
 	deadDirty                                                    atomic.Bool
 	leasedIdle, peakLeasedIdle                                   atomic.Int64
@@ -129,6 +142,11 @@ func New(cfg Config) (*Listener, error) {
 	l.canDoze = c.Push && c.IdlePacer == nil && (l.fwatch != nil || l.watcher == nil && l.waiter == nil)
 	l.renewer, _ = queue.As[queue.Renewer](c.Queue)
 	l.counter, _ = queue.As[queue.Counter](c.Queue)
+	l.releaser, _ = queue.As[queue.Releaser](c.Queue)
+	l.depthEvery = depthEvery
+	if l.counter != nil {
+		l.depthEvery = depthEveryCounted
+	}
 	l.c.deadDirty.Store(true) // read once, at the first empty receive
 	// Unknown until Run reads them: a status page must not show an unread backlog as empty.
 	l.c.depth.Store(-1)
@@ -167,8 +185,7 @@ func (l *Listener) State() State {
 	if c := l.c.counts.Load(); c != nil {
 		counts, exact = *c, true
 		// This listener's own leases are known without a queue call. A split read before
-		// they were taken would show none while its handlers run: a binding at max_workers
-		// does not read its depth again until it idles (depthStale).
+		// they were taken (up to depthEvery ago) would show none while its handlers run.
 		// The leases it took since came out of Visible.
 		if extra := int64(held) - counts.Leased; extra > 0 {
 			counts.Leased += extra
@@ -202,6 +219,7 @@ func (l *Listener) State() State {
 		Errors:          l.c.errorCalls.Load(),
 		DepthQueries:    l.c.depthQueries.Load(),
 		LeasesLost:      l.c.leasesLost.Load(),
+		Released:        l.c.released.Load(),
 		LeasedIdle:      int(max(l.c.leasedIdle.Load(), 0)),
 		PeakLeasedIdle:  int(l.c.peakLeasedIdle.Load()),
 		Leased:          held,
@@ -262,6 +280,10 @@ func (l *Listener) run(ctx context.Context) {
 
 // end records how the listener stopped and releases Run.
 func (l *Listener) end(err error) {
+	if n := l.c.released.Load(); n > 0 {
+		l.log.Info("released leased messages whose handler had not started", "released", n,
+			"dequeue_counts_kept", l.releaser != nil)
+	}
 	l.unstop()
 	l.hcancel()
 	l.err = err
@@ -360,6 +382,7 @@ func (l *Listener) exitLocked() {
 // desired asks the scaler for the worker count, refreshing the depth if it is stale, and
 // clamps the answer to MinWorkers..MaxWorkers and at least floor.
 func (l *Listener) desired(ctx context.Context, floor int) int {
+	l.scaledAt.Store(time.Now().UnixNano())
 	l.refreshDepth(ctx)
 	st := l.State()
 	st.Depth = max(st.Depth, 0) // not read yet (a failed first read): the scaler sees none
@@ -383,13 +406,14 @@ func (l *Listener) scaleUp(ctx context.Context, floor int) {
 	}
 }
 
-// depthStale reports whether the depth is older than depthEvery, for a worker under a
-// backlog that may ask the scaler again. Not while every slot is taken: nothing to add.
-func (l *Listener) depthStale(now time.Time) bool {
+// scaleStale reports whether the scaler was last asked more than depthEvery ago, for a
+// worker under a backlog that may ask it again. Not while every slot is taken: nothing to
+// add.
+func (l *Listener) scaleStale(now time.Time) bool {
 	if int(l.c.activeW.Load()) >= l.cfg.MaxWorkers {
 		return false
 	}
-	return now.UnixNano()-l.depthAt.Load() >= int64(depthEvery)
+	return now.UnixNano()-l.scaledAt.Load() >= int64(depthEvery)
 }
 
 // refreshIdleDepths keeps the depths that status pages show current without a queue call
@@ -433,7 +457,7 @@ func (l *Listener) refreshIdleDepths(ctx context.Context, afterWork bool) {
 func (l *Listener) refreshDepth(ctx context.Context) {
 	now := time.Now().UnixNano()
 	last := l.depthAt.Load()
-	if last != 0 && now-last < int64(depthEvery) {
+	if last != 0 && now-last < int64(l.depthEvery) {
 		return
 	}
 	if !l.depthAt.CompareAndSwap(last, now) {

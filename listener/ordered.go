@@ -55,7 +55,7 @@ type orderedQueue struct {
 // q's Watcher and FuncWatcher are withheld: they would report held-back messages visible.
 func (o *orderedQueue) Capabilities() queue.Caps {
 	own := queue.CapBatch | queue.CapWait | queue.CapRenew | queue.CapBodyLimit
-	return own | queue.Of(o.Queue)&(queue.CapMove|queue.CapPeek|queue.CapCount|queue.CapMaxBytes)
+	return own | queue.Of(o.Queue)&(queue.CapMove|queue.CapPeek|queue.CapCount|queue.CapMaxBytes|queue.CapRelease)
 }
 
 // Receive implements Queue with ReceiveOrdered.
@@ -133,6 +133,20 @@ func (o *orderedQueue) DeleteBatch(ctx context.Context, ms []*queue.Message) []e
 // lease of the message either way. Renewals come through Renew.
 func (o *orderedQueue) UpdateVisibility(ctx context.Context, m *queue.Message, d time.Duration) error {
 	err := o.Queue.UpdateVisibility(ctx, m, d)
+	if err == nil || isLeaseLost(err) {
+		o.settled(m.ID)
+	}
+	return err
+}
+
+// Release implements Releaser when the queue below does: it ends this process's lease as
+// UpdateVisibility does.
+func (o *orderedQueue) Release(ctx context.Context, m *queue.Message) error {
+	r, ok := queue.As[queue.Releaser](o.Queue)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	err := r.Release(ctx, m)
 	if err == nil || isLeaseLost(err) {
 		o.settled(m.ID)
 	}

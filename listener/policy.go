@@ -40,6 +40,9 @@ type State struct {
 	Errors        uint64 // backend calls that failed
 	DepthQueries  uint64 // Depth calls, kept rare: they are billed like any other call
 	LeasesLost    uint64 // messages whose lease expired before they were settled
+	// Released counts the messages given back unstarted (a stop, a batch cut short): with a
+	// queue.Releaser their dequeue counts are not raised.
+	Released uint64
 
 	// Leased counts the messages leased and not yet settled (bounded by
 	// Config.HandlerSlots+Prefetch); LeasedIdle those of them not started yet, and

@@ -420,10 +420,11 @@ func (l *Listener) settleOne(ctx context.Context, m *queue.Message, v outcome.Ou
 		l.c.processed.Add(1)
 	case err == errSkip:
 	case err == errUnstarted:
-		l.putBack(ctx, m)
+		l.putBack(ctx, m, true)
 	case v.Kind == outcome.KindFailed && l.hctx.Err() != nil && errors.Is(err, context.Canceled):
-		// Cut off by the end of the shutdown grace: not the message's fault.
-		l.putBack(ctx, m)
+		// Cut off by the end of the shutdown grace: not the message's fault, but its
+		// handler ran, so the delivery counts.
+		l.putBack(ctx, m, false)
 	default:
 		l.fail(ctx, m, v)
 	}
@@ -508,8 +509,9 @@ func (l *Listener) leaseLost(m *queue.Message, why string, err error) {
 }
 
 // putBack returns a message that was never handled: released to the head of its queue, or
-// sent again under at-most-once (it was deleted on receive).
-func (l *Listener) putBack(ctx context.Context, m *queue.Message) {
+// sent again under at-most-once (it was deleted on receive). unstarted says its handler
+// never began: the release then keeps its dequeue count where the queue can (Releaser).
+func (l *Listener) putBack(ctx context.Context, m *queue.Message, unstarted bool) {
 	if l.cfg.AtMostOnce {
 		l.c.sends.Add(1)
 		if _, err := l.q.Send(ctx, m.Body, queue.SendOptions{Attributes: m.Attributes}); err != nil {
@@ -519,7 +521,10 @@ func (l *Listener) putBack(ctx context.Context, m *queue.Message) {
 		return
 	}
 	l.c.updates.Add(1)
-	if err := l.releaseLease(ctx, m); err != nil {
+	if unstarted {
+		l.c.released.Add(1)
+	}
+	if err := l.releaseLease(ctx, m, unstarted); err != nil {
 		if errors.Is(err, queue.ErrLeaseLost) {
 			return // it is visible again already
 		}

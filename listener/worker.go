@@ -81,6 +81,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			continue
 		}
 		woken = false
+		l.armDepthTimer(ctx)
 		if l.cfg.IdlePacer != nil {
 			l.cfg.IdlePacer.Found()
 		}
@@ -95,7 +96,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 		case rescale:
 			idle, rescale = 0, false
 			l.scaleUp(ctx, 0)
-		case len(msgs) == want && l.depthStale(now):
+		case len(msgs) == want && l.scaleStale(now):
 			// A full batch: the backlog may have grown since the scaler was last asked.
 			l.scaleUp(ctx, 0)
 		}
@@ -183,7 +184,7 @@ func (l *Listener) onEmpty(ctx context.Context, s *workerSlot, idle int) (int, b
 		active := l.active
 		l.mu.Unlock()
 		delay, stop := l.cfg.Backoff.Next(ctx, IdleState{Idle: idle, ActiveWorkers: active, PushEnabled: l.cfg.Push})
-		delay = min(max(delay, l.cfg.MinIdle), l.cfg.MaxIdle)
+		delay = l.spreadAtCap(min(max(delay, l.cfg.MinIdle), l.cfg.MaxIdle))
 
 		l.mu.Lock()
 		if stop && l.canStopLocked() {

@@ -83,12 +83,12 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		// Run gives up on guests that do not stop (host.ShutdownBound); should anything else
 		// still hold it, the process ends anyway, its leased messages redelivered as after a
 		// crash.
-		t := time.NewTimer(host.ShutdownBound() + lastResortSlack)
+		t := time.NewTimer(host.ShutdownBound(cfg) + lastResortSlack)
 		defer t.Stop()
 		select {
 		case <-finished:
 		case <-t.C:
-			logger.Error("shutdown did not finish; exiting anyway", "after", host.ShutdownBound()+lastResortSlack)
+			logger.Error("shutdown did not finish; exiting anyway", "after", host.ShutdownBound(cfg)+lastResortSlack)
 			os.Exit(1)
 		}
 	}()

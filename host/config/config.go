@@ -168,6 +168,7 @@ type Config struct {
 	MemoryBudget ByteSize `koanf:"memory_budget"`
 	// Metrics shapes the Prometheus series of /metrics.
 	Metrics  Metrics            `koanf:"metrics"`
+	Shutdown Shutdown           `koanf:"shutdown"` // shutdown.go
 	Admin    Admin              `koanf:"admin"`
 	Log      Log                `koanf:"log"`
 	Backends map[string]Backend `koanf:"backends"`
@@ -446,6 +447,7 @@ func defaultConfig() Config {
 		MaxModuleBytes: safefile.DefaultMaxBytes,
 		MaxBindings:    DefaultMaxBindings,
 		Metrics:        Metrics{PerBinding: true},
+		Shutdown:       Shutdown{Grace: DefaultShutdownGrace},
 		Admin:          Admin{Addr: DefaultAdminAddr, MaxBodyBytes: DefaultAdminMaxBodyBytes},
 		Log:            Log{Format: "text", Level: "info"},
 	}

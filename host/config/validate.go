@@ -69,6 +69,7 @@ func (c *Config) validate() []error {
 		}
 	}
 	c.validateMemoryBudgets(fail)
+	c.validateShutdown(fail)
 	if c.MaxModuleBytes < 1 || c.MaxModuleBytes > 4<<30 {
 		fail("max_module_bytes", "%s is outside 1..4GiB", c.MaxModuleBytes)
 	}

@@ -409,6 +409,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 			body = []byte{}
 		}
 		m.Body, m.Attributes = body, attrs
+		uncountReleases(m)
 		out = append(out, m)
 	}
 	return out, nil

@@ -39,6 +39,7 @@ func (q *Queue) Peek(ctx context.Context, max int) ([]*queue.Message, error) {
 			body = []byte{}
 		}
 		m.Body, m.Attributes = body, attrs
+		m.DequeueCount -= min(releasesOf(m), m.DequeueCount)
 		out = append(out, m)
 	}
 	return out, nil

@@ -116,6 +116,7 @@ type Backend struct {
 
 	stmts struct {
 		selectReady, del, delLeased, updVis, insert *sql.Stmt
+		release                                     *sql.Stmt // updVis that takes the delivery back
 		begin, commit, rollback                     *sql.Stmt
 	}
 	// leaseN and deleteN are the batch statements by batch size, prepared on first use.
@@ -209,6 +210,7 @@ func (b *Backend) init(ctx context.Context) error {
 	prep(&s.del, `DELETE FROM messages WHERE id = ?`)
 	prep(&s.delLeased, `DELETE FROM messages WHERE id = ? AND queue = ? AND lease = ? AND visible_at > ?`)
 	prep(&s.updVis, `UPDATE messages SET visible_at = ?, lease = ? WHERE id = ? AND queue = ? AND lease = ? AND visible_at > ?`)
+	prep(&s.release, `UPDATE messages SET visible_at = ?, lease = ?, dequeue_count = max(dequeue_count - 1, 0) WHERE id = ? AND queue = ? AND lease = ? AND visible_at > ?`)
 	prep(&s.insert, `INSERT INTO messages (queue, body, attrs, inserted_at, visible_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`)
 	prep(&s.begin, "BEGIN IMMEDIATE")
 	prep(&s.commit, "COMMIT")

@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -125,6 +126,17 @@ func (q *Queue) DeleteBatch(ctx context.Context, ms []*queue.Message) []error {
 // UpdateVisibility makes a leased message visible after d with a new lease token; d <= 0
 // releases it to the head of the queue.
 func (q *Queue) UpdateVisibility(ctx context.Context, m *queue.Message, d time.Duration) error {
+	return q.setVisible(ctx, m, d, q.b.stmts.updVis)
+}
+
+// Release implements queue.Releaser: m visible at once, its dequeue count as before its
+// lease.
+func (q *Queue) Release(ctx context.Context, m *queue.Message) error {
+	return q.setVisible(ctx, m, 0, q.b.stmts.release)
+}
+
+// setVisible is UpdateVisibility with stmt, updVis or release.
+func (q *Queue) setVisible(ctx context.Context, m *queue.Message, d time.Duration, stmt *sql.Stmt) error {
 	var lost bool
 	var tok, until int64
 	o := &op{apply: func(now int64) error {
@@ -139,7 +151,7 @@ func (q *Queue) UpdateVisibility(ctx context.Context, m *queue.Message, d time.D
 		if d <= 0 {
 			vis = 0 // the head: before every message that became visible normally
 		}
-		res, err := q.b.stmts.updVis.Exec(vis, tok, id, q.name, old, now)
+		res, err := stmt.Exec(vis, tok, id, q.name, old, now)
 		if err != nil {
 			return fmt.Errorf("update visibility of message %s in %s: %w", m.ID, q.name, err)
 		}

@@ -256,12 +256,20 @@ func (q *Queue) DeleteBatch(_ context.Context, ms []*queue.Message) []error {
 // UpdateVisibility moves a leased message's visibility to now+d and gives it a new lease
 // token. d == 0 releases it to the head of the queue.
 func (q *Queue) UpdateVisibility(_ context.Context, m *queue.Message, d time.Duration) error {
+	return q.setVisible(m, d, false)
+}
+
+// setVisible is UpdateVisibility; uncount also takes the lease's delivery back (Release).
+func (q *Queue) setVisible(m *queue.Message, d time.Duration, uncount bool) error {
 	now := q.b.now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	it, err := q.leasedLocked(m, now.UnixNano())
 	if err != nil {
 		return err
+	}
+	if uncount && it.dequeues > 0 {
+		it.dequeues--
 	}
 	q.tokens++
 	it.token = q.tokens

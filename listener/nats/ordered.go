@@ -68,6 +68,8 @@ func (q *Queue) Capabilities() queue.Caps {
 	c := queue.CapAll &^ queue.CapBodyLimit
 	if !q.ordered {
 		c &^= queue.CapOrdered
+	} else {
+		c &^= queue.CapRelease // a released copy would go to the end of its group (release.go)
 	}
 	return c
 }

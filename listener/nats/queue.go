@@ -73,7 +73,8 @@ type lease struct {
 	reply string // the delivery's ack subject
 	token string
 	until time.Time
-	body  []byte // a body handed out as unread (Oversize), for its dead letter
+	body  []byte      // a body handed out as unread (Oversize), for its dead letter
+	msg   *natsgo.Msg // the delivered message, for a Release's copy (release.go)
 }
 
 // The ack protocol, published to a delivery's reply subject. The client's own ack methods
@@ -234,6 +235,7 @@ func (q *Queue) admit(msg delivery, start time.Time, visibility time.Duration, h
 			dc-- // the early delivery that sent it back
 		}
 	}
+	dc += priorDeliveries(h) // a copy made by Release carries its original's count
 	until := start.Add(visibility)
 	switch {
 	case visibility != q.b.opts.AckWait:
@@ -250,7 +252,7 @@ func (q *Queue) admit(msg delivery, start time.Time, visibility time.Duration, h
 	id := strconv.FormatUint(msg.seq, 10)
 	token := strconv.Itoa(dc) + "." + strconv.FormatUint(q.gen.Add(1), 36)
 	q.mu.Lock()
-	q.leases[id] = &lease{reply: msg.Reply(), token: token, until: until}
+	q.leases[id] = &lease{reply: msg.Reply(), token: token, until: until, msg: msg.msg}
 	q.mu.Unlock()
 	return &queue.Message{
 		ID:           id,

@@ -114,6 +114,17 @@ type OrderedReceiver interface {
 	ReceiveOrdered(ctx context.Context, max int, visibility time.Duration, maxBody int64) (msgs []*Message, heldUntil time.Time, err error)
 }
 
+// Releaser gives back a leased message whose handler never started (leased ahead and
+// released at a stop, a scale-in or a batch cut short) without spending a delivery: its
+// next receive shows the dequeue count it had before this lease, so a stop never pushes a
+// message toward poison. Without it: UpdateVisibility(m, 0), which counts the lease as a
+// delivery.
+type Releaser interface {
+	// Release makes m visible at once and takes its last delivery out of its dequeue count.
+	// It fails with ErrLeaseLost when m's lease is no longer held.
+	Release(ctx context.Context, m *Message) error
+}
+
 // Peeker shows messages without leasing or changing them, in receive order (max <= 0: the
 // backend's maximum). Without it: peek is refused naming the queue.
 type Peeker interface {
@@ -127,7 +138,9 @@ type Counts struct {
 	Visible, Leased, Delayed int64
 }
 
-// Counter splits the depth. Without it: only Depth's total is known.
+// Counter splits the depth. Its Counts must cost no billed call (a read of the store): a
+// listener holding work reads it every 250 ms to keep the depth it serves fresh. Without
+// it: only Depth's total is known, read at most once a second.
 type Counter interface {
 	Counts(ctx context.Context) (Counts, error)
 }

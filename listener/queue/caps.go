@@ -18,9 +18,10 @@ const (
 	CapPeek                       // Peeker
 	CapCount                      // Counter
 	CapMaxBytes                   // MessageLimiter
+	CapRelease                    // Releaser
 
 	// CapAll is every capability of the contract.
-	CapAll = CapMaxBytes<<1 - 1
+	CapAll = CapRelease<<1 - 1
 )
 
 // caps lists each capability with its name and its interface check.
@@ -40,6 +41,7 @@ var caps = []struct {
 	{CapPeek, "peek", is[Peeker]},
 	{CapCount, "count", is[Counter]},
 	{CapMaxBytes, "max-bytes", is[MessageLimiter]},
+	{CapRelease, "release", is[Releaser]},
 }
 
 func is[T any](q Queue) bool { _, ok := q.(T); return ok }
@@ -115,6 +117,8 @@ func capOf[T any]() Caps {
 		return CapCount
 	case *MessageLimiter:
 		return CapMaxBytes
+	case *Releaser:
+		return CapRelease
 	}
 	return CapAll
 }

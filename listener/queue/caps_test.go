@@ -25,7 +25,7 @@ func TestCapabilityTableComplete(t *testing.T) {
 		CapBatch: capOf[Batcher](), CapBodyLimit: capOf[BodyLimiter](), CapWait: capOf[Waiter](),
 		CapWatch: capOf[Watcher](), CapWatchFunc: capOf[FuncWatcher](), CapMove: capOf[Mover](),
 		CapRenew: capOf[Renewer](), CapOrdered: capOf[OrderedReceiver](), CapPeek: capOf[Peeker](),
-		CapCount: capOf[Counter](), CapMaxBytes: capOf[MessageLimiter](),
+		CapCount: capOf[Counter](), CapMaxBytes: capOf[MessageLimiter](), CapRelease: capOf[Releaser](),
 	}
 	if len(checks) != len(caps) {
 		t.Fatalf("this test checks %d capabilities of %d: add the new one", len(checks), len(caps))

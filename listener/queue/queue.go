@@ -41,6 +41,11 @@ const (
 	// AttrOrderKey carries the ordered-execution group of a message, where a binding uses
 	// ordered mode.
 	AttrOrderKey = "wqhost.order"
+	// AttrReleased counts the deliveries of a message that were released unstarted
+	// (Releaser) on a backend whose own dequeue count cannot be lowered and that rewrites
+	// attributes on an update (azure): its DequeueCount is the backend's count less it.
+	// A dead letter does not carry it (its dequeue count is already the corrected one).
+	AttrReleased = "wqhost.released"
 )
 
 // Attribute keys of the failing attempt's metering figures, which the host writes on a dead

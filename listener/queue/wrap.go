@@ -105,6 +105,14 @@ func (d Decorator) Peek(ctx context.Context, max int) ([]*Message, error) {
 	return nil, errors.ErrUnsupported
 }
 
+// Release forwards to Inner's Releaser.
+func (d Decorator) Release(ctx context.Context, m *Message) error {
+	if r, ok := As[Releaser](d.Queue); ok {
+		return r.Release(ctx, m)
+	}
+	return errors.ErrUnsupported
+}
+
 // Counts forwards to Inner's Counter.
 func (d Decorator) Counts(ctx context.Context) (Counts, error) {
 	if c, ok := As[Counter](d.Queue); ok {

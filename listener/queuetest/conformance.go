@@ -77,6 +77,8 @@ func contractCases() []contractCase {
 		{name: "PeekLeavesMessages", needs: queue.CapPeek, run: testPeek},
 		{name: "CountsSplitDepth", needs: queue.CapCount, timed: true, run: testCounts},
 		{name: "MaxMessageBytesAccepted", needs: queue.CapMaxBytes, run: testMaxBytes},
+		{name: "ReleaserKeepsDequeueCount", needs: queue.CapRelease, run: testReleaser},
+		{name: "ListenerStopKeepsDequeueCounts", needs: queue.CapRelease, run: testListenerStopKeepsCounts},
 
 		{name: "FallbackBatchDeletesEach", hide: queue.CapBatch, run: testListenerDrains},
 		{name: "FallbackBodyLimitLoadsThenDeadLetters", hide: queue.CapBodyLimit, run: testListenerOversize},

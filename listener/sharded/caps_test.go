@@ -100,6 +100,8 @@ func asCap(q queue.Queue, c queue.Caps) (any, bool) {
 		return queue.As[queue.Counter](q)
 	case queue.CapMaxBytes:
 		return queue.As[queue.MessageLimiter](q)
+	case queue.CapRelease:
+		return queue.As[queue.Releaser](q)
 	}
 	return nil, false
 }

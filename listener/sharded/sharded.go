@@ -159,6 +159,18 @@ func (q *Queue) UpdateVisibility(ctx context.Context, m *queue.Message, d time.D
 	return s.UpdateVisibility(ctx, m, d)
 }
 
+// Release implements queue.Releaser over the message's shard's own.
+func (q *Queue) Release(ctx context.Context, m *queue.Message) error {
+	s, err := q.shardOf(m)
+	if err != nil {
+		return err
+	}
+	if r, ok := queue.As[queue.Releaser](s); ok {
+		return r.Release(ctx, m)
+	}
+	return errors.ErrUnsupported
+}
+
 // Send enqueues on the shards in turn.
 func (q *Queue) Send(ctx context.Context, body []byte, opts queue.SendOptions) (string, error) {
 	q.mu.Lock()

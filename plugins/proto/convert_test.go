@@ -18,6 +18,7 @@ func TestRoundTrip(t *testing.T) {
 		Deletes: 13, Updates: 14, Sends: 15, Errors: 16, DepthQueries: 19, LeasesLost: 20, LatencyP50: 17,
 		DeadLetterDepth: 21, Leased: 22, LeasedIdle: 23, PeakLeasedIdle: 24, HelperWorkers: 25,
 		LatencyP99: 18, Counts: queue.Counts{Visible: 26, Leased: 27, Delayed: 28}, CountsExact: true,
+		Released: 29,
 	}
 	// Every field is set, so a field forgotten by either conversion shows up as a zero.
 	if v := reflect.ValueOf(s); func() bool {
@@ -33,8 +34,9 @@ func TestRoundTrip(t *testing.T) {
 	// The depth split stays on the host (status pages, /metrics): a plugin gets Depth, its
 	// total, and Leased and InFlight for the work in flight. The wire format has no fields
 	// for it; adding them means regenerating policy.pb.go.
+	// Released (messages given back unstarted) stays on the host too.
 	want := s
-	want.Counts, want.CountsExact = queue.Counts{}, false
+	want.Counts, want.CountsExact, want.Released = queue.Counts{}, false, 0
 	if got := ToState(FromState(s)); got != want {
 		t.Errorf("State round trip = %+v, want %+v", got, want)
 	}

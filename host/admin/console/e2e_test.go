@@ -105,8 +105,8 @@ tenants:
 			cancel()
 			select {
 			case <-done:
-			case <-time.After(host.ShutdownBound() + 5*time.Second):
-				t.Errorf("host.Run did not return within %v of its cancel", host.ShutdownBound()+5*time.Second)
+			case <-time.After(host.ShutdownBound(cfg) + 5*time.Second):
+				t.Errorf("host.Run did not return within %v of its cancel", host.ShutdownBound(cfg)+5*time.Second)
 			}
 		})
 	}

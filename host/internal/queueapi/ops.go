@@ -24,7 +24,7 @@ const peekLease = 30 * time.Second
 // deadLetterKeys are the attributes the listener adds when it dead-letters a message: a
 // requeue or redrive drops them, keeping what the message came with.
 var deadLetterKeys = []string{queue.AttrReason, queue.AttrOriginalID, queue.AttrOriginalQueue,
-	queue.AttrDequeueCount, queue.AttrDeadLetteredAt, queue.AttrHandlerVersion}
+	queue.AttrDequeueCount, queue.AttrDeadLetteredAt, queue.AttrHandlerVersion, queue.AttrReleased}
 
 // UserAttributes drops the dead-letter bookkeeping (deadLetterKeys), keeping what the
 // message came with.

@@ -105,6 +105,8 @@ data_dir: {{ include "wqhost.dataDir" . }}
 admin:
   addr: ":{{ .Values.admin.port }}"
   token_env: {{ include "wqhost.adminTokenEnv" . }}
+shutdown:
+  grace: {{ .Values.shutdown.graceSeconds }}s
 backends:
 {{- if eq .Values.mode "sqlite" }}
   local:
