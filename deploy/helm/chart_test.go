@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wqhost/wqhost/host/config"
 	appsv1 "k8s.io/api/apps/v1"
@@ -78,7 +79,7 @@ scaling: {kind: keda, minReplicas: 0, maxReplicas: 20, keda: {activationQueueLen
 mode: azure
 azure: {connectionString: {secretName: storage}}
 scaling: {kind: hpa, minReplicas: 2, maxReplicas: 6}
-shutdown: {graceSeconds: 30, releaseSeconds: 10, preStopSleepSeconds: 0}
+shutdown: {graceSeconds: 75, releaseSeconds: 10, preStopSleepSeconds: 0}
 tenants: {default: {bindings: {jobs: {queue: jobs, module: builtin:echo-go}}}}
 `, []string{"default/jobs"}},
 	{"nats-keda", "nats", `
@@ -285,8 +286,9 @@ func checkPod(t *testing.T, cfg *config.Config, pod corev1.PodSpec, c corev1.Con
 			t.Errorf("%s probe %+v, want GET %s on the admin port", p.name, p.probe, p.path)
 		}
 	}
-	// The host's shutdown grace is the listener's default, 30 s (see values.yaml).
-	const hostGrace = 30
+	// The host's shutdown grace is the config's shutdown.grace, which the chart writes from
+	// shutdown.graceSeconds: the pod must be given longer than it.
+	hostGrace := int64(cfg.Shutdown.Grace / time.Second)
 	preStop := int64(0)
 	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
 		if c.Lifecycle.PreStop.Sleep == nil {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/netpolicy"
@@ -183,7 +184,8 @@ func TestChartRefuses(t *testing.T) {
 		{"a binding on another backend", "mode: azure\nazure: {connectionString: {secretName: s}}\ntenants: {default: {bindings: {b: {queue: jobs, module: builtin:echo-go, backend: local}}}}\n", `tenants.default.bindings.b.backend: "local"`},
 		{"a key the chart owns in config", "config: {admin: {addr: \":1\"}}\n", "admin"},
 		{"an unknown value", "replica: 3\n", "replica"},
-		{"a grace below the host's", "shutdown: {graceSeconds: 10, releaseSeconds: 5, preStopSleepSeconds: 0}\n", "graceSeconds"},
+		{"no grace", "shutdown: {graceSeconds: 0, releaseSeconds: 5, preStopSleepSeconds: 0}\n", "graceSeconds"},
+		{"a grace above the host's cap", "shutdown: {graceSeconds: 3601, releaseSeconds: 5, preStopSleepSeconds: 0}\n", "graceSeconds"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := render(t, values(t, c.values))
@@ -194,5 +196,26 @@ func TestChartRefuses(t *testing.T) {
 				t.Errorf("error %q does not name %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestChartShutdownGrace: shutdown.graceSeconds is the host's shutdown.grace, and the pod
+// is given the preStop sleep, that grace and the release time before it is killed.
+func TestChartShutdownGrace(t *testing.T) {
+	r, err := render(t, values(t, "mode: sqlite\nshutdown: {graceSeconds: 75, releaseSeconds: 10, preStopSleepSeconds: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := r.one(t, "ConfigMap").typed.(*corev1.ConfigMap)
+	cfg, err := config.Parse([]byte(cm.Data["wqhost.yaml"]), "/etc/wqhost")
+	if err != nil {
+		t.Fatalf("wqhost.yaml does not load: %v", err)
+	}
+	if cfg.Shutdown.Grace != 75*time.Second {
+		t.Errorf("wqhost.yaml shutdown.grace %s, want the chart's graceSeconds 75s", cfg.Shutdown.Grace)
+	}
+	pod := r.one(t, "Deployment").typed.(*appsv1.Deployment).Spec.Template.Spec
+	if g := pod.TerminationGracePeriodSeconds; g == nil || *g != 2+75+10 {
+		t.Errorf("terminationGracePeriodSeconds %v, want 87 (preStop 2 + grace 75 + release 10)", g)
 	}
 }
