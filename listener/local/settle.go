@@ -47,7 +47,15 @@ func (q *Queue) deleteChunk(ms []*queue.Message, errs []error, now int64) error 
 	}
 	deleted := make([]int64, 0, len(ids))
 	if len(ids) > 0 {
-		st, err := q.b.batchStmt(q.b.deleteN, len(ids), deleteLeasedSQL)
+		oneToken := true
+		for i := 3; i < len(pairs); i += 2 {
+			oneToken = oneToken && pairs[i] == pairs[1]
+		}
+		cache, build := q.b.deleteN, deleteLeasedSQL
+		if oneToken {
+			cache, build = q.b.deleteTokN, deleteLeasedOneTokenSQL
+		}
+		st, err := q.b.batchStmt(cache, len(ids), build)
 		if err != nil {
 			return fmt.Errorf("delete messages in %s: %w", q.name, err)
 		}
@@ -56,7 +64,11 @@ func (q *Queue) deleteChunk(ms []*queue.Message, errs []error, now int64) error 
 			args = append(args, id)
 		}
 		args = append(args, q.name, now)
-		args = append(args, pairs...)
+		if oneToken {
+			args = append(args, pairs[1])
+		} else {
+			args = append(args, pairs...)
+		}
 		rows, err := st.Query(args...)
 		if err != nil {
 			return fmt.Errorf("delete %d messages (ids %d..) in %s: %w", len(ids), ids[0], q.name, err)

@@ -45,6 +45,14 @@ func deleteLeasedSQL(n int) string {
 		") AND queue = ? AND visible_at > ? AND (id, lease) IN (VALUES " + placeholders(n, "(?, ?)") + ") RETURNING id"
 }
 
+// deleteLeasedOneTokenSQL is deleteLeasedSQL for n messages that share one lease token (the
+// common case: they were leased by one receive): one comparison per row instead of a probe
+// of a VALUES table SQLite builds anew on each run.
+func deleteLeasedOneTokenSQL(n int) string {
+	return "DELETE FROM messages NOT INDEXED WHERE id IN (" + placeholders(n, "?") +
+		") AND queue = ? AND visible_at > ? AND lease = ? RETURNING id"
+}
+
 func placeholders(n int, p string) string {
 	var sb strings.Builder
 	for i := range n {
