@@ -211,7 +211,7 @@ func (b *Backend) init(ctx context.Context) error {
 	prep(&s.del, `DELETE FROM messages WHERE id = ?`)
 	prep(&s.delLeased, `DELETE FROM messages WHERE id = ? AND queue = ? AND lease = ? AND visible_at > ?`)
 	prep(&s.updVis, `UPDATE messages SET visible_at = ?, lease = ? WHERE id = ? AND queue = ? AND lease = ? AND visible_at > ?`)
-	prep(&s.insert, `INSERT INTO messages (queue, body, attrs, inserted_at, visible_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`)
+	prep(&s.insert, `INSERT INTO messages (queue, body, attrs, inserted_at, visible_at, expires_at, lease) VALUES (?, ?, ?, ?, ?, ?, `+unleased+`)`)
 	prep(&s.begin, "BEGIN IMMEDIATE")
 	prep(&s.commit, "COMMIT")
 	prep(&s.rollback, "ROLLBACK")

@@ -207,8 +207,8 @@ func (q *Queue) MoveTo(ctx context.Context, m *queue.Message, dl queue.Queue, bo
 		if stored {
 			// Copy first, then delete: the copy needs the row. Both are in this one
 			// transaction, and the writer goroutine is the only writer.
-			res, err := q.b.wconn.ExecContext(context.Background(), `INSERT INTO messages (queue, body, attrs, inserted_at, visible_at, expires_at)
-				SELECT ?, body, ?, ?, ?, 0 FROM messages WHERE id = ? AND queue = ? AND lease = ? AND visible_at > ?`,
+			res, err := q.b.wconn.ExecContext(context.Background(), `INSERT INTO messages (queue, body, attrs, inserted_at, visible_at, expires_at, lease)
+				SELECT ?, body, ?, ?, ?, 0, `+unleased+` FROM messages WHERE id = ? AND queue = ? AND lease = ? AND visible_at > ?`,
 				dq.name, attrs, now, now, idOf(m), q.name, tokenOf(m), now)
 			if err != nil {
 				return fmt.Errorf("copy message %s into %s: %w", m.ID, dq.name, err)
