@@ -12,7 +12,8 @@
 // removes its whole batch, with one statement each. Messages are received in (visible_at,
 // id) order through an index on (queue, visible_at, id): best-effort FIFO that never scans
 // past leased rows. A released message (UpdateVisibility 0) gets visible_at 0 and so
-// returns to the head.
+// returns to the head. BenchmarkListenerDrainCeiling sets a drain's rate against what the
+// disk's fsync rate would allow at the batching the drain achieved.
 //
 // A storage error (disk full, I/O error) rolls back the whole group and fails every
 // operation in it; the callers' messages are then neither sent, leased nor deleted.
@@ -119,9 +120,10 @@ type Backend struct {
 		release                                     *sql.Stmt // updVis that takes the delivery back
 		begin, commit, rollback                     *sql.Stmt
 	}
-	// leaseN and deleteN are the batch statements by batch size, prepared on first use.
-	// Only the writer goroutine touches them.
-	leaseN, deleteN map[int]*sql.Stmt
+	// leaseN, deleteN and deleteTokN are the batch statements by batch size (lease, delete
+	// with any tokens, delete with one token), prepared on first use. Only the writer
+	// goroutine touches them.
+	leaseN, deleteN, deleteTokN map[int]*sql.Stmt
 	// orderIndexed is set once the first ordered receive made sure of the order index.
 	// Only the writer goroutine touches it.
 	orderIndexed bool
@@ -167,7 +169,7 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 		path: path, db: db, now: time.Now, realClk: opts.Clock == nil, log: opts.Logger, maxGroup: opts.MaxGroup, maxBody: opts.MaxBodyBytes,
 		ops: make(chan *op, 1024), closed: make(chan struct{}), done: make(chan struct{}),
 		queues: map[string]*Queue{},
-		leaseN: map[int]*sql.Stmt{}, deleteN: map[int]*sql.Stmt{},
+		leaseN: map[int]*sql.Stmt{}, deleteN: map[int]*sql.Stmt{}, deleteTokN: map[int]*sql.Stmt{},
 	}
 	if opts.Clock != nil {
 		b.now = opts.Clock.Now
@@ -211,7 +213,7 @@ func (b *Backend) init(ctx context.Context) error {
 	prep(&s.delLeased, `DELETE FROM messages WHERE id = ? AND queue = ? AND lease = ? AND visible_at > ?`)
 	prep(&s.updVis, `UPDATE messages SET visible_at = ?, lease = ? WHERE id = ? AND queue = ? AND lease = ? AND visible_at > ?`)
 	prep(&s.release, `UPDATE messages SET visible_at = ?, lease = ?, dequeue_count = max(dequeue_count - 1, 0) WHERE id = ? AND queue = ? AND lease = ? AND visible_at > ?`)
-	prep(&s.insert, `INSERT INTO messages (queue, body, attrs, inserted_at, visible_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`)
+	prep(&s.insert, `INSERT INTO messages (queue, body, attrs, inserted_at, visible_at, expires_at, lease) VALUES (?, ?, ?, ?, ?, ?, `+unleased+`)`)
 	prep(&s.begin, "BEGIN IMMEDIATE")
 	prep(&s.commit, "COMMIT")
 	prep(&s.rollback, "ROLLBACK")
@@ -246,7 +248,7 @@ func (b *Backend) Close() error {
 		if _, cerr := b.wconn.ExecContext(context.Background(), "PRAGMA wal_checkpoint(TRUNCATE)"); cerr != nil {
 			b.log.Warn("local queue store: checkpoint on close", "path", b.path, "err", cerr)
 		}
-		for _, cache := range []map[int]*sql.Stmt{b.leaseN, b.deleteN} {
+		for _, cache := range []map[int]*sql.Stmt{b.leaseN, b.deleteN, b.deleteTokN} {
 			for _, st := range cache {
 				st.Close()
 			}

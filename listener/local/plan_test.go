@@ -33,6 +33,7 @@ func TestBatchStatementsUseRowid(t *testing.T) {
 	}{
 		{"lease", leaseSQL(3), []any{int64(9), int64(7), int64(1), int64(2), int64(3)}},
 		{"delete", deleteLeasedSQL(2), []any{int64(1), int64(2), "q", int64(5), int64(1), int64(7), int64(2), int64(7)}},
+		{"delete one token", deleteLeasedOneTokenSQL(2), []any{int64(1), int64(2), "q", int64(5), int64(7)}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			all := queryPlan(t, tt.sql, tt.args...)

@@ -325,8 +325,8 @@ func (q *Queue) MoveMatching(ctx context.Context, m Match, c *Cursor, n int, dst
 	o := &op{wakes: dst, apply: func(now int64) error {
 		args := append(append([]any{dst.name}, dropArgs...), now, now, q.name, now)
 		args = append(args, int64Args(ids)...)
-		res, err := q.b.wconn.ExecContext(context.Background(), `INSERT INTO messages (queue, body, attrs, inserted_at, visible_at, expires_at)
-			SELECT ?, body, `+attrs+`, ?, ?, 0 FROM messages WHERE queue = ? AND visible_at <= ? AND id IN (`+in+`) ORDER BY id`, args...)
+		res, err := q.b.wconn.ExecContext(context.Background(), `INSERT INTO messages (queue, body, attrs, inserted_at, visible_at, expires_at, lease)
+			SELECT ?, body, `+attrs+`, ?, ?, 0, `+unleased+` FROM messages WHERE queue = ? AND visible_at <= ? AND id IN (`+in+`) ORDER BY id`, args...)
 		if err != nil {
 			return fmt.Errorf("copy %d messages (ids %d..) from %s to %s: %w", len(ids), ids[0], q.name, dst.name, err)
 		}

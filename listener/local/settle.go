@@ -48,7 +48,15 @@ func (q *Queue) deleteChunk(ms []*queue.Message, errs []error, now int64) error 
 	}
 	deleted := make([]int64, 0, len(ids))
 	if len(ids) > 0 {
-		st, err := q.b.batchStmt(q.b.deleteN, len(ids), deleteLeasedSQL)
+		oneToken := true
+		for i := 3; i < len(pairs); i += 2 {
+			oneToken = oneToken && pairs[i] == pairs[1]
+		}
+		cache, build := q.b.deleteN, deleteLeasedSQL
+		if oneToken {
+			cache, build = q.b.deleteTokN, deleteLeasedOneTokenSQL
+		}
+		st, err := q.b.batchStmt(cache, len(ids), build)
 		if err != nil {
 			return fmt.Errorf("delete messages in %s: %w", q.name, err)
 		}
@@ -57,7 +65,11 @@ func (q *Queue) deleteChunk(ms []*queue.Message, errs []error, now int64) error 
 			args = append(args, id)
 		}
 		args = append(args, q.name, now)
-		args = append(args, pairs...)
+		if oneToken {
+			args = append(args, pairs[1])
+		} else {
+			args = append(args, pairs...)
+		}
 		rows, err := st.Query(args...)
 		if err != nil {
 			return fmt.Errorf("delete %d messages (ids %d..) in %s: %w", len(ids), ids[0], q.name, err)
@@ -207,8 +219,8 @@ func (q *Queue) MoveTo(ctx context.Context, m *queue.Message, dl queue.Queue, bo
 		if stored {
 			// Copy first, then delete: the copy needs the row. Both are in this one
 			// transaction, and the writer goroutine is the only writer.
-			res, err := q.b.wconn.ExecContext(context.Background(), `INSERT INTO messages (queue, body, attrs, inserted_at, visible_at, expires_at)
-				SELECT ?, body, ?, ?, ?, 0 FROM messages WHERE id = ? AND queue = ? AND lease = ? AND visible_at > ?`,
+			res, err := q.b.wconn.ExecContext(context.Background(), `INSERT INTO messages (queue, body, attrs, inserted_at, visible_at, expires_at, lease)
+				SELECT ?, body, ?, ?, ?, 0, `+unleased+` FROM messages WHERE id = ? AND queue = ? AND lease = ? AND visible_at > ?`,
 				dq.name, attrs, now, now, idOf(m), q.name, tokenOf(m), now)
 			if err != nil {
 				return fmt.Errorf("copy message %s into %s: %w", m.ID, dq.name, err)

@@ -24,6 +24,12 @@ CREATE INDEX IF NOT EXISTS messages_ready ON messages (queue, visible_at, id);
 const selectReadySQL = `SELECT id, ` + bodyColumns + `, attrs, inserted_at, dequeue_count, expires_at FROM messages
 	WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?`
 
+// unleased is the lease column of a message no receive has leased yet: never a token
+// (tokens are positive), and 8 bytes in SQLite's record format like every token, so a
+// message's first lease rewrites its row at the same size (in place in its page) instead
+// of growing it (0, the column's default, takes no bytes).
+const unleased = "-4611686018427387904" // -(1<<62)
+
 // bodyColumns selects a message's body only when it is at most the query's first parameter
 // in bytes (NULL otherwise), and its length: a receive or list never loads a body it will
 // not hand out.
@@ -43,6 +49,14 @@ func leaseSQL(n int) string {
 func deleteLeasedSQL(n int) string {
 	return "DELETE FROM messages NOT INDEXED WHERE id IN (" + placeholders(n, "?") +
 		") AND queue = ? AND visible_at > ? AND (id, lease) IN (VALUES " + placeholders(n, "(?, ?)") + ") RETURNING id"
+}
+
+// deleteLeasedOneTokenSQL is deleteLeasedSQL for n messages that share one lease token (the
+// common case: they were leased by one receive): one comparison per row instead of a probe
+// of a VALUES table SQLite builds anew on each run.
+func deleteLeasedOneTokenSQL(n int) string {
+	return "DELETE FROM messages NOT INDEXED WHERE id IN (" + placeholders(n, "?") +
+		") AND queue = ? AND visible_at > ? AND lease = ? RETURNING id"
 }
 
 func placeholders(n int, p string) string {
