@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/wake"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -79,11 +80,18 @@ type Listener struct {
 	dorm       atomic.Pointer[dormant] // the current dormant spell, nil while awake
 	quietUntil atomic.Int64            // unix nanos: end of the idle quiet after spurious wake-ups, 0 = none set
 
-	errStreak atomic.Int64 // consecutive failed receives, listener-wide
-	depthAt   atomic.Int64 // unix nanos of the last Depth call
-	deadAt    atomic.Int64 // unix nanos of the last dead-letter Depth call
-	nextDue   atomic.Int64 // earliest retry this listener scheduled (unix nanos), 0 = none
-	spurious  atomic.Int32 // consecutive wake-ups that found nothing
+	// errStreak counts the failed rounds of receives (recovery.go), listener-wide;
+	// errCounted is when it last advanced (unix nanos).
+	errStreak  atomic.Int64
+	errCounted atomic.Int64
+	// recovery is fired by the first sign that the queue serves again: it ends every
+	// sleeping error back-off at once. recov is the queue's own signal, nil without one.
+	recovery wake.Set
+	recov    recoverer
+	depthAt  atomic.Int64 // unix nanos of the last Depth call
+	deadAt   atomic.Int64 // unix nanos of the last dead-letter Depth call
+	nextDue  atomic.Int64 // earliest retry this listener scheduled (unix nanos), 0 = none
+	spurious atomic.Int32 // consecutive wake-ups that found nothing
 	// dueWake: the last idle wait ended for a retry of ours falling due. A receive that
 	// then finds nothing (the queue's clock a hair behind ours) is no spurious wake-up.
 	dueWake     atomic.Bool
@@ -129,6 +137,7 @@ func New(cfg Config) (*Listener, error) {
 	l.canDoze = c.Push && c.IdlePacer == nil && (l.fwatch != nil || l.watcher == nil && l.waiter == nil)
 	l.renewer, _ = queue.As[queue.Renewer](c.Queue)
 	l.counter, _ = queue.As[queue.Counter](c.Queue)
+	l.recov = recovererOf(c.Queue)
 	l.c.deadDirty.Store(true) // read once, at the first empty receive
 	// Unknown until Run reads them: a status page must not show an unread backlog as empty.
 	l.c.depth.Store(-1)
@@ -155,6 +164,10 @@ func (l *Listener) Notify() {
 	// spell, so one of the two sees the other.
 	if d := l.dorm.Load(); d != nil && !d.quiet {
 		d.fire(wakeNotify)
+	}
+	// A send went through: the queue serves, so a back-off after failed receives ends.
+	if l.errStreak.Load() != 0 {
+		l.recovery.Fire()
 	}
 }
 
@@ -464,16 +477,6 @@ func (l *Listener) depthErr(ctx context.Context, err error) {
 		l.c.errorCalls.Add(1)
 		l.log.Warn("queue depth", "err", err)
 	}
-}
-
-// errDelay is the pause before the next call after n consecutive backend errors:
-// doubling from MinIdle, capped at ErrorBackoffMax.
-func (l *Listener) errDelay(n int64) time.Duration {
-	d := l.cfg.MinIdle
-	for i := int64(1); i < n && d < l.cfg.ErrorBackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, l.cfg.ErrorBackoffMax)
 }
 
 var errUnstarted = errors.New("not started")

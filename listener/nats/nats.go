@@ -333,7 +333,7 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 		maxPayload = int(info.Config.MaxMsgSize)
 	}
 	q := &Queue{name: name, b: b, stream: stream, cons: cons, subject: qb.Subject, streamName: qb.Stream,
-		maxPayload: maxPayload, leases: map[string]*lease{}, groups: map[int64]bool{}, ordered: b.opts.Ordered[name],
+		maxPayload: maxPayload, leases: map[string]*lease{}, groups: map[int64]bool{}, quit: make(chan struct{}), ordered: b.opts.Ordered[name],
 		ownStream: info.Config.Retention == jetstream.WorkQueuePolicy && (slices.Equal(info.Config.Subjects, []string{qb.Subject}) ||
 			slices.Equal(info.Config.Subjects, []string{qb.Subject, groups}))}
 	b.mu.Lock()
