@@ -70,6 +70,10 @@ type Options struct {
 	CreateQueues bool
 	// Replicas is the replica count of created streams (1, 3 or 5); 0 means 1.
 	Replicas int
+	// AdoptStreams uses an existing stream as it is. Without it Open refuses a stream whose
+	// retention is not work-queue, and raises the replicas of one with fewer than Replicas
+	// (refusing it when the server cannot): see checkStream.
+	AdoptStreams bool
 	// MemoryStorage keeps created streams in memory instead of on disk (tests).
 	MemoryStorage bool
 	// StreamPrefix names the stream of a queue that Queues does not name: prefix + the queue
@@ -296,6 +300,10 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 		return nil, fmt.Errorf("nats: queue %q: stream %s does not exist (turn create_queues on, or create it): %w", name, qb.Stream, queue.ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("nats: queue %q: stream %s: %w", name, qb.Stream, err)
+	default:
+		if stream, err = b.checkStream(ctx, name, stream); err != nil {
+			return nil, err
+		}
 	}
 	info := stream.CachedInfo()
 	if qb.Subject == "" {
