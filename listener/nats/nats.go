@@ -198,7 +198,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	}))
 	nc, err := natsgo.Connect(strings.Join(opts.URLs, ","), copts...)
 	if err != nil {
-		return nil, fmt.Errorf("nats: connect to %s: %w", strings.Join(opts.URLs, ","), err)
+		return nil, fmt.Errorf("nats: connect to %s: %w", strings.Join(opts.URLs, ","), unavailable(err))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -207,7 +207,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	if _, err := js.AccountInfo(ctx); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("nats: jetstream account info (is JetStream enabled?): %w", err)
+		return nil, fmt.Errorf("nats: jetstream account info (is JetStream enabled? does the cluster have a meta leader?): %w", unavailable(err))
 	}
 	b.nc, b.js = nc, js
 	return b, nil
@@ -294,12 +294,12 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("nats: create stream %s for queue %q: %w", qb.Stream, name, err)
+			return nil, fmt.Errorf("nats: create stream %s for queue %q: %w", qb.Stream, name, unavailable(err))
 		}
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return nil, fmt.Errorf("nats: queue %q: stream %s does not exist (turn create_queues on, or create it): %w", name, qb.Stream, queue.ErrNotFound)
 	case err != nil:
-		return nil, fmt.Errorf("nats: queue %q: stream %s: %w", name, qb.Stream, err)
+		return nil, fmt.Errorf("nats: queue %q: stream %s: %w", name, qb.Stream, unavailable(err))
 	default:
 		if stream, err = b.checkStream(ctx, name, stream); err != nil {
 			return nil, err
@@ -334,7 +334,7 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("nats: queue %q: durable consumer %s on stream %s: %w", name, b.opts.Consumer, qb.Stream, err)
+		return nil, fmt.Errorf("nats: queue %q: durable consumer %s on stream %s: %w", name, b.opts.Consumer, qb.Stream, unavailable(err))
 	}
 	maxPayload := int(b.nc.MaxPayload())
 	if info.Config.MaxMsgSize > 0 && int(info.Config.MaxMsgSize) < maxPayload {

@@ -2,7 +2,12 @@ package nats
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // probeEvery is how often a queue whose listener backs off after failed calls asks the
@@ -47,3 +52,26 @@ func (q *Queue) probe() {
 		}
 	}
 }
+
+// transient reports an error that waiting may fix: no server reachable, a request that went
+// unanswered (no JetStream meta leader, a stream without its leader), or a cluster still
+// forming. An authorization failure, a TLS or config error, a missing stream or JetStream
+// turned off are not: waiting changes none of them.
+func transient(err error) bool {
+	return errors.Is(err, natsgo.ErrNoServers) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, natsgo.ErrTimeout) || errors.Is(err, natsgo.ErrNoResponders) ||
+		errors.Is(err, natsgo.ErrConnectionClosed) || clusterForming(err)
+}
+
+// unavailable marks err with queue.ErrUnavailable when it is transient.
+func unavailable(err error) error {
+	if err == nil || !transient(err) {
+		return err
+	}
+	return unavailableError{err}
+}
+
+type unavailableError struct{ err error }
+
+func (e unavailableError) Error() string   { return e.err.Error() }
+func (e unavailableError) Unwrap() []error { return []error{e.err, queue.ErrUnavailable} }

@@ -43,7 +43,7 @@ func (b *Backend) checkStream(ctx context.Context, name string, s jetstream.Stre
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("nats: queue %q: stream %s has %d replicas, replicas is %d, and raising them failed (run enough JetStream servers, lower replicas, or set adopt_streams: true): %w", name, cfg.Name, from, b.opts.Replicas, err)
+		return nil, fmt.Errorf("nats: queue %q: stream %s has %d replicas, replicas is %d, and raising them failed (run enough JetStream servers, lower replicas, or set adopt_streams: true): %w", name, cfg.Name, from, b.opts.Replicas, unavailable(err))
 	}
 	b.log.Info("nats: stream replicas raised", "queue", name, "stream", cfg.Name, "from", from, "to", b.opts.Replicas)
 	return up, nil
