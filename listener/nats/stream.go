@@ -3,8 +3,11 @@ package nats
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // checkStream checks a stream that existed before Open: the host relies on its settings, so
@@ -46,5 +49,33 @@ func (b *Backend) checkStream(ctx context.Context, name string, s jetstream.Stre
 		return nil, fmt.Errorf("nats: queue %q: stream %s has %d replicas, replicas is %d, and raising them failed (run enough JetStream servers, lower replicas, or set adopt_streams: true): %w", name, cfg.Name, from, b.opts.Replicas, unavailable(err))
 	}
 	b.log.Info("nats: stream replicas raised", "queue", name, "stream", cfg.Name, "from", from, "to", b.opts.Replicas)
+	// Until the new peers caught up the stream refuses a consumer ("insufficient resources").
+	start := time.Now()
+	for !caughtUp(ctx, up, b.opts.Replicas) {
+		if time.Since(start) > apiRetryFor {
+			return nil, fmt.Errorf("nats: queue %q: stream %s: its %d replicas were not current %s after raising them: %w", name, cfg.Name, b.opts.Replicas, apiRetryFor, queue.ErrUnavailable)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 	return up, nil
+}
+
+// caughtUp reports whether stream s has a leader and replicas-1 current followers.
+func caughtUp(ctx context.Context, s jetstream.Stream, replicas int) bool {
+	ctx, cancel := context.WithTimeout(ctx, apiTry)
+	defer cancel()
+	info, err := s.Info(ctx)
+	if err != nil || info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) < replicas-1 {
+		return false
+	}
+	for _, r := range info.Cluster.Replicas {
+		if !r.Current {
+			return false
+		}
+	}
+	return true
 }
