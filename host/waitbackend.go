@@ -23,7 +23,7 @@ import (
 // Retries of a backend open at start: from openRetryMin, doubling to openRetryMax.
 const (
 	openRetryMin = 500 * time.Millisecond
-	openRetryMax = 5 * time.Second
+	openRetryMax = 2 * time.Second
 )
 
 // untilServed runs open until it succeeds or fails with an error waiting cannot fix; during
