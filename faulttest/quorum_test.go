@@ -1,0 +1,166 @@
+package faulttest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestFaultNATSQuorumLoss: a host drains an R3 stream; two of the three nodes are SIGKILLed
+// for 20 s (no quorum: no stream or consumer leader) and started again on their stores. From
+// the moment the cluster serves again (the durable consumer's info is answered), work must
+// resume within 2 s whatever the outage's length: the failed receives of one outage count
+// once per back-off round, and the nats backend's probe ends the back-off (before, the
+// workers' concurrent failures pushed the back-off to its 60 s cap at once: the queue stood
+// still for ~45 s with a healthy cluster). The stream was made beforehand as R1 by another
+// program: the host raises it to the config's replicas: 3 (or the outage would lose it).
+func TestFaultNATSQuorumLoss(t *testing.T) {
+	c := natsCluster(t)
+	cfg := natsConfig(t, c, t.TempDir())
+	js := c.js()
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "WQ_jobs", Subjects: []string{"wqhost.q.jobs"},
+		Retention: jetstream.WorkQueuePolicy, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 4000
+	ids := numbered("m-", n)
+	mustWQ(t, nil, "send", "--config", cfg, "--queue", "jobs", "--count", strconv.Itoa(n), "m-{n}")
+	s, err := js.Stream(ctx, "WQ_jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.CachedInfo().Config.Replicas; r != 3 {
+		t.Fatalf("stream WQ_jobs has %d replicas after a process opened it with replicas: 3; want them raised to 3", r)
+	}
+	p := start(t, cfg, nil)
+	p.waitReadyFast(time.Minute)
+	processed := func() uint64 {
+		bs, err := p.status("default", "echo", "")
+		if err != nil {
+			return 0
+		}
+		return bs.Processed
+	}
+	waitFor(t, 2*time.Minute, "the drain under way", func() bool { return processed() >= 200 })
+	const down = 20 * time.Second
+	c.kill(1)
+	c.kill(2)
+	time.Sleep(down)
+	before := processed()
+	if before >= n {
+		t.Fatalf("the drain finished during the outage (%d processed): nothing left to resume", before)
+	}
+	c.start(1)
+	c.start(2)
+	cons, err := js.Consumer(ctx, "WQ_jobs", "wqhost")
+	for err != nil {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		cons, err = js.Consumer(cctx, "WQ_jobs", "wqhost")
+		cancel()
+	}
+	var served time.Time
+	waitFor(t, 2*time.Minute, "the cluster to serve again", func() bool {
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		if _, err := cons.Info(cctx); err != nil {
+			return false
+		}
+		served = time.Now()
+		return true
+	})
+	atServe := processed()
+	var resumed time.Time
+	deadline := served.Add(2 * time.Minute)
+	for resumed.IsZero() {
+		if processed() > atServe {
+			resumed = time.Now()
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no message processed within 2 minutes of the cluster serving again")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	after := resumed.Sub(served)
+	c.waitHealthy(1)
+	c.waitHealthy(2)
+	p.waitDrained("default", "echo", 5*time.Minute)
+	if code := p.stop(time.Minute); code != 0 {
+		t.Fatalf("SIGTERM: exit %d", code)
+	}
+	cnt, missing := countIDs(ids, bodies(readAll(t, loadConfig(t, cfg, nil), "default", "done")))
+	line := fmt.Sprintf("fault nats-quorum-loss: down=%s resumed_after_cluster=%.1fs lost=%d duplicated=%d", down, after.Seconds(), cnt.lost, cnt.duplicated)
+	fmt.Println(line)
+	t.Log(line)
+	if cnt.lost != 0 {
+		t.Errorf("%d of %d messages lost (e.g. %v)", cnt.lost, n, missing)
+	}
+	if after > 2*time.Second {
+		t.Errorf("work resumed %s after the cluster served again; want at most 2s", after)
+	}
+	// At most what was leased when the nodes went down can run twice.
+	if bound := crashSlots + crashPrefetch; cnt.duplicated > bound {
+		t.Errorf("%d duplicates after a quorum loss; at most %d were leased", cnt.duplicated, bound)
+	}
+}
+
+// TestFaultNATSStartWithoutQuorum: the real binary started while only one of three nodes
+// runs (no JetStream meta leader) must not exit (it exited 2, "config invalid", after 5 s):
+// /healthz answers, /readyz answers 503 naming the binding; once the other nodes are up it
+// turns ready and drains what is sent.
+func TestFaultNATSStartWithoutQuorum(t *testing.T) {
+	c := natsCluster(t)
+	cfg := natsConfig(t, c, t.TempDir())
+	c.kill(1)
+	c.kill(2)
+	p := start(t, cfg, nil)
+	var last string
+	named := false
+	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if p.relaunchIfPortTaken() {
+			continue
+		}
+		if !p.running() {
+			t.Fatalf("the host exited without quorum: %v\n%s", p.err, tail(p.logs(), 8<<10))
+		}
+		code, body, err := p.request("GET", "/readyz", "", nil)
+		if err != nil {
+			continue
+		}
+		last = fmt.Sprintf("%d %s", code, body)
+		if code == 200 {
+			t.Fatalf("/readyz 200 without quorum: %s", body)
+		}
+		named = named || code == 503 && strings.Contains(string(body), "tenants.default.bindings.echo")
+	}
+	if !named {
+		t.Fatalf("/readyz never answered 503 naming the binding without quorum; last: %s", last)
+	}
+	if code, _, err := p.request("GET", "/healthz", "", nil); err != nil || code != 200 {
+		t.Errorf("/healthz %d, %v while waiting for quorum; want 200", code, err)
+	}
+	t.Logf("without quorum: /readyz %s", last)
+	c.start(1)
+	c.start(2)
+	t0 := time.Now()
+	p.waitReadyFast(2 * time.Minute)
+	ready := time.Since(t0)
+	const n = 300
+	ids := numbered("m-", n)
+	mustWQ(t, nil, "send", "--config", cfg, "--queue", "jobs", "--count", strconv.Itoa(n), "m-{n}")
+	p.waitSettled("default", "echo", n, 2*time.Minute)
+	if code := p.stop(time.Minute); code != 0 {
+		t.Fatalf("SIGTERM: exit %d", code)
+	}
+	cnt, missing := countIDs(ids, bodies(readAll(t, loadConfig(t, cfg, nil), "default", "done")))
+	line := fmt.Sprintf("fault nats-start-without-quorum: exit=none ready_after_quorum=%.1fs lost=%d", ready.Seconds(), cnt.lost)
+	fmt.Println(line)
+	t.Log(line)
+	if cnt.lost != 0 {
+		t.Errorf("%d of %d messages lost (e.g. %v)", cnt.lost, n, missing)
+	}
+}
