@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/wqhost/wqhost/listener/queue"
@@ -23,7 +24,7 @@ import (
 // Retries of a backend open at start: from openRetryMin, doubling to openRetryMax.
 const (
 	openRetryMin = 500 * time.Millisecond
-	openRetryMax = 2 * time.Second
+	openRetryMax = time.Second
 )
 
 // untilServed runs open until it succeeds or fails with an error waiting cannot fix; during
@@ -33,7 +34,7 @@ func (h *Host) untilServed(ctx context.Context, key string, open func(context.Co
 	defer h.waiting.Delete(key)
 	delay := openRetryMin
 	for {
-		err := open(ctx)
+		err := h.openNoting(ctx, key, open)
 		if err == nil || !errors.Is(err, queue.ErrUnavailable) || !h.starting.Load() {
 			return err
 		}
@@ -49,6 +50,33 @@ func (h *Host) untilServed(ctx context.Context, key string, open func(context.Co
 		delay = min(2*delay, openRetryMax)
 	}
 }
+
+// openNoting runs open; during New, one that has not returned after slowOpen lists key as
+// waiting ("no answer yet") unless a reason is listed already: an open can itself wait for
+// an answer for a while (the nats backend retries unanswered JetStream requests for 30 s).
+func (h *Host) openNoting(ctx context.Context, key string, open func(context.Context) error) error {
+	if !h.starting.Load() {
+		return open(ctx)
+	}
+	var mu sync.Mutex
+	done := false
+	slow := time.AfterFunc(slowOpen, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			h.waiting.LoadOrStore(key, fmt.Sprintf("opening its queues: no answer after %s", slowOpen))
+		}
+	})
+	err := open(ctx)
+	mu.Lock()
+	done = true
+	mu.Unlock()
+	slow.Stop()
+	return err
+}
+
+// slowOpen is how long an open runs before /readyz names its binding as waiting.
+const slowOpen = 2 * time.Second
 
 // urlUser matches the user info of a URL in an error's text (nats://user:pass@host).
 var urlUser = regexp.MustCompile(`([a-z]+://)[^/@\s]+@`)

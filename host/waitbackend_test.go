@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -105,5 +106,36 @@ func TestStartWaitsForAnUnavailableBackend(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("New did not return within 30s of the server's start")
+	}
+}
+
+// An open that hangs (no answer from the backend) is named in /readyz too, not only one
+// that failed; an error waiting cannot fix is returned at once, not retried.
+func TestUntilServedNamesASlowOpen(t *testing.T) {
+	h := &Host{log: testLogger(t)}
+	h.starting.Store(true)
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- h.untilServed(context.Background(), "tenants.a.bindings.b", func(context.Context) error {
+			<-release
+			return nil
+		})
+	}()
+	eventually(t, "the hanging open listed as waiting", func() bool {
+		w := h.waitingFor()
+		return len(w) == 1 && strings.HasPrefix(w[0], "tenants.a.bindings.b: opening its queues: no answer")
+	})
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if w := h.waitingFor(); len(w) != 0 {
+		t.Errorf("still waiting after the open returned: %q", w)
+	}
+	calls := 0
+	bad := errors.New("authorization violation")
+	if err := h.untilServed(context.Background(), "k", func(context.Context) error { calls++; return bad }); !errors.Is(err, bad) || calls != 1 {
+		t.Errorf("a permanent error: %v after %d calls; want it returned after 1", err, calls)
 	}
 }
