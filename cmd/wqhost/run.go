@@ -98,9 +98,6 @@ func (c *cli) run(ctx context.Context, args []string) error {
 	if errors.Is(err, host.ErrAdminListen) {
 		return err // exit 1: the config is fine, the port is taken
 	}
-	if err != nil && ctx.Err() != nil {
-		return err // exit 1: stopped during the start (maybe waiting for a backend)
-	}
 	if err != nil {
 		// The config loaded, but a binding could not be built from it (module, plugin,
 		// backend): still a configuration problem, and nothing was left running.
