@@ -49,6 +49,10 @@ func TestFaultNATSQuorumLoss(t *testing.T) {
 		return bs.Processed
 	}
 	waitFor(t, 2*time.Minute, "the drain under way", func() bool { return processed() >= 200 })
+	cons, err := js.Consumer(ctx, "WQ_jobs", "wqhost")
+	if err != nil {
+		t.Fatal(err)
+	}
 	const down = 20 * time.Second
 	c.kill(1)
 	c.kill(2)
@@ -59,12 +63,6 @@ func TestFaultNATSQuorumLoss(t *testing.T) {
 	}
 	c.start(1)
 	c.start(2)
-	cons, err := js.Consumer(ctx, "WQ_jobs", "wqhost")
-	for err != nil {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		cons, err = js.Consumer(cctx, "WQ_jobs", "wqhost")
-		cancel()
-	}
 	var served time.Time
 	waitFor(t, 2*time.Minute, "the cluster to serve again", func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
