@@ -112,3 +112,45 @@ func TestRecoveryEndsBackoff(t *testing.T) {
 		})
 	}
 }
+
+// A receive that succeeds ends the other workers' back-off: one worker backs off after
+// failed receives while another is in a long call; when that call ends (the backend back
+// meanwhile) and its worker's next receive succeeds, the backing-off worker receives at
+// once instead of sleeping out its doubled interval.
+func TestSuccessfulReceiveEndsOthersBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMem(t)
+		spy := &spyQueue{Queue: e.q}
+		cfg := baseConfig(spy, e.dl)
+		cfg.BatchSize = 1
+		cfg.Scaler = fixedScaler(2)
+		cfg.Handler = listener.HandlerFunc(func(context.Context, *queue.Message) error {
+			time.Sleep(40 * time.Second)
+			return nil
+		})
+		e.send(t, 1)
+		begin := time.Now()
+		l := start(t, cfg)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if s := l.State(); s.InFlight != 1 {
+			t.Fatalf("%d calls running, want the one long call", s.InFlight)
+		}
+		spy.failing.Store(true) // the idle worker's receives fail: it backs off, doubling
+		time.Sleep(29 * time.Second)
+		spy.failing.Store(false) // back at 30 s; the long call ends at 40 s
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		callEnd := begin.Add(40 * time.Second)
+		n := 0
+		for _, r := range spy.times(true) {
+			if !r.Before(callEnd) && r.Before(callEnd.Add(100*time.Millisecond)) {
+				n++
+			}
+		}
+		// The call's worker receives after its delete; the backing-off one is woken by that.
+		if n < 2 {
+			t.Errorf("%d receives within 100ms of the long call's end, want 2: the backing-off worker kept sleeping after another worker's receive succeeded", n)
+		}
+	})
+}
