@@ -50,7 +50,9 @@ type Queue struct {
 	// runs; quit is closed by close.
 	recov   wake.Set
 	probing atomic.Bool
-	quit    chan struct{}
+	// unanswered: the last pull got no answer in time; the next waits answerWaitFailing.
+	unanswered atomic.Bool
+	quit       chan struct{}
 
 	mu       sync.Mutex
 	leases   map[string]*lease    // by message id: the leases this process holds
