@@ -21,9 +21,22 @@ import (
 // workers' concurrent failures pushed the back-off to its 60 s cap at once: the queue stood
 // still for ~45 s with a healthy cluster). The stream was made beforehand as R1 by another
 // program: the host raises it to the config's replicas: 3 (or the outage would lose it).
-func TestFaultNATSQuorumLoss(t *testing.T) {
+func TestFaultNATSQuorumLoss(t *testing.T) { quorumLoss(t, false) }
+
+// TestFaultNATSQuorumLossSIGSTOP is TestFaultNATSQuorumLoss with the two nodes SIGSTOPped
+// and SIGCONTed instead: their connections stay open and unanswered (a hung node, a VM
+// paused), and a host connected to one of them must not wait for it longer than it takes.
+func TestFaultNATSQuorumLossSIGSTOP(t *testing.T) { quorumLoss(t, true) }
+
+func quorumLoss(t *testing.T, freeze bool) {
 	c := natsCluster(t)
 	cfg := natsConfig(t, c, t.TempDir())
+	if freeze {
+		// The host connects to a node that will hang (it learns the others from it).
+		one := *c
+		one.ports = c.ports[1:2]
+		cfg = natsConfig(t, &one, t.TempDir())
+	}
 	js := c.js()
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "WQ_jobs", Subjects: []string{"wqhost.q.jobs"},
@@ -59,15 +72,25 @@ func TestFaultNATSQuorumLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	const down = 20 * time.Second
-	c.kill(1)
-	c.kill(2)
+	for _, i := range []int{1, 2} {
+		if freeze {
+			c.freeze(i)
+		} else {
+			c.kill(i)
+		}
+	}
 	time.Sleep(down)
 	before := processed()
 	if before >= n {
 		t.Fatalf("the drain finished during the outage (%d processed): nothing left to resume", before)
 	}
-	c.start(1)
-	c.start(2)
+	for _, i := range []int{1, 2} {
+		if freeze {
+			c.thaw(i)
+		} else {
+			c.start(i)
+		}
+	}
 	var served time.Time
 	waitFor(t, 2*time.Minute, "the cluster to serve again", func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -101,7 +124,11 @@ func TestFaultNATSQuorumLoss(t *testing.T) {
 		t.Fatalf("SIGTERM: exit %d", code)
 	}
 	cnt, missing := countIDs(ids, bodies(readAll(t, loadConfig(t, cfg, nil), "default", "done")))
-	line := fmt.Sprintf("fault nats-quorum-loss: down=%s resumed_after_cluster=%.1fs lost=%d duplicated=%d", down, after.Seconds(), cnt.lost, cnt.duplicated)
+	name := "nats-quorum-loss"
+	if freeze {
+		name += "-sigstop"
+	}
+	line := fmt.Sprintf("fault %s: down=%s resumed_after_cluster=%.1fs lost=%d duplicated=%d", name, down, after.Seconds(), cnt.lost, cnt.duplicated)
 	fmt.Println(line)
 	t.Log(line)
 	if cnt.lost != 0 {
