@@ -173,7 +173,12 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	copts := append([]natsgo.Option{}, opts.Conn...)
+	// A hung server (SIGSTOP, a paused VM) keeps the connection open and answers nothing:
+	// the client's pings notice it after PingInterval × (MaxPingsOutstanding+1), 15 s here
+	// instead of the client's default 6 minutes, and it moves to another node. opts.Conn
+	// may set its own.
+	copts := []natsgo.Option{natsgo.PingInterval(5 * time.Second), natsgo.MaxPingsOutstanding(2)}
+	copts = append(copts, opts.Conn...)
 	copts = append(copts,
 		natsgo.MaxReconnects(-1),
 		natsgo.RetryOnFailedConnect(false),
