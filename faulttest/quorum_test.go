@@ -223,3 +223,68 @@ func TestFaultNATSStartWithoutQuorum(t *testing.T) {
 		t.Errorf("%d of %d messages lost (e.g. %v)", cnt.lost, n, missing)
 	}
 }
+
+// TestFaultNATSNodeHang: the node a host is connected to hangs (SIGSTOP) for 40 s mid-drain
+// while the other two serve. Its connection stays open and answers nothing, so only the
+// client's pings notice it; the host must move to another node and go on during the hang
+// (the client's default pings took 6 minutes: the host stood idle for all of it).
+func TestFaultNATSNodeHang(t *testing.T) {
+	c := natsCluster(t)
+	one := *c
+	one.ports = c.ports[1:2] // the host connects to node 1 (it learns the others from it)
+	cfg := natsConfig(t, &one, t.TempDir())
+	const n = 4000
+	ids := numbered("m-", n)
+	mustWQ(t, nil, "send", "--config", cfg, "--queue", "jobs", "--count", strconv.Itoa(n), "m-{n}")
+	p := start(t, cfg, nil)
+	p.waitReadyFast(time.Minute)
+	processed := func() uint64 {
+		bs, err := p.status("default", "echo", "")
+		if err != nil {
+			return 0
+		}
+		return bs.Processed
+	}
+	waitFor(t, 2*time.Minute, "the drain under way", func() bool { return processed() >= 200 })
+	const hang = 40 * time.Second
+	c.freeze(1)
+	hungAt := time.Now()
+	// Calls in flight on the hung node finish only with it: the first message processed
+	// after a second went through another node.
+	time.Sleep(time.Second)
+	base := processed()
+	var resumed time.Duration
+	for time.Since(hungAt) < hang {
+		if processed() > base {
+			resumed = time.Since(hungAt)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if rest := hang - time.Since(hungAt); rest > 0 {
+		time.Sleep(rest)
+	}
+	c.thaw(1)
+	c.waitHealthy(1)
+	p.waitDrained("default", "echo", 5*time.Minute)
+	if code := p.stop(time.Minute); code != 0 {
+		t.Fatalf("SIGTERM: exit %d", code)
+	}
+	cnt, missing := countIDs(ids, bodies(readAll(t, loadConfig(t, cfg, nil), "default", "done")))
+	got := "none"
+	if resumed > 0 {
+		got = fmt.Sprintf("%.1fs", resumed.Seconds())
+	}
+	line := fmt.Sprintf("fault nats-node-hang: hang=%s resumed_during_hang=%s lost=%d duplicated=%d", hang, got, cnt.lost, cnt.duplicated)
+	fmt.Println(line)
+	t.Log(line)
+	if cnt.lost != 0 {
+		t.Errorf("%d of %d messages lost (e.g. %v)", cnt.lost, n, missing)
+	}
+	if resumed == 0 {
+		t.Errorf("no message processed during the %s the host's node hung, with two nodes serving", hang)
+	}
+	if bound := crashSlots + crashPrefetch; cnt.duplicated > bound {
+		t.Errorf("%d duplicates after a node hang; at most %d were leased", cnt.duplicated, bound)
+	}
+}
