@@ -84,6 +84,7 @@ func TestFaultNATSNodeKill(t *testing.T) {
 		atKill[i] = p.mustStatus("default", "echo").Processed
 	}
 	c.kill(leader)
+	killedAt := time.Now()
 	logf("SIGKILLed node n%d (stream leader) after %d processed, %d leased", leader+1, before, leased)
 	waitFor(t, 3*time.Minute, "the drain to go on without the killed node", func() bool { s, _ := processed(); return s >= before+n/3 })
 	logf("drain went on: %d processed", func() uint64 { s, _ := processed(); return s }())
@@ -100,8 +101,10 @@ func TestFaultNATSNodeKill(t *testing.T) {
 	// The leader kill must not leave a host backing off for the rest of the drain (one of
 	// three hosts processed 2,433 messages against 8,678 and 8,897 when one outage's
 	// concurrent failures pushed its back-off to 60 s at once).
+	// Only over a drain long enough to tell: a host's calls in flight at the kill may wait
+	// out their output publish (5 s) while the other host finishes a short drain.
 	for i, sh := range shares {
-		if sh*10 < after {
+		if time.Since(killedAt) > 20*time.Second && sh*10 < after {
 			t.Errorf("host %d processed %d of the %d messages handled after the leader kill; want at least a tenth (did it stay backed off?)", i, sh, after)
 		}
 	}

@@ -14,10 +14,10 @@ import (
 
 // TestFaultNATSQuorumLoss: a host drains an R3 stream; two of the three nodes are SIGKILLed
 // for 20 s (no quorum: no stream or consumer leader) and started again on their stores. From
-// the moment the cluster serves again (the durable consumer's info and the output stream's
-// info are answered), work must resume within 2 s whatever the outage's length: the failed
-// receives of one outage count once per back-off round, and the nats backend's probe ends
-// the back-off (before, the
+// the moment the cluster serves again (the durable consumer's info is answered and the
+// output stream takes a publish), work must resume within 2 s whatever the outage's length:
+// the failed receives of one outage count once per back-off round, and the nats backend's
+// probe ends the back-off (before, the
 // workers' concurrent failures pushed the back-off to its 60 s cap at once: the queue stood
 // still for ~45 s with a healthy cluster). The stream was made beforehand as R1 by another
 // program: the host raises it to the config's replicas: 3 (or the outage would lose it).
@@ -98,8 +98,12 @@ func quorumLoss(t *testing.T, freeze bool) {
 		if _, err := cons.Info(cctx); err != nil {
 			return false
 		}
-		// The handler's output goes to WQ_done: a message is processed once both serve.
+		// The handler's output goes to WQ_done: a message is processed once both serve,
+		// the output stream taking writes (the body is no id: the count ignores it).
 		if _, err := out.Info(cctx); err != nil {
+			return false
+		}
+		if _, err := js.Publish(cctx, "wqhost.q.done", []byte("probe")); err != nil {
 			return false
 		}
 		served = time.Now()
