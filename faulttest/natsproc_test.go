@@ -249,6 +249,12 @@ func (c *natsProcs) kill(i int) {
 	c.procs[i] = nil
 }
 
+// freeze SIGSTOPs node i: its connections stay open and unanswered, as with a hung node.
+func (c *natsProcs) freeze(i int) { _ = c.procs[i].Process.Signal(syscall.SIGSTOP) }
+
+// thaw SIGCONTs node i.
+func (c *natsProcs) thaw(i int) { _ = c.procs[i].Process.Signal(syscall.SIGCONT) }
+
 // restart starts node i again on its ports and store.
 func (c *natsProcs) restart(i int) {
 	c.start(i)

@@ -88,16 +88,23 @@ func (h *Host) newBinding(ctx context.Context, t *tenant, name string, bc config
 			_ = b.close(context.Background())
 		}
 	}()
-	if b.backend, err = h.backs.Get(ctx, bc.Backend); err != nil {
-		return nil, err
-	}
-	if b.queue, err = b.openInput(ctx); err != nil {
+	// A backend that cannot serve yet (a cluster without quorum) is waited for at start.
+	err = h.untilServed(ctx, "tenants."+t.name+".bindings."+name, func(ctx context.Context) (err error) {
+		if b.backend, err = h.backs.Get(ctx, bc.Backend); err != nil {
+			return err
+		}
+		if b.queue, err = b.openInput(ctx); err != nil {
+			return err
+		}
+		if b.dead, err = b.backend.Open(ctx, h.cfg.PhysicalQueue(t.name, bc.Backend, bc.Queue+config.PoisonSuffix)); err != nil {
+			return fmt.Errorf("open poison queue: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	b.physical = b.queue.Name()
-	if b.dead, err = b.backend.Open(ctx, h.cfg.PhysicalQueue(t.name, bc.Backend, bc.Queue+config.PoisonSuffix)); err != nil {
-		return nil, fmt.Errorf("open poison queue: %w", err)
-	}
 
 	wasm, err := source.Module(h.cfg, bc.Module)
 	if err != nil {

@@ -90,8 +90,11 @@ type Host struct {
 	ready  atomic.Bool
 	// starting is true while New builds the bindings: startUp of startTotal are built (the
 	// progress /readyz and /v1/status report).
-	starting  atomic.Bool
-	startUp   atomic.Int64
+	starting atomic.Bool
+	startUp  atomic.Int64
+	// waiting holds, while New waits for a backend that cannot serve yet, each waiting
+	// binding's key (tenants.<t>.bindings.<b>) and the reason (waitbackend.go).
+	waiting   sync.Map
 	runOnce   atomic.Bool
 	closeOnce sync.Once
 	closeErr  error // set inside closeOnce

@@ -106,7 +106,7 @@ func (h *Host) buildBindings(ctx context.Context, jobs []bindingJob, par int) ([
 // of the config's are built; once ready, both counts are the bindings serving.
 func (h *Host) Readiness() admin.Readiness {
 	if h.starting.Load() {
-		return admin.Readiness{Starting: true, BindingsUp: int(h.startUp.Load()), BindingsTotal: h.startTotal}
+		return admin.Readiness{Starting: true, BindingsUp: int(h.startUp.Load()), BindingsTotal: h.startTotal, Waiting: h.waitingFor()}
 	}
 	n := len(h.bindings())
 	return admin.Readiness{Ready: h.Ready(), BindingsUp: n, BindingsTotal: n}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/wake"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -90,7 +91,14 @@ type Listener struct {
 	dorm       atomic.Pointer[dormant] // the current dormant spell, nil while awake
 	quietUntil atomic.Int64            // unix nanos: end of the idle quiet after spurious wake-ups, 0 = none set
 
-	errStreak atomic.Int64 // consecutive failed receives, listener-wide
+	// errStreak counts the failed rounds of receives (recovery.go), listener-wide;
+	// errCounted is when it last advanced (unix nanos).
+	errStreak  atomic.Int64
+	errCounted atomic.Int64
+	// recovery is fired by the first sign that the queue serves again: it ends every
+	// sleeping error back-off at once. recov is the queue's own signal, nil without one.
+	recovery  wake.Set
+	recov     recoverer
 	depthAt   atomic.Int64 // unix nanos of the last Depth call
 	scaledAt  atomic.Int64 // unix nanos of the last scaler question (desired)
 	depthTick atomic.Bool  // the depth timer is armed (depths.go)
@@ -147,6 +155,7 @@ func New(cfg Config) (*Listener, error) {
 	if l.counter != nil {
 		l.depthEvery = depthEveryCounted
 	}
+	l.recov = recovererOf(c.Queue)
 	l.c.deadDirty.Store(true) // read once, at the first empty receive
 	// Unknown until Run reads them: a status page must not show an unread backlog as empty.
 	l.c.depth.Store(-1)
@@ -173,6 +182,10 @@ func (l *Listener) Notify() {
 	// spell, so one of the two sees the other.
 	if d := l.dorm.Load(); d != nil && !d.quiet {
 		d.fire(wakeNotify)
+	}
+	// A send went through: the queue serves, so a back-off after failed receives ends.
+	if l.errStreak.Load() != 0 {
+		l.recovery.Fire()
 	}
 }
 
@@ -488,16 +501,6 @@ func (l *Listener) depthErr(ctx context.Context, err error) {
 		l.c.errorCalls.Add(1)
 		l.log.Warn("queue depth", "err", err)
 	}
-}
-
-// errDelay is the pause before the next call after n consecutive backend errors:
-// doubling from MinIdle, capped at ErrorBackoffMax.
-func (l *Listener) errDelay(n int64) time.Duration {
-	d := l.cfg.MinIdle
-	for i := int64(1); i < n && d < l.cfg.ErrorBackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, l.cfg.ErrorBackoffMax)
 }
 
 var errUnstarted = errors.New("not started")

@@ -51,9 +51,9 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 				return
 			}
 			l.c.errorCalls.Add(1)
-			n := l.errStreak.Add(1)
+			n, counted := l.countFailure(sent)
 			delay := l.errDelay(n)
-			if n&(n-1) == 0 { // log the 1st, 2nd, 4th, 8th... error of a streak
+			if counted && n&(n-1) == 0 { // log the 1st, 2nd, 4th, 8th... failed round of an outage
 				l.log.Error("receive failed; backing off", "err", err, "consecutive", n, "delay", delay)
 			}
 			if !l.onError(ctx, s, delay) {
@@ -63,7 +63,7 @@ func (l *Listener) worker(ctx context.Context, asIfIdle, woken bool) {
 			continue
 		}
 		if l.errStreak.Load() != 0 {
-			l.errStreak.Store(0)
+			l.recovered()
 		}
 		if len(msgs) == 0 {
 			l.c.emptyReceives.Add(1)
@@ -249,7 +249,8 @@ func (l *Listener) yieldLocked(ctx context.Context, s *workerSlot) bool {
 }
 
 // onError pauses after a failed receive. A single worker probes the queue, once per
-// back-off interval; the others stop or park, so an outage costs one call per interval.
+// back-off interval or at the first sign of recovery (recovery.go); the others stop or
+// park, so an outage costs one call per interval.
 func (l *Listener) onError(ctx context.Context, s *workerSlot, delay time.Duration) bool {
 	l.mu.Lock()
 	if l.waiting {
@@ -257,7 +258,7 @@ func (l *Listener) onError(ctx context.Context, s *workerSlot, delay time.Durati
 	}
 	l.waiting = true
 	l.mu.Unlock()
-	ok := l.sleep(ctx, delay)
+	ok := l.backoff(ctx, delay)
 	l.mu.Lock()
 	l.waiting = false
 	l.mu.Unlock()

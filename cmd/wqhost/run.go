@@ -31,7 +31,10 @@ visibility timeout passes): the process ends within the grace plus a few seconds
 guests do. SIGHUP reloads the config and changed modules.
 --demo loads the shipped billing sample (3000 transactions, a few malformed) into the default
 binding's queue, processes it with a progress bar, prints a summary and exits.
-Exit code 2 means the config is invalid or could not be built (a module that does not load).`
+Exit code 2 means the config is invalid or could not be built (a module that does not load).
+A backend that cannot serve yet (no server reachable, a JetStream cluster without quorum,
+storage down) is waited for instead: /readyz answers 503 naming the binding and the reason
+until it serves.`
 
 // lastResortSlack is how long past host.ShutdownBound the process waits for Run before it
 // exits regardless.

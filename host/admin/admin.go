@@ -67,6 +67,9 @@ type Readiness struct {
 	Starting      bool
 	BindingsUp    int
 	BindingsTotal int
+	// Waiting lists, while starting, the bindings whose backend cannot serve yet, each as
+	// "tenants.<t>.bindings.<b>: <reason>".
+	Waiting []string
 }
 
 // text is the readiness as /readyz's status: "ready: N bindings", "starting: K of N
@@ -75,6 +78,8 @@ func (r Readiness) text() string {
 	switch {
 	case r.Ready:
 		return fmt.Sprintf("ready: %d bindings", r.BindingsTotal)
+	case r.Starting && len(r.Waiting) > 0:
+		return fmt.Sprintf("starting: %d of %d bindings up; waiting for the backend of %s", r.BindingsUp, r.BindingsTotal, strings.Join(r.Waiting, "; "))
 	case r.Starting:
 		return fmt.Sprintf("starting: %d of %d bindings up", r.BindingsUp, r.BindingsTotal)
 	}
@@ -188,7 +193,7 @@ func New(h Host, opts Options) http.Handler {
 		if !rd.Ready {
 			code = http.StatusServiceUnavailable
 		}
-		writeJSON(w, code, readyzBody{Status: rd.text(), BindingsUp: rd.BindingsUp, BindingsTotal: rd.BindingsTotal})
+		writeJSON(w, code, readyzBody{Status: rd.text(), BindingsUp: rd.BindingsUp, BindingsTotal: rd.BindingsTotal, Waiting: rd.Waiting})
 	})
 	mux.HandleFunc("GET /metrics", s.auth(s.metrics))
 	mux.HandleFunc("GET /v1/status", s.auth(s.status))
@@ -313,6 +318,8 @@ type readyzBody struct {
 	Status        string `json:"status"`
 	BindingsUp    int    `json:"bindings_up"`
 	BindingsTotal int    `json:"bindings_total"`
+	// Waiting: the bindings whose backend cannot serve yet, with the reason (starting).
+	Waiting []string `json:"waiting,omitempty"`
 }
 
 func (s *server) status(w http.ResponseWriter, r *http.Request, p principal) {

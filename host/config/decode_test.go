@@ -35,7 +35,7 @@ func TestDecodeProblems(t *testing.T) {
 		{"keys are case-sensitive", binding("        Batch_Size: 3\n"),
 			[]string{bp + "Batch_Size: unknown key (known keys here: " + knownBindingKeys + ")"}},
 		{"a key named -", "\"-\": x\n" + binding(""),
-			[]string{"-: unknown key (known keys here: admin, backends, cache_dir, data_dir, log, max_bindings, max_concurrency, max_module_bytes, memory_budget, metrics, tenants)"}},
+			[]string{"-: unknown key (known keys here: admin, backends, cache_dir, data_dir, log, max_bindings, max_concurrency, max_module_bytes, memory_budget, metrics, shutdown, tenants)"}},
 		{"every problem in key order", binding("        batch_size: 1.5\n        push: 1\n        batchx: 1\n        pool: {max_instances: x, foo: 1}\n"),
 			[]string{
 				bp + "batch_size: expected an integer, got 1.5",

@@ -34,6 +34,10 @@ type NATS struct {
 	// Replicas of the streams create_queues creates: 1 (default), 3 or 5. Use 3 on a
 	// cluster: a stream then survives the loss of one node without losing a message.
 	Replicas int `koanf:"replicas"`
+	// AdoptStreams uses existing streams as they are. Without it a stream whose retention
+	// is not workqueue is refused at start, and one with fewer replicas than Replicas has
+	// them raised (refused when the cluster cannot).
+	AdoptStreams bool `koanf:"adopt_streams"`
 	// Storage of created streams: file (default) or memory.
 	Storage string `koanf:"storage"`
 	// StreamPrefix names a queue's stream (prefix + the queue name, characters a stream

@@ -513,8 +513,8 @@ func TestOutageAndRestart(t *testing.T) {
 	}
 	before := q.Stats()
 	_, err = q.Receive(ctx, 32, time.Minute)
-	if !azure.IsTransient(err) || !errors.Is(err, azure.ErrUnavailable) {
-		t.Fatalf("Receive during the outage: %v, want a transient ErrUnavailable", err)
+	if !azure.IsTransient(err) || !errors.Is(err, azure.ErrUnavailable) || !errors.Is(err, queue.ErrUnavailable) {
+		t.Fatalf("Receive during the outage: %v, want a transient ErrUnavailable (queue.ErrUnavailable too)", err)
 	}
 	after := q.Stats()
 	if got := after.Unanswered - before.Unanswered; got != 3 {
@@ -522,6 +522,12 @@ func TestOutageAndRestart(t *testing.T) {
 	}
 	if after.Transactions() != before.Transactions() {
 		t.Fatalf("transactions counted during the outage: %+v -> %+v", before, after)
+	}
+	// Opening a queue while storage is down (without create_queues: one properties
+	// request) is an error a host's start waits out.
+	nb := open(t, s, azure.EncodingBase64, func(o *azure.Options) { o.CreateQueues = false })
+	if _, err := nb.Open(ctx, "outage"); !errors.Is(err, queue.ErrUnavailable) {
+		t.Fatalf("Open during the outage: %v, want queue.ErrUnavailable", err)
 	}
 	if err := s.Restart(ctx); err != nil {
 		t.Fatal(err)

@@ -18,8 +18,9 @@ import (
 )
 
 // ErrUnavailable marks transient storage faults (server busy, internal errors, timeouts,
-// refused connections) that outlasted the retry policy. Callers back off and try again.
-var ErrUnavailable = errors.New("storage unavailable")
+// refused connections) that outlasted the retry policy. Callers back off and try again. It
+// matches queue.ErrUnavailable too.
+var ErrUnavailable = fmt.Errorf("storage unavailable: %w", queue.ErrUnavailable)
 
 // ErrClosed is returned by operations on a closed Backend.
 var ErrClosed = errors.New("azure backend closed")
@@ -102,7 +103,7 @@ func (b *Backend) wrap(ctx context.Context, op, qname, msgID string, err error) 
 		detail = redactString(err.Error(), b.secrets)
 	}
 	if IsTransient(e) {
-		detail += " (" + ErrUnavailable.Error() + ", retries exhausted)"
+		detail += " (storage unavailable, retries exhausted)"
 	}
 	e.msg = fmt.Sprintf("azure: %s %s: %s", op, where, detail)
 	return e

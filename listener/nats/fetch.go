@@ -44,6 +44,14 @@ func fromJS(m jetstream.Msg) (delivery, error) {
 		seq: md.Sequence.Stream, received: md.NumDelivered, at: md.Timestamp}, nil
 }
 
+// How long a pull waits for the server's answer beyond its expiry: answerWait normally,
+// answerWaitFailing after a pull that went unanswered (a message the server delivers into a
+// pull given up on stays leased until its AckWait, then comes back).
+const (
+	answerWait        = 5 * time.Second
+	answerWaitFailing = time.Second
+)
+
 // fetch asks the consumer for up to n messages with one no-wait pull request: the server
 // answers with the messages it has and then a status, at once when it has none — or, with
 // expires > 0, after waiting up to expires for the first (JetStream's no_wait with expires,
@@ -74,7 +82,15 @@ func (q *Queue) fetchFrom(ctx context.Context, consumer string, n int, expires t
 	if err := nc.PublishRequest(subj, inbox, body); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, expires+5*time.Second)
+	// A healthy server answers a no-wait pull at once. After a pull that went unanswered
+	// (a hung node, no consumer leader) the next waits less for its answer: a receive in
+	// flight when the cluster serves again would otherwise hold the binding for the rest of
+	// its wait (work resumed 4.6 s after a quorum loss ended by SIGCONT).
+	answer := answerWait
+	if q.unanswered.Load() {
+		answer = answerWaitFailing
+	}
+	ctx, cancel := context.WithTimeout(ctx, expires+answer)
 	defer cancel()
 	var out []delivery
 	for len(out) < n {
@@ -85,8 +101,12 @@ func (q *Queue) fetchFrom(ctx context.Context, consumer string, n int, expires t
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) && len(out) > 0 {
 				return out, nil
 			}
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				q.unanswered.Store(true)
+			}
 			return out, fmt.Errorf("pull: %w", ctx.Err())
 		}
+		q.unanswered.Store(false)
 		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
 			switch code := m.Header.Get("Status"); code {
 			case "404", "408", "409":

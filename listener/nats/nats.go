@@ -71,6 +71,10 @@ type Options struct {
 	CreateQueues bool
 	// Replicas is the replica count of created streams (1, 3 or 5); 0 means 1.
 	Replicas int
+	// AdoptStreams uses an existing stream as it is. Without it Open refuses a stream whose
+	// retention is not work-queue, and raises the replicas of one with fewer than Replicas
+	// (refusing it when the server cannot): see checkStream.
+	AdoptStreams bool
 	// MemoryStorage keeps created streams in memory instead of on disk (tests).
 	MemoryStorage bool
 	// StreamPrefix names the stream of a queue that Queues does not name: prefix + the queue
@@ -170,7 +174,12 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	copts := append([]natsgo.Option{}, opts.Conn...)
+	// A hung server (SIGSTOP, a paused VM) keeps the connection open and answers nothing:
+	// the client's pings notice it after PingInterval × (MaxPingsOutstanding+1), 15 s here
+	// instead of the client's default 6 minutes, and it moves to another node. opts.Conn
+	// may set its own.
+	copts := []natsgo.Option{natsgo.PingInterval(5 * time.Second), natsgo.MaxPingsOutstanding(2)}
+	copts = append(copts, opts.Conn...)
 	copts = append(copts,
 		natsgo.MaxReconnects(-1),
 		natsgo.RetryOnFailedConnect(false),
@@ -195,7 +204,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	}))
 	nc, err := natsgo.Connect(strings.Join(opts.URLs, ","), copts...)
 	if err != nil {
-		return nil, fmt.Errorf("nats: connect to %s: %w", strings.Join(opts.URLs, ","), err)
+		return nil, fmt.Errorf("nats: connect to %s: %w", strings.Join(opts.URLs, ","), unavailable(err))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -204,7 +213,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	if _, err := js.AccountInfo(ctx); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("nats: jetstream account info (is JetStream enabled?): %w", err)
+		return nil, fmt.Errorf("nats: jetstream account info (is JetStream enabled? does the cluster have a meta leader?): %w", unavailable(err))
 	}
 	b.nc, b.js = nc, js
 	return b, nil
@@ -291,12 +300,16 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("nats: create stream %s for queue %q: %w", qb.Stream, name, err)
+			return nil, fmt.Errorf("nats: create stream %s for queue %q: %w", qb.Stream, name, unavailable(err))
 		}
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return nil, fmt.Errorf("nats: queue %q: stream %s does not exist (turn create_queues on, or create it): %w", name, qb.Stream, queue.ErrNotFound)
 	case err != nil:
-		return nil, fmt.Errorf("nats: queue %q: stream %s: %w", name, qb.Stream, err)
+		return nil, fmt.Errorf("nats: queue %q: stream %s: %w", name, qb.Stream, unavailable(err))
+	default:
+		if stream, err = b.checkStream(ctx, name, stream); err != nil {
+			return nil, err
+		}
 	}
 	info := stream.CachedInfo()
 	if qb.Subject == "" {
@@ -327,14 +340,14 @@ func (b *Backend) Queue(ctx context.Context, name string) (*Queue, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("nats: queue %q: durable consumer %s on stream %s: %w", name, b.opts.Consumer, qb.Stream, err)
+		return nil, fmt.Errorf("nats: queue %q: durable consumer %s on stream %s: %w", name, b.opts.Consumer, qb.Stream, unavailable(err))
 	}
 	maxPayload := int(b.nc.MaxPayload())
 	if info.Config.MaxMsgSize > 0 && int(info.Config.MaxMsgSize) < maxPayload {
 		maxPayload = int(info.Config.MaxMsgSize)
 	}
 	q := &Queue{name: name, b: b, stream: stream, cons: cons, subject: qb.Subject, streamName: qb.Stream,
-		maxPayload: maxPayload, leases: map[string]*lease{}, groups: map[int64]bool{}, ordered: b.opts.Ordered[name],
+		maxPayload: maxPayload, leases: map[string]*lease{}, groups: map[int64]bool{}, quit: make(chan struct{}), ordered: b.opts.Ordered[name],
 		ownStream: info.Config.Retention == jetstream.WorkQueuePolicy && (slices.Equal(info.Config.Subjects, []string{qb.Subject}) ||
 			slices.Equal(info.Config.Subjects, []string{qb.Subject, groups}))}
 	b.mu.Lock()

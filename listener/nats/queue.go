@@ -46,6 +46,13 @@ type Queue struct {
 	ordered    bool          // order keys route to group subjects (Options.Ordered)
 	gen        atomic.Uint64 // lease token generations
 	pulls      atomic.Int64  // held pull requests issued
+	// recov wakes the listener's error back-off (recover.go); probing is set while a probe
+	// runs; quit is closed by close.
+	recov   wake.Set
+	probing atomic.Bool
+	// unanswered: the last pull got no answer in time; the next waits answerWaitFailing.
+	unanswered atomic.Bool
+	quit       chan struct{}
 
 	mu       sync.Mutex
 	leases   map[string]*lease    // by message id: the leases this process holds

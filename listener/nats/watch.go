@@ -206,6 +206,7 @@ func (q *Queue) hold(msg delivery) {
 	q.held = append(q.held, heldMsg{msg: msg, at: now})
 	q.mu.Unlock()
 	q.wake.Fire()
+	q.recov.Fire() // the consumer delivers: the queue is served
 }
 
 // reconnected re-arms the held pull after the connection moved to another server: the pull
@@ -218,11 +219,15 @@ func (q *Queue) reconnected() {
 	}
 	q.mu.Unlock()
 	q.wake.Fire()
+	q.recov.Fire()
 }
 
 // close gives back the held messages and ends the held pull.
 func (q *Queue) close() {
 	q.mu.Lock()
+	if !q.closing {
+		close(q.quit)
+	}
 	q.closing = true
 	held := q.held
 	q.held = nil

@@ -69,6 +69,12 @@ const (
 // no longer valid: its visibility timeout expired and another receiver may hold it.
 var ErrLeaseLost = errors.New("lease lost")
 
+// ErrUnavailable marks, wrapped, an error that waiting may fix: the backend cannot be
+// reached or cannot serve now (no server answers, a cluster without quorum, a timeout, a
+// server error). A host starting beside such a backend keeps trying to open it; any other
+// error of an open is permanent (a bad config or credentials) and fails the start.
+var ErrUnavailable = errors.New("backend unavailable")
+
 // ErrNotFound is returned when a message id or queue does not exist.
 var ErrNotFound = errors.New("not found")
 

@@ -85,7 +85,7 @@ func openNATS(ctx context.Context, cfg *config.Config, name string, bc config.Ba
 		}
 	}
 	b, err := wqnats.Open(ctx, wqnats.Options{
-		URLs: n.URLs, Conn: copts, CreateQueues: bc.CreateQueues, Replicas: n.Replicas,
+		URLs: n.URLs, Conn: copts, CreateQueues: bc.CreateQueues, Replicas: n.Replicas, AdoptStreams: n.AdoptStreams,
 		MemoryStorage: n.Storage == "memory", StreamPrefix: n.StreamPrefix, SubjectPrefix: n.SubjectPrefix,
 		Queues: queues, Consumer: n.Consumer, AckWait: n.AckWait, PullHold: n.PullHold,
 		PullHeartbeat: n.PullHeartbeat, Logger: log, Ordered: ordered,
