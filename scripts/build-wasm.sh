@@ -33,11 +33,11 @@ if [ -z "$TINYGO_BIN" ]; then
 fi
 echo "tinygo: $("$TINYGO_BIN" version)"
 
-go_reactor=(echo-go billing-go noop-go count-vowels-go webhook-delivery-go bulk-sink-go)
+go_reactor=(echo-go billing-go noop-go count-vowels-go count-vowels-perchar-go webhook-delivery-go bulk-sink-go)
 go_command=(upper-stdio)
 rust_reactor=(echo-rust count-vowels-rust webhook-delivery-rust bulk-sink-rust)
 # The Go reactors again, built by TinyGo into <name>-tinygo (same source, no copy).
-tinygo_reactor=(echo-go billing-go noop-go count-vowels-go webhook-delivery-go bulk-sink-go)
+tinygo_reactor=(echo-go billing-go noop-go count-vowels-go count-vowels-perchar-go webhook-delivery-go bulk-sink-go)
 
 dest() { # dest NAME -> path of the built file
 	mkdir -p "$out/$1"

@@ -9,8 +9,10 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -122,9 +124,17 @@ func testBilling(t *testing.T, name string) {
 	}
 }
 
+// countVowelsBuilds are every build of count-vowels: the table-driven Go source, the per-char
+// Go source (Extism's algorithm), each built by Go and by TinyGo, and the Rust handler.
+var countVowelsBuilds = []string{
+	"count-vowels-go", "count-vowels-tinygo",
+	"count-vowels-perchar-go", "count-vowels-perchar-tinygo",
+	"count-vowels-rust",
+}
+
 // TestCountVowels checks the Extism-compatible output of every build of count-vowels.
 func TestCountVowels(t *testing.T) {
-	for _, name := range []string{"count-vowels-go", "count-vowels-tinygo", "count-vowels-rust"} {
+	for _, name := range countVowelsBuilds {
 		t.Run(name, func(t *testing.T) {
 			h, mod := reactor(t, name)
 			for _, tc := range []struct{ body, want string }{
@@ -140,6 +150,44 @@ func TestCountVowels(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCountVowelsBuildsAgree holds every build of count-vowels to count-vowels-go's output,
+// byte for byte, on bodies with non-ASCII runes and a vowels config outside ASCII. The Go
+// sources count invalid UTF-8 as U+FFFD; the Rust handler rejects it, so it gets valid text.
+func TestCountVowelsBuildsAgree(t *testing.T) {
+	bodies := []string{"Hello, World!", "ÀEIOU é àé", strings.Repeat("The quick brown fox é ", 100), "a\xffe\xef\xbf\xbd"}
+	for _, vowels := range []string{"", "aeiouAEIOU", "Àéo", "\ufffda"} {
+		run := func(name string) []string {
+			h, mod := reactor(t, name)
+			if vowels != "" {
+				h.config = map[string]string{"vowels": vowels}
+			}
+			var outs []string
+			for _, body := range bodies {
+				if name == "count-vowels-rust" && !utf8.ValidString(body) {
+					continue
+				}
+				h.reset([]byte(body), nil)
+				if got := call(t, mod, "wqhost_handle"); got != 0 || len(h.outputs) != 1 {
+					t.Fatalf("%s, vowels %q, body %q: status %d, %d outputs (error %q), want 0 and one", name, vowels, body, got, len(h.outputs), h.errText)
+				}
+				outs = append(outs, string(h.outputs[0].body))
+			}
+			return outs
+		}
+		want := run("count-vowels-go")
+		for _, name := range countVowelsBuilds[1:] {
+			got, want := run(name), want
+			if name == "count-vowels-rust" {
+				// It skipped the last body, the one that is not UTF-8.
+				want = want[:len(bodies)-1]
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("vowels %q: %s gave %q, count-vowels-go %q", vowels, name, got, want)
+			}
+		}
 	}
 }
 
