@@ -44,15 +44,16 @@ func goBench(ctx context.Context, repo, pkg, pattern string, env []string, args 
 	return shown, lines, nil
 }
 
-// timeLimitLine is the line the runtime's fuel benchmark prints (BenchmarkFuelCost).
-var timeLimitLine = regexp.MustCompile(`time limit cost tight loop: ([0-9.]+)×, go heavy: ([0-9.]+)×`)
+// timeLimitLine is the summary line the runtime's fuel benchmark prints (BenchmarkFuelCost):
+// the worst realistic guest and the worst micro loop.
+var timeLimitLine = regexp.MustCompile(`time limit cost: realistic max=([0-9.]+) micro max=([0-9.]+)`)
 
 // fuelCase is a case line of BenchmarkFuelCost, for its ratio with the checks ÷ without.
 var fuelCase = regexp.MustCompile(`^BenchmarkFuelCost/([a-z_-]+?)(?:-\d+)?\s.*\s([0-9.]+) x-limit/nolimit`)
 
 // measureTimeLimit runs the runtime's fuel benchmarks and reads the time limit's cost: the
-// line `time limit cost tight loop: T×, go heavy: G×` BenchmarkFuelCost prints, and each
-// case's ratio. A figure it cannot read stays 0 (the report says "not measured").
+// line `time limit cost: realistic max=R micro max=M cpu="..."` BenchmarkFuelCost prints
+// (M is the tight loop figure), each case's ratio, and go heavy's (count-vowels-go). A figure it cannot read stays 0 (the report says "not measured").
 func measureTimeLimit(ctx context.Context, repo string) (report.TimeLimitCost, error) {
 	cmd, lines, err := goBench(ctx, repo, "./runtime/", "^BenchmarkFuel", nil, "-count", "3")
 	tl := parseTimeLimit(lines)
@@ -68,8 +69,7 @@ func parseTimeLimit(lines []string) report.TimeLimitCost {
 	runs := map[string][]float64{}
 	for _, l := range lines {
 		if m := timeLimitLine.FindStringSubmatch(l); m != nil {
-			tl.TightLoop, _ = strconv.ParseFloat(m[1], 64)
-			tl.GoHeavy, _ = strconv.ParseFloat(m[2], 64)
+			tl.TightLoop, _ = strconv.ParseFloat(m[2], 64)
 			tl.Output = append(tl.Output, l)
 		}
 		if m := fuelCase.FindStringSubmatch(l); m != nil {
@@ -85,6 +85,9 @@ func parseTimeLimit(lines []string) report.TimeLimitCost {
 		v := runs[n]
 		slices.Sort(v)
 		tl.Cases = append(tl.Cases, report.TimeLimitCase{Name: n, Ratio: v[len(v)/2]})
+		if n == "go-heavy" {
+			tl.GoHeavy = v[len(v)/2]
+		}
 	}
 	return tl
 }

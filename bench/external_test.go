@@ -13,7 +13,10 @@ func TestParseTimeLimit(t *testing.T) {
 		lines []string
 		want  report.TimeLimitCost
 	}{
-		{"the fuel-cost line", []string{"    fuel_bench_test.go:100: time limit cost tight loop: 1.21×, go heavy: 1.03×"}, report.TimeLimitCost{TightLoop: 1.21, GoHeavy: 1.03}},
+		{"the fuel-cost line and go heavy's case", []string{
+			`time limit cost: realistic max=1.08 micro max=1.21 cpu="AMD EPYC"`,
+			"BenchmarkFuelCost/go-heavy-2      \t   100\t     83000 ns/op\t     43429 ns/pass-limit\t     40355 ns/pass-nolimit\t    1.097 x-highest-placement\t    1.03 x-limit/nolimit\t    1.093 x-lowest-placement",
+		}, report.TimeLimitCost{TightLoop: 1.21, GoHeavy: 1.03, Cases: []report.TimeLimitCase{{Name: "go-heavy", Ratio: 1.03}}}},
 		{"each case's median over the runs, in order", []string{
 			"BenchmarkFuelCost/count-2         \t   38768\t     31551 ns/op\t         0.2344 ns/pass-limit\t         0.2323 ns/pass-nolimit\t         1.008 x-limit/nolimit",
 			"BenchmarkFuelCost/go-byte-loop-2  \t   100\t     83000 ns/op\t     43429 ns/pass-limit\t     40355 ns/pass-nolimit\t    1.097 x-highest-placement\t    1.096 x-limit/nolimit\t    1.093 x-lowest-placement",

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	goruntime "runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,28 +62,47 @@ var fuelLoops = []struct {
 }
 
 // BenchmarkFuelCost: what the time limit costs, the fuel checks against the same code without
-// them in the same run. The worst cases are the tight loops: fuelLoops (a pass is one
-// iteration of the innermost loop) and go-byte-loop, a standard-Go loop over 16 KiB doing one
-// table lookup a pass (the guest fixture's "bytes"), each pass through the function's jump
-// table and its check. go-heavy is the CPU-heavy Go guest, count-vowels-go over 1 KiB. The Go
-// guests run through pools, with the default 30 s limit and without one, under several code
-// placements (goGuest); a pass is a call. Each op runs both sides once, in turn, so both see
-// the same machine load; each case reports the median ratio of the pairs, x-limit/nolimit,
-// and "summary" logs `time limit cost tight loop: T×, go heavy: G×` with T the worst of
-// the tight loops. Run:
+// them in the same run, in two kinds of case.
 //
-//	go test -run '^$' -bench FuelCost -count 3 ./runtime/
+// The micro loops are the worst cases of the checks: fuelLoops (a pass is one iteration of
+// the innermost loop) and go-byte-loop, a standard-Go loop over 16 KiB doing one table
+// lookup a pass (the guest fixture's "bytes"), each pass through the function's jump table
+// and its check. Each is measured against its code rewritten as the instrumenter rewrites it
+// (small loops unrolled, calls to the copies of small functions) but with no check, charge,
+// spill or reload (instrumentOptions.bare): what unrolling gains is not netted against what
+// the checks cost.
+//
+// The realistic guests are the example handlers on their usual work: billing (standard Go and
+// TinyGo) on a transaction of eight items, the per-char vowel counters (standard Go, TinyGo
+// and Rust: Extism's algorithm) and go-heavy (count-vowels-go, the table-driven handler) on
+// 1 KiB of text. Each is measured against the module as it was compiled, with no rewriting
+// but the code placement (noChecks): what a user of the module pays for the time limit.
+//
+// The guests run through pools, with the default 30 s limit and without one, under several
+// code placements (goGuest); a pass is a call. Each op runs both sides once, in turn, so both
+// see the same machine load; each case reports the median ratio of the pairs,
+// x-limit/nolimit, and the benchmark ends printing
+// `time limit cost: realistic max=R micro max=M cpu="<model>"`, the worst case of each kind
+// (its median over the runs) on the CPU /proc/cpuinfo names (the checks' cost depends on
+// the CPU). Run:
+//
+//	go test -run '^$' -bench '^BenchmarkFuelCost$' -count 3 ./runtime/
 func BenchmarkFuelCost(b *testing.B) {
-	ratios := map[string]float64{}
+	// Each case's ratios, one per run (-count runs each case that many times in one call).
+	micro, realistic := map[string][]float64{}, map[string][]float64{}
 	for _, l := range fuelLoops {
 		mod := wasmtest.Module(l.funcs...)
+		bare, err := instrumentWith(mod, instrumentOptions{segment: segmentBytes, fuel: fuelRefill, unroll: unrollCopies, bare: true})
+		if err != nil {
+			b.Fatal(err)
+		}
 		yc, err := instrument(mod)
 		if err != nil {
 			b.Fatal(err)
 		}
 		const n = 1 << 16
 		var runs [2]func()
-		for i, wasm := range [][]byte{mod, yc.wasm} {
+		for i, wasm := range [][]byte{bare.wasm, yc.wasm} {
 			run := loopRunner(b, wasm)
 			runs[i] = func() {
 				if _, err := run.Call(context.Background(), n, 0); err != nil {
@@ -89,26 +110,53 @@ func BenchmarkFuelCost(b *testing.B) {
 				}
 			}
 		}
-		b.Run(l.name, func(b *testing.B) { ratios[l.name] = placed(b, n, [][2]func(){runs}) })
+		b.Run(l.name, func(b *testing.B) { micro[l.name] = append(micro[l.name], placed(b, n, [][2]func(){runs})) })
 	}
 	text := bytes.Repeat([]byte("The quick brown fox jumps over the lazy dog; a queue of messages waits for its handler. "), 200)
 	b.Run("go-byte-loop", func(b *testing.B) {
-		ratios["go-byte-loop"] = goGuest(b, "testdata/guest/guest.wasm", append([]byte("bytes:"), text[:16<<10]...))
+		micro["go-byte-loop"] = append(micro["go-byte-loop"], goGuest(b, "testdata/guest/guest.wasm", append([]byte("bytes:"), text[:16<<10]...), true))
 	})
-	b.Run("go-heavy", func(b *testing.B) {
-		ratios["go-heavy"] = goGuest(b, "../examples/handlers/count-vowels-go/count-vowels-go.wasm", text[:1<<10])
-	})
-	b.Run("summary", func(b *testing.B) {
-		for b.Loop() {
+	tx := []byte(`{"id":"tx-1","account":"acme","currency":"EUR","items":[` +
+		strings.Repeat(`{"sku":"sku-1234","quantity":3,"unit_price":2.5},`, 7) +
+		`{"sku":"sku-9","quantity":1,"unit_price":0.1}]}`)
+	for _, g := range []struct{ name, path string }{
+		{"billing-go", "billing-go"},
+		{"billing-tinygo", "billing-tinygo"},
+		{"vowels-perchar-go", "count-vowels-perchar-go"},
+		{"vowels-perchar-tinygo", "count-vowels-perchar-tinygo"},
+		{"vowels-rust", "count-vowels-rust"},
+		{"go-heavy", "count-vowels-go"},
+	} {
+		body := text[:1<<10]
+		if strings.HasPrefix(g.name, "billing") {
+			body = tx
 		}
-		tight := ratios["go-byte-loop"]
-		for _, l := range fuelLoops {
-			tight = max(tight, ratios[l.name])
+		b.Run(g.name, func(b *testing.B) {
+			realistic[g.name] = append(realistic[g.name], goGuest(b, "../examples/handlers/"+g.path+"/"+g.path+".wasm", body, false))
+		})
+	}
+	// After the cases' result lines, on a line of its own (a sub-benchmark's output follows
+	// its name on the same line): the worst case's median over the runs.
+	worst := func(m map[string][]float64) float64 {
+		w := 0.0
+		for _, r := range m {
+			w = max(w, median(r))
 		}
-		b.ReportMetric(tight, "x-tight")
-		b.ReportMetric(ratios["go-heavy"], "x-goheavy")
-		b.Logf("time limit cost tight loop: %.2f×, go heavy: %.2f×", tight, ratios["go-heavy"])
-	})
+		return w
+	}
+	fmt.Printf("time limit cost: realistic max=%.2f micro max=%.2f cpu=%q\n", worst(realistic), worst(micro), cpuModel())
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo, or GOARCH where there is none.
+func cpuModel() string {
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return goruntime.GOARCH
 }
 
 // loopRunner instantiates wasm (a fuelLoops module, instrumented or not) in a runtime of its
@@ -130,9 +178,10 @@ func loopRunner(b testing.TB, wasm []byte) api.Function {
 	return m.ExportedFunction("run")
 }
 
-// goGuest runs the standard-Go guest at path on body through pools with the fuel time
-// limit (the default 30 s) and without, each side under several code placements, and
-// returns placed's ratio.
+// goGuest runs the guest at path on body through pools with the fuel time limit (the
+// default 30 s) and without, each side under several code placements, and returns placed's
+// ratio. The side without the limit runs the module with no check (noChecks), or with bare
+// its rewritten code without the checks (instrumentOptions.bare).
 //
 // Why placements: where the compiled code of the hot loop lands (its offset from a cache
 // line, which branches share a predictor entry) moves a guest's speed by about as much as
@@ -142,7 +191,7 @@ func loopRunner(b testing.TB, wasm []byte) api.Function {
 // module rewritten with pad charges in that function, one side with the checks and one
 // without any (instrumentOptions), and the cost is the geometric mean over placements of
 // each one's ratio.
-func goGuest(b *testing.B, path string, body []byte) float64 {
+func goGuest(b *testing.B, path string, body []byte, bare bool) float64 {
 	wasm, err := os.ReadFile(path)
 	if err != nil {
 		b.Fatal(err)
@@ -157,14 +206,16 @@ func goGuest(b *testing.B, path string, body []byte) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	placements := 8
+	// Four placements: each is two compilations of the module, and -count 3 of the whole
+	// benchmark must end within go test's default 10 minutes on a cold cache.
+	placements := 4
 	if testing.Short() {
 		placements = 1 // CI runs each benchmark once, to see that it works
 	}
 	pairs := make([][2]func(), placements)
 	for pad := range placements {
 		for side, noChecks := range []bool{true, false} {
-			opt := instrumentOptions{segment: segmentBytes, fuel: fuelRefill, unroll: unrollCopies, pad: pad, noChecks: noChecks}
+			opt := instrumentOptions{segment: segmentBytes, fuel: fuelRefill, unroll: unrollCopies, pad: pad, noChecks: noChecks && !bare, bare: noChecks && bare}
 			yc, err := instrumentWith(wasm, opt)
 			if err != nil {
 				b.Fatal(err)

@@ -50,9 +50,17 @@ func fuelIndexOf(t testing.TB, wasm []byte) (*fuelIndex, []uint32) {
 			t.Fatal(err)
 		}
 	}
+	first := x.yield + 1 + uint32(len(params))
 	if len(params) > 0 && definesMemory(sectionsOf(t, wasm)) {
-		x.bulk = x.yield + 1 + uint32(len(params))
+		x.bulk = first
+		first += 2
 	}
+	x.types = ^uint32(0)
+	lv, err := findLeaves(sectionOf(t, wasm, secCode), x, params, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.leaves = lv
 	return x, params
 }
 
@@ -82,7 +90,14 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 	r := &reader{b: code}
 	n := r.u32()
 	if x != nil && x.bulk != 0 {
-		n -= 2 // the helpers, last
+		n -= 2 // the helpers, after the module's own
+	}
+	original := map[uint32]uint32{} // a leaf's copy's index: the leaf's, in the original
+	if x != nil {
+		n -= uint32(len(x.leaves.copies)) // the leaves' copies, last
+		for f, c := range x.leaves.copyOf {
+			original[c] = x.yield + f
+		}
 	}
 	out := appendU32(nil, n)
 	checks := 0
@@ -205,6 +220,8 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 			}
 			if op == 0x10 && x != nil && x.bulk != 0 && (im.idx == x.bulk || im.idx == x.bulk+1) {
 				body = append(body, [][]byte{{0xfc, 0x0b, 0x00}, {0xfc, 0x0a, 0x00, 0x00}}[im.idx-x.bulk]...)
+			} else if o, ok := original[im.idx]; ok && op == 0x10 {
+				body = appendU32(append(body, op), o)
 			} else if im.funcIdx {
 				switch {
 				case x == nil:
@@ -231,10 +248,29 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 		out = append(out, body...)
 	}
 	if x != nil && x.bulk != 0 {
-		if rest := bulkHelpers(nil, x); !bytes.Equal(code[r.i:], rest) {
-			t.Fatalf("the bulk helpers are % x, want % x", code[r.i:], rest)
+		rest := bulkHelpers(nil, x)
+		if got := code[r.i:min(r.i+len(rest), len(code))]; !bytes.Equal(got, rest) {
+			t.Fatalf("the bulk helpers are % x, want % x", got, rest)
 		}
-		r.i = len(code)
+		r.i += len(rest)
+	}
+	// Each copy is its leaf's body with one more local, the unused fuel local.
+	var copies []uint32
+	if x != nil {
+		copies = x.leaves.copies
+	}
+	for k, f := range copies {
+		src, leaf := r.bytes(int(r.u32())), x.leaves.bodies[k]
+		lr := &reader{b: leaf}
+		groups := lr.u32()
+		code, _, err := bodyLocals(leaf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append(append(appendU32(nil, groups+1), leaf[lr.i:code]...), 0x01, 0x7f)
+		if !bytes.Equal(src, append(want, leaf[code:]...)) {
+			t.Fatalf("the copy of function %d is % x, want its body % x with the fuel local", f, src, leaf)
+		}
 	}
 	if r.err != nil || r.i != len(code) {
 		t.Fatalf("%v, %d bytes left", r.err, len(code)-r.i)

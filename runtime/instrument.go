@@ -36,9 +36,13 @@ import (
 // calls keeps the fuel in the global instead (the local is then a temporary): the fuel
 // would go through the global at each call anyway, and the spills would cost more than the
 // checks save (callFreeLoop). Small innermost loops are unrolled, their header's check run
-// once per unrollCopies passes (instrument_emit.go), and a function whose entry runs
+// and charged once per 4 to 32 passes, its yield after the loop (instrument_emit.go), and a function whose entry runs
 // straight into a loop's check, or a small one that calls nothing, charges at its entry
-// without a test (untestedEntry). The global is what the host and the other functions see;
+// without a test (untestedEntry). A small function with no loop and no call (a leaf) is
+// charged by its direct callers instead: their calls go to a copy of it without checks, and
+// count its code as theirs, so a loop calling it neither spills its fuel nor pays a second
+// load-charge-store of the global per pass (instrument_leaf.go; version 8's `call` case of
+// BenchmarkFuelCost ran about 2× on a 2 GHz EPYC). The global is what the host and the other functions see;
 // a trap leaves a function's last charges in its local, and ends the call. When the fuel
 // runs out the guest calls the host's yield function (an import the instrumenter adds),
 // which traps the call when its time limit has passed or its caller's context has ended,
@@ -77,7 +81,7 @@ const (
 	bulkCharge  = 1024
 	// instrumentVersion names the cached instrumented modules: raise it with any change
 	// to what instrument writes.
-	instrumentVersion = 8
+	instrumentVersion = 9
 	// yieldImport is the host function the instrumented code calls (module hostModuleName).
 	yieldImport = "wqhost_yield"
 	// fuelExport is the export naming the fuel global, which the host reads before and
@@ -138,10 +142,12 @@ func instrument(wasm []byte) (*yieldCode, error) {
 // 0, between every two instructions), the fuel an instance starts with (with 0, the first
 // check yields), the copies of a small loop's body per check (1: no unrolling), and whether
 // every entry tests (testEntries: no untestedEntry). Benchmarks also move the code: pad
-// adds that many charges without a test at the entry of the module's first function (in a
-// Go module go_buildid, never called), which shifts every later function in the compiled
-// code, and noChecks leaves every other check out, for the same module without a limit
-// placed the same way (BenchmarkFuelCost).
+// adds that many charges of 0 without a test at the entry of the module's first function (in
+// a Go module go_buildid, never called), which shifts every later function in the compiled
+// code; noChecks leaves every other check out, for the same module without a limit placed
+// the same way; and bare rewrites the code as instrument does (unrolled loops, calls to the
+// copies of small functions) but writes no check, charge, spill or reload, the baseline
+// that prices the checks alone (BenchmarkFuelCost).
 type instrumentOptions struct {
 	segment     uint64
 	fuel        int32
@@ -149,6 +155,7 @@ type instrumentOptions struct {
 	testEntries bool
 	pad         int
 	noChecks    bool
+	bare        bool
 }
 
 // instrumentWith is instrument with opt.
@@ -213,9 +220,27 @@ func instrumentWith(wasm []byte, opt instrumentOptions) (*yieldCode, error) {
 		}
 	}
 	x := &fuelIndex{fuel: importedGlobals + definedGlobals, yield: importedFuncs, types: types}
+	first := importedFuncs + 1 + uint32(len(params)) // the first function the instrumenter adds
 	if len(params) > 0 && definesMemory(secs) {
 		// The bulk helpers follow the module's own functions (bulkHelpers).
-		x.bulk = importedFuncs + 1 + uint32(len(params))
+		x.bulk = first
+		first += 2
+	}
+	var ftypes []uint32
+	for _, s := range secs {
+		var err error
+		switch s.id {
+		case secFunc:
+			ftypes, err = funcTypes(s.payload)
+		case secCode:
+			x.leaves, err = findLeaves(s.payload, x, params, first)
+		}
+		if err != nil {
+			return fail("section %d: %v", s.id, err)
+		}
+	}
+	if x.leaves == nil {
+		x.leaves = &leaves{}
 	}
 
 	out := make([]byte, 0, len(wasm)+len(wasm)/8+64)
@@ -315,9 +340,19 @@ func instrumentWith(wasm []byte, opt instrumentOptions) (*yieldCode, error) {
 			err = r.err
 		case secFunc:
 			p = s.payload
-			if x.bulk != 0 {
-				n := uint32(len(params))
-				p = appendVec(appendVec(p, n, appendU32(nil, types+1)), n+1, appendU32(nil, types+1))
+			if x.bulk != 0 || len(x.leaves.copies) > 0 {
+				r := &reader{b: s.payload}
+				n := r.u32()
+				var add []byte
+				if x.bulk != 0 {
+					add = appendU32(appendU32(add, types+1), types+1)
+					n += 2
+				}
+				for _, f := range x.leaves.copies {
+					add = appendU32(add, ftypes[f])
+				}
+				n += uint32(len(x.leaves.copies))
+				p = append(append(appendU32(nil, n), s.payload[r.i:]...), add...)
 			}
 		case secElem:
 			p, err = remapElems(s.payload, x)
@@ -345,6 +380,9 @@ type fuelIndex struct {
 	// bulk is the index of the memory.fill helper, the memory.copy one's next (bulkHelpers);
 	// 0 in a module without a memory, which has neither.
 	bulk uint32
+	// leaves are the small functions whose direct calls go to copies without checks
+	// (instrument_leaf.go); nil while findLeaves looks for them.
+	leaves *leaves
 }
 
 // fn maps an original function index to the instrumented module's.
@@ -382,6 +420,46 @@ func (x *fuelIndex) appendCheck(b []byte, fl, charge uint32, entry bool) []byte 
 	return append(b, 0x0b)
 }
 
+// appendFastCheck appends the test of an unrolled loop's header (instrument_emit.go): the
+// charge on the fuel local fl and a branch, when that runs the fuel out, to the yield the
+// loop has after its end.
+func (x *fuelIndex) appendFastCheck(b []byte, fl, charge uint32) []byte {
+	b = append(b, 0x20) // local.get
+	b = appendU32(b, fl)
+	b = append(b, 0x41)
+	b = appendS32Padded(b, int32(charge))
+	b = append(b, 0x6b, 0x22) // i32.sub, local.tee
+	b = appendU32(b, fl)
+	return append(b, 0x41, 0x00, 0x48, 0x0d, 0x01) // i32.const 0, i32.lt_s, br_if $slow
+}
+
+// appendGlobalFastCheck is appendFastCheck in global mode: on the fuel global, with the
+// fuel local fl as a temporary.
+func (x *fuelIndex) appendGlobalFastCheck(b []byte, fl, charge uint32) []byte {
+	b = append(b, 0x23) // global.get
+	b = appendU32(b, x.fuel)
+	b = append(b, 0x41)
+	b = appendS32Padded(b, int32(charge))
+	b = append(b, 0x6b, 0x22) // i32.sub, local.tee
+	b = appendU32(b, fl)
+	b = append(b, 0x24) // global.set
+	b = appendU32(b, x.fuel)
+	b = append(b, 0x20) // local.get
+	b = appendU32(b, fl)
+	return append(b, 0x41, 0x00, 0x48, 0x0d, 0x01) // i32.const 0, i32.lt_s, br_if $slow
+}
+
+// appendLocalCharge appends a charge to the fuel local fl without a test (a negative one
+// gives fuel back: an unrolled loop left within a group, instrument_emit.go).
+func (x *fuelIndex) appendLocalCharge(b []byte, fl, charge uint32) []byte {
+	b = append(b, 0x20) // local.get
+	b = appendU32(b, fl)
+	b = append(b, 0x41)
+	b = appendS32(b, int32(charge))
+	b = append(b, 0x6b, 0x21) // i32.sub, local.set
+	return appendU32(b, fl)
+}
+
 // appendSpill appends the store of the fuel local fl to the fuel global, before a call or
 // where the function is left.
 func (x *fuelIndex) appendSpill(b []byte, fl uint32) []byte {
@@ -389,17 +467,6 @@ func (x *fuelIndex) appendSpill(b []byte, fl uint32) []byte {
 	b = appendU32(b, fl)
 	b = append(b, 0x24)
 	return appendU32(b, x.fuel)
-}
-
-// appendCharge appends a charge to the fuel local fl without a test (an unrolled loop's
-// passes, instrument_emit.go).
-func (x *fuelIndex) appendCharge(b []byte, fl, charge uint32) []byte {
-	b = append(b, 0x20)
-	b = appendU32(b, fl)
-	b = append(b, 0x41)
-	b = appendS32(b, int32(charge))
-	b = append(b, 0x6b, 0x21) // i32.sub, local.set
-	return appendU32(b, fl)
 }
 
 // appendEntryCharge appends the fuel global's load into the fuel local fl less charge,
@@ -434,7 +501,7 @@ func (x *fuelIndex) appendGlobalCheck(b []byte, fl, charge uint32) []byte {
 }
 
 // appendGlobalCharge appends a charge to the fuel global without a test: an entry
-// (untestedEntry) or an unrolled pass in global mode.
+// (untestedEntry) in global mode, or a benchmark's pad (instrumentOptions).
 func (x *fuelIndex) appendGlobalCharge(b []byte, charge uint32) []byte {
 	b = append(b, 0x23)
 	b = appendU32(b, x.fuel)
@@ -464,13 +531,13 @@ func instrumentCode(payload []byte, x *fuelIndex, params []uint32, opt instrumen
 		return nil, fmt.Errorf("%d bodies for %d functions", n, len(params))
 	}
 	out := make([]byte, 0, len(payload)+len(payload)/4+16)
+	added := uint32(len(x.leaves.copies))
 	if x.bulk != 0 {
-		out = appendU32(out, n+2)
-	} else {
-		out = appendU32(out, n)
+		added += 2
 	}
+	out = appendU32(out, n+added)
 	var body []byte
-	scratch := bodyScratch{segment: opt.segment, unroll: opt.unroll, testEntries: opt.testEntries, noChecks: opt.noChecks}
+	scratch := bodyScratch{segment: opt.segment, unroll: opt.unroll, testEntries: opt.testEntries, noChecks: opt.noChecks, bare: opt.bare}
 	for f := range n {
 		size := r.u32()
 		src := r.bytes(int(size))
@@ -495,7 +562,7 @@ func instrumentCode(payload []byte, x *fuelIndex, params []uint32, opt instrumen
 	if x.bulk != 0 {
 		out = bulkHelpers(out, x)
 	}
-	return out, nil
+	return appendLeafCopies(out, x, params, opt)
 }
 
 // Bulk memory operations. memory.fill and memory.copy run in the engine, not in guest code,

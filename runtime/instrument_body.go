@@ -47,6 +47,7 @@ const (
 	flagCall                 // call or call_indirect: the fuel local is spilled before, reloaded after
 	flagSpill                // leaves the function (return, a tail call, a branch to its label, its end): spilled before
 	flagBulkCall             // memory.fill or memory.copy, written as a call to its helper (bulkHelpers)
+	flagLeafCall             // a call of a copied leaf (instrument_leaf.go): its weight in end
 )
 
 // inst is one decoded instruction of a function body.
@@ -55,7 +56,8 @@ type inst struct {
 	kind  uint8
 	flags uint8
 	// end: for block, loop and if, the index of their end; for else, of its if's end; for
-	// br_table, the first of its targets in body.targets.
+	// br_table, the first of its targets in body.targets; for a call of a copied leaf, the
+	// leaf's weight in bytes.
 	end int32
 	// alt: for if, the index of its else or -1; for br and br_if, the index of the block,
 	// loop or if they target, -1 for the function's own label; for br_table, the number of
@@ -70,19 +72,24 @@ type bodyScratch struct {
 	// testEntries keeps every entry's test (tests: the spec suite's starved world calls
 	// yield at every test).
 	testEntries bool
-	// pad and noChecks move code for benchmarks (instrumentOptions): pad charges without a
-	// test at this function's entry, and no checks at all.
+	// pad, noChecks and bare are for benchmarks (instrumentOptions): pad charges of 0
+	// without a test at this function's entry; no checks at all; the rewritten code without
+	// its checks.
 	pad      int
 	noChecks bool
+	bare     bool
 	locals   uint64 // the function's own locals, parameters included: the fuel local's index
-	global   bool   // checks on the fuel global, the local a temporary (callFreeLoop)
-	calls    bool   // the body calls a function (call, call_indirect, tail calls)
-	x        *fuelIndex
-	insts    []inst
-	targets  []int32
-	cost     []uint32
-	checks   []placedCheck
-	ctl      []ctlEntry
+	// entryCost is the weight of the code from the entry to the first check after it, or to
+	// the function's end (place).
+	entryCost uint64
+	global    bool // checks on the fuel global, the local a temporary (callFreeLoop)
+	calls     bool // the body calls a function (call, call_indirect, tail calls)
+	x         *fuelIndex
+	insts     []inst
+	targets   []int32
+	cost      []uint32
+	checks    []placedCheck
+	ctl       []ctlEntry
 }
 
 type ctlEntry struct {
@@ -231,6 +238,11 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 			im, err = skipImmediates(r, op)
 			switch op {
 			case 0x10, 0x11: // call, call_indirect
+				if w, ok := s.x.leafCost(sub); ok && op == 0x10 {
+					in.flags |= flagLeafCall
+					in.end = int32(w)
+					break
+				}
 				in.flags |= flagCall
 				s.calls = true
 			case 0x12, 0x13: // return_call, return_call_indirect
@@ -293,6 +305,9 @@ func (s *bodyScratch) place(bodyEnd int) {
 		if in.flags&flagSlow != 0 {
 			c += slowBytes
 		}
+		if in.flags&flagLeafCall != 0 {
+			c += uint64(in.end)
+		}
 		switch in.kind {
 		case opIf:
 			alt := in.end // no else: false goes past the end
@@ -318,6 +333,9 @@ func (s *bodyScratch) place(bodyEnd int) {
 		}
 		entry := i == 0 || insts[i-1].kind == opLoop
 		left := i > 0 && insts[i-1].kind == opEnd && insts[i-1].flags&flagLeft != 0
+		if i == 0 {
+			s.entryCost = c
+		}
 		if entry || c > s.segment || left && c > min(exitBytes, s.segment) {
 			s.checks = append(s.checks, placedCheck{before: int32(i), charge: chargeFor(c)})
 			c = 0
@@ -370,31 +388,26 @@ func instrumentBody(out, src []byte, x *fuelIndex, params uint32, s *bodyScratch
 	r := &reader{b: src}
 	groups := r.u32()
 	start := r.i
-	fl := uint64(params)
-	for range groups {
-		fl += uint64(r.u32())
-		if t := r.byte(); !isValType(t) {
-			return nil, fmt.Errorf("local of unknown type 0x%02x", t)
-		}
+	code, locals, err := bodyLocals(src)
+	if err != nil {
+		return nil, err
 	}
-	if r.err != nil {
-		return nil, fmt.Errorf("locals: %w", r.err)
-	}
+	fl := uint64(params) + locals
 	if fl >= 1<<32-1 {
 		return nil, fmt.Errorf("%d locals: no room for the fuel local", fl)
 	}
 	// The fuel local goes after the function's own: one more group of one i32.
 	out = appendU32(out, groups+1)
-	out = append(out, src[start:r.i]...)
+	out = append(out, src[start:code]...)
 	out = append(out, 0x01, 0x7f)
 	s.x, s.locals = x, fl
-	if err := s.decode(src, r.i); err != nil {
+	if err := s.decode(src, code); err != nil {
 		return nil, err
 	}
 	s.place(len(src))
-	s.global = !s.callFreeLoop()
+	s.global = !s.callFreeLoop() || s.bare // bare: global mode writes no spills or reloads
 	if s.noChecks {
-		s.checks, s.global = s.checks[:0], true // global mode: no spills or reloads either
+		s.checks, s.global = s.checks[:0], true
 	}
 	return s.emit(out, src, uint32(fl)), nil
 }

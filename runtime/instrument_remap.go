@@ -123,8 +123,9 @@ func remapElems(payload []byte, x *fuelIndex) ([]byte, error) {
 }
 
 // remapNames renumbers the function-indexed subsections of the name section (function,
-// local and label names); the others are kept as they are. at is where the subsections
-// start in payload, after the section's own name.
+// local and label names), and names each copy of a leaf (instrument_leaf.go) as its
+// original, so a trap in it reads the same; the others are kept as they are. at is where
+// the subsections start in payload, after the section's own name.
 func remapNames(payload []byte, at int, x *fuelIndex) ([]byte, error) {
 	out := append([]byte(nil), payload[:at]...)
 	r := &reader{b: payload, i: at}
@@ -142,11 +143,19 @@ func remapNames(payload []byte, at int, x *fuelIndex) ([]byte, error) {
 		}
 		sr := &reader{b: sub}
 		n := sr.u32()
-		p := appendU32(nil, n)
+		var p []byte
+		var copies []byte // the copies' names, which come last (the highest indices)
+		added := uint32(0)
 		for i := uint32(0); i < n && sr.err == nil; i++ {
-			p = appendU32(p, x.fn(sr.u32()))
+			f := sr.u32()
+			p = appendU32(p, x.fn(f))
 			if id == 1 {
-				p = appendName(p, sr.name())
+				name := sr.name()
+				p = appendName(p, name)
+				if c, ok := x.leafCopy(f); ok {
+					copies = appendName(appendU32(copies, c), name)
+					added++
+				}
 				continue
 			}
 			m := sr.u32()
@@ -162,6 +171,7 @@ func remapNames(payload []byte, at int, x *fuelIndex) ([]byte, error) {
 		if sr.err != nil {
 			return nil, sr.err
 		}
+		p = append(append(appendU32(nil, n+added), p...), copies...)
 		out = append(out, id)
 		out = appendU32(out, uint32(len(p)))
 		out = append(out, p...)

@@ -153,6 +153,13 @@ var caseNotes = map[string]string{
 	"br_table":     "a loop through a `br_table`",
 	"go-byte-loop": "standard Go, one table lookup a pass over 16 KiB, every pass through the function's jump table and its check",
 	"go-heavy":     "count-vowels-go on 1 KiB, eight bytes a pass",
+	// The realistic guests, against their modules unchanged (the loops above are against
+	// their code unrolled without checks).
+	"billing-go":            "billing-go on a transaction of eight items",
+	"billing-tinygo":        "billing-tinygo on a transaction of eight items",
+	"vowels-perchar-go":     "count-vowels-perchar-go on 1 KiB (Extism's algorithm, standard Go)",
+	"vowels-perchar-tinygo": "count-vowels-perchar-tinygo on 1 KiB (Extism's algorithm, TinyGo)",
+	"vowels-rust":           "count-vowels-rust on 1 KiB",
 }
 
 // timeLimitCases lists the time limit's cost case by case: the tight loops are the worst
