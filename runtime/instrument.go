@@ -103,29 +103,6 @@ var errUndecodable = errors.New("fuel: cannot instrument module")
 // module runs uninstrumented under close-on-context-done rather than not at all.
 var errInstrumentedInvalid = errors.New("fuel: the instrumented module is not valid")
 
-// Section ids of the core binary format.
-const (
-	secCustom   = 0
-	secType     = 1
-	secImport   = 2
-	secFunc     = 3
-	secGlobal   = 6
-	secExport   = 7
-	secStart    = 8
-	secElem     = 9
-	secCode     = 10
-	secTag      = 13
-	maxSectorID = 13
-)
-
-// sectionRank is the order non-custom sections must appear in.
-var sectionRank = [maxSectorID + 1]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
-
-type section struct {
-	id      byte
-	payload []byte
-}
-
 // instrument returns wasm with the fuel counter added (see above), or an error wrapping
 // errUndecodable for anything it cannot decode. The yield import goes last among the
 // imported functions, so every defined function's index moves up by one: calls, ref.func,
