@@ -16,7 +16,7 @@ import (
 // wqhost_build_info.
 func TestBuildEverywhere(t *testing.T) {
 	r := wq(t, "", "version")
-	m := regexp.MustCompile(`^wqhost (\S+)\ncommit  (\S+)\n`).FindStringSubmatch(r.stdout)
+	m := regexp.MustCompile(`^wqhost (\S+)\ncommit  (\S+)[^\n]*\n`).FindStringSubmatch(r.stdout)
 	if r.code != 0 || m == nil {
 		t.Fatalf("wqhost version: exit %d\n%s", r.code, r.stdout)
 	}

@@ -19,7 +19,11 @@ func (c *cli) version(_ context.Context, args []string) error {
 	}
 	bi := buildinfo.Read()
 	fmt.Fprintf(c.stdout, "wqhost %s\n", bi.Version)
-	fmt.Fprintf(c.stdout, "commit  %s\n", bi.CommitString())
+	if why := bi.MissingCommit(); why != "" {
+		fmt.Fprintf(c.stdout, "commit  %s (%s)\n", bi.CommitString(), why)
+	} else {
+		fmt.Fprintf(c.stdout, "commit  %s\n", bi.CommitString())
+	}
 	fmt.Fprintf(c.stdout, "go      %s %s/%s\n", bi.GoVersion, goruntime.GOOS, goruntime.GOARCH)
 	fmt.Fprintf(c.stdout, "abi     %s, %s, %s\n", runtime.ABIWqhostV1, runtime.ABIWasiStdio, runtime.ABIExtism)
 	return nil

@@ -79,3 +79,14 @@ func (in Info) CommitString() string {
 	}
 	return in.Commit
 }
+
+// MissingCommit says, for a person reading `wqhost version`, why Commit is empty; "" when
+// there is a commit. Go records no setting when it was told not to stamp, so the causes are
+// listed rather than told apart.
+func (in Info) MissingCommit() string {
+	if in.Commit != "" {
+		return ""
+	}
+	return "no commit stamped: GOFLAGS=-buildvcs=false, or a build outside a git checkout " +
+		"or in a linked worktree; `make build` stamps it with -ldflags -X"
+}

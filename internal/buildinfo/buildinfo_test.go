@@ -2,6 +2,7 @@ package buildinfo
 
 import (
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -28,5 +29,17 @@ func TestFromBuild(t *testing.T) {
 				t.Errorf("got version %q commit %q go %q, want %q %q", in.Version, in.CommitString(), in.GoVersion, tc.wantVersion, tc.commit)
 			}
 		})
+	}
+}
+
+// TestMissingCommitSaysWhy: a build without a commit says how to get one rather than a bare
+// "unknown"; a stamped one says nothing more.
+func TestMissingCommitSaysWhy(t *testing.T) {
+	stamped := &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}}}
+	if got := fromBuild(stamped, "", "").MissingCommit(); got != "" {
+		t.Errorf("stamped build: MissingCommit() = %q, want none", got)
+	}
+	if got := fromBuild(&debug.BuildInfo{}, "", "").MissingCommit(); !strings.Contains(got, "-buildvcs=false") || !strings.Contains(got, "make build") {
+		t.Errorf("unstamped build: MissingCommit() = %q, want the causes and the fix", got)
 	}
 }
