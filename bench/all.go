@@ -296,8 +296,8 @@ func measureAll(ctx context.Context, paths engine.Paths, stores *suite.Stores, o
 			note(err, "time limit cost")
 		}
 		res.TimeLimit = tl
-		tight, heavy := tl.Figures()
-		fmt.Fprintf(log, "   tight loop %.2f×, go heavy %.2f× (medians of the runs; 0: not measured)\n", tight, heavy)
+		micro, realistic, heavy := tl.Figures()
+		fmt.Fprintf(log, "   micro loops max %.2f×, realistic guests max %.2f×, go heavy %.2f× (medians of the runs; 0: not measured)\n", micro, realistic, heavy)
 	}
 
 	// 9. The bindings sweep, from the host's density benchmark.

@@ -69,6 +69,7 @@ func parseTimeLimit(lines []string) report.TimeLimitCost {
 	runs := map[string][]float64{}
 	for _, l := range lines {
 		if m := timeLimitLine.FindStringSubmatch(l); m != nil {
+			tl.Realistic, _ = strconv.ParseFloat(m[1], 64)
 			tl.TightLoop, _ = strconv.ParseFloat(m[2], 64)
 			tl.Output = append(tl.Output, l)
 		}

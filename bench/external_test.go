@@ -16,7 +16,7 @@ func TestParseTimeLimit(t *testing.T) {
 		{"the fuel-cost line and go heavy's case", []string{
 			`time limit cost: realistic max=1.08 micro max=1.21 cpu="AMD EPYC"`,
 			"BenchmarkFuelCost/go-heavy-2      \t   100\t     83000 ns/op\t     43429 ns/pass-limit\t     40355 ns/pass-nolimit\t    1.097 x-highest-placement\t    1.03 x-limit/nolimit\t    1.093 x-lowest-placement",
-		}, report.TimeLimitCost{TightLoop: 1.21, GoHeavy: 1.03, Cases: []report.TimeLimitCase{{Name: "go-heavy", Ratio: 1.03}}}},
+		}, report.TimeLimitCost{TightLoop: 1.21, Realistic: 1.08, GoHeavy: 1.03, Cases: []report.TimeLimitCase{{Name: "go-heavy", Ratio: 1.03}}}},
 		{"each case's median over the runs, in order", []string{
 			"BenchmarkFuelCost/count-2         \t   38768\t     31551 ns/op\t         0.2344 ns/pass-limit\t         0.2323 ns/pass-nolimit\t         1.008 x-limit/nolimit",
 			"BenchmarkFuelCost/go-byte-loop-2  \t   100\t     83000 ns/op\t     43429 ns/pass-limit\t     40355 ns/pass-nolimit\t    1.097 x-highest-placement\t    1.096 x-limit/nolimit\t    1.093 x-lowest-placement",
@@ -28,8 +28,8 @@ func TestParseTimeLimit(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := parseTimeLimit(tt.lines)
-			if got.TightLoop != tt.want.TightLoop || got.GoHeavy != tt.want.GoHeavy {
-				t.Errorf("tight loop %.2f, go heavy %.2f; want %.2f, %.2f", got.TightLoop, got.GoHeavy, tt.want.TightLoop, tt.want.GoHeavy)
+			if got.TightLoop != tt.want.TightLoop || got.Realistic != tt.want.Realistic || got.GoHeavy != tt.want.GoHeavy {
+				t.Errorf("micro %.2f, realistic %.2f, go heavy %.2f; want %.2f, %.2f, %.2f", got.TightLoop, got.Realistic, got.GoHeavy, tt.want.TightLoop, tt.want.Realistic, tt.want.GoHeavy)
 			}
 			if !slices.Equal(got.Cases, tt.want.Cases) {
 				t.Errorf("cases %+v, want %+v", got.Cases, tt.want.Cases)

@@ -34,14 +34,15 @@ func (t target) holds(v float64) string {
 }
 
 var (
-	atLeast20  = target{"≥ 20×", 20, false}
-	atLeast5   = target{"≥ 5×", 5, false}
-	above1     = target{"> 1×", 1.0000001, false}
-	drain80k   = target{"≥ 80,000 msg/s", 80000, false}
-	tightLoop  = target{"≤ 1.3×", 1.3, true}
-	goHeavy    = target{"≤ 1.05×", 1.05, true}
-	noTarget   = target{}
-	issueNames = struct{ drain, river, timeLimit string }{
+	atLeast20    = target{"≥ 20×", 20, false}
+	atLeast5     = target{"≥ 5×", 5, false}
+	above1       = target{"> 1×", 1.0000001, false}
+	drain80k     = target{"≥ 80,000 msg/s", 80000, false}
+	tightLoop    = target{"≤ 1.3×", 1.3, true}
+	goHeavy      = target{"≤ 1.05×", 1.05, true}
+	realisticMax = target{"≤ 1.1×", 1.1, true}
+	noTarget     = target{}
+	issueNames   = struct{ drain, river, timeLimit string }{
 		"local drain msg/s", "local drain vs River", "time limit cost",
 	}
 )
@@ -69,13 +70,14 @@ func targetRows(row func(what, measured string, t target, v float64), r *Results
 			row(issueNames.river+c.what, notMeasured, above1, 0)
 		}
 	}
-	tight, heavy := r.TimeLimit.Figures()
+	tight, realistic, heavy := r.TimeLimit.Figures()
 	for _, c := range []struct {
 		what string
 		v    float64
 		t    target
 	}{
-		{issueNames.timeLimit + ", tight loop (worst case): with fuel checks ÷ without", tight, tightLoop},
+		{issueNames.timeLimit + ", micro loops (worst case): with fuel checks ÷ the same code unrolled without them", tight, tightLoop},
+		{issueNames.timeLimit + ", realistic guests (worst of billing and per-char vowels in Go, TinyGo, Rust): with ÷ without", realistic, realisticMax},
 		{issueNames.timeLimit + ", go heavy (CPU-heavy standard-Go guest): with ÷ without", heavy, goHeavy},
 	} {
 		m := notMeasured
