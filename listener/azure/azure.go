@@ -40,6 +40,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
+	"github.com/wqhost/wqhost/internal/wake"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -278,6 +279,11 @@ type Queue struct {
 	unanswered  atomic.Uint64
 	undecodable atomic.Uint64
 	stall       stallWatch // stall.go
+
+	// recov is fired by the first answered probe after a listener asked Recovered; probing
+	// is set while a probe goroutine runs (recover.go).
+	recov   wake.Set
+	probing atomic.Bool
 }
 
 // Name returns the queue's name.
