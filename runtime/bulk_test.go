@@ -90,8 +90,14 @@ func TestBulkMemoryLoopsStopAtTheTimeLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = p.Close(context.Background()) })
+			// A bulk operation runs whole between two checks: the call may overrun the
+			// limit by one pass. What a pass takes depends on the machine and its load, so
+			// the bound allows two passes as long as the same bytes take the host's own
+			// memclr or memmove, measured beside each call.
 			withinBound(t, limit+2*limitMargin, func() (time.Duration, error) {
+				pass := hostBulkPass(int(size), tc.name == "memory.copy")
 				took, err := timedCall(context.Background(), p, &Input{ID: "m"})
+				took -= 2 * pass
 				if !errors.Is(err, ErrTimeout) {
 					return 0, fmt.Errorf("err = %v, want the time limit", err)
 				}
@@ -99,4 +105,18 @@ func TestBulkMemoryLoopsStopAtTheTimeLimit(t *testing.T) {
 			})
 		})
 	}
+}
+
+// hostBulkPass is how long the host's own memclr (or memmove of half) of size bytes takes
+// now: the time a guest's memory.fill or memory.copy of that size runs without a check.
+func hostBulkPass(size int, copying bool) time.Duration {
+	buf := make([]byte, size)
+	clear(buf) // fault the pages in, as the guest's memory already is
+	start := time.Now()
+	if copying {
+		copy(buf[:size/2], buf[size/2:])
+	} else {
+		clear(buf)
+	}
+	return time.Since(start)
 }
