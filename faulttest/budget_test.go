@@ -184,6 +184,9 @@ func TestFaultBudget(t *testing.T) {
 		t.Logf("host memory: %+v", st.Memory)
 	}
 	peak, cgroupKills := c.memory()
+	if high, stat := c.highWater(); high > 0 {
+		t.Logf("highest memory sampled: %d MiB (%s)", high>>20, stat)
+	}
 	code, oomKilled := c.exit(30 * time.Second)
 	oomKills := cgroupKills
 	if oomKilled || code == 137 { // podman's flag misses a kill the sampler saw too late

@@ -14,20 +14,25 @@ import (
 	_ "modernc.org/sqlite" // the local store's driver, to count its messages from outside
 )
 
-// depthSample is one look at the store's true count and the depth the host reports, each
-// with the time it was taken.
+// depthSample is one look at the store's true count, or at the depth the host reports, with
+// the time it was taken. A report's at is when its request was sent and done when its answer
+// came back: the host read its depth somewhere before done.
 type depthSample struct {
-	at    time.Time
-	count int64
+	at, done time.Time
+	count    int64
 }
 
 // depthFreshness compares the depths a host reported (/v1/status, what
 // wqhost_queue_messages serves) with the store's true counts sampled beside them during a
-// drain. Per report R at time t:
+// drain. The test samples the store right before each request and right after its answer,
+// so every report is bracketed by two true counts. Per report R sent at t:
 //
-//   - error: how far R lies outside the range of true counts of the second before t,
-//     relative to it (0 when the store held R at some moment of that second);
-//   - lag: how long ago the store last held at least R less 2 % (0 when it still does).
+//   - error: how far R lies outside the range of true counts from the second before t up
+//     to the first count taken after the answer, relative to it (0 when the store held R
+//     at some moment of that window; during a drain the count only falls, so the count
+//     after the answer bounds what the store held when the host could last have read it);
+//   - lag: how long before t the store last held at least R less 2 % (0 when it still
+//     did at t).
 //
 // Reports taken while the store held fewer than minBacklog messages are left out: the
 // figures are about a backlog; so are reports of -1 (not read yet, right after a start).
@@ -40,10 +45,12 @@ func depthFreshness(truth, reported []depthSample, minBacklog int64) (lagP99 tim
 		lo, hi, seen := int64(0), int64(0), false
 		var now int64 = -1
 		for _, s := range truth {
-			if s.at.After(r.at) {
-				break
+			if s.at.After(r.at) && now < 0 {
+				break // no count before the request: nothing to compare with
 			}
-			now = s.count
+			if !s.at.After(r.at) {
+				now = s.count
+			}
 			if r.at.Sub(s.at) > time.Second {
 				continue
 			}
@@ -51,6 +58,9 @@ func depthFreshness(truth, reported []depthSample, minBacklog int64) (lagP99 tim
 				lo, hi, seen = s.count, s.count, true
 			}
 			lo, hi = min(lo, s.count), max(hi, s.count)
+			if s.at.After(r.done) {
+				break // the first count after the answer closes the window
+			}
 		}
 		if !seen || now < minBacklog {
 			continue
@@ -64,7 +74,7 @@ func depthFreshness(truth, reported []depthSample, minBacklog int64) (lagP99 tim
 			e = float64(r.count-hi) / float64(hi)
 		}
 		if e > errMax {
-			errMax, worst = e, fmt.Sprintf("reported %d at %s; the store held %d..%d in the second before (%d then)", r.count, r.at.Sub(truth[0].at).Round(time.Millisecond), lo, hi, now)
+			errMax, worst = e, fmt.Sprintf("reported %d at %s; the store held %d..%d from the second before to just after the answer (%d when sent)", r.count, r.at.Sub(truth[0].at).Round(time.Millisecond), lo, hi, now)
 		}
 		lag := time.Duration(0)
 		floor := r.count - r.count/50
@@ -89,19 +99,26 @@ func depthFreshness(truth, reported []depthSample, minBacklog int64) (lagP99 tim
 }
 
 // sampleDepths samples count (the store's truth) and the host's reported depth of
-// default/echo every 20 ms until the binding drained or limit passed.
+// default/echo every 20 ms until the binding drained or limit passed: the store right before
+// each status request and again right after its answer.
 func sampleDepths(t *testing.T, p *proc, count func() (int64, error), limit time.Duration) (truth, reported []depthSample) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
+	look := func() int64 {
 		c, err := count()
 		if err != nil {
 			t.Fatalf("the store's count: %v", err)
 		}
-		truth = append(truth, depthSample{time.Now(), c})
+		truth = append(truth, depthSample{at: time.Now(), count: c})
+		return c
+	}
+	for time.Now().Before(deadline) {
+		c := look()
+		sent := time.Now()
 		bs, err := p.status("default", "echo", "")
 		if err == nil {
-			reported = append(reported, depthSample{time.Now(), bs.Depth})
+			reported = append(reported, depthSample{at: sent, done: time.Now(), count: bs.Depth})
+			c = look()
 		}
 		if c == 0 && err == nil && bs.Depth == 0 && bs.InFlight == 0 {
 			return truth, reported
@@ -210,4 +227,43 @@ func quoted(ss []string) []string {
 		out[i] = strconv.Quote(s)
 	}
 	return out
+}
+
+// TestFaultDepthFreshnessJudge: the judge of the depth rows, on made-up drains. A report that
+// lies between the counts taken before its request and after its answer is exact; one above
+// every count of the window is stale, by how much and how long.
+func TestFaultDepthFreshnessJudge(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	// A drain of 10 messages a millisecond: 10,000 at 0 ms, sampled every 50 ms.
+	var truth []depthSample
+	for i := 0; i <= 800; i += 50 {
+		truth = append(truth, depthSample{at: ms(i), count: int64(10000 - 10*i)})
+	}
+	for _, tc := range []struct {
+		name    string
+		report  depthSample
+		wantErr float64 // error max, within 0.001
+		wantLag time.Duration
+	}{
+		{"read during the request", depthSample{at: ms(401), done: ms(449), count: 5800}, 0, 0},
+		{"read at the answer", depthSample{at: ms(401), done: ms(449), count: 5550}, 0, 0},
+		{"as old as 200 ms before", depthSample{at: ms(401), done: ms(449), count: 8000}, 0, 201 * time.Millisecond},
+		{"higher than the store ever was", depthSample{at: ms(401), done: ms(449), count: 11000}, 0.1, 401 * time.Millisecond},
+		{"stale by 300 ms", depthSample{at: ms(701), done: ms(749), count: 6100}, 0, 301 * time.Millisecond},
+		{"lower than the store after the answer", depthSample{at: ms(401), done: ms(449), count: 5000}, 0.0909, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lag, errMax, n, worst := depthFreshness(truth, []depthSample{tc.report}, 200)
+			if n != 1 {
+				t.Fatalf("judged %d reports, want 1", n)
+			}
+			if d := errMax - tc.wantErr; d > 0.001 || d < -0.001 {
+				t.Errorf("error %.4f, want %.4f (%s)", errMax, tc.wantErr, worst)
+			}
+			if lag != tc.wantLag {
+				t.Errorf("lag %s, want %s", lag, tc.wantLag)
+			}
+		})
+	}
 }

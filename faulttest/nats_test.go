@@ -90,10 +90,11 @@ func TestFaultNATSNodeKill(t *testing.T) {
 	logf("drain went on: %d processed", func() uint64 { s, _ := processed(); return s }())
 	c.restart(leader)
 	logf("node n%d restarted", leader+1)
+	c.waitStreamEmpty("WQ_jobs", 5*time.Minute, ps...)
 	var shares []uint64
 	var after uint64
 	for i, p := range ps {
-		bs := p.waitDrained("default", "echo", 5*time.Minute)
+		bs := p.waitDrained("default", "echo", time.Minute)
 		shares = append(shares, bs.Processed-atKill[i])
 		after += bs.Processed - atKill[i]
 	}

@@ -266,3 +266,51 @@ func (c *natsProcs) shutdown() {
 		c.kill(i)
 	}
 }
+
+// waitStreamEmpty waits until the work-queue stream holds no message, as the cluster answers,
+// and each host shows nothing in flight: every message was acknowledged, and a host
+// publishes a message's output before its ack. After an outage the hosts' own counters
+// cannot say this: an ack whose answer was lost took effect on the stream, and the host that
+// sent it counts the message neither processed nor failed; nor can a status depth, the
+// listener's last read, which can be an old 0.
+func (c *natsProcs) waitStreamEmpty(stream string, limit time.Duration, hosts ...*proc) {
+	c.t.Helper()
+	js := c.js()
+	empty := func() (bool, string) {
+		for _, p := range hosts {
+			if !p.running() {
+				c.t.Fatalf("host exited: %v\n%s", p.err, tail(p.logs(), 8<<10))
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return false, err.Error()
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		if info.State.Msgs != 0 {
+			return false, fmt.Sprintf("%d messages in %s", info.State.Msgs, stream)
+		}
+		for _, p := range hosts {
+			if bs, err := p.status("default", "echo", ""); err != nil || bs.InFlight != 0 {
+				return false, fmt.Sprintf("a host has %d in flight (status: %v)", bs.InFlight, err)
+			}
+		}
+		return true, ""
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		ok, last := empty()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %s waiting for stream %s to be empty and nothing in flight; last: %s", limit, stream, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

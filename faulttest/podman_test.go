@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,6 +115,11 @@ type container struct {
 	peak     uint64 // the cgroup's highest memory use seen (memory.peak, max_usage_in_bytes)
 	oomKills uint64 // the cgroup's oom_kill count last read
 	stopped  bool   // the cgroup disappeared: the container stopped
+	// highest is the highest memory.current sampled and highStat what memory.stat said of
+	// it: whether a peak was the Go heap and guests (anon), the page cache (file, which the
+	// kernel reclaims before it kills) or the kernel's own.
+	highest  uint64
+	highStat string
 }
 
 // runContainer starts `podman run -d` with args (flags, the image, its arguments) and
@@ -177,7 +183,36 @@ func (c *container) sample() bool {
 	}
 	c.peak = max(c.peak, peak)
 	c.oomKills = max(c.oomKills, kills)
+	if cur, err := readCgroupInt(c.cg, "memory.current", "memory.usage_in_bytes"); err == nil && cur > c.highest {
+		c.highest, c.highStat = cur, memoryStat(c.cg)
+	}
 	return true
+}
+
+// memoryStat is the MiB of the main kinds in the cgroup's memory.stat, or "" if unread.
+func memoryStat(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, " ")
+		if !ok || !slices.Contains([]string{"anon", "file", "kernel", "shmem", "sock", "rss", "cache"}, k) {
+			continue
+		}
+		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+			out = append(out, fmt.Sprintf("%s=%dMiB", k, n>>20))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// highWater returns the highest memory.current sampled and memory.stat's kinds then.
+func (c *container) highWater() (uint64, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.highest, c.highStat
 }
 
 // memory returns the peak and the OOM kills sampled so far.

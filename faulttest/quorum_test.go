@@ -123,7 +123,7 @@ func quorumLoss(t *testing.T, freeze bool) {
 	after := resumed.Sub(served)
 	c.waitHealthy(1)
 	c.waitHealthy(2)
-	p.waitDrained("default", "echo", 5*time.Minute)
+	c.waitStreamEmpty("WQ_jobs", 5*time.Minute, p)
 	if code := p.stop(time.Minute); code != 0 {
 		t.Fatalf("SIGTERM: exit %d", code)
 	}
@@ -270,9 +270,7 @@ func TestFaultNATSNodeHang(t *testing.T) {
 	}
 	c.thaw(1)
 	c.waitHealthy(1)
-	// Settled, not drained: the status's depth is the listener's last read, which during
-	// or right after an outage can be an old 0 while the stream still holds messages.
-	p.waitSettled("default", "echo", n, 5*time.Minute)
+	c.waitStreamEmpty("WQ_jobs", 5*time.Minute, p)
 	if code := p.stop(time.Minute); code != 0 {
 		t.Fatalf("SIGTERM: exit %d", code)
 	}

@@ -223,7 +223,18 @@ if [ "$FUZZTIME" != 0 ]; then
 	done
 fi
 
+# A failed fault row's own output again, last, where a CI log's tail keeps it: the verbose
+# suite's output is long, and a row's log lines are what tell a flake from a finding.
+fault_failures() {
+	local name
+	for name in $(sed -nE 's/^--- FAIL: ([A-Za-z0-9_]+) .*/\1/p' "$faultlog" | sort -u); do
+		echo
+		echo "==> fault row $name, its output:"
+		awk -v n="$name" '$0 == "=== RUN   " n { on = 1 } on { print } on && /^--- FAIL: / { exit }' "$faultlog" | tail -n 150
+	done
+}
 if [ ${#failed[@]} -gt 0 ]; then
+	fault_failures
 	step "FAILED: ${failed[*]}"
 	exit 1
 fi
