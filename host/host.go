@@ -377,7 +377,7 @@ func (h *Host) Run(ctx context.Context) error {
 	h.adminMu.Unlock()
 	stopWatch := h.backs.WatchExternal(ctx)
 	stopFiles := h.watchFiles(ctx)
-	h.tuneGoMemLimit(ctx)
+	h.watchMemory(ctx)
 
 	h.run.begin(ctx, cancel)
 	for _, b := range h.bindings() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime/debug"
+	rtmetrics "runtime/metrics"
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
@@ -53,34 +54,34 @@ func (h *Host) memoryStatus() *MemoryStatus {
 		ProcessLimit: h.mem.limit, ResidentBytes: memlimit.Resident()}
 }
 
-// tuneGoMemLimit keeps the Go runtime's memory limit at what the host's budget leaves once
-// its reservations outside the Go heap are counted (guest and kernel memory are mappings,
-// machine code is executable mappings, compile children are processes of their own): what
-// reserves on the heap (message bodies and outputs, call stacks) fits in that by
-// construction, and the collector then takes the garbage they leave (a doubled stack's old
-// copy) before it adds up past the budget, rather than when the heap has doubled. The
-// budget's headroom holds the rest (the binary, threads, the page cache). Only under a
-// cgroup's limit, and unless GOMEMLIMIT is set: an operator's setting stands. It stops when
-// ctx ends.
-func (h *Host) tuneGoMemLimit(ctx context.Context) {
-	if h.mem.limit <= 0 || h.mem.source == string(memlimit.SourceMachine) || os.Getenv("GOMEMLIMIT") != "" {
+// watchMemory keeps, every second until ctx ends, the host's own share of its budget at
+// what its Go heap holds outside the tenants' reservations (hostHeld), and the Go runtime's
+// memory limit at what the budget leaves once the reservations outside the Go heap are
+// counted (goMemLimit). Only under a cgroup's limit, where the budget is a share of what
+// the kernel enforces; an explicit memory_budget bounds the tenants alone.
+//
+// Why the host's share: the budget is 80 % of the limit, and its headroom was to hold the
+// binary, threads and page cache. But the host's own heap (its stores, clients, pools'
+// bookkeeping: 150-170 MB in a 1 GiB container with two tenants) was outside every
+// reservation, so tenants could reserve the whole budget beside it: a hostile tenant's call
+// stacks and a compile child, both within their budgets, took a 1 GiB container to its
+// OOM kill (TestFaultBudget, about one run in eight).
+func (h *Host) watchMemory(ctx context.Context) {
+	if h.mem.limit <= 0 || h.mem.source == string(memlimit.SourceMachine) {
 		return
 	}
+	tune := os.Getenv("GOMEMLIMIT") == "" // an operator's setting stands
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
+		samples := []rtmetrics.Sample{{Name: heapLiveMetric}, {Name: goroutineStacksMetric}}
 		var last int64
 		for {
 			u := h.engine.MemoryBudget()
-			var outside int64
-			for _, c := range runtime.Consumers() {
-				if !c.OnGoHeap() {
-					outside += u.ByConsumer[c.Key()]
-				}
-			}
-			want := max(h.mem.budget-outside, memlimit.MinHeadroom/2)
-			// SetMemoryLimit stops the world: only for a change worth it.
-			if d := want - last; d > 16<<20 || d < -16<<20 {
+			rtmetrics.Read(samples)
+			h.engine.SetHostHeld(hostHeld(u, metricBytes(samples[0].Value)+metricBytes(samples[1].Value)))
+			if want := goMemLimit(h.mem.budget, h.engine.MemoryBudget()); tune && (want-last > 16<<20 || want-last < -16<<20) {
+				// SetMemoryLimit stops the world: only for a change worth it.
 				debug.SetMemoryLimit(want)
 				last = want
 			}
@@ -91,4 +92,50 @@ func (h *Host) tuneGoMemLimit(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// The runtime/metrics the host's own share is read from.
+const (
+	heapLiveMetric        = "/gc/heap/live:bytes" // the heap's live objects at the last collection
+	goroutineStacksMetric = "/memory/classes/heap/stacks:bytes"
+)
+
+// metricBytes is a runtime/metrics byte count, 0 where this Go has no such metric.
+func metricBytes(v rtmetrics.Value) int64 {
+	if v.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return int64(min(v.Uint64(), 1<<62))
+}
+
+// hostHeld is the host's own share of its budget: heap bytes (the Go heap's live objects
+// and goroutine stacks) less what reservations hold on the heap (message bodies and
+// outputs, guest call stacks; the host's share itself is what is being measured). A
+// reservation larger than what it holds yet (a stack reserved at twice its length) makes
+// the share smaller, never below 0.
+func hostHeld(u runtime.BudgetUsage, heap int64) int64 {
+	n := heap
+	for _, c := range runtime.Consumers() {
+		if c.OnGoHeap() && c != runtime.ConsumerHost {
+			n -= u.ByConsumer[c.Key()]
+		}
+	}
+	return max(n, 0)
+}
+
+// goMemLimit is the Go runtime's memory limit for a budget of budget bytes: what the
+// budget leaves once its reservations outside the Go heap are counted (guest and kernel
+// memory are mappings, machine code is executable mappings, compile children are
+// processes of their own). What reserves on the heap, the host's own share included, fits
+// in that by construction, and the collector then takes the garbage it leaves (a doubled
+// stack's old copy) before it adds up past the budget, rather than when the heap has
+// doubled. The budget's headroom holds the rest (the binary, threads, the page cache).
+func goMemLimit(budget int64, u runtime.BudgetUsage) int64 {
+	var outside int64
+	for _, c := range runtime.Consumers() {
+		if !c.OnGoHeap() {
+			outside += u.ByConsumer[c.Key()]
+		}
+	}
+	return max(budget-outside, memlimit.MinHeadroom/2)
 }

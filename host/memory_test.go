@@ -197,3 +197,27 @@ func TestBudgetStatusScopedToToken(t *testing.T) {
 		}
 	}
 }
+
+// TestHostHeld: the host's own share is its heap less what reservations hold there; what
+// reserves outside the Go heap (guest memory, machine code, compile children) and the
+// share's own previous value do not count.
+func TestHostHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		heap int64
+		by   map[string]int64
+		want int64
+	}{
+		{"nothing reserved", 150 << 20, nil, 150 << 20},
+		{"bodies and stacks on the heap", 400 << 20, map[string]int64{"messages": 50 << 20, "stacks": 200 << 20}, 150 << 20},
+		{"reservations outside the heap", 150 << 20, map[string]int64{"instances": 300 << 20, "modules": 20 << 20, "compile": 400 << 20}, 150 << 20},
+		{"its own last value", 150 << 20, map[string]int64{"host": 140 << 20}, 150 << 20},
+		{"stacks reserved ahead of their growth", 100 << 20, map[string]int64{"stacks": 200 << 20}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := hostHeld(runtime.BudgetUsage{ByConsumer: tc.by}, tc.heap); got != tc.want {
+				t.Errorf("hostHeld = %d MiB, want %d MiB", got>>20, tc.want>>20)
+			}
+		})
+	}
+}

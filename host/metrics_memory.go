@@ -44,8 +44,8 @@ func collectMemory(ch chan<- prometheus.Metric, st *Status) {
 
 func byConsumer(ch chan<- prometheus.Metric, d *prometheus.Desc, u runtime.BudgetUsage, lv ...string) {
 	for _, c := range slices.Sorted(maps.Keys(u.ByConsumer)) {
-		if d == tenantMemoryReservedDesc && c == runtime.ConsumerCompile.Key() {
-			continue // compile children reserve from the host's budget only
+		if d == tenantMemoryReservedDesc && (c == runtime.ConsumerCompile.Key() || c == runtime.ConsumerHost.Key()) {
+			continue // compile children and the host's own heap reserve from the host's budget only
 		}
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(u.ByConsumer[c]), append(lv, c)...)
 	}

@@ -51,10 +51,15 @@ const (
 	// ConsumerStacks is guest calls' native stacks, which wazero grows on the Go heap
 	// (stack.go).
 	ConsumerStacks
+	// ConsumerHost is the host's own Go heap outside every other reservation (its
+	// queues' clients, the store, the admin API, the pools' bookkeeping), host budget only:
+	// the host measures it and sets it (Engine.SetHostHeld), so that what tenants reserve
+	// and what the host holds itself add up to the budget, not the budget and the host.
+	ConsumerHost
 	numConsumers
 )
 
-var consumerNames = [numConsumers]string{"instance memory", "kernel memory", "compiled modules", "compile children", "messages", "call stacks"}
+var consumerNames = [numConsumers]string{"instance memory", "kernel memory", "compiled modules", "compile children", "messages", "call stacks", "host"}
 
 // Consumers lists every consumer, in order.
 func Consumers() []Consumer {
@@ -67,7 +72,9 @@ func Consumers() []Consumer {
 
 // OnGoHeap reports whether what c reserves lives on the Go heap, which the Go runtime's
 // memory limit counts, rather than in mappings or processes of its own.
-func (c Consumer) OnGoHeap() bool { return c == ConsumerMessages || c == ConsumerStacks }
+func (c Consumer) OnGoHeap() bool {
+	return c == ConsumerMessages || c == ConsumerStacks || c == ConsumerHost
+}
 
 // String is the consumer's name, as errors, metrics and the admin API say it.
 func (c Consumer) String() string {
@@ -78,9 +85,9 @@ func (c Consumer) String() string {
 }
 
 // Key is the consumer's name as a metric label and JSON key: instances, kernel, modules,
-// compile, messages, stacks.
+// compile, messages, stacks, host.
 func (c Consumer) Key() string {
-	return [...]string{"instances", "kernel", "modules", "compile", "messages", "stacks"}[c]
+	return [...]string{"instances", "kernel", "modules", "compile", "messages", "stacks", "host"}[c]
 }
 
 // BudgetError is a refused reservation: who asked, for what, and how full the budget was.
@@ -292,6 +299,23 @@ func (b *memBudget) reserveWait(ctx context.Context, c Consumer, n int64, what s
 		case wait == nil:
 			return err
 		}
+	}
+}
+
+// set makes what c holds in b n bytes, whatever the limit: for what is measured after it
+// was allocated (the host's own heap), which no refusal could prevent. Only the budget it
+// is called on changes, so it is for the host's budget, which has no parent.
+func (b *memBudget) set(c Consumer, n int64) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	d := max(n, 0) - b.by[c].Load()
+	b.by[c].Add(d)
+	b.notePeak(b.reserved.Add(d))
+	b.mu.Unlock()
+	if d < 0 {
+		b.wake()
 	}
 }
 

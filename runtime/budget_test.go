@@ -275,3 +275,39 @@ func TestBudgetConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetHostHeld: the host's own share (ConsumerHost) is set, never refused, even past
+// the limit, and tenants' reservations are refused that much sooner; lowering it makes room
+// again and wakes a waiting reservation.
+func TestBudgetHostHeld(t *testing.T) {
+	h, tb := budgetPair(100, 80)
+	h.set(ConsumerHost, 60)
+	if err := tb.reserve(ConsumerStacks, 50, "binding b"); err == nil {
+		t.Fatal("a tenant reserved 50 of a budget of 100 whose host holds 60")
+	} else if be := (*BudgetError)(nil); !errors.As(err, &be) || be.Budget != "host" {
+		t.Fatalf("refusal %v; want the host's budget to refuse", err)
+	}
+	h.set(ConsumerHost, 120) // measured, not asked for: past the limit too
+	if u := h.usage(); u.Reserved != 120 || u.ByConsumer["host"] != 120 || u.Peak != 120 {
+		t.Fatalf("host after setting its share to 120: %+v", u)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBudget)
+		defer cancel()
+		done <- tb.reserveWait(ctx, ConsumerCompile, 50, "compiling m")
+	}()
+	for h.waiters.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	h.set(ConsumerHost, 30)
+	if err := <-done; err != nil {
+		t.Fatalf("waiting reservation after the host's share fell to 30: %v", err)
+	}
+	if u := h.usage(); u.Reserved != 80 || u.ByConsumer["host"] != 30 || u.ByConsumer["compile"] != 50 {
+		t.Fatalf("host after the share fell and the tenant reserved 50: %+v", u)
+	}
+	if u := tb.usage(); u.ByConsumer["host"] != 0 {
+		t.Fatalf("the host's own share shows in the tenant: %+v", u)
+	}
+}

@@ -26,6 +26,11 @@ type TenantLimits struct {
 // MemoryBudget is the host's memory budget: limit, what is reserved, by consumer.
 func (e *Engine) MemoryBudget() BudgetUsage { return e.mem.usage() }
 
+// SetHostHeld makes n bytes the host's own share of its memory budget (ConsumerHost): what
+// the host's Go heap holds outside every reservation, as the host measures it. Tenants'
+// reservations are refused that much sooner; what they reserved already stays.
+func (e *Engine) SetHostHeld(n int64) { e.mem.set(ConsumerHost, n) }
+
 // MemoryBudget is the tenant's memory budget: limit, what is reserved, by consumer.
 func (t *Tenant) MemoryBudget() BudgetUsage { return t.mem.usage() }
 

@@ -26,7 +26,7 @@ type hostMemoryStatus struct {
 // hostConsumers and tenantConsumers are the consumers the panel lists, in order; compile
 // children reserve from the host's budget only.
 var (
-	hostConsumers   = []string{"instances", "kernel", "modules", "compile", "messages", "stacks"}
+	hostConsumers   = []string{"instances", "kernel", "modules", "compile", "messages", "stacks", "host"}
 	tenantConsumers = []string{"instances", "kernel", "modules", "messages", "stacks"}
 )
 
