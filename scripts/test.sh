@@ -127,13 +127,14 @@ check "staticcheck" "$gobin/staticcheck" ./...
 check "staticcheck sdk/go" bash -c "cd sdk/go && '$gobin/staticcheck' ./..."
 # Functions no program (cmd/wqhost, the examples, the policy plugins) reaches, tests not
 # counted as callers: code only a test calls is dead too. Not reported: the packages only
-# tests import, and the guest SDK (sdk/go, a library for handler authors). Library API kept
+# tests and benchmarks import (diskprobe: the local store's benchmark and the bench module), and
+# the guest SDK (sdk/go, a library for handler authors). Library API kept
 # on purpose is listed, with why, in scripts/deadcode-allow.txt.
 deadcode_check() {
 	local all found
 	all=$("$gobin/deadcode" ./...) || return 1
 	found=$(echo "$all" |
-		grep -vE '^(internal/(testcache|wasmtest|clock/clocktest|goroutinetest)|listener/(azure/azuritetest|nats/natstest|queuetest)|sdk/go)/' |
+		grep -vE '^(internal/(testcache|wasmtest|clock/clocktest|goroutinetest|diskprobe)|listener/(azure/azuritetest|nats/natstest|queuetest)|sdk/go)/' |
 		sed -E 's/:[0-9]+:[0-9]+: /: /' |
 		grep -vxF -f <(grep -vE '^[[:space:]]*(#|$)' scripts/deadcode-allow.txt) || true)
 	if [ -n "$found" ]; then

@@ -3,18 +3,13 @@ package local_test
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"modernc.org/sqlite"
-
+	"github.com/wqhost/wqhost/internal/diskprobe"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/queue"
@@ -45,7 +40,7 @@ func BenchmarkListenerDrainCeiling(b *testing.B) {
 				b.StopTimer()
 				dir := b.TempDir()
 				path := filepath.Join(dir, "q.db")
-				counter := commitCounter(path)
+				counter := diskprobe.Commits(path)
 				be := openStore(b, path, local.Options{Sync: local.SyncFull})
 				q, _ := be.Queue(context.Background(), "drain")
 				dl, _ := be.Queue(context.Background(), "drain"+queue.PoisonSuffix)
@@ -128,90 +123,13 @@ func drainListener(tb testing.TB, q, dl queue.Queue, n int) time.Duration {
 	return elapsed
 }
 
-// fsyncProbe measures the disk's fsync rate in dir as a SQLite WAL commit meets it once the
-// WAL has reached its size: a 4 KiB write over a preallocated file, then fsync (SQLite on
-// Linux calls fsync, not fdatasync). It returns the rates of 10 bursts of 25 ms: the
-// benchmark takes the median of those before and after the drain, so that a burst of
-// another process's I/O on a shared disk moves it less. A commit writes more than 4 KiB
-// before its fsync, so this is the disk's best case, and the ceiling derived from it an
-// upper bound.
+// fsyncProbe is the disk's fsync rate in dir (diskprobe), as the rates of 10 bursts: the
+// benchmark takes the median of those before and after the drain.
 func fsyncProbe(tb testing.TB, dir string) []float64 {
 	tb.Helper()
-	f, err := os.CreateTemp(dir, "fsync-probe-")
+	p, err := diskprobe.ProbeFsync(dir, 250*time.Millisecond)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	const page, pages = 4096, 256
-	buf := make([]byte, page)
-	if _, err := f.WriteAt(make([]byte, page*pages), 0); err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		tb.Fatal(err)
-	}
-	rates := make([]float64, 0, 10)
-	k := 0
-	for range 10 {
-		start, n := time.Now(), 0
-		for ; time.Since(start) < 25*time.Millisecond; n++ {
-			buf[0] = byte(k)
-			if _, err := f.WriteAt(buf, int64(k%pages)*page); err != nil {
-				tb.Fatal(err)
-			}
-			if err := f.Sync(); err != nil {
-				tb.Fatal(err)
-			}
-			k++
-		}
-		rates = append(rates, float64(n)/time.Since(start).Seconds())
-	}
-	return rates
-}
-
-// commitCounts counts SQLite commits per database file, for every connection the modernc
-// driver opens in this test binary after the first commitCounter call (a connection hook).
-var commitCounts struct {
-	once sync.Once
-	mu   sync.Mutex
-	by   map[string]*atomic.Int64
-}
-
-// commitCounter returns the commit count of the database file path; open the store after
-// calling it.
-func commitCounter(path string) *atomic.Int64 {
-	commitCounts.once.Do(func() {
-		commitCounts.by = map[string]*atomic.Int64{}
-		sqlite.RegisterConnectionHook(func(c sqlite.ExecQuerierContext, dsn string) error {
-			h, ok := c.(sqlite.HookRegisterer)
-			if !ok {
-				return nil
-			}
-			n := commitCountFor(dsnPath(dsn))
-			h.RegisterCommitHook(func() int32 { n.Add(1); return 0 })
-			return nil
-		})
-	})
-	return commitCountFor(path)
-}
-
-func commitCountFor(path string) *atomic.Int64 {
-	commitCounts.mu.Lock()
-	defer commitCounts.mu.Unlock()
-	n, ok := commitCounts.by[path]
-	if !ok {
-		n = new(atomic.Int64)
-		commitCounts.by[path] = n
-	}
-	return n
-}
-
-// dsnPath is the file of a "file:path?query" DSN.
-func dsnPath(dsn string) string {
-	p, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
-	if u, err := url.PathUnescape(p); err == nil {
-		return u
-	}
-	return p
+	return p.Bursts
 }

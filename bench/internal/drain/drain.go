@@ -31,16 +31,11 @@ package drain
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"modernc.org/sqlite"
 )
 
 // Body is the payload of every message: 100 bytes.
@@ -236,52 +231,6 @@ func systemNames() []string {
 		names = append(names, s.Name)
 	}
 	return names
-}
-
-// commits counts SQLite commits per database file, for every connection the modernc
-// driver's "sqlite" registration opens in this process.
-var commits struct {
-	once sync.Once
-	mu   sync.Mutex
-	by   map[string]*atomic.Int64
-}
-
-// commitCounter returns the commit count of the database file path, installing the
-// connection hook on first use. Connections opened before the first call are not counted.
-func commitCounter(path string) *atomic.Int64 {
-	commits.once.Do(func() {
-		commits.by = map[string]*atomic.Int64{}
-		sqlite.RegisterConnectionHook(func(c sqlite.ExecQuerierContext, dsn string) error {
-			h, ok := c.(sqlite.HookRegisterer)
-			if !ok {
-				return nil
-			}
-			n := counterFor(dsnPath(dsn))
-			h.RegisterCommitHook(func() int32 { n.Add(1); return 0 })
-			return nil
-		})
-	})
-	return counterFor(path)
-}
-
-func counterFor(path string) *atomic.Int64 {
-	commits.mu.Lock()
-	defer commits.mu.Unlock()
-	n, ok := commits.by[path]
-	if !ok {
-		n = new(atomic.Int64)
-		commits.by[path] = n
-	}
-	return n
-}
-
-// dsnPath is the file of a "file:path?query" DSN.
-func dsnPath(dsn string) string {
-	p, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
-	if u, err := url.PathUnescape(p); err == nil {
-		return u
-	}
-	return p
 }
 
 // waitFor polls done every millisecond until it reports true, ctx ends or timeout passes.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wqhost/wqhost/internal/diskprobe"
 )
 
 // testPostgres starts a cluster for the test, or skips it naming why PostgreSQL cannot run
@@ -108,8 +110,8 @@ func TestProbeFsync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.PerSec <= 0 || f.WriteBytes != probeBytes || f.Dir != dir {
-		t.Errorf("probe %+v: want a rate of %d-byte writes in %s", f, probeBytes, dir)
+	if f.PerSec <= 0 || f.WriteBytes != diskprobe.WriteBytes || f.Dir != dir {
+		t.Errorf("probe %+v: want a rate of %d-byte writes in %s", f, diskprobe.WriteBytes, dir)
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Errorf("probe left %v in its directory", left)

@@ -1,16 +1,17 @@
 package drain
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/wqhost/wqhost/internal/diskprobe"
 )
 
 // Fsync is the disk's rate of small durable writes, measured beside the drains: the ceiling
 // a store that fsyncs every commit cannot pass, whatever its CPU cost.
 type Fsync struct {
-	// PerSec are appends of WriteBytes each followed by an fsync, per second.
+	// PerSec are writes of WriteBytes each followed by an fsync, per second.
 	PerSec     float64 `json:"per_sec"`
 	WriteBytes int     `json:"write_bytes"`
 	// Dir is where the probe wrote (the drains' directory).
@@ -21,32 +22,16 @@ type Fsync struct {
 	Probes []float64 `json:"probes,omitempty"`
 }
 
-// probeBytes is one probe write: a 4 KiB page, about what SQLite's WAL appends per commit
-// here (one page and its frame header) and smaller than a PostgreSQL WAL page.
-const probeBytes = 4096
-
-// ProbeFsync appends probeBytes to a new file in dir and fsyncs it, again and again for d
-// (at least 10 times), and returns the rate. The file is removed.
+// ProbeFsync measures the disk's fsync rate in dir for d (diskprobe.ProbeFsync: the median
+// of 25 ms bursts of a page written and fsynced), creating dir if needed.
 func ProbeFsync(dir string, d time.Duration) (Fsync, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Fsync{}, err
 	}
-	f, err := os.CreateTemp(dir, "fsync-probe-")
+	p, err := diskprobe.ProbeFsync(dir, d)
 	if err != nil {
 		return Fsync{}, err
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	page := make([]byte, probeBytes)
-	n, start := 0, time.Now()
-	for ; n < 10 || time.Since(start) < d; n++ {
-		if _, err := f.Write(page); err != nil {
-			return Fsync{}, fmt.Errorf("fsync probe: %w", err)
-		}
-		if err := f.Sync(); err != nil {
-			return Fsync{}, fmt.Errorf("fsync probe: %w", err)
-		}
-	}
 	abs, _ := filepath.Abs(dir)
-	return Fsync{PerSec: float64(n) / time.Since(start).Seconds(), WriteBytes: probeBytes, Dir: abs}, nil
+	return Fsync{PerSec: p.PerSec, WriteBytes: diskprobe.WriteBytes, Dir: abs}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/bench/internal/countq"
+	"github.com/wqhost/wqhost/internal/diskprobe"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/queue"
@@ -22,7 +23,7 @@ func Local(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	path := filepath.Join(o.Dir, "wqhost.db")
-	commits := commitCounter(path) // before Open: the hook counts connections opened after it
+	commits := diskprobe.Commits(path) // before Open: the hook counts connections opened after it
 	be, err := local.Open(ctx, path, local.Options{Sync: local.SyncFull})
 	if err != nil {
 		return Result{}, err

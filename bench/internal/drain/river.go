@@ -15,6 +15,8 @@ import (
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/wqhost/wqhost/internal/diskprobe"
 )
 
 // riverArgs is the job: the same 100-byte body as every other system's message.
@@ -118,7 +120,7 @@ func RiverSQLite(ctx context.Context, o Options) (Result, error) {
 	}
 	defer os.RemoveAll(o.Dir)
 	path := filepath.Join(o.Dir, "river.db")
-	commits := commitCounter(path)
+	commits := diskprobe.Commits(path)
 	q := url.Values{}
 	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)"} {
 		q.Add("_pragma", p)
