@@ -37,10 +37,11 @@
 //
 // Ordered execution groups map onto subjects (<subject>.o.<group>), each consumed through a
 // durable consumer of its own, for the queues named in Options.Ordered (see ordered.go).
-// Their releases are counted in the bucket <stream>_released: a release costs a read and a
-// compare-and-set write there before its Nak, a redelivered group message (NumDelivered > 1)
-// one read on receive, and the ack of a message released before one delete; a first
-// delivery and its ack cost nothing more. A bucket that fails makes a release a plain Nak.
+// Their releases are counted in the bucket <stream>_released: a release costs one
+// compare-and-set write there before its Nak (and a read after a conflict), a redelivered
+// group message (NumDelivered > 1) one read on receive, and the ack of a message released
+// before one delete; a first delivery and its ack cost nothing more, and a queue finds (or
+// makes) the bucket once. A bucket that fails makes a release a plain Nak.
 // Settlements the server does not confirm are sent again while the lease lasts, so a failover
 // of the consumer's leader does not redeliver what was handled (see ackLease).
 //

@@ -93,14 +93,12 @@ func TestOrderedReleaseKeepsDequeueCount(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r, ok := queue.As[queue.Releaser](hosts[0])
-	if !ok {
+	if _, ok := queue.As[queue.Releaser](hosts[0]); !ok {
 		t.Fatal("an ordered nats queue is no Releaser: its releases raise NumDelivered")
 	}
 	m := receiveHead(t, hosts[0])
 	for i := range 3 {
-		host := hosts[i%2]
-		r, _ = queue.As[queue.Releaser](host)
+		r, _ := queue.As[queue.Releaser](hosts[i%2])
 		if err := r.Release(ctx, m); err != nil {
 			t.Fatalf("Release %d: %v", i+1, err)
 		}
