@@ -169,6 +169,9 @@ func (q *Queue) readReleases(ctx context.Context, ds []delivery) {
 			continue
 		}
 		if err := q.readRelease(ctx, d); err != nil {
+			if ctx.Err() != nil {
+				return // the caller gave up: not the bucket's failure
+			}
 			q.releasedFailed("reading the releases of message "+strconv.FormatUint(d.seq, 10), err)
 			return
 		}
@@ -260,7 +263,7 @@ func (q *Queue) forgetReleases(ctx context.Context, l *lease) {
 // first, so that the next receive (on any host) sees it, then a Nak, which keeps its place
 // at the head of its group. Without the bucket it is a plain Nak (the count rises).
 func (q *Queue) releaseInGroup(ctx context.Context, m *queue.Message, l *lease) error {
-	if err := q.countRelease(ctx, l); err != nil {
+	if err := q.countRelease(ctx, l); err != nil && ctx.Err() == nil {
 		q.releasedFailed("counting the release of message "+m.ID, err)
 	}
 	if _, err := q.leaseOf(m, true); err != nil {

@@ -81,8 +81,13 @@ func TestOrderedReleaseKeepsDequeueCount(t *testing.T) {
 	}
 	ctx := context.Background()
 	hosts := make([]*wqnats.Queue, 2)
+	first := open(t, url, shared)
 	for i := range hosts {
-		q, err := open(t, url, shared).Queue(ctx, "work")
+		b := first
+		if i > 0 {
+			b = open(t, url, shared)
+		}
+		q, err := b.Queue(ctx, "work")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,14 +123,31 @@ func TestOrderedReleaseKeepsDequeueCount(t *testing.T) {
 	if m = receiveHead(t, hosts[0]); string(m.Body) != "first" || m.DequeueCount != 2 {
 		t.Fatalf("after a retry: %q with DequeueCount %d, want \"first\" with 2 (a failure counts)", m.Body, m.DequeueCount)
 	}
-	if err := hosts[0].Delete(ctx, m); err != nil {
-		t.Fatal(err)
+	if errs := hosts[0].DeleteBatch(ctx, []*queue.Message{m}); errs[0] != nil {
+		t.Fatal(errs[0])
 	}
 	if v := releasedKey(t, js, q, m.ID); v != "" {
 		t.Fatalf("release count of %s after its ack = %q, want the key gone", m.ID, v)
 	}
 	if m = receiveHead(t, hosts[1]); string(m.Body) != "second" || m.DequeueCount != 1 {
 		t.Fatalf("next: %q with DequeueCount %d, want \"second\" with 1", m.Body, m.DequeueCount)
+	}
+	// A dead letter deletes the key too.
+	if err := hosts[1].Release(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if m = receiveHead(t, hosts[0]); m.DequeueCount != 1 || releasedKey(t, js, q, m.ID) == "" {
+		t.Fatalf("second after a release: DequeueCount %d, want 1 and its release counted", m.DequeueCount)
+	}
+	dl, err := first.Queue(ctx, "work"+queue.PoisonSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hosts[0].MoveTo(ctx, m, dl, m.Body, queue.SendOptions{Attributes: map[string]string{queue.AttrReason: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	if v := releasedKey(t, js, q, m.ID); v != "" {
+		t.Fatalf("release count of %s after its dead letter = %q, want the key gone", m.ID, v)
 	}
 }
 
