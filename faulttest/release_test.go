@@ -41,10 +41,12 @@ var releasedLog = regexp.MustCompile(`released leased messages whose handler had
 //	fault scale-in-release: backend=B releases=N attempts_spent=S lost=L
 //
 // where releases are the messages the first host released unstarted (its log) and
-// attempts_spent the messages dead-lettered for a dequeue count the release raised.
-func scaleInRelease(t *testing.T, backend, cfgFile string, env []string) {
+// attempts_spent the messages dead-lettered for a dequeue count the release raised. send
+// are more arguments of the send (an order group).
+func scaleInRelease(t *testing.T, backend, cfgFile string, env []string, send ...string) {
 	const n = 12
-	mustWQ(t, env, "send", "--config", cfgFile, "--queue", "jobs", "--count", strconv.Itoa(n), "sleep:1500")
+	args := append([]string{"send", "--config", cfgFile, "--queue", "jobs", "--count", strconv.Itoa(n)}, send...)
+	mustWQ(t, env, append(args, "sleep:1500")...)
 	p := startReady(t, cfgFile, env)
 	waitFor(t, time.Minute, "2 handlers running and messages leased ahead", func() bool {
 		bs, err := p.status("default", "slow", "")
@@ -107,6 +109,24 @@ backends:
 tenants:
   default:%s`, filepath.Join(dir, "data"), strings.Join(quoted(c.urls()), ", "), releaseBinding("js")))
 	scaleInRelease(t, "nats", cfg, nil)
+}
+
+// TestFaultScaleInReleaseNATSOrdered: the scale-in row on an ordered binding, every message
+// in one order group of an R3 stream: a copy would leave the group's order, so the release
+// Naks and counts itself in the stream's R3 key-value bucket <stream>_released.
+func TestFaultScaleInReleaseNATSOrdered(t *testing.T) {
+	c := natsCluster(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, fmt.Sprintf(`data_dir: %s
+backends:
+  js:
+    type: nats
+    create_queues: true
+    nats: {urls: [%s], replicas: 3}
+tenants:
+  default:%s        ordered: true
+`, filepath.Join(dir, "data"), strings.Join(quoted(c.urls()), ", "), releaseBinding("js")))
+	scaleInRelease(t, "nats-ordered", cfg, nil, "--order", "1")
 }
 
 // TestFaultScaleInReleaseAzurite: the scale-in row on Azurite, where dequeueCount cannot be

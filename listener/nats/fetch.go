@@ -17,6 +17,11 @@ type delivery struct {
 	seq      uint64    // stream sequence
 	received uint64    // NumDelivered
 	at       time.Time // when it was stored
+	// releases are the deliveries of a group message released unstarted (released.go),
+	// releasesRev their key's revision; releasesRead says they were read.
+	releases     int
+	releasesRev  uint64
+	releasesRead bool
 }
 
 // Headers returns the message's headers.

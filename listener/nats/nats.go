@@ -9,12 +9,16 @@
 //	                             visibility sets the message's lease with NakWithDelay)
 //	renew                        InProgress (+WPI), or NakWithDelay(d) for another length
 //	retry after d / release      NakWithDelay(d) / Nak
+//	release unstarted            a copy carrying the deliveries counted, the original acked
+//	                             (release.go); in an order group: Nak, the release counted
+//	                             in a key-value bucket beside the stream (released.go)
 //	delete on success            Ack, double-acked (the server confirms it); a batch's acks
 //	                             go out together, their confirmations collected on one inbox
 //	dead-letter with reason      publish the original, with its headers and the reason
 //	                             headers, to the poison queue's stream (deduplicated by
 //	                             Nats-Msg-Id), then Term
-//	dequeue count                NumDelivered of the message metadata
+//	dequeue count                NumDelivered of the message metadata, less the releases
+//	                             that did not start the handler
 //	push wake-up                 one held pull request (long-poll Fetch with heartbeats)
 //
 // MaxDeliver is unlimited: the server never drops a message on its own; the listener's poison
@@ -33,6 +37,11 @@
 //
 // Ordered execution groups map onto subjects (<subject>.o.<group>), each consumed through a
 // durable consumer of its own, for the queues named in Options.Ordered (see ordered.go).
+// Their releases are counted in the bucket <stream>_released: a release costs one
+// compare-and-set write there before its Nak (and a read after a conflict), a redelivered
+// group message (NumDelivered > 1) one read on receive, and the ack of a message released
+// before one delete; a first delivery and its ack cost nothing more, and a queue finds (or
+// makes) the bucket once. A bucket that fails makes a release a plain Nak.
 // Settlements the server does not confirm are sent again while the lease lasts, so a failover
 // of the consumer's leader does not redeliver what was handled (see ackLease).
 //

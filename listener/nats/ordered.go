@@ -68,8 +68,6 @@ func (q *Queue) Capabilities() queue.Caps {
 	c := queue.CapAll &^ queue.CapBodyLimit
 	if !q.ordered {
 		c &^= queue.CapOrdered
-	} else {
-		c &^= queue.CapRelease // a released copy would go to the end of its group (release.go)
 	}
 	return c
 }
@@ -192,6 +190,7 @@ func (q *Queue) ReceiveOrdered(ctx context.Context, max int, visibility time.Dur
 		}
 		start := time.Now()
 		ds, err := q.fetchFrom(ctx, cons, max, 0)
+		q.readReleases(ctx, ds)
 		if err != nil && !errors.Is(err, context.Canceled) && len(ds) == 0 {
 			// The group's consumer may be gone (deleted after an hour unused): the next
 			// receive makes sure of it again.

@@ -68,8 +68,9 @@ type Queue struct {
 	// visible that the held pull does not bring; groupHintAt is when it was set.
 	groupHint   bool
 	groupHintAt time.Time
-	watchers    int  // watches not stopped
-	pulling     bool // the held-pull goroutine runs
+	rel         releaseCounts // the bucket counting releases of group messages (released.go)
+	watchers    int           // watches not stopped
+	pulling     bool          // the held-pull goroutine runs
 	closing     bool
 	stopPull    context.CancelFunc
 	// cancelHeld ends the current held pull's Fetch (a reconnect re-arms it).
@@ -82,6 +83,14 @@ type lease struct {
 	until time.Time
 	body  []byte      // a body handed out as unread (Oversize), for its dead letter
 	msg   *natsgo.Msg // the delivered message, for a Release's copy (release.go)
+	// The delivery's stream sequence, store time and NumDelivered, and its releases as the
+	// receive read them (released.go).
+	seq          uint64
+	at           time.Time
+	delivered    uint64
+	releases     int
+	releasesRev  uint64
+	releasesRead bool
 }
 
 // The ack protocol, published to a delivery's reply subject. The client's own ack methods
@@ -242,7 +251,8 @@ func (q *Queue) admit(msg delivery, start time.Time, visibility time.Duration, h
 			dc-- // the early delivery that sent it back
 		}
 	}
-	dc += priorDeliveries(h) // a copy made by Release carries its original's count
+	dc += priorDeliveries(h)     // a copy made by Release carries its original's count
+	dc = max(dc-msg.releases, 1) // a group message's releases (released.go)
 	until := start.Add(visibility)
 	switch {
 	case visibility != q.b.opts.AckWait:
@@ -259,7 +269,8 @@ func (q *Queue) admit(msg delivery, start time.Time, visibility time.Duration, h
 	id := strconv.FormatUint(msg.seq, 10)
 	token := strconv.Itoa(dc) + "." + strconv.FormatUint(q.gen.Add(1), 36)
 	q.mu.Lock()
-	q.leases[id] = &lease{reply: msg.Reply(), token: token, until: until, msg: msg.msg}
+	q.leases[id] = &lease{reply: msg.Reply(), token: token, until: until, msg: msg.msg, seq: msg.seq, at: msg.at,
+		delivered: msg.received, releases: msg.releases, releasesRev: msg.releasesRev, releasesRead: msg.releasesRead}
 	q.mu.Unlock()
 	return &queue.Message{
 		ID:           id,
@@ -357,6 +368,7 @@ func (q *Queue) Delete(ctx context.Context, m *queue.Message) error {
 		q.restore(m.ID, l)
 		return fmt.Errorf("nats: ack %s in %s: %w", m.ID, q.name, err)
 	}
+	q.forgetReleases(ctx, l)
 	return nil
 }
 
@@ -510,6 +522,7 @@ func (q *Queue) MoveTo(ctx context.Context, m *queue.Message, dst queue.Queue, b
 	if err := q.ackLease(ctx, l, term(strings.ReplaceAll(reason, "\n", " "))); err != nil {
 		return fmt.Errorf("nats: terminate %s in %s after moving it to %s: %w", m.ID, q.name, d.name, err)
 	}
+	q.forgetReleases(ctx, l)
 	return nil
 }
 

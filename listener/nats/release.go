@@ -2,7 +2,6 @@ package nats
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -23,17 +22,17 @@ var _ queue.Releaser = (*Queue)(nil)
 // counts a delivery), so the message is published again to its subject, its headers kept
 // and the deliveries that counted carried in hdrPrior, and the original acked once the copy
 // is stored: the copy is received with the dequeue count the original had before this
-// lease. The copy is a new stream message (a new id, at the end of the queue: release is
-// not offered on ordered queues, whose group order it would break). Should the ack fail
-// after the copy was stored, the original comes back once its lease runs out: a duplicate,
-// never a loss.
+// lease. The copy is a new stream message (a new id, at the end of the queue). Should the
+// ack fail after the copy was stored, the original comes back once its lease runs out: a
+// duplicate, never a loss. A message of an order group would lose its place in its group
+// as a copy: it is Nak'ed, its release counted beside the queue (released.go).
 func (q *Queue) Release(ctx context.Context, m *queue.Message) error {
-	if q.ordered {
-		return errors.ErrUnsupported
-	}
 	l, err := q.leaseOf(m, false)
 	if err != nil {
 		return err
+	}
+	if q.inGroup(l.msg.Subject) {
+		return q.releaseInGroup(ctx, m, l)
 	}
 	src := l.msg
 	cp := natsgo.NewMsg(src.Subject)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	wqnats "github.com/wqhost/wqhost/listener/nats"
 	"github.com/wqhost/wqhost/listener/nats/natstest"
 	"github.com/wqhost/wqhost/listener/queue"
 )
@@ -14,10 +13,11 @@ import (
 // TestReleaseKeepsDequeueCount: a message released unstarted comes back with the dequeue
 // count it had (JetStream's NumDelivered is not lowered: Release stores a copy that carries
 // the count), its body and attributes kept and the original gone; a retry by
-// UpdateVisibility(0) still counts. An ordered queue offers no Release.
+// UpdateVisibility(0) still counts. (An order group's message is released in place:
+// TestOrderedReleaseKeepsDequeueCount.)
 func TestReleaseKeepsDequeueCount(t *testing.T) {
 	_, url := natstest.Server(t)
-	b := open(t, url, func(o *wqnats.Options) { o.Ordered = map[string]bool{"ord": true} })
+	b := open(t, url, nil)
 	ctx := context.Background()
 	q, err := b.Queue(ctx, "rel")
 	if err != nil {
@@ -75,12 +75,5 @@ func TestReleaseKeepsDequeueCount(t *testing.T) {
 	}
 	if d, err := q.Depth(ctx); err != nil || d != 0 {
 		t.Fatalf("depth after deleting the one message = %d, %v; want 0 (no original left behind)", d, err)
-	}
-	ord, err := b.Queue(ctx, "ord")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := queue.As[queue.Releaser](ord); ok {
-		t.Error("an ordered queue offers Release; its copy would leave its group's order")
 	}
 }

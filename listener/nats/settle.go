@@ -38,6 +38,11 @@ func (q *Queue) DeleteBatch(ctx context.Context, ms []*queue.Message) []error {
 		q.restore(ms[i].ID, ls[i])
 		errs[i] = fmt.Errorf("nats: ack %s in %s: %w", ms[i].ID, q.name, errs[i])
 	}
+	for _, i := range live {
+		if errs[i] == nil {
+			q.forgetReleases(ctx, ls[i])
+		}
+	}
 	return errs
 }
 

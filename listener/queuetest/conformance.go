@@ -79,6 +79,7 @@ func contractCases() []contractCase {
 		{name: "MaxMessageBytesAccepted", needs: queue.CapMaxBytes, run: testMaxBytes},
 		{name: "ReleaserKeepsDequeueCount", needs: queue.CapRelease, run: testReleaser},
 		{name: "ListenerStopKeepsDequeueCounts", needs: queue.CapRelease, run: testListenerStopKeepsCounts},
+		{name: "OrderedReleaseKeepsPlaceAndCount", needs: queue.CapOrdered | queue.CapRelease, run: testOrderedRelease},
 
 		{name: "FallbackBatchDeletesEach", hide: queue.CapBatch, run: testListenerDrains},
 		{name: "FallbackBodyLimitLoadsThenDeadLetters", hide: queue.CapBodyLimit, run: testListenerOversize},

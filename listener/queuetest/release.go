@@ -113,3 +113,48 @@ func testListenerStopKeepsCounts(t *testing.T, b queue.Backend, _ func(time.Dura
 		t.Fatalf("received %d of the %d released messages", got, n-1)
 	}
 }
+
+// testOrderedRelease: a message of an order group released unstarted keeps its place at the
+// head of its group and its dequeue count (on NATS JetStream its group's consumer redelivers
+// it with NumDelivered raised: the release is counted beside the queue), while a release by
+// UpdateVisibility(0) counts.
+func testOrderedRelease(t *testing.T, b queue.Backend, _ func(time.Duration)) {
+	ctx := context.Background()
+	q := open(t, b, "ordered")
+	o, _ := queue.As[queue.OrderedReceiver](q)
+	r, _ := queue.As[queue.Releaser](q)
+	sendGroup(t, q, "g1-a", 1)
+	sendGroup(t, q, "g1-b", 1)
+	head := func(want string, dc int) *queue.Message {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			ms, _, err := o.ReceiveOrdered(ctx, 1, time.Minute, 0)
+			if err != nil {
+				t.Fatalf("ReceiveOrdered: %v", err)
+			}
+			if len(ms) == 1 {
+				if m := ms[0]; string(m.Body) != want || m.DequeueCount != dc {
+					t.Fatalf("ReceiveOrdered: %q with DequeueCount %d, want %q with %d", m.Body, m.DequeueCount, want, dc)
+				}
+				return ms[0]
+			}
+		}
+		t.Fatalf("no ordered receive within 10s (want %q)", want)
+		return nil
+	}
+	m := head("g1-a", 1)
+	for range 3 {
+		if err := r.Release(ctx, m); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		m = head("g1-a", 1)
+	}
+	if err := q.UpdateVisibility(ctx, m, 0); err != nil {
+		t.Fatalf("UpdateVisibility(0): %v", err)
+	}
+	m = head("g1-a", 2)
+	if err := q.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	head("g1-b", 1)
+}
