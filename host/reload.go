@@ -352,6 +352,12 @@ func (b *binding) reloadPlugins(ctx context.Context, force bool) []PluginReload 
 // restarted. A config that fails to load or validate changes nothing.
 // The error joins every failure; the result says what happened to each binding.
 func (h *Host) ReloadAll(ctx context.Context) (ReloadResult, error) {
+	return h.reloadAll(ctx, false)
+}
+
+// reloadAll is ReloadAll; quiet leaves the config reload's status (metrics, banner) as it
+// was when the config turns out unchanged: a look, not a reload an operator asked for.
+func (h *Host) reloadAll(ctx context.Context, quiet bool) (ReloadResult, error) {
 	res := ReloadResult{Config: "none", Bindings: []BindingReload{}}
 	// Waiting for a reload in progress ends with ctx (an admin request's).
 	if err := h.reloadMu.lock(ctx); err != nil {
@@ -369,7 +375,9 @@ func (h *Host) ReloadAll(ctx context.Context) (ReloadResult, error) {
 	touched := map[*binding]bool{}
 	if h.cfg.File != "" || h.loadConfig != nil {
 		cr, err := h.reloadConfig(ctx)
-		h.configErr.set(err, time.Now())
+		if !quiet || err != nil || cr.status != ReloadUnchanged {
+			h.configErr.set(err, time.Now())
+		}
 		res.Config = cr.status
 		if err != nil {
 			res.ConfigError = err.Error()

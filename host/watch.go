@@ -182,16 +182,39 @@ func (fw *fileWatcher) events(ctx context.Context) {
 }
 
 func (fw *fileWatcher) reloads(ctx context.Context) {
+	// Files may have changed before the watch began: New read them, then built the bindings
+	// (seconds for a big start), and /readyz answers 200 from the end of New on, before Run
+	// starts this watcher; an edit in that gap made no event and was missed until the next
+	// one (TestConfigReloadFailureVisible under load). So one look, once the files had a
+	// debounce to settle, unless an event's reload comes first: a reload compares digests,
+	// and a look that finds nothing changed does nothing, not even move the config reload's
+	// success time.
+	select {
+	case <-ctx.Done():
+		return
+	case <-fw.kick:
+		fw.reload(ctx)
+	case <-time.After(fw.h.debounce):
+		if _, err := fw.h.reloadAll(ctx, true); err != nil && ctx.Err() == nil {
+			fw.h.log.Warn("reload of files changed while the host started failed in part; what failed keeps its previous version", "err", err)
+		}
+		fw.refresh()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-fw.kick:
-			fw.h.log.Info("watched file changed: reloading")
-			if _, err := fw.h.ReloadAll(ctx); err != nil {
-				fw.h.log.Warn("reload after a file change failed in part; what failed keeps its previous version", "err", err)
-			}
-			fw.refresh()
+			fw.reload(ctx)
 		}
 	}
+}
+
+// reload reloads after a watched file changed.
+func (fw *fileWatcher) reload(ctx context.Context) {
+	fw.h.log.Info("watched file changed: reloading")
+	if _, err := fw.h.ReloadAll(ctx); err != nil {
+		fw.h.log.Warn("reload after a file change failed in part; what failed keeps its previous version", "err", err)
+	}
+	fw.refresh()
 }
