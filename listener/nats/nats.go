@@ -184,10 +184,11 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	// A hung server (SIGSTOP, a paused VM) keeps the connection open and answers nothing:
-	// the client's pings notice it after PingInterval × (MaxPingsOutstanding+1), 15 s here
-	// instead of the client's default 6 minutes, and it moves to another node. opts.Conn
-	// may set its own.
-	copts := []natsgo.Option{natsgo.PingInterval(5 * time.Second), natsgo.MaxPingsOutstanding(2)}
+	// the client's pings notice it after PingInterval × (MaxPingsOutstanding+1), 4-6 s here
+	// instead of the client's default 6 minutes, and it moves to another node, while the
+	// others could serve all along (a ping every 2 s is a few bytes). A queue's recovery
+	// probe may notice sooner (recover.go). opts.Conn may set its own.
+	copts := []natsgo.Option{natsgo.PingInterval(2 * time.Second), natsgo.MaxPingsOutstanding(2)}
 	copts = append(copts, opts.Conn...)
 	copts = append(copts,
 		natsgo.MaxReconnects(-1),

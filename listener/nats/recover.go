@@ -34,6 +34,7 @@ func (q *Queue) Recovered() <-chan struct{} {
 func (q *Queue) probe() {
 	t := time.NewTicker(probeEvery)
 	defer t.Stop()
+	silent := 0 // probes in a row whose server answered no ping either
 	for {
 		select {
 		case <-q.quit:
@@ -50,7 +51,40 @@ func (q *Queue) probe() {
 			q.recov.Fire()
 			return
 		}
+		silent = q.checkServer(silent)
 	}
+}
+
+// hungAfter is how many probes in a row may find the connected server answering no ping
+// before the connection moves to another server.
+const hungAfter = 2
+
+// pingWait is how long a probe waits for the connected server's pong.
+const pingWait = time.Second
+
+// checkServer tells a hung server from a cluster without quorum, after a probe went
+// unanswered: a server without quorum still answers a ping, a hung one (SIGSTOP, a paused
+// VM, a full disk stalling it) answers nothing while its connection stays open. The
+// client's own pings notice that only after PingInterval × (MaxPingsOutstanding+1), 4-6 s,
+// while the other servers could serve all along; so after hungAfter silent probes in a row
+// the connection moves to another server at once (ForceReconnect). silent is the count so
+// far; it returns the new one.
+func (q *Queue) checkServer(silent int) int {
+	nc := q.b.nc
+	if !nc.IsConnected() || len(nc.Servers()) < 2 {
+		return 0 // reconnecting already, or nowhere else to go
+	}
+	if err := nc.FlushTimeout(pingWait); err == nil || !errors.Is(err, natsgo.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		return 0
+	}
+	if silent++; silent < hungAfter {
+		return silent
+	}
+	q.b.log.Warn("nats: the connected server answers no ping; moving to another", "server", nc.ConnectedUrlRedacted(), "queue", q.name)
+	if err := nc.ForceReconnect(); err != nil {
+		q.b.log.Warn("nats: reconnect to another server", "err", err)
+	}
+	return 0
 }
 
 // transient reports an error that waiting may fix: no server reachable, a request that went
