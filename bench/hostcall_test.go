@@ -60,13 +60,13 @@ func BenchmarkExtismHostCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer pool.Close(ctx)
-	in, out := &wqruntime.Input{ID: "bench", Queue: "bench", Body: body}, &wqruntime.Output{}
+	in, out := &wqruntime.Input{ID: "bench", Queue: "bench", Body: body}, &wqruntime.Result{}
 	pooled := func() error {
 		if err := pool.CallInto(ctx, in, out); err != nil {
 			return err
 		}
-		if out.Status != wqruntime.StatusOK {
-			return fmt.Errorf("status %d: %s", out.Status, out.ErrorText)
+		if out.Verdict != wqruntime.VerdictOK {
+			return fmt.Errorf("status %d: %s", out.Verdict, out.ErrorText)
 		}
 		return nil
 	}

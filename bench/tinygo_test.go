@@ -184,14 +184,14 @@ func pooledNoop(b *testing.B, p engine.Paths) (calls func(n int) error, closeIt 
 	if err != nil {
 		b.Fatal(err)
 	}
-	in, out := &wqruntime.Input{ID: "bench", Queue: "bench", Body: suite.SampleBody(engine.Noop, 1024)}, &wqruntime.Output{}
+	in, out := &wqruntime.Input{ID: "bench", Queue: "bench", Body: suite.SampleBody(engine.Noop, 1024)}, &wqruntime.Result{}
 	calls = func(n int) error {
 		for range n {
 			if err := pool.CallInto(ctx, in, out); err != nil {
 				return err
 			}
-			if out.Status != wqruntime.StatusOK {
-				return fmt.Errorf("pooled noop: status %d", out.Status)
+			if out.Verdict != wqruntime.VerdictOK {
+				return fmt.Errorf("pooled noop: status %d", out.Verdict)
 			}
 		}
 		return nil

@@ -28,7 +28,10 @@ type attempt struct {
 	WallUs  int64     `json:"wall_us"`
 	Fuel    uint64    `json:"fuel"`
 	Outcome string    `json:"outcome"`
-	Reason  string    `json:"reason,omitempty"`
+	// Cause is why a failed attempt failed (outcome.Cause: timeout, trap, …); absent when
+	// it did not fail (a retry or reject the handler asked for).
+	Cause  string `json:"cause,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // attemptLog is a binding's bounded log of failed attempts by message id.
@@ -91,5 +94,9 @@ func (l *attemptLog) done(id string) {
 
 // attemptOf is the record of an attempt that ended in o.
 func attemptOf(at time.Time, wall time.Duration, fuel uint64, o outcome.Outcome) attempt {
-	return attempt{At: at.UTC(), WallUs: wall.Microseconds(), Fuel: fuel, Outcome: o.Kind.String(), Reason: o.Reason()}
+	a := attempt{At: at.UTC(), WallUs: wall.Microseconds(), Fuel: fuel, Outcome: o.Kind.String(), Reason: o.Reason()}
+	if o.Cause != outcome.CauseNone {
+		a.Cause = o.Cause.String()
+	}
+	return a
 }

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -264,20 +263,18 @@ func (b *binding) Handle(ctx context.Context, m *queue.Message) outcome.Outcome 
 	// host's memory (runtime/budget.go).
 	rt, held := b.tenant.rt, int64(len(m.Body))
 	if err := rt.ReserveMemory(runtime.ConsumerMessages, held, b.budgetWhat); err != nil {
-		return b.settleOutputs(ctx, m, outcomeOf(0, 0, "", err), nil, nil, runtime.Usage{}, 1)
+		return b.settleOutputs(ctx, m, OutcomeOf(&runtime.Result{Err: err}), nil, nil, runtime.Usage{}, 1)
 	}
 	defer rt.ReleaseMemory(runtime.ConsumerMessages, held)
-	out, err := b.call(ctx, &in)
+	out := b.call(ctx, &in)
 	defer out.Release()
 	// The call as the caller saw it: waiting for an instance, then the guest.
 	took := out.Usage.Wait + out.Usage.Wall
 	b.latency.Observe(took.Seconds())
-	b.gate.RecordCall(err, took, forcedStart(out.Usage))
+	o := OutcomeOf(out)
+	b.gate.RecordCall(o.Cause, took, forcedStart(out.Usage))
 	b.meter(out.Usage)
-	if err != nil {
-		return b.settleOutputs(ctx, m, outcomeOf(0, 0, "", err), nil, nil, out.Usage, 1)
-	}
-	return b.settleOutputs(ctx, m, outcomeOf(out.Status, out.RetryAfter, out.ErrorText, nil), out.Outputs, nil, out.Usage, 1)
+	return b.settleOutputs(ctx, m, o, out.Outputs, nil, out.Usage, 1)
 }
 
 // HandleBatch implements listener.BatchHandler: the messages through the module's
@@ -293,7 +290,7 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, outs []o
 	rt := b.tenant.rt
 	if err := rt.ReserveMemory(runtime.ConsumerMessages, held, b.budgetWhat); err != nil {
 		for k, m := range ms {
-			outs[k] = b.settleOutputs(ctx, m, outcomeOf(0, 0, "", err), nil, nil, runtime.Usage{}, len(ms))
+			outs[k] = b.settleOutputs(ctx, m, OutcomeOf(&runtime.Result{Err: err}), nil, nil, runtime.Usage{}, len(ms))
 		}
 		return
 	}
@@ -306,7 +303,7 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, outs []o
 	took := out.Usage.Wait + out.Usage.Wall
 	b.calls.remove(ins)
 	b.latency.Observe(took.Seconds())
-	b.gate.RecordCall(err, took, forcedStart(out.Usage))
+	b.gate.RecordCall(causeOf(err), took, forcedStart(out.Usage))
 	b.meter(out.Usage)
 	// The call's own outputs (emit without a message) go first: if they cannot be sent,
 	// every message that ended ok fails with them, so none is deleted without its output.
@@ -314,8 +311,9 @@ func (b *binding) HandleBatch(ctx context.Context, ms []*queue.Message, outs []o
 	if len(out.Outputs) > 0 {
 		sendErr = b.sendOutputs(ctx, out.Outputs, nil) // of no one message: nothing to name them after
 	}
-	for k, r := range out.Messages {
-		outs[k] = b.settleOutputs(ctx, ms[k], outcomeOf(r.Status, r.RetryAfter, r.ErrorText, r.Err), r.Outputs, sendErr, out.Usage, len(ms))
+	for k := range out.Messages {
+		r := &out.Messages[k]
+		outs[k] = b.settleOutputs(ctx, ms[k], OutcomeOf(r), r.Outputs, sendErr, out.Usage, len(ms))
 	}
 }
 
@@ -329,21 +327,6 @@ func forcedStart(u runtime.Usage) time.Duration {
 		return 0
 	}
 	return u.StartWall
-}
-
-// outcomeOf is the one translation of the runtime's result into the listener's outcome: the
-// call's error (trap, time limit, …) a failure, else the ABI status the guest gave, with its
-// retry delay and reason.
-func outcomeOf(st runtime.Status, retryAfter time.Duration, text string, callErr error) outcome.Outcome {
-	switch {
-	case callErr != nil:
-		return outcome.Failed(fmt.Errorf("handler call: %w", callErr))
-	case st == runtime.StatusOK:
-		return outcome.Outcome{}
-	case st == runtime.StatusRetry:
-		return outcome.RetryAfter(retryAfter, errors.New(cmp.Or(text, "handler asked for a retry")))
-	}
-	return outcome.Rejected(errors.New(cmp.Or(text, "rejected by the handler")))
 }
 
 // input is m as the module's input. Its size was checked by the listener
@@ -370,7 +353,7 @@ func (b *binding) settleOutputs(ctx context.Context, m *queue.Message, o outcome
 			b.attempts.done(m.ID)
 			return o
 		}
-		o = outcome.Failed(err)
+		o = outcome.FailedBy(outcome.CauseOutputRefused, err)
 	}
 	o.Attrs = usageAttrs(u, n)
 	wall := u.Wall / time.Duration(max(n, 1))
@@ -382,14 +365,15 @@ func (b *binding) settleOutputs(ctx context.Context, m *queue.Message, o outcome
 // call runs in on the serving version, counted on that version until Pool.CallInto returns
 // or panics: retire waits for the count to reach zero before closing the version's pool, so
 // a count a panic left behind would hold the old version for ever and stall every later
-// reload. The output's Usage is set even when the call failed.
-func (b *binding) call(ctx context.Context, in *runtime.Input) (*runtime.Output, error) {
+// reload. The result's Usage is set even when the call failed (its Err).
+func (b *binding) call(ctx context.Context, in *runtime.Input) *runtime.Result {
 	v := b.acquire()
 	defer v.release()
 	b.calls.addID(in.ID)
 	defer b.calls.removeID(in.ID)
-	out := new(runtime.Output)
-	return out, v.pool.CallInto(ctx, in, out)
+	out := new(runtime.Result)
+	_ = v.pool.CallInto(ctx, in, out) // out.Err
+	return out
 }
 
 // logFailure logs a failed or rejected message at debug level only: the listener logs one
@@ -400,7 +384,7 @@ func (b *binding) logFailure(m *queue.Message, o outcome.Outcome) {
 	if o.Kind == outcome.KindRetry {
 		return
 	}
-	b.log.Debug("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "reason", o.Reason())
+	b.log.Debug("message failed", "id", m.ID, "queue", b.physical, "dequeue_count", m.DequeueCount, "cause", o.Cause, "reason", o.Reason())
 }
 
 // sendOutputs sends every output before the message is settled, so a crash between the two

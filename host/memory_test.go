@@ -144,7 +144,7 @@ func TestBudgetMessageBodies(t *testing.T) {
 	calls := b.cur.Load().pool.Stats().Calls
 	rt.SetMemoryBudget(rt.MemoryBudget().Reserved + 256<<10)
 	o := b.Handle(context.Background(), &queue.Message{ID: "m2", Body: body})
-	if o.Kind != outcome.KindFailed || !errors.Is(o.Err, runtime.ErrMemoryBudget) ||
+	if o.Kind != outcome.KindFailed || o.Cause != outcome.CauseBudgetRefused || !errors.Is(o.Err, runtime.ErrMemoryBudget) ||
 		!strings.Contains(o.Reason(), "binding w: message bodies asked for 524288 bytes of messages") {
 		t.Fatalf("past the budget: outcome %v (%q); want failed naming the binding's message bodies", o.Kind, o.Reason())
 	}

@@ -22,7 +22,7 @@ func TestCallPanicReleasesVersion(t *testing.T) {
 				t.Fatal("the call did not panic")
 			}
 		}()
-		_, _ = b.call(t.Context(), &runtime.Input{ID: "m1"})
+		_ = b.call(t.Context(), &runtime.Input{ID: "m1"})
 	}()
 	if n := v.refs.Load(); n != 0 {
 		t.Fatalf("%d calls still counted on the version after the panic, want 0", n)

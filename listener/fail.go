@@ -3,6 +3,7 @@ package listener
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"strconv"
 	"time"
@@ -27,11 +28,16 @@ func (l *Listener) fail(ctx context.Context, m *queue.Message, o outcome.Outcome
 		// listener: every later delivery would be refused again, so a retry is a loop.
 		d.Kind = outcome.KindReject
 	}
+	log := l.log
+	if o.Cause != outcome.CauseNone {
+		// Why the call failed, as the host classified it: a key to search logs by.
+		log = log.With("cause", o.Cause.String())
+	}
 	switch d.Kind {
 	case outcome.KindReject:
-		l.deadLetter(ctx, m, reason, o.Attrs)
+		l.deadLetter(ctx, log, m, reason, o.Attrs)
 	case outcome.KindDrop:
-		l.log.Warn("failed message dropped by the poison policy", "id", m.ID, "dequeue_count", m.DequeueCount, "err", reason)
+		log.Warn("failed message dropped by the poison policy", "id", m.ID, "dequeue_count", m.DequeueCount, "err", reason)
 		if !l.cfg.AtMostOnce {
 			l.deleteOne(ctx, m)
 		}
@@ -49,7 +55,7 @@ func (l *Listener) fail(ctx context.Context, m *queue.Message, o outcome.Outcome
 		}
 		l.c.retried.Add(1)
 		l.noteDue(time.Now().Add(delay))
-		l.log.Warn("message failed; retrying", "id", m.ID, "dequeue_count", m.DequeueCount, "delay", delay, "err", reason)
+		log.Warn("message failed; retrying", "id", m.ID, "dequeue_count", m.DequeueCount, "delay", delay, "err", reason)
 	}
 }
 
@@ -74,7 +80,8 @@ func (l *Listener) noteDue(t time.Time) {
 // deadLetter sends the message to the dead-letter queue with its reason and metadata, then
 // deletes the original. If the send fails the original stays (its lease expires and it
 // comes back), so a poison message is never lost. extra (the verdict's Attrs) go beside.
-func (l *Listener) deadLetter(ctx context.Context, m *queue.Message, reason string, extra map[string]string) {
+// log is the listener's, with the failure's cause when it has one.
+func (l *Listener) deadLetter(ctx context.Context, log *slog.Logger, m *queue.Message, reason string, extra map[string]string) {
 	attrs := make(map[string]string, len(m.Attributes)+len(extra)+6)
 	maps.Copy(attrs, m.Attributes)
 	maps.Copy(attrs, extra)
@@ -96,7 +103,7 @@ func (l *Listener) deadLetter(ctx context.Context, m *queue.Message, reason stri
 		case err == nil:
 			l.c.poisoned.Add(1)
 			l.c.deadDirty.Store(true)
-			l.log.Warn("message dead-lettered", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "dequeue_count", m.DequeueCount, "reason", reason)
+			log.Warn("message dead-lettered", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "dequeue_count", m.DequeueCount, "reason", reason)
 			return
 		case errors.Is(err, queue.ErrLeaseLost):
 			l.leaseLost(m, "the dead-letter move was refused (nothing was dead-lettered)", err)
@@ -123,7 +130,7 @@ func (l *Listener) deadLetter(ctx context.Context, m *queue.Message, reason stri
 	}
 	l.c.poisoned.Add(1)
 	l.c.deadDirty.Store(true)
-	l.log.Warn("message dead-lettered", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "dequeue_count", m.DequeueCount, "reason", reason)
+	log.Warn("message dead-lettered", "id", m.ID, "dead_letter", l.cfg.DeadLetter.Name(), "dequeue_count", m.DequeueCount, "reason", reason)
 	if !l.cfg.AtMostOnce {
 		l.deleteOne(ctx, m)
 	}

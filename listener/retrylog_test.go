@@ -2,6 +2,7 @@ package listener_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -68,4 +69,53 @@ func TestRetryLogShowsAppliedDelay(t *testing.T) {
 			t.Errorf("reason %q: want the cause without the delay asked for", reason)
 		}
 	})
+}
+
+// outcomeHandler is a Handler returning one outcome.
+type outcomeHandler outcome.Outcome
+
+func (h outcomeHandler) Handle(context.Context, *queue.Message) outcome.Outcome {
+	return outcome.Outcome(h)
+}
+
+// TestFailureLogsNameTheCause: the listener's lines for a failed message, retried and then
+// dead-lettered, carry the failure's cause (cause=timeout) when the handler gave one, and
+// none when it did not.
+func TestFailureLogsNameTheCause(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    outcome.Outcome
+		want string // "": no cause= at all
+	}{
+		{"timeout", outcome.FailedBy(outcome.CauseTimeout, errors.New("handler exceeded its time limit")), "cause=timeout"},
+		{"no cause", outcome.Failed(errors.New("boom")), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newMem(t)
+				var log lockedBuffer
+				cfg := baseConfig(e.q, e.dl)
+				cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+				cfg.MaxDequeueCount = 2
+				cfg.Poison = builtin.NewPoison(builtin.PoisonOptions{BaseDelay: time.Second, MaxDelay: time.Minute})
+				cfg.Handler = outcomeHandler(tc.o)
+				r := start(t, cfg)
+				e.send(t, 1)
+				waitFor(t, time.Second, 5*time.Minute, "the message dead-lettered", func() bool { return r.State().Poisoned == 1 })
+				seen := 0
+				for _, line := range strings.Split(log.String(), "\n") {
+					if !strings.Contains(line, `msg="message failed; retrying"`) && !strings.Contains(line, `msg="message dead-lettered"`) {
+						continue
+					}
+					seen++
+					if tc.want == "" && strings.Contains(line, "cause=") || tc.want != "" && !strings.Contains(line, tc.want) {
+						t.Errorf("line %q: want %q", line, cmp.Or(tc.want, "no cause"))
+					}
+				}
+				if seen != 2 {
+					t.Errorf("%d retry and dead-letter lines, want 2:\n%s", seen, log.String())
+				}
+			})
+		})
+	}
 }

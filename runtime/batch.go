@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/tetratelabs/wazero/api"
 )
@@ -13,18 +12,10 @@ import (
 // verdict and outputs for each. Every call has a batch: a single call's is its one message,
 // a self test's is empty; the batch_* host functions below read it and set its verdicts.
 
-// MessageResult is how one message of a batch call ended.
-type MessageResult struct {
-	Status     Status        // meaningful when Err is nil
-	RetryAfter time.Duration // with StatusRetry; 0: the binding's policy decides
-	ErrorText  string        // the reason (verdict reason, or set_error for messages following the call)
-	Outputs    []Emitted     // to send only if Err == nil && Status == StatusOK
-	Err        error         // non-nil: the message failed (trap, time limit, memory, unknown status, call never ran); the poison policy settles it
-}
-
-// BatchOutput is the result of CallBatch: one MessageResult per input, in order.
+// BatchOutput is the result of CallBatch: one Result per input, in order (their HTTP and
+// Usage are the call's, here).
 type BatchOutput struct {
-	Messages []MessageResult
+	Messages []Result
 	Outputs  []Emitted // the call's own outputs (emit without index); empty unless the call returned 0 without failing
 	HTTP     HTTPReport
 	// Usage is what the whole call cost, set even when it failed; zero when it never ran.
@@ -60,14 +51,14 @@ func (c PoolConfig) checkBatch(m *Module) error {
 
 // CallBatch hands ins to the module's wqhost_handle_batch in one call.
 //
-// It always returns a BatchOutput with one resolved MessageResult per input (ins must hold no
+// It always returns a BatchOutput with one resolved Result per input (ins must hold no
 // nil). The error is non-nil when the call itself failed (trap, time limit, memory limit,
 // unknown status, ctx ended, pool closed, instantiation failed, no wqhost_handle_batch
 // export): then every message without a verdict of its own carries an Err wrapping it, those
 // with one keep it, and the call's own Outputs are empty. An empty ins returns an empty
 // result without calling the guest.
 func (p *Pool) CallBatch(ctx context.Context, ins []*Input) (*BatchOutput, error) {
-	bo := &BatchOutput{Messages: make([]MessageResult, len(ins))}
+	bo := &BatchOutput{Messages: make([]Result, len(ins))}
 	if len(ins) == 0 {
 		return bo, nil
 	}
@@ -75,7 +66,7 @@ func (p *Pool) CallBatch(ctx context.Context, ins []*Input) (*BatchOutput, error
 	if !p.m.c.batch {
 		return bo, bo.failAll(ins, fmt.Errorf("runtime: %s: binding %s: module %s does not export wqhost_handle_batch", who, p.cfg.Binding, p.m.name))
 	}
-	out := &Output{}
+	out := &Result{}
 	inst, err := p.checkoutMetered(ctx, who, &out.Usage)
 	if err != nil {
 		bo.Usage = out.Usage
@@ -93,14 +84,14 @@ func (p *Pool) CallBatch(ctx context.Context, ins []*Input) (*BatchOutput, error
 		case st.vset[i]:
 			// A verdict is final: nothing later in the call changes it.
 		case err != nil:
-			*r = MessageResult{Err: &inBatchError{id: ins[i].ID, err: err}}
+			*r = Result{Err: &inBatchError{id: ins[i].ID, err: err}}
 		default:
-			r.Status, r.ErrorText = Status(rc), out.ErrorText
-			if r.Status == StatusRetry {
+			r.Verdict, r.ErrorText = Verdict(rc), out.ErrorText
+			if r.Verdict == VerdictRetry {
 				r.RetryAfter = out.RetryAfter
 			}
 		}
-		if r.Err != nil || r.Status != StatusOK {
+		if r.Err != nil || r.Verdict != VerdictOK {
 			r.Outputs = nil
 		}
 	}
@@ -118,7 +109,7 @@ func (p *Pool) CallBatch(ctx context.Context, ins []*Input) (*BatchOutput, error
 // failAll fails every message of a call that never ran with err.
 func (bo *BatchOutput) failAll(ins []*Input, err error) error {
 	for i := range bo.Messages {
-		bo.Messages[i] = MessageResult{Err: &inBatchError{id: ins[i].ID, err: err}}
+		bo.Messages[i] = Result{Err: &inBatchError{id: ins[i].ID, err: err}}
 	}
 	return err
 }
@@ -142,14 +133,14 @@ func (e *inBatchError) Error() string {
 func (e *inBatchError) Unwrap() error { return e.err }
 
 // beginSingle sets up a wqhost_handle call of in: a batch of one, whose outputs are the call's.
-func (st *callState) beginSingle(in *Input, out *Output) {
+func (st *callState) beginSingle(in *Input, out *Result) {
 	st.in, st.out = in, out
 	st.one[0] = in
 	st.batch, st.res, st.vset = st.one[:], st.oneRes[:], st.oneSet[:]
 }
 
 // beginBatch sets up a wqhost_handle_batch call of ins, whose verdicts and outputs go to res.
-func (st *callState) beginBatch(ins []*Input, out *Output, res []MessageResult) {
+func (st *callState) beginBatch(ins []*Input, out *Result, res []Result) {
 	st.in, st.out, st.batch, st.res = nil, out, ins, res
 	if cap(st.vbuf) < len(ins) {
 		st.vbuf = make([]bool, len(ins))
@@ -163,7 +154,7 @@ func (st *callState) end() {
 	st.in, st.out, st.batch, st.res, st.vset = nil, nil, nil, nil, nil
 	st.one[0] = nil
 	if st.oneSet[0] {
-		st.oneRes[0], st.oneSet[0] = MessageResult{}, false
+		st.oneRes[0], st.oneSet[0] = Result{}, false
 	}
 }
 
@@ -219,7 +210,7 @@ func (st *callState) batchEmit(i uint64, q, body []byte) int32 {
 // setVerdict is batch_verdict: message i's status, retry delay and reason, set once.
 func (st *callState) setVerdict(i uint64, status int32, retryMs int64, reason []byte) int32 {
 	k, ok := st.index(i)
-	if !ok || status < int32(StatusOK) || status > int32(StatusReject) {
+	if !ok || status < int32(VerdictOK) || status > int32(VerdictReject) {
 		return errInvalid
 	}
 	if st.vset[k] {
@@ -227,8 +218,8 @@ func (st *callState) setVerdict(i uint64, status int32, retryMs int64, reason []
 	}
 	st.vset[k] = true
 	r := &st.res[k]
-	r.Status, r.ErrorText = Status(status), reasonText(reason)
-	if r.Status == StatusRetry {
+	r.Verdict, r.ErrorText = Verdict(status), reasonText(reason)
+	if r.Verdict == VerdictRetry {
 		r.RetryAfter = retryDelay(retryMs)
 	}
 	return 0

@@ -47,14 +47,14 @@ func batch(bodies ...string) []*Input {
 // wantMsg is how a message should end: with err, Err must wrap it; otherwise the status,
 // retry delay, reason and output bodies (to queue "out") must match.
 type wantMsg struct {
-	status  Status
+	status  Verdict
 	retry   time.Duration
 	text    string
 	outputs []string
 	err     error
 }
 
-func ok(outputs ...string) wantMsg { return wantMsg{status: StatusOK, outputs: outputs} }
+func ok(outputs ...string) wantMsg { return wantMsg{status: VerdictOK, outputs: outputs} }
 
 // shown is an output as the tests compare it: its body, after its queue unless that is the
 // binding's "out".
@@ -101,10 +101,10 @@ func checkBatch(t *testing.T, bo *BatchOutput, want []wantMsg, callOutputs []str
 			}
 			continue
 		}
-		if r.Err != nil || r.Status != w.status || r.RetryAfter != w.retry || r.ErrorText != w.text ||
+		if r.Err != nil || r.Verdict != w.status || r.RetryAfter != w.retry || r.ErrorText != w.text ||
 			fmt.Sprint(bodies(r.Outputs)) != fmt.Sprint(w.outputs) {
 			t.Errorf("m%d: status %d retry %s text %q outputs %q err %v; want %d %s %q %q",
-				i, r.Status, r.RetryAfter, r.ErrorText, bodies(r.Outputs), r.Err, w.status, w.retry, w.text, w.outputs)
+				i, r.Verdict, r.RetryAfter, r.ErrorText, bodies(r.Outputs), r.Err, w.status, w.retry, w.text, w.outputs)
 		}
 	}
 	if fmt.Sprint(bodies(bo.Outputs)) != fmt.Sprint(callOutputs) {
@@ -127,26 +127,26 @@ func TestBatchVerdicts(t *testing.T) {
 		{
 			name:   "partial failure, call ok",
 			bodies: []string{"ok", "retry 250", "reject why", "none", "emit;ok", "emit jobs2", "retry -5"},
-			want: []wantMsg{ok(), {status: StatusRetry, retry: 250 * time.Millisecond, text: "retry 250"},
-				{status: StatusReject, text: "why"}, ok(), ok("emit;ok"), ok("jobs2:emit jobs2"),
-				{status: StatusRetry, text: "retry -5"}},
+			want: []wantMsg{ok(), {status: VerdictRetry, retry: 250 * time.Millisecond, text: "retry 250"},
+				{status: VerdictReject, text: "why"}, ok(), ok("emit;ok"), ok("jobs2:emit jobs2"),
+				{status: VerdictRetry, text: "retry -5"}},
 		},
 		{
 			name:   "no verdict follows a retry",
 			bodies: []string{"emit;ok", "none;callstatus 1;callretry 300;callerror later;callemit agg", "emit"},
-			want: []wantMsg{ok("emit;ok"), {status: StatusRetry, retry: 300 * time.Millisecond, text: "later"},
-				{status: StatusRetry, retry: 300 * time.Millisecond, text: "later"}},
+			want: []wantMsg{ok("emit;ok"), {status: VerdictRetry, retry: 300 * time.Millisecond, text: "later"},
+				{status: VerdictRetry, retry: 300 * time.Millisecond, text: "later"}},
 		},
 		{
 			name:   "no verdict follows a reject",
 			bodies: []string{"reject own", "callstatus 2;callerror bad batch", "emit;retry 7"},
-			want: []wantMsg{{status: StatusReject, text: "own"}, {status: StatusReject, text: "bad batch"},
-				{status: StatusRetry, retry: 7 * time.Millisecond, text: "retry 7"}},
+			want: []wantMsg{{status: VerdictReject, text: "own"}, {status: VerdictReject, text: "bad batch"},
+				{status: VerdictRetry, retry: 7 * time.Millisecond, text: "retry 7"}},
 		},
 		{
 			name:        "call output kept on 0",
 			bodies:      []string{"retry 5", "callemit agg"},
-			want:        []wantMsg{{status: StatusRetry, retry: 5 * time.Millisecond, text: "retry 5"}, ok()},
+			want:        []wantMsg{{status: VerdictRetry, retry: 5 * time.Millisecond, text: "retry 5"}, ok()},
 			callOutputs: []string{"agg"},
 		},
 		{
@@ -198,7 +198,7 @@ func TestBatchFailsHalfway(t *testing.T) {
 			if !errors.Is(err, tt.err) || !strings.Contains(fmt.Sprint(err), tt.contains) {
 				t.Fatalf("err = %v, want %v containing %q", err, tt.err, tt.contains)
 			}
-			checkBatch(t, bo, []wantMsg{ok("emit;ok"), {status: StatusRetry, retry: 10 * time.Millisecond, text: "retry 10"},
+			checkBatch(t, bo, []wantMsg{ok("emit;ok"), {status: VerdictRetry, retry: 10 * time.Millisecond, text: "retry 10"},
 				{err: tt.err}, {err: tt.err}}, nil)
 			after := tt.pool.Stats()
 			if after.Discarded != before.Discarded+1 {
@@ -211,7 +211,7 @@ func TestBatchFailsHalfway(t *testing.T) {
 			if err != nil {
 				t.Fatalf("next batch: %v", err)
 			}
-			checkBatch(t, bo, []wantMsg{ok("emit"), {status: StatusReject, text: "no"}}, nil)
+			checkBatch(t, bo, []wantMsg{ok("emit"), {status: VerdictReject, text: "no"}}, nil)
 		})
 	}
 }
@@ -240,7 +240,7 @@ func TestBatchReturnCodes(t *testing.T) {
 		"1: emit=0 reject=0 emit=-2 emitat=-2\n" +
 		"2: verdict=-5 verdict=-5 verdict=-5 verdictat=-5 verdictat=-5 emitat=-5 emitat=-5 emit=-2 emit=-5 ok=0\n" +
 		"3: "
-	checkBatch(t, bo, []wantMsg{ok(), {status: StatusReject, text: "r"}, ok(), ok()}, []string{report})
+	checkBatch(t, bo, []wantMsg{ok(), {status: VerdictReject, text: "r"}, ok(), ok()}, []string{report})
 }
 
 // TestBatchOutputCaps: each message has one message's output limits, and all outputs of a
@@ -278,7 +278,7 @@ func TestBatchOutputCaps(t *testing.T) {
 	// A single call: emit and batch_emit(0) count against the same message and call caps.
 	q := batchPool(t, e, PoolConfig{Binding: "single", MaxOutputTotalBytes: 5000, MaxCallOutputBytes: 1500})
 	out, err := q.Call(context.Background(), &Input{ID: "s", Body: []byte("big 1000;callbig 1000;callbig 400;report")})
-	if err != nil || out.Status != StatusOK || len(out.Outputs) != 3 {
+	if err != nil || out.Verdict != VerdictOK || len(out.Outputs) != 3 {
 		t.Fatalf("%+v %v", out, err)
 	}
 	if got := reportOf(t, out.Outputs); got != "0: big=0 callbig=-3 callbig=0" {
@@ -296,10 +296,10 @@ func TestBatchSingleCall(t *testing.T) {
 		want wantMsg
 	}{
 		{"ok;callstatus 1", ok()},
-		{"reject nope;callstatus 0", wantMsg{status: StatusReject, text: "nope"}},
-		{"retry 250;callerror set;callretry 900;callstatus 1", wantMsg{status: StatusRetry, retry: 250 * time.Millisecond, text: "retry 250"}},
-		{"none;callerror set;callretry 900;callstatus 1", wantMsg{status: StatusRetry, retry: 900 * time.Millisecond, text: "set"}},
-		{"emit;reject x;callemit agg", wantMsg{status: StatusReject, text: "x"}},
+		{"reject nope;callstatus 0", wantMsg{status: VerdictReject, text: "nope"}},
+		{"retry 250;callerror set;callretry 900;callstatus 1", wantMsg{status: VerdictRetry, retry: 250 * time.Millisecond, text: "retry 250"}},
+		{"none;callerror set;callretry 900;callstatus 1", wantMsg{status: VerdictRetry, retry: 900 * time.Millisecond, text: "set"}},
+		{"emit;reject x;callemit agg", wantMsg{status: VerdictReject, text: "x"}},
 		{"emit;callemit agg;ok;callstatus 2", ok("emit;callemit agg;ok;callstatus 2", "agg")},
 		{"emit;callemit agg", ok("emit;callemit agg", "agg")},
 		{"none;callstatus 7", wantMsg{err: ErrBadStatus}},
@@ -313,9 +313,9 @@ func TestBatchSingleCall(t *testing.T) {
 			out, err := p.Call(context.Background(), &Input{ID: "m0", Body: []byte(tt.body)})
 			var bo BatchOutput
 			if err != nil {
-				bo.Messages = []MessageResult{{Err: err}}
+				bo.Messages = []Result{{Err: err}}
 			} else {
-				bo.Messages = []MessageResult{{Status: out.Status, RetryAfter: out.RetryAfter, ErrorText: out.ErrorText, Outputs: out.Outputs}}
+				bo.Messages = []Result{{Verdict: out.Verdict, RetryAfter: out.RetryAfter, ErrorText: out.ErrorText, Outputs: out.Outputs}}
 			}
 			checkBatch(t, &bo, []wantMsg{tt.want}, nil)
 		})

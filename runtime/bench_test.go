@@ -104,12 +104,12 @@ func BenchmarkDispatch(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer p.Close(context.Background())
-				// A caller's own Input and Output, reused as a listener worker would.
-				in, out := &Input{ID: "m", Body: body}, &Output{}
+				// A caller's own Input and Result, reused as a listener worker would.
+				in, out := &Input{ID: "m", Body: body}, &Result{}
 				b.ReportAllocs()
 				b.ResetTimer()
 				for b.Loop() {
-					if err := p.CallInto(context.Background(), in, out); err != nil || out.Status != StatusOK {
+					if err := p.CallInto(context.Background(), in, out); err != nil || out.Verdict != VerdictOK {
 						b.Fatal(err)
 					}
 				}
@@ -127,7 +127,7 @@ func BenchmarkDispatch(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer p.Close(context.Background())
-			in, out := &Input{ID: "m", Body: body}, &Output{}
+			in, out := &Input{ID: "m", Body: body}, &Result{}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
@@ -163,13 +163,13 @@ func BenchmarkBatchDispatch(b *testing.B) {
 	for b.Loop() {
 		start := time.Now()
 		for _, in := range ins {
-			if out, err := p.Call(ctx, in); err != nil || out.Status != StatusOK {
+			if out, err := p.Call(ctx, in); err != nil || out.Verdict != VerdictOK {
 				b.Fatal(out, err)
 			}
 		}
 		mid := time.Now()
 		bo, err := p.CallBatch(ctx, ins)
-		if err != nil || bo.Messages[n-1].Status != StatusOK {
+		if err != nil || bo.Messages[n-1].Verdict != VerdictOK {
 			b.Fatal(bo, err)
 		}
 		batched += time.Since(mid)

@@ -46,7 +46,7 @@ const (
 	ConsumerCompile
 	// ConsumerMessages is message bodies and outputs the host holds for a call: bodies
 	// while their call runs (the host reserves them, Tenant.ReserveMemory), outputs from
-	// the guest's emit until the host has sent them (Output.Release).
+	// the guest's emit until the host has sent them (Result.Release).
 	ConsumerMessages
 	// ConsumerStacks is guest calls' native stacks, which wazero grows on the Go heap
 	// (stack.go).

@@ -112,7 +112,7 @@ func TestBudgetRefusesMemoryGrow(t *testing.T) {
 			}
 			out, err := p.Call(ctx, &Input{ID: "m1"})
 			if !tc.trap {
-				if err != nil || out.Status != StatusRetry {
+				if err != nil || out.Verdict != VerdictRetry {
 					t.Fatalf("call: status %v, err %v; want status 1: the guest saw memory.grow return -1", out, err)
 				}
 			} else {
@@ -141,7 +141,7 @@ func TestBudgetRefusesMemoryGrow(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if out, err := q.Call(ctx, &Input{ID: "m2"}); err != nil || out.Status != StatusOK {
+				if out, err := q.Call(ctx, &Input{ID: "m2"}); err != nil || out.Verdict != VerdictOK {
 					t.Fatalf("tenant roomy: status %v, err %v; want ok: its budget has room", out, err)
 				}
 				if got := reservedInstances(roomy); got != (1+grow)*PageBytes {
@@ -181,7 +181,7 @@ func TestBudgetRefusalExplainsOnlyItsCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close(ctx)
-	if out, err := p.Call(ctx, &Input{ID: "m1"}); err != nil || out.Status != StatusRetry {
+	if out, err := p.Call(ctx, &Input{ID: "m1"}); err != nil || out.Verdict != VerdictRetry {
 		t.Fatalf("first call: status %v, err %v; want status 1 (memory.grow refused, the guest coped)", out, err)
 	}
 	_, err = p.Call(ctx, &Input{ID: "m2"})

@@ -8,7 +8,7 @@ import (
 )
 
 // TestBudgetOutputs: an output reserves its bytes from the tenant's memory budget from the
-// guest's emit until the caller releases the Output (the host, once it sent it), and an
+// guest's emit until the caller releases the Result (the host, once it sent it), and an
 // emit the budget refuses fails the call with the budget's error (the message is retried),
 // never a silently dropped output; nothing stays reserved.
 func TestBudgetOutputs(t *testing.T) {
@@ -48,9 +48,9 @@ func TestBudgetOutputs(t *testing.T) {
 		t.Errorf("after a refused emit, outputs hold %d bytes; want 0", got)
 	}
 
-	// A refused reservation is counted, a CallInto reusing its Output releases the old one.
+	// A refused reservation is counted, a CallInto reusing its Result releases the old one.
 	ten.SetMemoryBudget(0)
-	var o Output
+	var o Result
 	if err := p.CallInto(context.Background(), &Input{ID: "m3", Body: body}, &o); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestBudgetOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := messages(); got != 1 {
-		t.Errorf("after reusing an Output, outputs hold %d bytes; want the new one's 1", got)
+		t.Errorf("after reusing a Result, outputs hold %d bytes; want the new one's 1", got)
 	}
 	o.Release()
 	if u := ten.MemoryBudget(); u.Refused == 0 || u.ByConsumer["messages"] != 0 {

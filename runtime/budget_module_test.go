@@ -149,7 +149,7 @@ func TestBudgetReloadCycle(t *testing.T) {
 		if err != nil {
 			t.Fatalf("version %d: %v", v, err)
 		}
-		if out, err := p.Call(ctx, &Input{ID: "m"}); err != nil || int(out.Status) != v {
+		if out, err := p.Call(ctx, &Input{ID: "m"}); err != nil || int(out.Verdict) != v {
 			t.Fatalf("version %d: status %v, err %v", v, out, err)
 		}
 		held := reservedModules(ten)

@@ -44,9 +44,9 @@ func TestBulkMemoryChargedByLength(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
-	var out Output
-	if err := p.CallInto(context.Background(), &Input{ID: "m"}, &out); err != nil || out.Status != StatusOK {
-		t.Fatalf("status %v, err %v: want ok (the fill and the copy as before)", out.Status, err)
+	var out Result
+	if err := p.CallInto(context.Background(), &Input{ID: "m"}, &out); err != nil || out.Verdict != VerdictOK {
+		t.Fatalf("status %v, err %v: want ok (the fill and the copy as before)", out.Verdict, err)
 	}
 	if want := uint64(24*mib) >> bulkShift; uint64(out.Usage.Fuel) < want {
 		t.Fatalf("fuel %d for a fill of 16 MiB and a copy of 8 MiB: want at least %d (one unit per 16 bytes)", out.Usage.Fuel, want)

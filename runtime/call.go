@@ -21,20 +21,26 @@ import (
 // batch_verdict(0, ...) replaces the status it returns and, being final, stands if the call
 // fails after it (the failure is logged and the instance replaced); outputs are kept only
 // when the resulting status is ok.
-func (p *Pool) Call(ctx context.Context, in *Input) (*Output, error) {
-	out := new(Output)
+func (p *Pool) Call(ctx context.Context, in *Input) (*Result, error) {
+	out := new(Result)
 	if err := p.CallInto(ctx, in, out); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// CallInto is Call writing the verdict into out, which it clears first: a caller that keeps
-// its Input and Output for the next message makes a wqhost/v1 call that allocates nothing
-// unless the guest emits or logs. out is valid only when the error is nil, and its Outputs
-// until out is reused; but out.Usage, what the call cost, is set either way (zero when the
-// guest never ran), so a failed attempt is metered too.
-func (p *Pool) CallInto(ctx context.Context, in *Input, out *Output) error {
+// CallInto is Call writing the result into out, which it clears first: a caller that keeps
+// its Input and Result for the next message makes a wqhost/v1 call that allocates nothing
+// unless the guest emits or logs. The error it returns is out.Err. out's verdict is valid
+// only when the error is nil, and its Outputs until out is reused; but out.Usage, what the
+// call cost, is set either way (zero when the guest never ran), so a failed attempt is
+// metered too.
+func (p *Pool) CallInto(ctx context.Context, in *Input, out *Result) error {
+	out.Err = p.callInto(ctx, in, out)
+	return out.Err
+}
+
+func (p *Pool) callInto(ctx context.Context, in *Input, out *Result) error {
 	if p.stdio {
 		start := p.t.e.since()
 		o, err := p.callStdio(ctx, in)
@@ -133,10 +139,10 @@ func (p *Pool) checkinSlow(inst *instance, discard bool) {
 }
 
 // run hands in to inst's wqhost_handle and writes the message's verdict into out.
-func (p *Pool) run(ctx context.Context, inst *instance, in *Input, out *Output) (bool, error) {
+func (p *Pool) run(ctx context.Context, inst *instance, in *Input, out *Result) (bool, error) {
 	// Every field set, rather than out cleared as a whole: a reused out keeps first's
 	// backing, and a call that emitted nothing leaves it as it was.
-	out.Status, out.RetryAfter, out.ErrorText, out.HTTP = 0, 0, "", HTTPReport{}
+	out.Verdict, out.RetryAfter, out.ErrorText, out.HTTP = 0, 0, "", HTTPReport{}
 	if out.first[0].Body != nil {
 		out.first[0] = Emitted{} // the last call's output, not to be kept alive by out
 	}
@@ -147,7 +153,7 @@ func (p *Pool) run(ctx context.Context, inst *instance, in *Input, out *Output) 
 	hasVerdict := st.oneSet[0]
 	if hasVerdict {
 		v := &st.oneRes[0]
-		out.Status, out.RetryAfter, out.ErrorText = v.Status, v.RetryAfter, v.ErrorText
+		out.Verdict, out.RetryAfter, out.ErrorText = v.Verdict, v.RetryAfter, v.ErrorText
 	}
 	out.held = st.takeHeld()
 	st.end()
@@ -155,7 +161,7 @@ func (p *Pool) run(ctx context.Context, inst *instance, in *Input, out *Output) 
 	case hasVerdict:
 		if err != nil {
 			p.logger.Warn("handler failed after setting its message's verdict; the verdict stands",
-				"message_id", in.ID, "status", out.Status, "err", err)
+				"message_id", in.ID, "status", out.Verdict, "err", err)
 		}
 	case err != nil:
 		out.Release()
@@ -164,9 +170,9 @@ func (p *Pool) run(ctx context.Context, inst *instance, in *Input, out *Output) 
 		out.Release()
 		return discard, badStatus("message "+in.ID, rc, out.ErrorText)
 	default:
-		out.Status = Status(rc)
+		out.Verdict = Verdict(rc)
 	}
-	if out.Status != StatusOK {
+	if out.Verdict != VerdictOK {
 		out.Outputs = nil
 		out.Release()
 	}

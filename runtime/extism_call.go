@@ -112,13 +112,13 @@ func (p *Pool) handleName() string {
 // the binding's output queue; a non-zero code or an error (error_set) fails the message with
 // ErrPluginFailed and that reason. A WASI exit (proc_exit) ends the instance: exit code 0 is
 // success.
-func (p *Pool) callExtism(ctx context.Context, in *Input, out *Output) error {
+func (p *Pool) callExtism(ctx context.Context, in *Input, out *Result) error {
 	who := callee{id: in.ID}
 	inst, err := p.checkoutMetered(ctx, who, &out.Usage)
 	if err != nil {
 		return err
 	}
-	out.Status, out.RetryAfter, out.ErrorText, out.HTTP = 0, 0, "", HTTPReport{}
+	out.Verdict, out.RetryAfter, out.ErrorText, out.HTTP = 0, 0, "", HTTPReport{}
 	out.first[0] = Emitted{}
 	out.Outputs = out.first[:0]
 	st := inst.st
@@ -150,7 +150,7 @@ func (p *Pool) callExtism(ctx context.Context, in *Input, out *Output) error {
 }
 
 // extismResult reads a finished call's error and output.
-func (p *Pool) extismResult(st *callState, who callee, rc int32, out *Output) error {
+func (p *Pool) extismResult(st *callState, who callee, rc int32, out *Result) error {
 	x := st.ext
 	var reason string
 	if x.errOff != 0 {

@@ -236,10 +236,10 @@ func goGuest(b *testing.B, path string, body []byte, bare bool) float64 {
 			if p.v.fuel == noChecks {
 				b.Fatalf("placement %d side %d: variant %+v", pad, side, p.v)
 			}
-			in, out := &Input{ID: "m", Body: body}, &Output{}
+			in, out := &Input{ID: "m", Body: body}, &Result{}
 			pairs[pad][side] = func() {
-				if err := p.CallInto(ctx, in, out); err != nil || out.Status != StatusOK {
-					b.Fatal(fmt.Sprint(out.Status), err)
+				if err := p.CallInto(ctx, in, out); err != nil || out.Verdict != VerdictOK {
+					b.Fatal(fmt.Sprint(out.Verdict), err)
 				}
 			}
 		}

@@ -131,10 +131,10 @@ func FuzzHostFunctions(f *testing.F) {
 		mem := mod.Memory()
 
 		in := &Input{ID: "msg-1", Queue: "jobs", Body: bytes.Repeat([]byte("body"), 10), DequeueCount: 2, InsertedAt: time.Unix(1700000000, 0)}
-		out := &Output{}
+		out := &Result{}
 		st := &callState{pool: pool}
 		if batchCall {
-			st.beginBatch([]*Input{in, {ID: "msg-2", Body: []byte("second")}}, out, make([]MessageResult, 2))
+			st.beginBatch([]*Input{in, {ID: "msg-2", Body: []byte("second")}}, out, make([]Result, 2))
 		} else {
 			st.beginSingle(in, out)
 		}
@@ -239,7 +239,7 @@ func FuzzHostFunctions(f *testing.F) {
 				if rc != errInvalid || st.vset[idx] {
 					t.Fatalf("batch_verdict(%d, status %d) = %d, want ERR_INVALID and no verdict", idx, status, rc)
 				}
-			case rc != 0 || !st.vset[idx] || st.res[idx].Status != Status(status) || !utf8.ValidString(st.res[idx].ErrorText) ||
+			case rc != 0 || !st.vset[idx] || st.res[idx].Verdict != Verdict(status) || !utf8.ValidString(st.res[idx].ErrorText) ||
 				len(st.res[idx].ErrorText) > maxLogLine || st.res[idx].RetryAfter < 0:
 				t.Fatalf("batch_verdict(%d, %d) = %d, result %+v", idx, status, rc, st.res[idx])
 			}

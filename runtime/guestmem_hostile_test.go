@@ -138,10 +138,10 @@ func TestGuestMemoryBounds(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/mapped=%v", tc.name, mapped), func(t *testing.T) {
 				e, p := memPool(t, spec, tc.limit, mapped)
 				for i := range 2 { // the second on the memory the first grew
-					var out Output
-					if err := p.CallInto(context.Background(), &Input{ID: "m"}, &out); err != nil || out.Status != StatusOK {
+					var out Result
+					if err := p.CallInto(context.Background(), &Input{ID: "m"}, &out); err != nil || out.Verdict != VerdictOK {
 						t.Fatalf("call %d: status %v, err %v: want ok (11: growing to the maximum, 12: one page past it, 13: the size, 14: the last byte, 15: the data written before growing)",
-							i, out.Status, err)
+							i, out.Verdict, err)
 					}
 					if out.Usage.MemoryBytes != uint64(tc.max)*PageBytes {
 						t.Fatalf("call %d: memory %d bytes after the call; want %d", i, out.Usage.MemoryBytes, tc.max*PageBytes)

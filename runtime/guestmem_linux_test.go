@@ -61,7 +61,7 @@ func TestGuestMemoryChurnStaysBounded(t *testing.T) {
 			before, peak := vmSize(), 0
 			const calls = 600
 			for i := range calls {
-				if err := p.CallInto(context.Background(), &Input{ID: "m"}, &Output{}); !errors.Is(err, ErrTrap) {
+				if err := p.CallInto(context.Background(), &Input{ID: "m"}, &Result{}); !errors.Is(err, ErrTrap) {
 					t.Fatalf("call %d: %v; want the guest's trap", i, err)
 				}
 				live, reserved := e.memories.live.Load(), e.memories.reserved.Load()
@@ -179,7 +179,7 @@ func asLimitChild(t *testing.T) {
 	for range 24 {
 		heap = append(heap, make([]byte, 64<<20))
 	}
-	if out, err := p.Call(context.Background(), &Input{ID: "m"}); err != nil || out.Status != StatusOK {
+	if out, err := p.Call(context.Background(), &Input{ID: "m"}); err != nil || out.Verdict != VerdictOK {
 		t.Fatalf("status %v, err %v: want ok", out, err)
 	}
 	t.Logf("heap grown by %d MiB", len(heap)*64)

@@ -61,11 +61,11 @@ func TestGuestMemoryGrowsOutsideTheHeap(t *testing.T) {
 			t.Cleanup(func() { _ = p.Close(context.Background()) })
 			var before, after goruntime.MemStats
 			goruntime.ReadMemStats(&before)
-			var out Output
+			var out Result
 			err = p.CallInto(context.Background(), &Input{ID: "m"}, &out)
 			goruntime.ReadMemStats(&after)
-			if err != nil || out.Status != StatusOK {
-				t.Fatalf("status %v, err %v: want ok (the last byte of the grown memory holds what was stored)", out.Status, err)
+			if err != nil || out.Verdict != VerdictOK {
+				t.Fatalf("status %v, err %v: want ok (the last byte of the grown memory holds what was stored)", out.Verdict, err)
 			}
 			if got := e.memories.live.Load(); tc.mapped != (got > 0) {
 				t.Fatalf("%d mapped memories after the call; want them mapped: %v", got, tc.mapped)
@@ -103,7 +103,7 @@ func TestGuestMemoryUnmappedWhenUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		if err := p.CallInto(context.Background(), &Input{ID: "m"}, &Output{}); err == nil {
+		if err := p.CallInto(context.Background(), &Input{ID: "m"}, &Result{}); err == nil {
 			t.Fatalf("call %d: the guest traps; want an error", i)
 		}
 	}
@@ -142,7 +142,7 @@ func TestTenantStaysOpenUnderLateCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- p.CallInto(context.Background(), &Input{ID: "m"}, &Output{}) }()
+	go func() { done <- p.CallInto(context.Background(), &Input{ID: "m"}, &Result{}) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for p.Stats().Busy == 0 {
 		if time.Now().After(deadline) {

@@ -68,12 +68,12 @@ type stateKey struct{}
 type callState struct {
 	pool      *Pool
 	in        *Input       // the message of a single call; nil in a batch call and a self test
-	out       *Output      // the call's status, reason and own outputs; nil in a self test
+	out       *Result      // the call's status, reason and own outputs; nil in a self test
 	logs      int          // log calls of this call
 	logBytes  int          // bytes of them written to the host log
 	dropped   int          // log lines past the caps, reported once after the call
 	callBytes int          // bytes of every output of this call (PoolConfig.MaxCallOutputBytes)
-	held      outputHold   // what the call's outputs reserved (emit), handed to its Output
+	held      outputHold   // what the call's outputs reserved (emit), handed to its Result
 	refused   *BudgetError // the budget's refusal of the last emit (errBudget)
 	// running is the export a call runs (invoke), whose stack a yield measures (stack.go);
 	// stackHeld what the instance's stacks reserved from the tenant's budget.
@@ -99,12 +99,12 @@ type callState struct {
 	// The call's batch (batch.go): its messages ([in] in a single call, none in a self
 	// test), their verdicts and, in a batch call, their outputs, and which have a verdict.
 	batch []*Input
-	res   []MessageResult
+	res   []Result
 	vset  []bool
 	// Backing for a single call's batch of one and a batch call's flags, reused by every
 	// call of the instance so neither allocates.
 	one    [1]*Input
-	oneRes [1]MessageResult
+	oneRes [1]Result
 	oneSet [1]bool
 	vbuf   []bool
 
@@ -338,7 +338,7 @@ func (st *callState) emitted(rc int32) int32 {
 	return rc
 }
 
-// takeHeld returns the reservation of the call's outputs, which the caller's Output or
+// takeHeld returns the reservation of the call's outputs, which the caller's Result or
 // BatchOutput holds from then on.
 func (st *callState) takeHeld() outputHold {
 	h := st.held

@@ -38,7 +38,7 @@ func BenchmarkHealthyBesideHostCallLoops(b *testing.B) {
 	}
 	e := testEngine(b)
 	healthy := guestPoolOf(b, e, "healthy", benchFixtures[1].path)
-	in, out := &Input{ID: "m", Body: []byte("hello, healthy")}, &Output{}
+	in, out := &Input{ID: "m", Body: []byte("hello, healthy")}, &Result{}
 	rate := func() float64 {
 		n := 0
 		start := time.Now()

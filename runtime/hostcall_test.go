@@ -389,8 +389,8 @@ func TestWASIIovecsInPieces(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := concat(body, le(1<<20, 256<<10), file[100:100+256<<10], file[7:307])
-	if out.Status != StatusOK || len(out.Outputs) != 1 {
-		t.Fatalf("status %v, %d outputs: %s", out.Status, len(out.Outputs), out.ErrorText)
+	if out.Verdict != VerdictOK || len(out.Outputs) != 1 {
+		t.Fatalf("status %v, %d outputs: %s", out.Verdict, len(out.Outputs), out.ErrorText)
 	}
 	if got := out.Outputs[0].Body; !bytes.Equal(got, want) {
 		i := 0

@@ -58,7 +58,7 @@ func benchOutbound(b *testing.B, mod string) {
 	}
 	guest := func() {
 		out, err := p.Call(context.Background(), in)
-		if err != nil || out.Status != StatusOK || out.HTTP.BytesIn != int64(len(payload)) {
+		if err != nil || out.Verdict != VerdictOK || out.HTTP.BytesIn != int64(len(payload)) {
 			b.Fatalf("guest call: %v %+v", err, out)
 		}
 	}

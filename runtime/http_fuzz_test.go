@@ -43,7 +43,7 @@ func FuzzHTTPHostFunctions(f *testing.F) {
 		mod, pattern := forward(t, seed)
 		mem := mod.Memory()
 
-		st := &callState{pool: pool, in: &Input{ID: "m"}, out: &Output{}}
+		st := &callState{pool: pool, in: &Input{ID: "m"}, out: &Result{}}
 		defer st.closeHTTP()
 		var args []uint64
 		var ranges [][2]uint32

@@ -60,22 +60,22 @@ func httpPool(t testing.TB, cfg PoolConfig, pol *HTTPPolicy, hosts map[string]st
 
 // script runs one httpguest script and returns the emitted line (status ok) or the reason
 // (status retry).
-func script(t testing.TB, p *Pool, s string) (string, *Output) {
+func script(t testing.TB, p *Pool, s string) (string, *Result) {
 	t.Helper()
 	out, err := p.Call(context.Background(), &Input{ID: "m-1", Body: []byte(s)})
 	if err != nil {
 		t.Fatalf("call %q: %v", s, err)
 	}
-	switch out.Status {
-	case StatusOK:
+	switch out.Verdict {
+	case VerdictOK:
 		if len(out.Outputs) != 1 {
 			t.Fatalf("call %q: %d outputs", s, len(out.Outputs))
 		}
 		return string(out.Outputs[0].Body), out
-	case StatusRetry:
+	case VerdictRetry:
 		return out.ErrorText, out
 	}
-	t.Fatalf("call %q: status %d: %s", s, out.Status, out.ErrorText)
+	t.Fatalf("call %q: status %d: %s", s, out.Verdict, out.ErrorText)
 	return "", nil
 }
 
@@ -134,8 +134,8 @@ func TestHTTPRefusals(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p, logs := httpPool(t, PoolConfig{}, tt.pol, nil)
 			reason, out := script(t, p, tt.script)
-			if out.Status != StatusRetry {
-				t.Fatalf("status %d (%s), want the guest's retry on a refused request", out.Status, reason)
+			if out.Verdict != VerdictRetry {
+				t.Fatalf("status %d (%s), want the guest's retry on a refused request", out.Verdict, reason)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(reason, w) {

@@ -42,7 +42,7 @@ func TestLogCapPerCall(t *testing.T) {
 		{"few long lines", 50, 4096, maxLogBytesPerCall / 4096},
 	} {
 		logs.Reset()
-		st := &callState{pool: pool, in: &Input{ID: "m"}, out: &Output{}}
+		st := &callState{pool: pool, in: &Input{ID: "m"}, out: &Result{}}
 		cctx := context.WithValue(ctx, stateKey{}, st)
 		for range tc.lines {
 			if _, err := mod.ExportedFunction("f_log").Call(cctx, uint64(slog.LevelInfo), 0, uint64(tc.length)); err != nil {

@@ -37,7 +37,7 @@ func TestUsageMetersLoopsThatCallNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = p.Close(context.Background()) })
-			var out Output
+			var out Result
 			if err := p.CallInto(context.Background(), &Input{ID: "m"}, &out); !errors.Is(err, ErrTimeout) {
 				t.Fatalf("err = %v, want ErrTimeout", err)
 			}

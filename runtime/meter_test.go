@@ -25,7 +25,7 @@ func TestUsageMetersEveryCall(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
 
-	var first, out Output
+	var first, out Result
 	for i := range 3 {
 		if err := p.CallInto(context.Background(), &Input{ID: "m", Body: []byte("ok")}, &out); err != nil {
 			t.Fatal(err)
@@ -64,7 +64,7 @@ func TestUsageMetersEveryCall(t *testing.T) {
 func TestUsageMemoryHighWater(t *testing.T) {
 	e := testEngine(t)
 	p := guestPool(t, e, "t", PoolConfig{Binding: "b", MaxInstances: 1, Timeout: 10 * time.Second})
-	var out Output
+	var out Result
 	if err := p.CallInto(context.Background(), &Input{ID: "m", Body: []byte("grow:8")}, &out); err != nil {
 		t.Fatal(err)
 	}

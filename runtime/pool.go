@@ -27,16 +27,20 @@ var (
 	ErrBadStatus     = errors.New("handler returned an unknown status")
 	ErrPoolClosed    = errors.New("pool closed")
 	ErrSelfTest      = errors.New("self test failed")
+	// ErrOutputRefused: the runtime refused the call's output (a wasi-stdio program's stdout
+	// past PoolConfig.MaxOutputBytes), so the call failed.
+	ErrOutputRefused = errors.New("output refused")
 )
 
-// Status is a handler's verdict on a message.
-type Status int
+// Verdict is a handler's verdict on a message: the status its handle export returns, or
+// the one it sets with batch_verdict.
+type Verdict int
 
-// The statuses of docs/abi.md.
+// The verdicts of docs/abi.md (its "statuses").
 const (
-	StatusOK     Status = 0
-	StatusRetry  Status = 1
-	StatusReject Status = 2
+	VerdictOK     Verdict = 0
+	VerdictRetry  Verdict = 1
+	VerdictReject Verdict = 2
 )
 
 // Input is the message handed to a guest.
@@ -55,24 +59,29 @@ type Emitted struct {
 	Body  []byte
 }
 
-// Output is the result of a call that did not fail.
-type Output struct {
-	Status     Status
-	RetryAfter time.Duration // set by retry_after or batch_verdict(0); 0 means the binding's policy decides
-	ErrorText  string        // set by set_error or batch_verdict(0) (wqhost/v1), or the last stderr line (wasi-stdio)
-	Outputs    []Emitted     // to send if Status is StatusOK
-	HTTP       HTTPReport    // the message's outbound requests
+// Result is how a handler call on one message ended: the guest's verdict, with its delay,
+// reason and outputs, or the call's failure (Err). Pool.Call and CallInto return one, and
+// CallBatch one per message.
+type Result struct {
+	Verdict    Verdict       // meaningful when Err is nil
+	RetryAfter time.Duration // set by retry_after or batch_verdict; 0 means the binding's policy decides
+	ErrorText  string        // set by set_error or batch_verdict (wqhost/v1), or the last stderr line (wasi-stdio)
+	Outputs    []Emitted     // to send only if Err is nil and Verdict is VerdictOK
+	// Err is why the call failed (trap, time limit, memory limit, unknown status, call never
+	// ran); the poison policy settles the message. CallInto returns it too.
+	Err  error
+	HTTP HTTPReport // the message's outbound requests; a batch's are in BatchOutput
 	// Usage is what the call cost (meter.go). CallInto sets it even when the call
-	// failed, for the failing attempt's dead letter.
+	// failed, for the failing attempt's dead letter; a batch's is in BatchOutput.
 	Usage Usage
 	first [1]Emitted // backs Outputs so the common single output costs no extra allocation
 	held  outputHold // the outputs' reservation from the tenant's memory budget
 }
 
 // Release gives back what the outputs reserved from the tenant's memory budget: call it once
-// they are sent (or dropped). CallInto releases an Output's previous outputs when it reuses
+// they are sent (or dropped). CallInto releases a Result's previous outputs when it reuses
 // it. Idempotent.
-func (o *Output) Release() { o.held.release() }
+func (o *Result) Release() { o.held.release() }
 
 // outputHold is the reservation of a call's outputs (emit).
 type outputHold struct {

@@ -15,6 +15,13 @@ type statusError struct{ text string }
 func (e *statusError) Error() string { return e.text }
 func (e *statusError) Unwrap() error { return ErrBadStatus }
 
+// outputError is a call whose output the runtime refused (a wasi-stdio program's stdout
+// past the output limit). It matches ErrOutputRefused and keeps its own text.
+type outputError struct{ text string }
+
+func (e *outputError) Error() string { return e.text }
+func (e *outputError) Unwrap() error { return ErrOutputRefused }
+
 // withReason appends the guest's reason (set_error, or stderr's last line) when it gave one.
 func withReason(s, reason string) string {
 	if reason = strings.TrimSpace(reason); reason != "" {

@@ -77,7 +77,7 @@ func TestRoundTripWqhost(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%d bytes: %v", len(body), err)
 		}
-		if out.Status != StatusOK || len(out.Outputs) != 1 || !bytes.Equal(out.Outputs[0].Body, body) || out.Outputs[0].Queue != "out" {
+		if out.Verdict != VerdictOK || len(out.Outputs) != 1 || !bytes.Equal(out.Outputs[0].Body, body) || out.Outputs[0].Queue != "out" {
 			t.Fatalf("%d bytes: got %+v", len(body), out)
 		}
 	}
@@ -120,25 +120,25 @@ func TestStatusesAndOutputs(t *testing.T) {
 	p := guestPool(t, e, "t", PoolConfig{Binding: "b", AllowEmit: deny, MaxOutputs: 5})
 	tests := []struct {
 		body      string
-		status    Status
+		status    Verdict
 		retry     time.Duration
 		errText   string
 		outputs   int
 		wantError error
 	}{
-		{body: "status:0", status: StatusOK},
-		{body: "retry:1500", status: StatusRetry, retry: 1500 * time.Millisecond, errText: "try later"},
+		{body: "status:0", status: VerdictOK},
+		{body: "retry:1500", status: VerdictRetry, retry: 1500 * time.Millisecond, errText: "try later"},
 		// retry_after(i64 max) used to overflow into a negative delay ("retry at once").
-		{body: "retry:9223372036854775807", status: StatusRetry, retry: time.Duration(math.MaxInt64/time.Millisecond) * time.Millisecond, errText: "try later"},
-		{body: "reject:bad input", status: StatusReject, errText: "bad input"},
+		{body: "retry:9223372036854775807", status: VerdictRetry, retry: time.Duration(math.MaxInt64/time.Millisecond) * time.Millisecond, errText: "try later"},
+		{body: "reject:bad input", status: VerdictReject, errText: "bad input"},
 		{body: "status:7", wantError: ErrBadStatus},
-		{body: "multi:3", status: StatusOK, outputs: 3},
-		{body: "multi:6", status: StatusReject, errText: "emit=-4"},
-		{body: "emitto:mine", status: StatusOK, outputs: 1},
-		{body: "emitto:other-tenant", status: StatusReject, errText: "emit=-2"},
-		{body: "emitto:bad/name", status: StatusReject, errText: "emit=-5"},
+		{body: "multi:3", status: VerdictOK, outputs: 3},
+		{body: "multi:6", status: VerdictReject, errText: "emit=-4"},
+		{body: "emitto:mine", status: VerdictOK, outputs: 1},
+		{body: "emitto:other-tenant", status: VerdictReject, errText: "emit=-2"},
+		{body: "emitto:bad/name", status: VerdictReject, errText: "emit=-5"},
 		// AllowEmit's ErrInvalidName is ERR_INVALID, any other refusal ERR_DENIED.
-		{body: "emitto:malformed", status: StatusReject, errText: "emit=-5"},
+		{body: "emitto:malformed", status: VerdictReject, errText: "emit=-5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.body, func(t *testing.T) {
@@ -152,7 +152,7 @@ func TestStatusesAndOutputs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out.Status != tt.status || out.RetryAfter != tt.retry || out.ErrorText != tt.errText || len(out.Outputs) != tt.outputs {
+			if out.Verdict != tt.status || out.RetryAfter != tt.retry || out.ErrorText != tt.errText || len(out.Outputs) != tt.outputs {
 				t.Fatalf("got %+v", out)
 			}
 			for i, o := range out.Outputs {
@@ -170,11 +170,11 @@ func TestStatusesAndOutputs(t *testing.T) {
 func TestOutputTotalCap(t *testing.T) {
 	e := testEngine(t)
 	p := guestPool(t, e, "t", PoolConfig{Binding: "b", MaxOutputTotalBytes: 3})
-	if out, err := p.Call(context.Background(), &Input{ID: "m", Body: []byte("multi:3")}); err != nil || out.Status != StatusOK || len(out.Outputs) != 3 {
+	if out, err := p.Call(context.Background(), &Input{ID: "m", Body: []byte("multi:3")}); err != nil || out.Verdict != VerdictOK || len(out.Outputs) != 3 {
 		t.Fatalf("3 one-byte outputs under a 3-byte cap: %+v, %v", out, err)
 	}
 	out, err := p.Call(context.Background(), &Input{ID: "m", Body: []byte("multi:4")})
-	if err != nil || out.Status != StatusReject || out.ErrorText != "emit=-3" {
+	if err != nil || out.Verdict != VerdictReject || out.ErrorText != "emit=-3" {
 		t.Fatalf("4 one-byte outputs under a 3-byte cap: %+v, %v; want the 4th emit refused with -3", out, err)
 	}
 }
@@ -417,15 +417,15 @@ func TestStdio(t *testing.T) {
 			}
 			continue
 		}
-		if out.Status != StatusOK || len(out.Outputs) != 1 || !bytes.Equal(out.Outputs[0].Body, body) {
-			t.Fatalf("%d bytes: status %v, %d outputs", len(body), out.Status, len(out.Outputs))
+		if out.Verdict != VerdictOK || len(out.Outputs) != 1 || !bytes.Equal(out.Outputs[0].Body, body) {
+			t.Fatalf("%d bytes: status %v, %d outputs", len(body), out.Verdict, len(out.Outputs))
 		}
 	}
 	for _, tt := range []struct {
 		body   string
-		status Status
+		status Verdict
 		err    error
-	}{{"exit:75", StatusRetry, nil}, {"exit:65", StatusReject, nil}, {"exit:3", 0, ErrBadStatus}, {"loop", 0, ErrTimeout}} {
+	}{{"exit:75", VerdictRetry, nil}, {"exit:65", VerdictReject, nil}, {"exit:3", 0, ErrBadStatus}, {"loop", 0, ErrTimeout}} {
 		out, err := p.Call(context.Background(), &Input{ID: "m", Body: []byte(tt.body)})
 		if tt.err != nil {
 			if !errors.Is(err, tt.err) {
@@ -433,7 +433,7 @@ func TestStdio(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || out.Status != tt.status || out.ErrorText != "exiting with "+tt.body[5:] {
+		if err != nil || out.Verdict != tt.status || out.ErrorText != "exiting with "+tt.body[5:] {
 			t.Errorf("%s: %v %+v", tt.body, err, out)
 		}
 	}

@@ -106,7 +106,7 @@ func TestStartFunctionsAreMetered(t *testing.T) {
 				}
 			}
 
-			var out Output
+			var out Result
 			err = p.CallInto(ctx, &Input{ID: "m1"}, &out)
 			u := out.Usage
 			if tc.startFails {

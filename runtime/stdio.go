@@ -76,7 +76,7 @@ func envKey(k string) string {
 }
 
 // callStdio runs a fresh command instance: stdin is the body, stdout the output.
-func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
+func (p *Pool) callStdio(ctx context.Context, in *Input) (*Result, error) {
 	if _, err := p.slots.acquire(ctx); err != nil {
 		return nil, fmt.Errorf("runtime: message %s: waiting for a slot: %w", in.ID, err)
 	}
@@ -147,22 +147,22 @@ func (p *Pool) callStdio(ctx context.Context, in *Input) (*Output, error) {
 		}
 	}
 	reason := lastLine(stderr.String())
-	out := &Output{ErrorText: reason}
+	out := &Result{ErrorText: reason}
 	switch code {
 	case 0:
 		if stdout.overflow {
-			return nil, fmt.Errorf("runtime: message %s: stdout exceeds %d bytes", in.ID, p.cfg.MaxOutputBytes)
+			return nil, &outputError{fmt.Sprintf("runtime: message %s: stdout exceeds %d bytes", in.ID, p.cfg.MaxOutputBytes)}
 		}
-		out.Status = StatusOK
+		out.Verdict = VerdictOK
 		if stdout.Len() > 0 && p.cfg.OutputQueue != "" {
 			out.Outputs = append(out.first[:0], Emitted{Queue: p.cfg.OutputQueue, Body: stdout.Bytes()})
 		}
 		return out, nil
 	case exitTempFail:
-		out.Status = StatusRetry
+		out.Verdict = VerdictRetry
 		return out, nil
 	case exitDataErr:
-		out.Status = StatusReject
+		out.Verdict = VerdictReject
 		return out, nil
 	}
 	return nil, exitFailure(in.ID, code, reason)

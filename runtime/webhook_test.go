@@ -48,25 +48,25 @@ func TestWebhookVerdicts(t *testing.T) {
 			})
 			for _, tt := range []struct {
 				body   string
-				status Status
+				status Verdict
 				after  time.Duration
 				reason string
 			}{
-				{"200", StatusOK, 0, ""},
-				{"204", StatusOK, 0, ""},
-				{"503 7", StatusRetry, 7 * time.Second, "status 503"},
-				{"429 99999", StatusRetry, time.Minute, "status 429"},
-				{"408", StatusRetry, 0, "status 408"},
-				{"500", StatusRetry, 0, "status 500"},
-				{"400 5", StatusReject, 0, "status 400"},
-				{"404", StatusReject, 0, "status 404"},
+				{"200", VerdictOK, 0, ""},
+				{"204", VerdictOK, 0, ""},
+				{"503 7", VerdictRetry, 7 * time.Second, "status 503"},
+				{"429 99999", VerdictRetry, time.Minute, "status 429"},
+				{"408", VerdictRetry, 0, "status 408"},
+				{"500", VerdictRetry, 0, "status 500"},
+				{"400 5", VerdictReject, 0, "status 400"},
+				{"404", VerdictReject, 0, "status 404"},
 			} {
 				out, err := p.Call(context.Background(), &Input{ID: "m-42", Body: []byte(tt.body)})
 				if err != nil {
 					t.Fatalf("%s: %v", tt.body, err)
 				}
-				if out.Status != tt.status || out.RetryAfter != tt.after {
-					t.Errorf("%s: status %d after %s (%s), want %d after %s", tt.body, out.Status, out.RetryAfter, out.ErrorText, tt.status, tt.after)
+				if out.Verdict != tt.status || out.RetryAfter != tt.after {
+					t.Errorf("%s: status %d after %s (%s), want %d after %s", tt.body, out.Verdict, out.RetryAfter, out.ErrorText, tt.status, tt.after)
 				}
 				if tt.reason != "" && (!strings.Contains(out.ErrorText, tt.reason) || !strings.Contains(out.ErrorText, srv.URL+"/in")) {
 					t.Errorf("%s: reason %q, want %q and the URL", tt.body, out.ErrorText, tt.reason)
@@ -103,9 +103,9 @@ func TestWebhookSDKReadsLongValuesAndCapsTheBody(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out.Status != StatusOK || out.HTTP.Requests != 1 || out.HTTP.BytesIn != 1025 {
+			if out.Verdict != VerdictOK || out.HTTP.Requests != 1 || out.HTTP.BytesIn != 1025 {
 				t.Errorf("status %d (%s), %d requests, %d bytes read; want ok, 1 request, 1025 bytes (max_body 1024 + 1)",
-					out.Status, out.ErrorText, out.HTTP.Requests, out.HTTP.BytesIn)
+					out.Verdict, out.ErrorText, out.HTTP.Requests, out.HTTP.BytesIn)
 			}
 		})
 	}
@@ -135,8 +135,8 @@ func TestWebhookBadConfigRejectsEveryMessage(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if out.Status != StatusReject || !strings.Contains(out.ErrorText, tc.reason) || out.HTTP.Requests != 0 {
-					t.Errorf("message %d: status %d, reason %q, %d requests; want reject with %q and no request", i, out.Status, out.ErrorText, out.HTTP.Requests, tc.reason)
+				if out.Verdict != VerdictReject || !strings.Contains(out.ErrorText, tc.reason) || out.HTTP.Requests != 0 {
+					t.Errorf("message %d: status %d, reason %q, %d requests; want reject with %q and no request", i, out.Verdict, out.ErrorText, out.HTTP.Requests, tc.reason)
 				}
 			}
 		})

@@ -14,15 +14,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wqhost/wqhost/host"
 	"github.com/wqhost/wqhost/host/config"
 	"github.com/wqhost/wqhost/host/source"
+	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/runtime"
 )
 
 const callDoc = `
 Runs one message through a module the way a binding with the default limits would (memory,
 time limit, output size and count, queue-name checks, self test first), and prints the status,
-the outputs with their queues, the reason (set_error) and the guest's log lines. The handler
+for a failed call its cause as the host records it (timeout, trap, memory_limit, ...), the
+outputs with their queues, the reason (set_error) and the guest's log lines. The handler
 author's inner loop: build, then 'wqhost call handler.wasm --body ...'.
 Message metadata the guest can read: id, queue, tenant, binding, dequeue_count, inserted_at,
 order_key (set them with --meta). Exit code 0: status ok; 1: retry, reject or a failed call
@@ -239,10 +242,10 @@ func (c *cli) call(ctx context.Context, args []string) error {
 	}
 	defer p.Close(context.WithoutCancel(ctx))
 	start := time.Now()
-	out := new(runtime.Output)
-	callErr := p.CallInto(ctx, in, out) // out.Usage is set even when the call failed
+	out := new(runtime.Result)
+	_ = p.CallInto(ctx, in, out) // out.Err; out.Usage is set even when the call failed
 	took := time.Since(start)
-	return c.printCall(out, callErr, took, logs, *asJSON)
+	return c.printCall(out, took, logs, *asJSON)
 }
 
 func allowQueueName(q string) error {
@@ -263,10 +266,13 @@ func readAllLimited(r io.Reader, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-var statusNames = map[runtime.Status]string{runtime.StatusOK: "ok", runtime.StatusRetry: "retry", runtime.StatusReject: "reject"}
+// statusNames name the outcome the host would settle the message by: the guest's verdict in
+// the ABI's words (docs/abi.md), or failed.
+var statusNames = map[outcome.Kind]string{outcome.KindDone: "ok", outcome.KindRetry: "retry", outcome.KindReject: "reject", outcome.KindFailed: "failed"}
 
 type callResult struct {
 	Status     string       `json:"status"`
+	Cause      string       `json:"cause,omitempty"` // why a failed call failed (outcome.Cause)
 	Error      string       `json:"error,omitempty"`
 	Reason     string       `json:"reason,omitempty"`
 	RetryAfter string       `json:"retry_after,omitempty"`
@@ -295,7 +301,7 @@ type callOutput struct {
 	Body  string `json:"body"`
 }
 
-func (c *cli) printCall(out *runtime.Output, callErr error, took time.Duration, logs *callLog, asJSON bool) error {
+func (c *cli) printCall(out *runtime.Result, took time.Duration, logs *callLog, asJSON bool) error {
 	logs.mu.Lock()
 	res := callResult{Outputs: []callOutput{}, Logs: append([]callRecord{}, logs.recs...), Took: took.Round(time.Microsecond).String()}
 	logs.mu.Unlock()
@@ -305,20 +311,22 @@ func (c *cli) printCall(out *runtime.Output, callErr error, took time.Duration, 
 		HTTPRequests: u.HTTPRequests, HTTPBytes: u.HTTPBytes,
 		StartFuel: u.StartFuel, StartUs: u.StartWall.Microseconds(),
 	}
+	// What a binding would settle the message by: the host's own translation.
+	o := host.OutcomeOf(out)
+	res.Status = statusNames[o.Kind]
 	var failed error
-	switch {
-	case callErr != nil:
-		res.Status, res.Error = "failed", callErr.Error()
-		failed = fmt.Errorf("call failed: %w", callErr)
+	switch o.Kind {
+	case outcome.KindFailed:
+		res.Cause, res.Error = o.Cause.String(), out.Err.Error()
+		failed = fmt.Errorf("call failed: %w", out.Err)
 	default:
-		res.Status = statusNames[out.Status]
-		res.Reason = out.ErrorText
+		res.Reason = out.ErrorText // an ok verdict's set_error too
 		if out.RetryAfter > 0 {
 			res.RetryAfter = out.RetryAfter.String()
 		}
-		if out.Status == runtime.StatusOK {
-			for _, o := range out.Outputs {
-				res.Outputs = append(res.Outputs, callOutput{Queue: o.Queue, Body: string(o.Body)})
+		if o.Kind == outcome.KindDone {
+			for _, e := range out.Outputs {
+				res.Outputs = append(res.Outputs, callOutput{Queue: e.Queue, Body: string(e.Body)})
 			}
 		} else {
 			failed = fmt.Errorf("handler returned %s", res.Status)
@@ -333,6 +341,9 @@ func (c *cli) printCall(out *runtime.Output, callErr error, took time.Duration, 
 		return failed
 	}
 	fmt.Fprintf(c.stdout, "status: %s (%s)\n", res.Status, res.Took)
+	if res.Cause != "" {
+		fmt.Fprintf(c.stdout, "cause: %s\n", res.Cause)
+	}
 	if res.Error != "" {
 		fmt.Fprintf(c.stdout, "error: %s\n", termSafe(res.Error))
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/wqhost/wqhost/internal/wasmtest"
@@ -97,5 +98,39 @@ func TestCallShowsStartFuel(t *testing.T) {
 				t.Fatalf("fuel %d, start fuel %d: want the start's %d passes' fuel, inside fuel, plus the handler's few units\n%s", fuel, start, passes, r.stdout)
 			}
 		})
+	}
+}
+
+// TestCallPrintsWhyItFailed: `wqhost call` of a failing handler prints the cause the host
+// would record for it (outcome.Cause: the breaker's and the dead letter's attempts'), in
+// text and JSON; a verdict has none.
+func TestCallPrintsWhyItFailed(t *testing.T) {
+	trap := filepath.Join(t.TempDir(), "trap.wasm")
+	mod := wasmtest.Module(
+		wasmtest.Func{Export: "wqhost_abi_v1"},
+		wasmtest.Func{Export: "wqhost_handle", Results: []byte{wasmtest.I32}, Body: []byte{0x00}}, // unreachable
+	)
+	if err := os.WriteFile(trap, mod, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wq(t, repoRoot, "call", trap).expect(t, 1, "call of a trap", "status: failed", "\ncause: trap\n", "handler trapped")
+
+	r := wq(t, repoRoot, "call", "--json", "--timeout", "100ms", "runtime/testdata/spin/spin-tinygo.wasm", "--body", "loop")
+	r.expect(t, 1, "call of a loop")
+	var res struct {
+		Status string `json:"status"`
+		Cause  string `json:"cause"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if res.Status != "failed" || res.Cause != "timeout" {
+		t.Errorf("a loop stopped at its time limit: status %q cause %q; want failed, timeout", res.Status, res.Cause)
+	}
+
+	r = wq(t, repoRoot, "call", "examples/handlers/billing-tinygo/billing-tinygo.wasm", "--body", `{"id":`)
+	r.expect(t, 1, "call of a reject", "status: reject")
+	if strings.Contains(r.stdout, "cause:") {
+		t.Errorf("a reject prints a cause:\n%s", r.stdout)
 	}
 }

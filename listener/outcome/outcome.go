@@ -67,6 +67,10 @@ type Outcome struct {
 	// retry's is its cause alone: the delay asked for is After, and the poison policy may
 	// apply another.
 	Err error
+	// Cause is why a KindFailed call failed, classified once where the host turned the
+	// runtime's result into this Outcome (FailedBy); CauseNone for any other kind, and for
+	// a failure whose handler did not say (a Go handler's error: Of).
+	Cause Cause
 	// Attrs are written on the dead letter beside the listener's own wqhost.* attributes
 	// (which win a clash) if this attempt dead-letters the message: the host's metering
 	// figures of the failing attempt (docs/metering.md). A policy's answer carries none.
@@ -100,8 +104,11 @@ func RetryAfter(d time.Duration, err error) Outcome {
 // given); its reason reads "rejected: " and err's text.
 func Rejected(err error) Outcome { return Outcome{Kind: KindReject, Err: Reject(err)} }
 
-// Failed is the outcome of a failed call.
+// Failed is the outcome of a failed call whose cause is not known.
 func Failed(err error) Outcome { return Outcome{Kind: KindFailed, Err: err} }
+
+// FailedBy is the outcome of a call that failed because of c, err saying how.
+func FailedBy(c Cause, err error) Outcome { return Outcome{Kind: KindFailed, Err: err, Cause: c} }
 
 // DeadLetter is a poison policy's answer: dead-letter the message now with reason as is
 // ("": the handler's outcome's reason).

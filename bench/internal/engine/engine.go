@@ -192,7 +192,7 @@ type wqhostCaller struct {
 
 type callBuf struct {
 	in  wqruntime.Input
-	out wqruntime.Output
+	out wqruntime.Result
 }
 
 func openWqhost(ctx context.Context, path, cacheDir string, cfg wqruntime.PoolConfig) (*wqhostCaller, error) {
@@ -237,12 +237,12 @@ func (c *wqhostCaller) Call(ctx context.Context, body []byte) ([]byte, error) {
 	if err := c.pool.CallInto(ctx, &buf.in, out); err != nil {
 		return nil, err
 	}
-	switch out.Status {
-	case wqruntime.StatusOK:
-	case wqruntime.StatusReject:
+	switch out.Verdict {
+	case wqruntime.VerdictOK:
+	case wqruntime.VerdictReject:
 		return nil, fmt.Errorf("%w: %s", ErrRejected, out.ErrorText)
 	default:
-		return nil, fmt.Errorf("engine wqhost: status %d: %s", out.Status, out.ErrorText)
+		return nil, fmt.Errorf("engine wqhost: status %d: %s", out.Verdict, out.ErrorText)
 	}
 	if len(out.Outputs) == 0 {
 		return nil, nil

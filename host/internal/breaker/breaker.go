@@ -9,14 +9,13 @@ package breaker
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/wqhost/wqhost/listener"
-	wrt "github.com/wqhost/wqhost/runtime"
+	"github.com/wqhost/wqhost/listener/outcome"
 )
 
 // A binding's circuit breaker. A binding whose calls keep running to their time limit (or
@@ -110,14 +109,14 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// counts reports whether a handler call that ended with err after d counts toward opening
-// the breaker: the guest misbehaved expensively, as opposed to failing at once, returning
-// a status, or the host shutting down or a reload closing its pool.
-func (o Options) counts(err error, d time.Duration) bool {
-	switch {
-	case errors.Is(err, wrt.ErrTimeout), errors.Is(err, wrt.ErrMemoryLimit):
+// counts reports whether a handler call that failed because of c after d counts toward
+// opening the breaker: the guest misbehaved expensively, as opposed to failing at once,
+// returning a status, or the host shutting down or a reload closing its pool.
+func (o Options) counts(c outcome.Cause, d time.Duration) bool {
+	switch c {
+	case outcome.CauseTimeout, outcome.CauseMemoryLimit:
 		return true
-	case errors.Is(err, wrt.ErrTrap):
+	case outcome.CauseTrap:
 		return o.CheapFailure < 0 || d >= o.CheapFailure
 	}
 	return false
@@ -368,18 +367,20 @@ func (g *Gate) LeaseRoom(held int) (int, <-chan struct{}, time.Duration) {
 	return g.br.room(time.Now(), held)
 }
 
-// Record notes the outcome of a handler call that ran for d, for the breaker.
-func (g *Gate) Record(err error, d time.Duration) { g.RecordCall(err, d, 0) }
+// Record notes the outcome of a handler call that ran for d, for the breaker: c is why it
+// failed, CauseNone if it did not.
+func (g *Gate) Record(c outcome.Cause, d time.Duration) { g.RecordCall(c, d, 0) }
 
 // RecordCall notes the outcome of a handler call that ran for d (its wait for an instance
 // included) and had to start its instance for start (0: an idle one took it), for the
 // breaker: a failure that does not count by itself adds its start to the starts of failures
-// in a row, which count once they reach Options.CheapFailure.
-func (g *Gate) RecordCall(err error, d, start time.Duration) {
+// in a row, which count once they reach Options.CheapFailure. c is why the call failed,
+// CauseNone if it did not.
+func (g *Gate) RecordCall(c outcome.Cause, d, start time.Duration) {
 	switch {
-	case err == nil:
+	case c == outcome.CauseNone:
 		g.br.record(time.Now(), false)
-	case g.opts.counts(err, d):
+	case g.opts.counts(c, d):
 		g.br.record(time.Now(), true)
 		if g.holding.Load() > 0 {
 			g.rest.Store(int64(d))

@@ -2,12 +2,11 @@ package breaker
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	wrt "github.com/wqhost/wqhost/runtime"
+	"github.com/wqhost/wqhost/listener/outcome"
 )
 
 // The circuit breaker's rules, step by step on a fake time line: timeout 1s, so the first
@@ -177,14 +176,14 @@ func TestBindingGateSuspectSlotRests(t *testing.T) {
 		sick := &Gate{br: newBreaker(Options{Timeout: time.Second}), suspect: suspect}
 		healthy := &Gate{br: newBreaker(Options{Timeout: time.Second}), suspect: suspect}
 		for range DefaultThreshold {
-			sick.Record(fmt.Errorf("call: %w", wrt.ErrTimeout), time.Second)
+			sick.Record(outcome.CauseTimeout, time.Second)
 		}
 		ctx := context.Background()
 		if err := sick.Acquire(ctx); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)
-		sick.Record(fmt.Errorf("call: %w", wrt.ErrTimeout), time.Second)
+		sick.Record(outcome.CauseTimeout, time.Second)
 		sick.Release()
 		begin := time.Now()
 		if err := healthy.Acquire(ctx); err != nil {
@@ -197,7 +196,7 @@ func TestBindingGateSuspectSlotRests(t *testing.T) {
 		if waited := time.Since(begin); waited != time.Second {
 			t.Errorf("the next suspect call waited %s after a failed call of 1s; want 1s", waited)
 		}
-		sick.Record(nil, time.Millisecond) // a success: the slot is free at once
+		sick.Record(outcome.CauseNone, time.Millisecond) // a success: the slot is free at once
 		sick.Release()
 		if n := len(suspect); n != 0 {
 			t.Errorf("%d suspect slots held after a successful call released its own", n)

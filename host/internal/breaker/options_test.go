@@ -1,12 +1,10 @@
 package breaker
 
 import (
-	"context"
-	"fmt"
 	"testing"
 	"time"
 
-	wrt "github.com/wqhost/wqhost/runtime"
+	"github.com/wqhost/wqhost/listener/outcome"
 )
 
 // TestWhichFailuresCount: time-limit and memory-limit kills always count toward opening the
@@ -14,28 +12,29 @@ import (
 // limit), so a handler that traps at once goes the poison policy's way instead of being
 // throttled to one probe per cool-down; a returned status never counts.
 func TestWhichFailuresCount(t *testing.T) {
-	wrap := func(err error) error { return fmt.Errorf("handler call: %w", err) }
 	def := Options{Timeout: time.Second}.withDefaults()
 	strict := Options{Timeout: time.Second, CheapFailure: -1}.withDefaults()
 	tests := []struct {
 		name   string
 		o      Options
-		err    error
+		cause  outcome.Cause
 		d      time.Duration
 		counts bool
 	}{
-		{"time limit", def, wrap(wrt.ErrTimeout), time.Second, true},
-		{"memory limit, at once", def, wrap(wrt.ErrMemoryLimit), time.Millisecond, true},
-		{"trap at once (bad pointer, unreachable)", def, wrap(wrt.ErrTrap), time.Millisecond, false},
-		{"trap just under a tenth of the limit", def, wrap(wrt.ErrTrap), 99 * time.Millisecond, false},
-		{"trap after a tenth of the limit", def, wrap(wrt.ErrTrap), 100 * time.Millisecond, true},
-		{"trap at once, cheap_failure -1 (every trap counts)", strict, wrap(wrt.ErrTrap), time.Millisecond, true},
-		{"unknown status / exit code", def, wrap(wrt.ErrBadStatus), time.Millisecond, false},
-		{"shutdown", def, context.Canceled, time.Second, false},
-		{"success", def, nil, time.Second, false},
+		{"time limit", def, outcome.CauseTimeout, time.Second, true},
+		{"memory limit, at once", def, outcome.CauseMemoryLimit, time.Millisecond, true},
+		{"trap at once (bad pointer, unreachable)", def, outcome.CauseTrap, time.Millisecond, false},
+		{"trap just under a tenth of the limit", def, outcome.CauseTrap, 99 * time.Millisecond, false},
+		{"trap after a tenth of the limit", def, outcome.CauseTrap, 100 * time.Millisecond, true},
+		{"trap at once, cheap_failure -1 (every trap counts)", strict, outcome.CauseTrap, time.Millisecond, true},
+		{"unknown status / exit code", def, outcome.CauseBadStatus, time.Millisecond, false},
+		{"stack overflow", def, outcome.CauseStackOverflow, time.Second, false},
+		{"shutdown, reload", def, outcome.CauseHost, time.Second, false},
+		{"memory budget", def, outcome.CauseBudgetRefused, time.Second, false},
+		{"success", def, outcome.CauseNone, time.Second, false},
 	}
 	for _, tt := range tests {
-		if got := tt.o.counts(tt.err, tt.d); got != tt.counts {
+		if got := tt.o.counts(tt.cause, tt.d); got != tt.counts {
 			t.Errorf("%s: counts %v, want %v", tt.name, got, tt.counts)
 		}
 	}
@@ -50,14 +49,14 @@ func TestWhichFailuresCount(t *testing.T) {
 func TestCheapTrapsKeepTheBreakerClosed(t *testing.T) {
 	cheap := NewGateWith(Options{Timeout: time.Second}, NewSuspectSlots(), nil)
 	for range 100 {
-		cheap.Record(fmt.Errorf("handler call: %w", wrt.ErrTrap), 2*time.Millisecond)
+		cheap.Record(outcome.CauseTrap, 2*time.Millisecond)
 	}
 	if room, _, _ := cheap.LeaseRoom(0); room != -1 || cheap.Status().State != "closed" {
 		t.Errorf("after 100 cheap traps: room %d, state %s; want -1 (no limit), closed", room, cheap.Status().State)
 	}
 	slow := NewGateWith(Options{Timeout: time.Second}, NewSuspectSlots(), nil)
 	for range 3 {
-		slow.Record(fmt.Errorf("handler call: %w", wrt.ErrTrap), 500*time.Millisecond)
+		slow.Record(outcome.CauseTrap, 500*time.Millisecond)
 	}
 	if room, _, _ := slow.LeaseRoom(0); room != 0 || slow.Status().State != "open" {
 		t.Errorf("after 3 traps of 500ms: room %d, state %s; want 0, open", room, slow.Status().State)

@@ -1,11 +1,10 @@
 package breaker
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
-	wrt "github.com/wqhost/wqhost/runtime"
+	"github.com/wqhost/wqhost/listener/outcome"
 )
 
 // TestForcedStartsOfCheapFailuresCount: a cheap trap whose call had to start its instance
@@ -15,7 +14,7 @@ import (
 // traps need no start (or with a success in between) keeps it closed. Before, each such
 // trap was cheap (its call within cheap_failure) and the breaker never opened.
 func TestForcedStartsOfCheapFailuresCount(t *testing.T) {
-	trap := fmt.Errorf("handler call: %w", wrt.ErrTrap)
+	trap := outcome.CauseTrap
 	for _, tc := range []struct {
 		name        string
 		opts        Options
@@ -36,7 +35,7 @@ func TestForcedStartsOfCheapFailuresCount(t *testing.T) {
 			for i := range tc.calls {
 				g.RecordCall(trap, tc.start+time.Millisecond, tc.start)
 				if tc.succeedEach > 0 && (i+1)%tc.succeedEach == 0 {
-					g.RecordCall(nil, time.Millisecond, 0)
+					g.RecordCall(outcome.CauseNone, time.Millisecond, 0)
 				}
 			}
 			if st := g.Status(); (st.State == "open") != tc.open {
