@@ -93,17 +93,26 @@ tenants:
 		Status string `json:"status"`
 	}
 	resp, err := http.Get(base + "/readyz")
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
 	}
-	err = json.NewDecoder(resp.Body).Decode(&body)
-	resp.Body.Close()
+	// On a loaded machine New may finish (the looping start timed out) and stop serving
+	// between the healthy binding's build and this read, which then finds no server.
 	if err != nil {
-		t.Fatal(err)
+		select {
+		case r := <-done:
+			t.Logf("New returned before /readyz was read (%v; read: %v); its progress was not observed", r.err, err)
+			done <- r
+		case <-time.After(time.Minute):
+			t.Fatalf("/readyz while New builds: %v, and New did not return within a minute", err)
+		}
 	}
 	select {
 	case r := <-done:
-		t.Logf("New returned before /readyz was read (%v); its progress was not observed", r.err)
+		if err == nil {
+			t.Logf("New returned before /readyz was read (%v); its progress was not observed", r.err)
+		}
 		done <- r
 	default:
 		if resp.StatusCode != http.StatusServiceUnavailable || body.Status != "starting: 1 of 2 bindings up" {
