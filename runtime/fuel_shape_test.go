@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -12,17 +11,9 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wqhost/wqhost/internal/wasmtest"
-)
 
-// sqrtChain is straight-line code of about n bytes that takes long per byte: a chain of
-// dependent f64.sqrt (one byte each, tens of cycles of latency) on a value the compiler
-// cannot know, read from memory, and stored back (code without an effect would be dropped).
-func sqrtChain(n int) []byte {
-	b := []byte{0x41, 0x00, 0x41, 0x00, 0x2b, 0x03, 0x00} // i32.const 0 (for the store); i32.const 0; f64.load
-	b = append(b, 0x44, 0, 0, 0, 0, 0, 0, 0, 0x40, 0xa0)  // f64.const 2; f64.add
-	b = append(b, bytes.Repeat([]byte{0x9f}, n)...)       // f64.sqrt ...
-	return append(b, 0x39, 0x03, 0x00)                    // f64.store
-}
+	"github.com/wqhost/wqhost/runtime/internal/fuel"
+)
 
 // codeShapes are guests that run endlessly through 32 KiB of straight-line code, counting
 // the rounds at offset 8 of their memory: one calling a straight-line function in a loop,
@@ -41,24 +32,24 @@ func codeShapes() []struct {
 		wasm []byte
 	}{
 		{"straight-line function called in a loop", wasmtest.Module(marker,
-			wasmtest.Func{Export: "heavy", Body: sqrtChain(shapeBytes)},
+			wasmtest.Func{Export: "heavy", Body: wasmtest.SqrtChain(shapeBytes)},
 			wasmtest.Func{Export: "wqhost_handle", Results: []byte{wasmtest.I32}, Body: loopForever(wasmtest.Call(1))})},
 		{"huge loop body", wasmtest.Module(marker,
-			wasmtest.Func{Export: "wqhost_handle", Results: []byte{wasmtest.I32}, Body: loopForever(sqrtChain(shapeBytes))})},
+			wasmtest.Func{Export: "wqhost_handle", Results: []byte{wasmtest.I32}, Body: loopForever(wasmtest.SqrtChain(shapeBytes))})},
 	}
 }
 
 const shapeBytes = 32 << 10
 
 // TestFuelChargesCodeOfAnyShape: between two yields the guests of codeShapes run at most a
-// fuel allowance's worth of code (fuelRefill units of chargeBytes bytes), counted by the
+// fuel allowance's worth of code (fuel.Refill units of fuel.ChargeBytes bytes), counted by the
 // guest itself: what bounds the time between two deadline checks, without a clock. With
 // each check's charge capped at 64 units (instrumentation version 2), they ran about 500
 // rounds, 16 MiB of code, between two yields.
 func TestFuelChargesCodeOfAnyShape(t *testing.T) {
 	for _, tt := range codeShapes() {
 		t.Run(tt.name, func(t *testing.T) {
-			yc, err := instrument(tt.wasm)
+			yc, err := instrumentRecovered(tt.wasm)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,8 +65,8 @@ func TestFuelChargesCodeOfAnyShape(t *testing.T) {
 					if yields++; yields == 20 {
 						panic(stop)
 					}
-					s[0] = fuelRefill
-				}), nil, []api.ValueType{api.ValueTypeI32}).Export(yieldImport).Instantiate(ctx)
+					s[0] = fuel.Refill
+				}), nil, []api.ValueType{api.ValueTypeI32}).Export(fuel.YieldImport).Instantiate(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,8 +77,8 @@ func TestFuelChargesCodeOfAnyShape(t *testing.T) {
 			if _, err := m.ExportedFunction("wqhost_handle").Call(ctx); !errors.Is(err, stop) {
 				t.Fatalf("call: %v, want it ended by the 20th yield", err)
 			}
-			if code := int(most) * shapeBytes; code > fuelRefill*chargeBytes {
-				t.Errorf("%d rounds (%d bytes of code) between two yields, more than an allowance (%d)", most, code, fuelRefill*chargeBytes)
+			if code := int(most) * shapeBytes; code > fuel.Refill*fuel.ChargeBytes {
+				t.Errorf("%d rounds (%d bytes of code) between two yields, more than an allowance (%d)", most, code, fuel.Refill*fuel.ChargeBytes)
 			}
 		})
 	}
@@ -228,7 +219,7 @@ func TestInstrumentImportsOfEveryKind(t *testing.T) {
 	sec(3, 1, 0)                                   // func 1: type 0
 	sec(7, 1, 3, 'r', 'u', 'n', 0x00, 1)           // export run = func 1
 	sec(10, 1, 7, 0, 0x10, 0, 0x23, 0, 0x6a, 0x0b) // run: f() + g
-	yc, err := instrument(mod)
+	yc, err := instrumentRecovered(mod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,8 +238,8 @@ func TestInstrumentImportsOfEveryKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := rt.NewHostModuleBuilder(hostModuleName).NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) { s[0] = fuelRefill }),
-			nil, []api.ValueType{api.ValueTypeI32}).Export(yieldImport).Instantiate(ctx); err != nil {
+		WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) { s[0] = fuel.Refill }),
+			nil, []api.ValueType{api.ValueTypeI32}).Export(fuel.YieldImport).Instantiate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, wasm := range [][]byte{mod, yc.wasm} {
