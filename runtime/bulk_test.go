@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/wasmtest"
+
+	"github.com/wqhost/wqhost/runtime/internal/fuel"
 )
 
 // growTo grows the one-page memory of a wasmtest module to pages pages.
@@ -21,7 +23,7 @@ func memoryCopy(dst, src, n int32) []byte {
 }
 
 // TestBulkMemoryChargedByLength: memory.fill and memory.copy are charged by their length,
-// one unit per 16 bytes (instrument.go, "Bulk memory operations"), and do what they did.
+// one unit per 16 bytes (package fuel, "Bulk memory operations"), and do what they did.
 // With a constant charge per operation, one fill of 16 MiB cost the same fuel as 32 KiB of
 // code.
 func TestBulkMemoryChargedByLength(t *testing.T) {
@@ -48,7 +50,7 @@ func TestBulkMemoryChargedByLength(t *testing.T) {
 	if err := p.CallInto(context.Background(), &Input{ID: "m"}, &out); err != nil || out.Verdict != VerdictOK {
 		t.Fatalf("status %v, err %v: want ok (the fill and the copy as before)", out.Verdict, err)
 	}
-	if want := uint64(24*mib) >> bulkShift; uint64(out.Usage.Fuel) < want {
+	if want := uint64(24*mib) >> fuel.BulkShift; uint64(out.Usage.Fuel) < want {
 		t.Fatalf("fuel %d for a fill of 16 MiB and a copy of 8 MiB: want at least %d (one unit per 16 bytes)", out.Usage.Fuel, want)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 )
 
-// Host calls under the time limit. The fuel counter (instrument.go) charges guest code, and a
+// Host calls under the time limit. The fuel counter (package fuel) charges guest code, and a
 // loop whose body is one host call pays only for its few instructions, however much the call
 // does: 64 MiB of random_get, a 1 MiB msg_body, a million iovecs. So every host function
 // charges the running call for its own work too, on an account of its own (callState.work),

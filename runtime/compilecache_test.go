@@ -49,11 +49,11 @@ func TestInstrumentCacheNeverRunsAForeignFile(t *testing.T) {
 	dir := t.TempDir()
 	good := handleModule(nil, wasmtest.I32Const(0))
 	evil := handleModule(nil, []byte{0x00}) // unreachable: every call traps
-	fresh, err := instrument(good)
+	fresh, err := instrumentRecovered(good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	evilFuel, err := instrument(evil)
+	evilFuel, err := instrumentRecovered(evil)
 	if err != nil {
 		t.Fatal(err)
 	}

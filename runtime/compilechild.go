@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/wqhost/wqhost/runtime/internal/fuel"
 )
 
 // The compile budget's second line: loading a new module version — validating it against
@@ -181,7 +183,7 @@ func (e *Engine) validateInChild(ctx context.Context, name string, wasm []byte, 
 	// Named by wazero's version too: a host upgraded to another wazero finds none of its
 	// machine code in the cache, and must compile in a child again, not in process.
 	facts := filepath.Join(e.cacheDir, fmt.Sprintf("wqhost-module-v%d.%d-%s-%s-%s.json",
-		instrumentVersion, factsVersion, wazeroVersion(), digest, strings.ReplaceAll(string(abi), "/", "_")))
+		fuel.Version, factsVersion, wazeroVersion(), digest, strings.ReplaceAll(string(abi), "/", "_")))
 	f, err := readFacts(facts, digest, abi)
 	if err != nil {
 		if f, err = e.runChild(ctx, name, wasm, abi, l); err != nil {

@@ -22,6 +22,8 @@ import (
 	"weak"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/wqhost/wqhost/runtime/internal/fuel"
 )
 
 // ABI names the contract between host and guest (docs/abi.md).
@@ -306,7 +308,7 @@ func (e *Engine) instrument(name string, c *compiled) *yieldCode {
 	}
 	var cached string
 	if e.cacheDir != "" {
-		cached = filepath.Join(e.cacheDir, fmt.Sprintf("wqhost-fuel-v%d-%s.wasm", instrumentVersion, c.digest))
+		cached = filepath.Join(e.cacheDir, fmt.Sprintf("wqhost-fuel-v%d-%s.wasm", fuel.Version, c.digest))
 		if b, err := os.ReadFile(cached); err == nil {
 			if wasm, ok := unsealFuel(c.digest, b); ok {
 				return &yieldCode{wasm: wasm}

@@ -16,60 +16,19 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wqhost/wqhost/internal/wasmtest"
-)
 
-// fuelLoops are spec-suite style micro loops, the worst cases of the fuel checks: each takes
-// n, runs n passes of its loop and returns a value of its work (params beyond n are its
-// locals, passed 0).
-var fuelLoops = []struct {
-	name  string
-	funcs []wasmtest.Func // the last is the loop, exported as "run"
-}{
-	{"count", []wasmtest.Func{{Export: "run", Params: []byte{wasmtest.I32, wasmtest.I32}, Results: []byte{wasmtest.I32}, Body: []byte{
-		0x03, 0x40, // loop
-		0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, // n--
-		0x0d, 0x00, // br_if 0
-		0x0b, 0x20, 0x00, // end, n
-	}}}},
-	{"nested", []wasmtest.Func{{Export: "run", Params: []byte{wasmtest.I32, wasmtest.I32}, Results: []byte{wasmtest.I32}, Body: []byte{
-		0x03, 0x40, // loop $outer
-		0x41, 0x10, 0x21, 0x01, // j = 16
-		0x03, 0x40, // loop $inner
-		0x20, 0x01, 0x41, 0x01, 0x6b, 0x22, 0x01, 0x0d, 0x00, // j--, br_if $inner
-		0x0b,                                                       // end
-		0x20, 0x00, 0x41, 0x10, 0x6b, 0x22, 0x00, 0x41, 0x00, 0x4a, // n -= 16, n > 0
-		0x0d, 0x00, // br_if $outer
-		0x0b, 0x20, 0x00, // end, n
-	}}}},
-	{"call", []wasmtest.Func{
-		{Export: "inc", Params: []byte{wasmtest.I32}, Results: []byte{wasmtest.I32}, Body: []byte{0x20, 0x00, 0x41, 0x01, 0x6a}},
-		{Export: "run", Params: []byte{wasmtest.I32, wasmtest.I32}, Results: []byte{wasmtest.I32}, Body: []byte{
-			0x03, 0x40, // loop
-			0x20, 0x01, 0x10, 0x00, 0x21, 0x01, // s = inc(s)
-			0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, 0x0d, 0x00, // n--, br_if 0
-			0x0b, 0x20, 0x01, // end, s
-		}}}},
-	{"br_table", []wasmtest.Func{{Export: "run", Params: []byte{wasmtest.I32, wasmtest.I32}, Results: []byte{wasmtest.I32}, Body: []byte{
-		0x03, 0x40, // loop
-		0x02, 0x40, 0x02, 0x40, // block $b1, block $b0
-		0x20, 0x00, 0x41, 0x01, 0x71, 0x0e, 0x01, 0x00, 0x01, // br_table $b0 $b1 on n&1
-		0x0b,                                     // end $b0: odd passes
-		0x20, 0x01, 0x41, 0x03, 0x6a, 0x21, 0x01, // s += 3
-		0x0b,                                                 // end $b1
-		0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, 0x0d, 0x00, // n--, br_if 0
-		0x0b, 0x20, 0x01, // end, s
-	}}}},
-}
+	"github.com/wqhost/wqhost/runtime/internal/fuel"
+)
 
 // BenchmarkFuelCost: what the time limit costs, the fuel checks against the same code without
 // them in the same run, in two kinds of case.
 //
-// The micro loops are the worst cases of the checks: fuelLoops (a pass is one iteration of
+// The micro loops are the worst cases of the checks: wasmtest.LoopModules (a pass is one iteration of
 // the innermost loop) and go-byte-loop, a standard-Go loop over 16 KiB doing one table
 // lookup a pass (the guest fixture's "bytes"), each pass through the function's jump table
 // and its check. Each is measured against its code rewritten as the instrumenter rewrites it
 // (small loops unrolled, calls to the copies of small functions) but with no check, charge,
-// spill or reload (instrumentOptions.bare): what unrolling gains is not netted against what
+// spill or reload (fuel.Options.Bare): what unrolling gains is not netted against what
 // the checks cost.
 //
 // The realistic guests are the example handlers on their usual work: billing (standard Go and
@@ -90,19 +49,19 @@ var fuelLoops = []struct {
 func BenchmarkFuelCost(b *testing.B) {
 	// Each case's ratios, one per run (-count runs each case that many times in one call).
 	micro, realistic := map[string][]float64{}, map[string][]float64{}
-	for _, l := range fuelLoops {
-		mod := wasmtest.Module(l.funcs...)
-		bare, err := instrumentWith(mod, instrumentOptions{segment: segmentBytes, fuel: fuelRefill, unroll: unrollCopies, bare: true})
+	for _, l := range wasmtest.LoopModules {
+		mod := wasmtest.Module(l.Funcs...)
+		bare, err := fuel.InstrumentWith(mod, fuel.Options{Segment: fuel.SegmentBytes, Fuel: fuel.Refill, Unroll: fuel.UnrollCopies, Bare: true})
 		if err != nil {
 			b.Fatal(err)
 		}
-		yc, err := instrument(mod)
+		yc, err := instrumentRecovered(mod)
 		if err != nil {
 			b.Fatal(err)
 		}
 		const n = 1 << 16
 		var runs [2]func()
-		for i, wasm := range [][]byte{bare.wasm, yc.wasm} {
+		for i, wasm := range [][]byte{bare, yc.wasm} {
 			run := loopRunner(b, wasm)
 			runs[i] = func() {
 				if _, err := run.Call(context.Background(), n, 0); err != nil {
@@ -110,7 +69,7 @@ func BenchmarkFuelCost(b *testing.B) {
 				}
 			}
 		}
-		b.Run(l.name, func(b *testing.B) { micro[l.name] = append(micro[l.name], placed(b, n, [][2]func(){runs})) })
+		b.Run(l.Name, func(b *testing.B) { micro[l.Name] = append(micro[l.Name], placed(b, n, [][2]func(){runs})) })
 	}
 	text := bytes.Repeat([]byte("The quick brown fox jumps over the lazy dog; a queue of messages waits for its handler. "), 200)
 	b.Run("go-byte-loop", func(b *testing.B) {
@@ -159,15 +118,15 @@ func cpuModel() string {
 	return goruntime.GOARCH
 }
 
-// loopRunner instantiates wasm (a fuelLoops module, instrumented or not) in a runtime of its
+// loopRunner instantiates wasm (a wasmtest.LoopModules module, instrumented or not) in a runtime of its
 // own, with a yield that only refills, and returns its "run" export.
 func loopRunner(b testing.TB, wasm []byte) api.Function {
 	ctx := context.Background()
 	rt := wazero.NewRuntime(ctx)
 	b.Cleanup(func() { _ = rt.Close(ctx) })
 	_, err := rt.NewHostModuleBuilder(hostModuleName).NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) { s[0] = fuelRefill }),
-			nil, []api.ValueType{api.ValueTypeI32}).Export(yieldImport).Instantiate(ctx)
+		WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) { s[0] = fuel.Refill }),
+			nil, []api.ValueType{api.ValueTypeI32}).Export(fuel.YieldImport).Instantiate(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -181,7 +140,7 @@ func loopRunner(b testing.TB, wasm []byte) api.Function {
 // goGuest runs the guest at path on body through pools with the fuel time limit (the
 // default 30 s) and without, each side under several code placements, and returns placed's
 // ratio. The side without the limit runs the module with no check (noChecks), or with bare
-// its rewritten code without the checks (instrumentOptions.bare).
+// its rewritten code without the checks (fuel.Options.Bare).
 //
 // Why placements: where the compiled code of the hot loop lands (its offset from a cache
 // line, which branches share a predictor entry) moves a guest's speed by about as much as
@@ -189,7 +148,7 @@ func loopRunner(b testing.TB, wasm []byte) api.Function {
 // no other check anywhere, measured count-vowels-go's former byte loop at 0.97× to 1.10×
 // against the module's own bytes. So both sides are built under the same placements, the
 // module rewritten with pad charges in that function, one side with the checks and one
-// without any (instrumentOptions), and the cost is the geometric mean over placements of
+// without any (fuel.Options), and the cost is the geometric mean over placements of
 // each one's ratio.
 func goGuest(b *testing.B, path string, body []byte, bare bool) float64 {
 	wasm, err := os.ReadFile(path)
@@ -215,8 +174,8 @@ func goGuest(b *testing.B, path string, body []byte, bare bool) float64 {
 	pairs := make([][2]func(), placements)
 	for pad := range placements {
 		for side, noChecks := range []bool{true, false} {
-			opt := instrumentOptions{segment: segmentBytes, fuel: fuelRefill, unroll: unrollCopies, pad: pad, noChecks: noChecks && !bare, bare: noChecks && bare}
-			yc, err := instrumentWith(wasm, opt)
+			opt := fuel.Options{Segment: fuel.SegmentBytes, Fuel: fuel.Refill, Unroll: fuel.UnrollCopies, Pad: pad, NoChecks: noChecks && !bare, Bare: noChecks && bare}
+			yc, err := fuel.InstrumentWith(wasm, opt)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -224,9 +183,9 @@ func goGuest(b *testing.B, path string, body []byte, bare bool) float64 {
 			c.digest = fmt.Sprintf("%s-pad%d-side%d", c.digest, pad, side)
 			timeout := 30 * time.Second
 			if noChecks {
-				c.wasm, c.fuel, timeout = yc.wasm, nil, 0 // without a limit the pool runs c.wasm
+				c.wasm, c.fuel, timeout = yc, nil, 0 // without a limit the pool runs c.wasm
 			} else {
-				c.fuel = yc
+				c.fuel = &yieldCode{wasm: yc}
 			}
 			p, err := ten.NewPool(ctx, &Module{name: path, c: &c}, PoolConfig{Binding: "b", OutputQueue: "out", MinInstances: 1, MaxInstances: 1, Timeout: timeout})
 			if err != nil {

@@ -4,19 +4,37 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+
+	"github.com/wqhost/wqhost/runtime/internal/fuel"
 )
 
-// instrumentRecovered is instrument with a panic turned into an error: the rewriter reads
-// untrusted bytes, and a bug of its must cost the module its fuel counter, not the host.
+// yieldCode is a module instrumented with a fuel counter (package fuel).
+type yieldCode struct {
+	wasm []byte
+}
+
+// errInstrumentedInvalid marks instrumented bytes that failed validation when a tenant
+// compiled them: a defect of the instrumenter (or a damaged cache file), after which the
+// module runs uninstrumented under close-on-context-done rather than not at all.
+var errInstrumentedInvalid = errors.New("fuel: the instrumented module is not valid")
+
+// instrumentRecovered is fuel.Instrument with a panic turned into an error: the rewriter
+// reads untrusted bytes, and a bug of its must cost the module its fuel counter, not the
+// host. The error wraps fuel.ErrUndecodable.
 func instrumentRecovered(wasm []byte) (yc *yieldCode, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			yc, err = nil, fmt.Errorf("%w: instrumenter panicked: %v", errUndecodable, p)
+			yc, err = nil, fmt.Errorf("%w: instrumenter panicked: %v", fuel.ErrUndecodable, p)
 		}
 	}()
-	return instrument(wasm)
+	out, err := fuel.Instrument(wasm)
+	if err != nil {
+		return nil, err
+	}
+	return &yieldCode{wasm: out}, nil
 }
 
 // sealFuel prefixes an instrumented module with the sha256 of the source module's digest,
@@ -39,7 +57,7 @@ func unsealFuel(digest string, b []byte) ([]byte, bool) {
 
 func fuelSeal(digest string, wasm []byte) [sha256.Size]byte {
 	h := sha256.New()
-	fmt.Fprintf(h, "wqhost-fuel\x00%d\x00%s\x00", instrumentVersion, digest)
+	fmt.Fprintf(h, "wqhost-fuel\x00%d\x00%s\x00", fuel.Version, digest)
 	h.Write(wasm)
 	var out [sha256.Size]byte
 	h.Sum(out[:0])

@@ -5,11 +5,13 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wqhost/wqhost/runtime/internal/fuel"
 )
 
 // Metering (docs/metering.md): what each call cost, read from counters the time limit keeps
 // anyway, so that metering adds no work per guest instruction nor per host call. The fuel
-// global the instrumented code decrements (instrument.go) is exported as fuelExport and read
+// global the instrumented code decrements (package fuel) is exported as fuelExport and read
 // once before and once after the call; each refill by wqhost_yield adds what was spent
 // before it; the host work charged to the call's account (charge.go) is summed at each
 // checkpoint. The rest is two clock reads, the memory's size and the call's HTTPReport.
@@ -18,7 +20,7 @@ import (
 // call's: the host attributes it to the batch's messages (docs/metering.md, "Batches").
 type Usage struct {
 	// Fuel is the call's fuel units: the guest's (one per check plus one per 32 bytes of
-	// code run, bulkCharge per bulk memory operation, memory.fill and memory.copy one more per
+	// code run, fuel.BulkCharge per bulk memory operation, memory.fill and memory.copy one more per
 	// 16 bytes of their length) and the host work charged to it
 	// (about a nanosecond of host work each), StartFuel included. 0 where the module runs
 	// without a fuel counter (wasi-stdio, a module the instrumenter cannot read).
@@ -66,13 +68,13 @@ type startCost struct {
 
 // spent is the fuel st's instance has spent since it was instantiated, host work included:
 // after its start, what the start cost. The instrumenter sets the fuel global to
-// fuelRefill, so the spending counter meterBegin reads (refilled - fuelLeft) starts at
-// -fuelRefill. Without a fuel global (none, or a start that failed before its first
+// fuel.Refill, so the spending counter meterBegin reads (refilled - fuelLeft) starts at
+// -fuel.Refill. Without a fuel global (none, or a start that failed before its first
 // yield) only the banked refills and host work are known.
 func (st *callState) spent() uint64 {
 	d := st.refilled + st.workDone + int64(st.work)
 	if st.fuelG != nil {
-		d += fuelRefill - st.fuelLeft()
+		d += fuel.Refill - st.fuelLeft()
 	}
 	return uint64(max(d, 0))
 }
@@ -121,12 +123,12 @@ func (st *callState) fuelLeft() int64 {
 // allowance, so what was spent since the last refill is banked. The guest calls yield only
 // when its fuel is below zero, so that is the whole allowance and the overdraft, which the
 // global holds in a function keeping its fuel there. One keeping it in a local (a loop that
-// calls nothing, instrument.go) leaves the global as it was at its entry, above zero: the
+// calls nothing, package fuel) leaves the global as it was at its entry, above zero: the
 // overdraft, less than one check's charge, is not counted, and the allowance is. Banking
 // what the global held instead metered such a loop nothing however long it ran.
 func (st *callState) fuelRefilled() {
 	if st.fuelG != nil {
-		st.refilled += fuelRefill - min(st.fuelLeft(), 0)
+		st.refilled += fuel.Refill - min(st.fuelLeft(), 0)
 	}
 }
 

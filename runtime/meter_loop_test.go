@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/wasmtest"
+
+	"github.com/wqhost/wqhost/runtime/internal/fuel"
 )
 
 // TestUsageMetersLoopsThatCallNothing: a guest spinning in a loop that calls nothing (its
-// fuel kept in a local, instrument.go) is metered the fuel it burns, as one that calls
+// fuel kept in a local, package fuel) is metered the fuel it burns, as one that calls
 // functions is (TestUsageMetersEveryCall). The yield used to bank only what the fuel global
 // held, which such a loop never writes: `wqhost call --timeout 1s` of it reported fuel 0, and
 // every attempt of such a guest dead-lettered with `wqhost.fuel` 0, outside any fuel quota.
@@ -42,8 +44,8 @@ func TestUsageMetersLoopsThatCallNothing(t *testing.T) {
 				t.Fatalf("err = %v, want ErrTimeout", err)
 			}
 			// It ran for its whole limit, many allowances (each a millisecond or two).
-			if out.Usage.Fuel < 10*fuelRefill {
-				t.Fatalf("fuel %d after spinning to the time limit: want at least 10 allowances (%d)", out.Usage.Fuel, 10*fuelRefill)
+			if out.Usage.Fuel < 10*fuel.Refill {
+				t.Fatalf("fuel %d after spinning to the time limit: want at least 10 allowances (%d)", out.Usage.Fuel, 10*fuel.Refill)
 			}
 		})
 	}

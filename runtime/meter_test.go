@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/wqhost/wqhost/runtime/internal/fuel"
 )
 
 // TestUsageMetersEveryCall: a call's Usage (docs/metering.md) reports its fuel, the same for
@@ -34,8 +36,8 @@ func TestUsageMetersEveryCall(t *testing.T) {
 		if u.Fuel == 0 || u.Wall <= 0 || u.MemoryBytes == 0 {
 			t.Fatalf("call %d: usage %+v: want fuel, wall time and memory", i, u)
 		}
-		if u.Fuel >= fuelRefill {
-			t.Fatalf("call %d: fuel %d for a handler that returns at once: want less than one allowance (%d)", i, u.Fuel, fuelRefill)
+		if u.Fuel >= fuel.Refill {
+			t.Fatalf("call %d: fuel %d for a handler that returns at once: want less than one allowance (%d)", i, u.Fuel, fuel.Refill)
 		}
 		if i == 0 {
 			first = out
@@ -50,8 +52,8 @@ func TestUsageMetersEveryCall(t *testing.T) {
 	}
 	u := out.Usage
 	// The loop ran for its whole limit, refilled many times: its fuel is many allowances.
-	if u.Fuel < 10*fuelRefill {
-		t.Fatalf("loop until the time limit: fuel %d, want at least 10 allowances (%d)", u.Fuel, 10*fuelRefill)
+	if u.Fuel < 10*fuel.Refill {
+		t.Fatalf("loop until the time limit: fuel %d, want at least 10 allowances (%d)", u.Fuel, 10*fuel.Refill)
 	}
 	if u.Wall < limit/2 {
 		t.Fatalf("loop until the %s time limit: wall %s", limit, u.Wall)

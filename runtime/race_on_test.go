@@ -2,6 +2,6 @@
 
 package runtime
 
-// raceDetector: the tests run with the race detector (TestSpecSuite runs a share of the
-// suite then).
+// raceDetector: the tests run with the race detector (a slow test may run a share of its
+// cases then).
 const raceDetector = true

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/wqhost/wqhost/runtime/internal/wasmbin"
 )
 
 // The compile budget's first line: structural caps, checked by one cheap pass over the
@@ -163,32 +165,32 @@ type moduleShape struct {
 
 // scanTypes reads the type section and checks its values against MaxTypeValues.
 func (s *moduleShape) scanTypes(payload []byte, l CompileLimits) error {
-	r := &reader{b: payload}
-	n := r.u32()
+	r := &wasmbin.Reader{Buf: payload}
+	n := r.U32()
 	for range n {
-		if f := r.byte(); r.err == nil && f != 0x60 {
-			r.fail(fmt.Errorf("type form 0x%02x", f))
+		if f := r.Byte(); r.Err == nil && f != 0x60 {
+			r.Fail(fmt.Errorf("type form 0x%02x", f))
 		}
 		for range 2 { // params, results
-			m := r.u32()
-			if s.typeValues += uint64(m); r.err == nil && s.typeValues > uint64(l.MaxTypeValues) {
+			m := r.U32()
+			if s.typeValues += uint64(m); r.Err == nil && s.typeValues > uint64(l.MaxTypeValues) {
 				return &CapError{Cap: "max_type_values", Limit: l.MaxTypeValues, Got: s.typeValues, Function: -1,
 					Why: "parameters and results of all function types"}
 			}
-			for i := uint32(0); i < m && r.err == nil; i++ {
-				if t := r.byte(); !isValType(t) {
-					r.fail(fmt.Errorf("value of unknown type 0x%02x", t))
+			for i := uint32(0); i < m && r.Err == nil; i++ {
+				if t := r.Byte(); !wasmbin.IsValType(t) {
+					r.Fail(fmt.Errorf("value of unknown type 0x%02x", t))
 				}
 			}
 		}
-		if r.err != nil {
-			return r.err
+		if r.Err != nil {
+			return r.Err
 		}
 	}
-	if r.err == nil && r.i != len(payload) {
-		r.fail(errors.New("trailing bytes"))
+	if r.Err == nil && r.Pos != len(payload) {
+		r.Fail(errors.New("trailing bytes"))
 	}
-	return r.err
+	return r.Err
 }
 
 // checkShape reads wasm's sections and every function body, and returns a *CapError for the
@@ -200,37 +202,37 @@ func checkShape(wasm []byte, l CompileLimits) (moduleShape, error) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
 		return s, errors.New("invalid magic number")
 	}
-	r := &reader{b: wasm, i: 8}
-	for r.i < len(r.b) && r.err == nil {
-		id := r.byte()
-		size := r.u32()
-		payload := r.bytes(int(size))
-		if r.err != nil {
-			return s, fmt.Errorf("section %d: %w", id, r.err)
+	r := &wasmbin.Reader{Buf: wasm, Pos: 8}
+	for r.Pos < len(r.Buf) && r.Err == nil {
+		id := r.Byte()
+		size := r.U32()
+		payload := r.Bytes(int(size))
+		if r.Err != nil {
+			return s, fmt.Errorf("section %d: %w", id, r.Err)
 		}
 		var err error
 		switch id {
-		case secImport:
+		case wasmbin.SecImport:
 			var funcs, globals uint32
-			_, funcs, globals, err = countImports(payload, ^uint32(0)) // type indices are wazero's to check
+			_, funcs, globals, err = wasmbin.CountImports(payload, ^uint32(0)) // type indices are wazero's to check
 			s.importedFuncs = int(funcs)
 			s.globals += uint64(globals)
-		case secGlobal:
+		case wasmbin.SecGlobal:
 			if err = scanSection(id, payload); err == nil {
-				s.globals += uint64((&reader{b: payload}).u32())
+				s.globals += uint64((&wasmbin.Reader{Buf: payload}).U32())
 			}
-		case secFunction:
-			p, n := &reader{b: payload}, 0
-			p.vec("functions", func(uint32) { p.u32(); n++ })
-			if p.err == nil && p.i != len(payload) {
-				p.fail(errors.New("trailing bytes"))
+		case wasmbin.SecFunc:
+			p, n := &wasmbin.Reader{Buf: payload}, 0
+			p.Vec("functions", func(uint32) { p.U32(); n++ })
+			if p.Err == nil && p.Pos != len(payload) {
+				p.Fail(errors.New("trailing bytes"))
 			}
-			s.definedFuncs, err = n, p.err
-		case secCode:
+			s.definedFuncs, err = n, p.Err
+		case wasmbin.SecCode:
 			err = s.scanCode(payload, l)
-		case secTable:
+		case wasmbin.SecTable:
 			err = s.scanTables(payload)
-		case secType:
+		case wasmbin.SecType:
 			err = s.scanTypes(payload, l)
 		default:
 			err = scanSection(id, payload)
@@ -246,14 +248,14 @@ func checkShape(wasm []byte, l CompileLimits) (moduleShape, error) {
 			return s, &CapError{Cap: "max_functions", Limit: l.MaxFunctions, Got: uint64(s.functions), Function: -1}
 		}
 	}
-	if r.err == nil {
+	if r.Err == nil {
 		if s.globals > uint64(l.MaxGlobals) {
 			return s, &CapError{Cap: "max_globals", Limit: l.MaxGlobals, Got: s.globals, Function: -1,
 				Why: "globals, imported and defined"}
 		}
 		return s, s.checkTables(l)
 	}
-	return s, r.err
+	return s, r.Err
 }
 
 // instanceHeapBytes is what an instance of the module holds on the host's heap beyond its
@@ -289,23 +291,20 @@ func nameShapeError(name string, err error) error {
 	return fmt.Errorf("runtime: %s: not a valid wasm module: %w", name, err)
 }
 
-// secFunction is the function section's id (the instrumenter needs no name for it).
-const secFunction = 3
-
 func (s *moduleShape) scanCode(payload []byte, l CompileLimits) error {
-	r := &reader{b: payload}
-	n := r.u32()
-	if r.err == nil && int64(n)+int64(s.importedFuncs) > int64(l.MaxFunctions) {
+	r := &wasmbin.Reader{Buf: payload}
+	n := r.U32()
+	if r.Err == nil && int64(n)+int64(s.importedFuncs) > int64(l.MaxFunctions) {
 		return &CapError{Cap: "max_functions", Limit: l.MaxFunctions, Got: uint64(n) + uint64(s.importedFuncs), Function: -1}
 	}
-	for i := uint32(0); i < n && r.err == nil; i++ {
+	for i := uint32(0); i < n && r.Err == nil; i++ {
 		fn := s.importedFuncs + int(i)
-		size := r.u32()
-		if r.err == nil && uint64(size) > uint64(l.MaxFunctionBytes) {
+		size := r.U32()
+		if r.Err == nil && uint64(size) > uint64(l.MaxFunctionBytes) {
 			return &CapError{Cap: "max_function_bytes", Limit: l.MaxFunctionBytes, Got: uint64(size), Function: fn}
 		}
-		body := r.bytes(int(size))
-		if r.err != nil {
+		body := r.Bytes(int(size))
+		if r.Err != nil {
 			break
 		}
 		if len(body) > s.maxBodyBytes {
@@ -319,22 +318,22 @@ func (s *moduleShape) scanCode(payload []byte, l CompileLimits) error {
 			return fmt.Errorf("function %d: %w", fn, err)
 		}
 	}
-	if r.err == nil && r.i != len(payload) {
-		r.fail(errors.New("trailing bytes"))
+	if r.Err == nil && r.Pos != len(payload) {
+		r.Fail(errors.New("trailing bytes"))
 	}
-	return r.err
+	return r.Err
 }
 
 // scanBody reads one body's locals and instructions, tracking the nesting depth.
 func (s *moduleShape) scanBody(body []byte, fn int, l CompileLimits) error {
-	r := &reader{b: body}
+	r := &wasmbin.Reader{Buf: body}
 	var locals uint64
-	for range r.u32() {
-		locals += uint64(r.u32())
-		if r.err == nil && locals > uint64(l.MaxLocals) {
+	for range r.U32() {
+		locals += uint64(r.U32())
+		if r.Err == nil && locals > uint64(l.MaxLocals) {
 			return &CapError{Cap: "max_locals", Limit: l.MaxLocals, Got: locals, Function: fn}
 		}
-		if t := r.byte(); r.err == nil && !isValType(t) {
+		if t := r.Byte(); r.Err == nil && !wasmbin.IsValType(t) {
 			return fmt.Errorf("local of unknown type 0x%02x", t)
 		}
 	}
@@ -346,8 +345,8 @@ func (s *moduleShape) scanBody(body []byte, fn int, l CompileLimits) error {
 	var open bitStack
 	branches := 0
 	depth, loops := 1, 0 // the body's own block, closed by its last end
-	for r.i < len(r.b) && r.err == nil {
-		op := r.byte()
+	for r.Pos < len(r.Buf) && r.Err == nil {
+		op := r.Byte()
 		switch op {
 		case 0x02, 0x03, 0x04: // block, loop, if
 			depth++
@@ -369,26 +368,26 @@ func (s *moduleShape) scanBody(body []byte, fn int, l CompileLimits) error {
 			}
 		case 0x0b: // end
 			depth--
-			if depth == 0 && r.i != len(r.b) {
+			if depth == 0 && r.Pos != len(r.Buf) {
 				return errors.New("code after the function's end")
 			}
 			if depth > 0 && open.pop() {
 				loops--
 			}
 		}
-		at := r.i
-		if _, err := skipImmediates(r, op); err != nil {
-			return fmt.Errorf("opcode 0x%02x at body offset %d: %w", op, r.i, err)
+		at := r.Pos
+		if _, err := wasmbin.SkipImmediates(r, op); err != nil {
+			return fmt.Errorf("opcode 0x%02x at body offset %d: %w", op, r.Pos, err)
 		}
-		if op == 0xfc && (&reader{b: r.b, i: at}).u32() == 15 { // table.grow
+		if op == 0xfc && (&wasmbin.Reader{Buf: r.Buf, Pos: at}).U32() == 15 { // table.grow
 			s.tableGrow = true
 		}
 		switch op {
 		case 0x04, 0x0c, 0x0d: // if, br, br_if
 			branches++
 		case 0x0e: // br_table: its count of targets plus the default
-			t := &reader{b: r.b, i: at}
-			branches += int(t.u32()) + 1
+			t := &wasmbin.Reader{Buf: r.Buf, Pos: at}
+			branches += int(t.U32()) + 1
 		default:
 			continue
 		}
@@ -396,8 +395,8 @@ func (s *moduleShape) scanBody(body []byte, fn int, l CompileLimits) error {
 			return &CapError{Cap: "max_branches", Limit: l.MaxBranches, Got: uint64(branches), Function: fn}
 		}
 	}
-	if r.err != nil {
-		return r.err
+	if r.Err != nil {
+		return r.Err
 	}
 	if branches > s.maxBranches {
 		s.maxBranches, s.maxBranchesFunc = branches, fn

@@ -16,6 +16,8 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/wqhost/wqhost/internal/wasmtest"
+
+	"github.com/wqhost/wqhost/runtime/internal/wasmbin"
 )
 
 // TestRealModulesFitDefaultCompileLimits: every module this project builds (standard Go,
@@ -92,7 +94,7 @@ func TestCompileBombsRefused(t *testing.T) {
 	mod := func(body []byte) []byte { return wasmtest.Module(wasmtest.Handle(body)) }
 	brTable := func(targets int) []byte {
 		body := []byte{0x02, 0x40, 0x41, 0x00, 0x0e}
-		body = appendU32(body, uint32(targets))
+		body = wasmbin.AppendU32(body, uint32(targets))
 		body = append(body, make([]byte, targets+1)...)
 		return mod(append(body, 0x0b, 0x41, 0x00))
 	}
@@ -198,7 +200,7 @@ func TestShapeRefusesUnreadableCode(t *testing.T) {
 // oneSection returns a module of the header and one section of payload.
 func oneSection(id byte, payload ...byte) []byte {
 	b := append([]byte("\x00asm\x01\x00\x00\x00"), id)
-	return append(appendU32(b, uint32(len(payload))), payload...)
+	return append(wasmbin.AppendU32(b, uint32(len(payload))), payload...)
 }
 
 // TestShapeAcceptsTheSpecSuite: the pre-scan refuses no module of the WebAssembly spec test

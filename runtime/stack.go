@@ -22,7 +22,7 @@ import (
 // (ConsumerStacks), since the next growth doubles it: the budget refuses a recursion
 // before it takes the host's memory, not after, and the call fails with the budget's
 // reason. A recursion yields at least every fuel allowance, which charges every function
-// entry and the code run (instrument.go): a frame grows only with code, since each value it
+// entry and the code run (package fuel): a frame grows only with code, since each value it
 // keeps across a call is an instruction that put it there (locals never set take no room),
 // so a frame costs at most a few times its code's charge, and a recursion is looked at
 // every few MiB of stack at most (TestGuestStackReserved: frames of 2,000 live locals). What

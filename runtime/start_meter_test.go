@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/wasmtest"
+
+	"github.com/wqhost/wqhost/runtime/internal/fuel"
 )
 
 // startPasses is how many loop passes the test modules' _initialize runs: a known amount of
@@ -50,7 +52,9 @@ func (w *warmCharges) get() []Usage {
 // unrolled loop charges each pass its check's charge), within an allowance: a loop keeping
 // its fuel in a local stores it back only when it yields or returns, so a start that traps
 // is charged its allowances but not the one it trapped in.
-func startFuelOK(f uint64) bool { return f+fuelRefill >= startPasses && f <= 4*startPasses+fuelRefill }
+func startFuelOK(f uint64) bool {
+	return f+fuel.Refill >= startPasses && f <= 4*startPasses+fuel.Refill
+}
 
 // TestStartFunctionsAreMetered: the fuel an instance's start function burns is metered and
 // charged: on the call that had to start the instance (Usage.StartFuel, inside Fuel) and
@@ -128,13 +132,13 @@ func TestStartFunctionsAreMetered(t *testing.T) {
 			} else if u.StartFuel != 0 || u.StartWall != 0 {
 				t.Fatalf("first call, on a warm instance: usage %+v: want no start", u)
 			}
-			if own := u.Fuel - u.StartFuel; u.Fuel < u.StartFuel || own == 0 || own >= fuelRefill {
+			if own := u.Fuel - u.StartFuel; u.Fuel < u.StartFuel || own == 0 || own >= fuel.Refill {
 				t.Fatalf("first call: fuel %d, start %d: want the start plus the handler's own few units", u.Fuel, u.StartFuel)
 			}
 			if err := p.CallInto(ctx, &Input{ID: "m2"}, &out); err != nil {
 				t.Fatal(err)
 			}
-			if u := out.Usage; u.StartFuel != 0 || u.StartWall != 0 || u.Fuel == 0 || u.Fuel >= fuelRefill {
+			if u := out.Usage; u.StartFuel != 0 || u.StartWall != 0 || u.Fuel == 0 || u.Fuel >= fuel.Refill {
 				t.Fatalf("second call, on a warm instance: usage %+v: want the handler's few units, no start", u)
 			}
 			if tc.refills > 0 {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/wasmtest"
+
+	"github.com/wqhost/wqhost/runtime/internal/wasmbin"
 )
 
 // tableModule is a wqhost/v1 module with one funcref table of min elements (and max, if
@@ -16,15 +18,15 @@ import (
 // Functions: 0 $f, 1 wqhost_abi_v1, 2 wqhost_handle.
 func tableModule(tableMin uint32, tableMax int64, body []byte) []byte {
 	sec := func(id byte, payload []byte) []byte {
-		return append(appendU32([]byte{id}, uint32(len(payload))), payload...)
+		return append(wasmbin.AppendU32([]byte{id}, uint32(len(payload))), payload...)
 	}
-	name := func(s string) []byte { return append(appendU32(nil, uint32(len(s))), s...) }
-	limits := appendU32([]byte{0x00}, tableMin)
+	name := func(s string) []byte { return append(wasmbin.AppendU32(nil, uint32(len(s))), s...) }
+	limits := wasmbin.AppendU32([]byte{0x00}, tableMin)
 	if tableMax >= 0 {
-		limits = appendU32(appendU32([]byte{0x01}, tableMin), uint32(tableMax))
+		limits = wasmbin.AppendU32(wasmbin.AppendU32([]byte{0x01}, tableMin), uint32(tableMax))
 	}
 	fn := func(code []byte) []byte {
-		return append(appendU32(nil, uint32(len(code)+1)), append([]byte{0x00}, code...)...)
+		return append(wasmbin.AppendU32(nil, uint32(len(code)+1)), append([]byte{0x00}, code...)...)
 	}
 	m := []byte("\x00asm\x01\x00\x00\x00")
 	m = append(m, sec(1, []byte{2, 0x60, 0, 0, 0x60, 0, 1, 0x7f})...)

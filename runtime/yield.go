@@ -7,11 +7,17 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wqhost/wqhost/runtime/internal/fuel"
 )
 
-// The host side of the fuel time limit (instrument.go adds the guest side): the yield
+// The host side of the fuel time limit (package fuel adds the guest side): the yield
 // function the instrumented code calls when its fuel runs out, and the per-call limits it
 // checks.
+
+// fuelExport is the export naming an instrumented module's fuel global, which metering
+// reads (meter.go).
+const fuelExport = fuel.GlobalExport
 
 var (
 	// errTimeLimit ends a call whose time limit passed; the pool reports it as ErrTimeout.
@@ -27,7 +33,7 @@ var (
 // schedSlice since its last turn yields the processor itself. Host functions make the same
 // check when the work they are charged adds up (charge.go).
 func yieldFn() hostFn {
-	return hostFn{yieldImport, nil, []api.ValueType{tI32}, func(ctx context.Context, mod api.Module, s []uint64) {
+	return hostFn{fuel.YieldImport, nil, []api.ValueType{tI32}, func(ctx context.Context, mod api.Module, s []uint64) {
 		if st := stateOf(ctx); st != nil {
 			if st.fuelG == nil && st.pool.v.fuel && mod != nil {
 				// A start function yields before InstantiateModule returns the instance
@@ -43,7 +49,7 @@ func yieldFn() hostFn {
 		} else {
 			goruntime.Gosched()
 		}
-		s[0] = fuelRefill
+		s[0] = fuel.Refill
 	}}
 }
 

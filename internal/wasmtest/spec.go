@@ -1,6 +1,9 @@
 package wasmtest
 
-import "encoding/binary"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // Import is a function a Spec imports; imported functions take the first indices.
 type Import struct {
@@ -130,4 +133,14 @@ func CountTo(addr, n int32) []byte {
 	out = append(out, Load32(addr)...)
 	out = append(out, I32Const(n)...)
 	return append(out, 0x49, 0x0d, 0x00, 0x0b) // i32.lt_u; br_if 0; end
+}
+
+// SqrtChain is straight-line code of about n bytes that takes long per byte: a chain of
+// dependent f64.sqrt (one byte each, tens of cycles of latency) on a value the compiler
+// cannot know, read from memory, and stored back (code without an effect would be dropped).
+func SqrtChain(n int) []byte {
+	b := []byte{0x41, 0x00, 0x41, 0x00, 0x2b, 0x03, 0x00} // i32.const 0 (for the store); i32.const 0; f64.load
+	b = append(b, 0x44, 0, 0, 0, 0, 0, 0, 0, 0x40, 0xa0)  // f64.const 2; f64.add
+	b = append(b, bytes.Repeat([]byte{0x9f}, n)...)       // f64.sqrt ...
+	return append(b, 0x39, 0x03, 0x00)                    // f64.store
 }

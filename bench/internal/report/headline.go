@@ -140,7 +140,7 @@ func headline(b *strings.Builder, r *Results) {
 	}
 	b.WriteString(machineNote(r))
 	p("\n")
-	p("**The per-call time limit** is a fuel counter the runtime adds to a wqhost/v1 or Extism-ABI module at load (`runtime/instrument.go`): checks at function entries and loop headers, and a call into the host when the fuel runs out, which ends the call once its time is up. Its price is the *time limit cost* rows above (the same code with and without the checks, from the runtime's benchmarks). The `wqhost` and `wqhost-notimeout` engines below both run the instrumented module (the pool's `Timeout` only sets the deadline), so their difference is not the time limit's cost. Extism's own limit (`extism-timeout`) is wazero's close-on-context-done, which starts a watchdog goroutine per call and leaves compiled code for Go at every loop back-edge.\n\n")
+	p("**The per-call time limit** is a fuel counter the runtime adds to a wqhost/v1 or Extism-ABI module at load (`runtime/internal/fuel`): checks at function entries and loop headers, and a call into the host when the fuel runs out, which ends the call once its time is up. Its price is the *time limit cost* rows above (the same code with and without the checks, from the runtime's benchmarks). The `wqhost` and `wqhost-notimeout` engines below both run the instrumented module (the pool's `Timeout` only sets the deadline), so their difference is not the time limit's cost. Extism's own limit (`extism-timeout`) is wazero's close-on-context-done, which starts a watchdog goroutine per call and leaves compiled code for Go at every loop back-edge.\n\n")
 	if len(r.TimeLimit.Cases) > 0 {
 		timeLimitCases(b, r.TimeLimit)
 		b.WriteString(machineNote(r) + "\n")

@@ -1,14 +1,17 @@
-package runtime
+package fuel
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wqhost/wqhost/internal/wasmtest"
+
+	"github.com/wqhost/wqhost/runtime/internal/wasmbin"
 )
 
 // leafLoop is a guest whose handler loops forever calling a small leaf function (six
@@ -18,9 +21,9 @@ func leafLoop() []byte {
 	marker := wasmtest.Func{Export: "wqhost_abi_v1"}
 	count := []byte{0x41, 8, 0x41, 8, 0x28, 2, 0, 0x41, 1, 0x6a, 0x36, 2, 0} // mem[8]++
 	return wasmtest.Module(marker,
-		wasmtest.Func{Export: "leaf", Body: sqrtChain(6)},
+		wasmtest.Func{Export: "leaf", Body: wasmtest.SqrtChain(6)},
 		wasmtest.Func{Export: "wqhost_handle", Results: []byte{wasmtest.I32},
-			Body: concat([]byte{0x03, 0x40}, count, wasmtest.Call(1), []byte{0x0c, 0x00, 0x0b, 0x00})})
+			Body: slices.Concat([]byte{0x03, 0x40}, count, wasmtest.Call(1), []byte{0x0c, 0x00, 0x0b, 0x00})})
 }
 
 // TestLeafCallsChargedByTheCaller: a loop's direct call of a small leaf goes to a copy of
@@ -30,7 +33,7 @@ func leafLoop() []byte {
 // no more rounds than an allowance pays for, leaf included.
 func TestLeafCallsChargedByTheCaller(t *testing.T) {
 	wasm := leafLoop()
-	yc, err := instrument(wasm)
+	yc, err := Instrument(wasm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,17 +44,17 @@ func TestLeafCallsChargedByTheCaller(t *testing.T) {
 	// The handler's call goes to the copy, whose code is the leaf's, checks and fuel
 	// accesses none (stripChecks holds the copy to its original; it reads code instrumented
 	// without unrolling).
-	flat, err := instrumentWith(wasm, instrumentOptions{segment: segmentBytes, fuel: fuelRefill, unroll: 1})
+	flat, err := InstrumentWith(wasm, Options{Segment: SegmentBytes, Fuel: Refill, Unroll: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stripChecks(t, sectionOf(t, flat.wasm, secCode), x, params)
-	code := sectionOf(t, yc.wasm, secCode)
+	stripChecks(t, sectionOf(t, flat, wasmbin.SecCode), x, params)
+	code := sectionOf(t, yc, wasmbin.SecCode)
 	calls := 0
-	r := &reader{b: code}
-	r.u32()
+	r := &wasmbin.Reader{Buf: code}
+	r.U32()
 	for f := range uint32(3) {
-		body := r.bytes(int(r.u32()))
+		body := r.Bytes(int(r.U32()))
 		if f != 2 {
 			continue
 		}
@@ -70,19 +73,19 @@ func TestLeafCallsChargedByTheCaller(t *testing.T) {
 	defer rt.Close(ctx)
 	var yields, last, most uint32
 	stop := errors.New("enough yields")
-	_, err = rt.NewHostModuleBuilder(hostModuleName).NewFunctionBuilder().
+	_, err = rt.NewHostModuleBuilder(YieldModule).NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, m api.Module, s []uint64) {
 			rounds, _ := m.Memory().ReadUint32Le(8)
 			most, last = max(most, rounds-last), rounds
 			if yields++; yields == 20 {
 				panic(stop)
 			}
-			s[0] = fuelRefill
-		}), nil, []api.ValueType{api.ValueTypeI32}).Export(yieldImport).Instantiate(ctx)
+			s[0] = Refill
+		}), nil, []api.ValueType{api.ValueTypeI32}).Export(YieldImport).Instantiate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := rt.Instantiate(ctx, yc.wasm)
+	m, err := rt.Instantiate(ctx, yc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +95,8 @@ func TestLeafCallsChargedByTheCaller(t *testing.T) {
 	// A round is at least the leaf's weight; uncharged, the leaf would let about 16 times
 	// as many rounds run (the loop's own code is 17 bytes).
 	const leafWeight = 26 + 6*slowBytes
-	if most == 0 || int(most)*leafWeight > fuelRefill*chargeBytes {
+	if most == 0 || int(most)*leafWeight > Refill*ChargeBytes {
 		t.Errorf("%d rounds between two yields: the leaf's %d bytes a round make %d, more than an allowance (%d)",
-			most, leafWeight, int(most)*leafWeight, fuelRefill*chargeBytes)
+			most, leafWeight, int(most)*leafWeight, Refill*ChargeBytes)
 	}
 }

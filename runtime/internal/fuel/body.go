@@ -1,28 +1,11 @@
-package runtime
+package fuel
 
 import (
 	"errors"
 	"fmt"
-)
 
-// Where a function body gets its fuel checks and what each charges (instrument.go has the
-// rationale). A body is decoded into instructions with their control structure, then walked
-// backwards computing, for every instruction, the most code that can run from it before
-// the next check along any path (divisions and square roots, bulk memory operations weigh
-// more than their bytes): control only moves forward (to a block's end, an if's
-// else arm) except to a loop header, which always has a check, so this is one pass with
-// every branch target already known. A check goes
-//
-//   - at the function's entry and at every loop header (calls and back edges),
-//   - before an instruction whose cost would exceed segmentBytes (long straight-line code,
-//     big arms and loop bodies: a check every few KiB, so no stretch between two checks runs
-//     long), and
-//   - where a loop is left (after its end, or after the end of an outer block a branch
-//     inside it leaves to) when more than exitBytes follow before the next check, so a hot
-//     loop's header check does not pay for the code after the loop at every iteration,
-//
-// and charges the cost it resets, in units of chargeBytes. A check is stack-neutral and
-// valid between any two instructions.
+	"github.com/wqhost/wqhost/runtime/internal/wasmbin"
+)
 
 // Kinds of decoded instructions, as far as the control flow goes.
 const (
@@ -47,7 +30,7 @@ const (
 	flagCall                 // call or call_indirect: the fuel local is spilled before, reloaded after
 	flagSpill                // leaves the function (return, a tail call, a branch to its label, its end): spilled before
 	flagBulkCall             // memory.fill or memory.copy, written as a call to its helper (bulkHelpers)
-	flagLeafCall             // a call of a copied leaf (instrument_leaf.go): its weight in end
+	flagLeafCall             // a call of a copied leaf (leaf.go): its weight in end
 )
 
 // inst is one decoded instruction of a function body.
@@ -67,12 +50,12 @@ type inst struct {
 
 // bodyScratch holds the buffers instrumentBody reuses from one function to the next.
 type bodyScratch struct {
-	segment uint64 // segmentBytes, or less in tests
-	unroll  int    // unrollCopies, or 1 (none) in tests
+	segment uint64 // SegmentBytes, or less in tests
+	unroll  int    // UnrollCopies, or 1 (none) in tests
 	// testEntries keeps every entry's test (tests: the spec suite's starved world calls
 	// yield at every test).
 	testEntries bool
-	// pad, noChecks and bare are for benchmarks (instrumentOptions): pad charges of 0
+	// pad, noChecks and bare are for benchmarks (Options): pad charges of 0
 	// without a test at this function's entry; no checks at all; the rewritten code without
 	// its checks.
 	pad      int
@@ -103,16 +86,17 @@ type placedCheck struct {
 	untested bool // the entry's, charging without a test (untestedEntry)
 }
 
-// Segment sizes, in bytes of code; see above.
+// Segment sizes, in bytes of code; see the package doc.
 const (
-	segmentBytes = 4 << 10
+	// SegmentBytes is the most code between two checks on any path (Options.Segment).
+	SegmentBytes = 4 << 10
 	exitBytes    = 64
-	// bulkBytes is what a bulk operation weighs: bulkCharge units.
-	bulkBytes = bulkCharge * chargeBytes
+	// bulkBytes is what a bulk operation weighs: BulkCharge units.
+	bulkBytes = BulkCharge * ChargeBytes
 	// slowBytes is what a division, remainder or square root weighs on top of its bytes:
 	// one byte of code that takes as long as tens of bytes of other code (a chain of
 	// f64.sqrt runs 20 ns a byte against about 1 for multiplications or loads).
-	slowBytes = chargeBytes
+	slowBytes = ChargeBytes
 )
 
 // slowOp reports whether op (sub, for the 0xfd prefix) is a division, remainder or square
@@ -128,11 +112,11 @@ func slowOp(op byte, sub uint32) bool {
 }
 
 // chargeFor is what a check covering cost bytes (bulk operations at bulkBytes) charges: one
-// unit for the check plus one per chargeBytes. A check covering a whole allowance or more
-// charges exactly fuelRefill, which yields every time it runs (the fuel is an i32 the charge
+// unit for the check plus one per ChargeBytes. A check covering a whole allowance or more
+// charges exactly Refill, which yields every time it runs (the fuel is an i32 the charge
 // must not wrap).
 func chargeFor(cost uint64) uint32 {
-	return uint32(min(1+cost/chargeBytes, fuelRefill))
+	return uint32(min(1+cost/ChargeBytes, Refill))
 }
 
 // decode reads the instructions of a body whose locals end at offset start.
@@ -150,23 +134,23 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 		}
 		return s.ctl[t].idx, nil
 	}
-	r := &reader{b: src, i: start}
+	r := &wasmbin.Reader{Buf: src, Pos: start}
 	for len(s.ctl) > 0 {
 		idx := int32(len(s.insts))
-		in := inst{at: uint32(r.i), alt: -1}
-		op := r.byte()
-		if r.err != nil {
+		in := inst{at: uint32(r.Pos), alt: -1}
+		op := r.Byte()
+		if r.Err != nil {
 			return errors.New("missing end of function")
 		}
 		var err error
 		switch op {
 		case 0x02, 0x03, 0x04: // block, loop, if
-			if r.i < len(src) && src[r.i] != 0x40 && !isValType(src[r.i]) {
-				if t := (&reader{b: src, i: r.i}).leb(5); t >= uint64(s.x.types) {
+			if r.Pos < len(src) && src[r.Pos] != 0x40 && !wasmbin.IsValType(src[r.Pos]) {
+				if t := (&wasmbin.Reader{Buf: src, Pos: r.Pos}).LEB(5); t >= uint64(s.x.types) {
 					return fmt.Errorf("block of unknown type %d at offset %d", t, in.at)
 				}
 			}
-			r.blockType()
+			r.BlockType()
 			in.kind = [...]uint8{opBlock, opLoop, opIf}[op-0x02]
 			loop := s.ctl[len(s.ctl)-1].loop
 			if op == 0x03 {
@@ -200,17 +184,17 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 			if op == 0x0d {
 				in.kind = opBrIf
 			}
-			in.alt, err = label(r.u32())
+			in.alt, err = label(r.U32())
 			if in.alt < 0 {
 				in.flags |= flagSpill
 			}
 		case 0x0e: // br_table
 			in.kind = opBrTable
-			n := r.u32()
+			n := r.U32()
 			in.end = int32(len(s.targets))
-			for i := uint64(0); i <= uint64(n) && r.err == nil && err == nil; i++ {
+			for i := uint64(0); i <= uint64(n) && r.Err == nil && err == nil; i++ {
 				var t int32
-				t, err = label(r.u32())
+				t, err = label(r.U32())
 				s.targets = append(s.targets, t)
 				if t < 0 {
 					in.flags |= flagSpill
@@ -222,8 +206,8 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 		case 0x0f: // return
 			in.kind, in.flags = opExit, flagSpill
 		default:
-			var im immediates
-			sub := (&reader{b: src, i: r.i}).u32() // the first immediate, if any
+			var im wasmbin.Immediates
+			sub := (&wasmbin.Reader{Buf: src, Pos: r.Pos}).U32() // the first immediate, if any
 			switch {
 			case (op == 0x23 || op == 0x24) && sub >= s.x.fuel:
 				return fmt.Errorf("unknown global %d at offset %d", sub, in.at)
@@ -235,7 +219,7 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 			if slowOp(op, sub) {
 				in.flags |= flagSlow
 			}
-			im, err = skipImmediates(r, op)
+			im, err = wasmbin.SkipImmediates(r, op)
 			switch op {
 			case 0x10, 0x11: // call, call_indirect
 				if w, ok := s.x.leafCost(sub); ok && op == 0x10 {
@@ -250,32 +234,32 @@ func (s *bodyScratch) decode(src []byte, start int) error {
 				in.flags |= flagSpill
 				s.calls = true
 			}
-			if im.bulk {
+			if im.Bulk {
 				in.flags |= flagBulk
 			}
 			if op == 0xfc && (sub == 10 || sub == 11) && s.x.bulk != 0 { // memory.copy, memory.fill
 				in.flags |= flagBulkCall | flagCall
 				s.calls = true
 			}
-			if im.funcIdx {
+			if im.FuncIdx {
 				in.flags |= flagFuncIdx
 			}
 		}
 		if err == nil {
-			err = r.err
+			err = r.Err
 		}
 		if err != nil {
 			return fmt.Errorf("instruction 0x%02x at offset %d: %w", op, in.at, err)
 		}
 		s.insts = append(s.insts, in)
 	}
-	if r.i != len(src) {
-		return fmt.Errorf("%d bytes after the function's end", len(src)-r.i)
+	if r.Pos != len(src) {
+		return fmt.Errorf("%d bytes after the function's end", len(src)-r.Pos)
 	}
 	return nil
 }
 
-// place computes where the checks go and what they charge (see above), into s.checks from
+// place computes where the checks go and what they charge (see the package doc), into s.checks from
 // the last to the first. bodyEnd is the body's length, where the last instruction ends.
 func (s *bodyScratch) place(bodyEnd int) {
 	n := len(s.insts)
@@ -353,7 +337,7 @@ func (s *bodyScratch) place(bodyEnd int) {
 //     loop's. Go's functions all start so: their body is one loop around a jump table.
 //   - in a function that calls nothing and runs at most exitBytes of code before its next
 //     check or its return: such a call cannot recurse, and its caller's code between two
-//     tests holds at most segmentBytes/2 calls, so at most an eighth of an allowance runs
+//     tests holds at most SegmentBytes/2 calls, so at most an eighth of an allowance runs
 //     untested (C's memchr, called per byte of a Go guest's strings.IndexRune).
 func (s *bodyScratch) untestedEntry() {
 	n := len(s.checks)
@@ -385,9 +369,9 @@ func (s *bodyScratch) untestedEntry() {
 // instrumentBody appends src, one body (locals and code) of a function with params
 // parameters, with the fuel local and checks added and function indices renumbered.
 func instrumentBody(out, src []byte, x *fuelIndex, params uint32, s *bodyScratch) ([]byte, error) {
-	r := &reader{b: src}
-	groups := r.u32()
-	start := r.i
+	r := &wasmbin.Reader{Buf: src}
+	groups := r.U32()
+	start := r.Pos
 	code, locals, err := bodyLocals(src)
 	if err != nil {
 		return nil, err
@@ -397,7 +381,7 @@ func instrumentBody(out, src []byte, x *fuelIndex, params uint32, s *bodyScratch
 		return nil, fmt.Errorf("%d locals: no room for the fuel local", fl)
 	}
 	// The fuel local goes after the function's own: one more group of one i32.
-	out = appendU32(out, groups+1)
+	out = wasmbin.AppendU32(out, groups+1)
 	out = append(out, src[start:code]...)
 	out = append(out, 0x01, 0x7f)
 	s.x, s.locals = x, fl

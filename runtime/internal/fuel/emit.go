@@ -1,53 +1,15 @@
-package runtime
+package fuel
 
-// Writing an instrumented body: the checks place (instrument_body.go) put, the spills and
-// reloads of the fuel local, and small loops unrolled.
-//
-// Unrolling. A check is a subtraction and a branch not taken, which in a loop of a few
-// instructions costs as much again as the loop itself (a counting loop ran 2.0× with a
-// check per pass). So an innermost loop whose body is small (unrollBytes of code at most, no
-// check inside it but its header's, at least one branch back to it, no parameters or
-// results) runs a group of passes per check, written out one after the other:
-//
-//	block              ;; $exit, added
-//	  loop             ;; $re, added: where the loop starts again after a yield
-//	    block          ;; $slow, added
-//	      loop         ;; the original loop
-//	        test       ;; the fuel less G (the group's charge); below zero: br $slow
-//	        block      ;; the first pass: a branch to the loop goes on to the next pass
-//	          body     ;; branches out of the loop four labels further
-//	          refund   ;; falling off the body's end leaves the loop, as it did, and gives
-//	          br $exit ;; back the passes of the group it did not run
-//	        end
-//	        block ... end  ;; the next passes, likewise
-//	        body       ;; the last pass as it was (branches out three labels further)
-//	      end
-//	      br $exit
-//	    end
-//	    call $yield    ;; out of fuel: the allowance plus G, as the test charges G again
-//	    br $re
-//	  end
-//	end
-//
-// The header's test charges what a check always charges, the most code that can run before
-// the next one: a group of passes. A run of the loop that falls off its body within a group
-// gets the passes it did not run back (on that exit path only); one that leaves by a branch
-// out has paid up to a group's passes ahead, a few units once per run of the loop. The yield
-// is out of the loop's way: wazero lays code out in the order of the module, and a yield
-// inside the loop made every group jump over it (a counting loop of sixteen passes a group
-// ran 1.4× its code unrolled without checks on a 2 GHz EPYC, 1.04–1.19× with the yield
-// after the loop). The passes charge nothing themselves: version 8 charged each pass with a
-// subtraction of its own (a counting loop 1.49× in instructions counted by callgrind). What
-// unrolling adds to a function is at most the function's own size plus one largest loop's
-// copies, so a module's code grows by a bounded factor, as with the checks themselves.
+import "github.com/wqhost/wqhost/runtime/internal/wasmbin"
 
-// Unrolling constants; see above. A loop body of n bytes gets unrollTarget/n copies, at
-// least unrollCopies (the option: 1 in tests turns unrolling off) and at most
+// Unrolling constants; see the package doc. A loop body of n bytes gets unrollTarget/n copies, at
+// least UnrollCopies (the option: 1 in tests turns unrolling off) and at most
 // maxUnrollCopies: the smaller the body, the more a test weighs against it (a counting
 // loop of two instructions a pass cost 1.45× its unrolled code in instructions with four
 // copies, 1.1× with sixteen).
 const (
-	unrollCopies    = 4
+	// UnrollCopies is the fewest copies of an unrolled loop's body (Options.Unroll).
+	UnrollCopies    = 4
 	maxUnrollCopies = 32
 	unrollTarget    = 512
 	unrollBytes     = 128
@@ -94,7 +56,7 @@ func (s *bodyScratch) emit(out, src []byte, fl uint32) []byte {
 	return out
 }
 
-// unrollable returns the size of the body of the loop at h if it can be unrolled (see above),
+// unrollable returns the size of the body of the loop at h if it can be unrolled (see the package doc),
 // else 0. s.checks[k] is the next check to write.
 func (s *bodyScratch) unrollable(src []byte, h, k int) int {
 	lp := s.insts[h]
@@ -130,7 +92,7 @@ func (s *bodyScratch) unrollable(src []byte, h, k int) int {
 	return n
 }
 
-// emitUnrolled appends the loop at h unrolled (see above), its header check being
+// emitUnrolled appends the loop at h unrolled (see the package doc), its header check being
 // s.checks[k], and returns the index of the next check to write.
 func (s *bodyScratch) emitUnrolled(out, src []byte, h, k int, fl uint32, copies int) ([]byte, int) {
 	e := int(s.insts[h].end)
@@ -143,7 +105,7 @@ func (s *bodyScratch) emitUnrolled(out, src []byte, h, k int, fl uint32, copies 
 	}
 	out = append(out, src[s.insts[h].at:s.insts[h+1].at]...) // loop and its block type
 	pass := s.checks[k].charge
-	charge := min(pass*uint32(copies), fuelRefill)
+	charge := min(pass*uint32(copies), Refill)
 	pass = charge / uint32(copies) // what a pass pays of the group's charge, for the refunds
 	switch {
 	case s.bare:
@@ -175,7 +137,7 @@ func (s *bodyScratch) emitUnrolled(out, src []byte, h, k int, fl uint32, copies 
 				}
 			}
 			out = append(out, 0x0c) // br $exit
-			out = appendU32(out, around+1)
+			out = wasmbin.AppendU32(out, around+1)
 			out = append(out, 0x0b) // end
 		}
 	}
@@ -184,18 +146,18 @@ func (s *bodyScratch) emitUnrolled(out, src []byte, h, k int, fl uint32, copies 
 		// Out of the loop: on to $exit past the yield; out of fuel: yield, then run the
 		// loop's header again (nothing is on the stack there: the block type is empty).
 		out = append(out, 0x0c, 0x02, 0x0b, 0x10) // br $exit, end $slow, call
-		out = appendU32(out, s.x.yield)
+		out = wasmbin.AppendU32(out, s.x.yield)
 		// The header charges again: the allowance plus that charge, so the group costs
 		// what a check's group does (the yield forgives what it took below zero).
 		out = append(out, 0x41)
-		out = appendS32(out, int32(charge))
+		out = wasmbin.AppendS32(out, int32(charge))
 		out = append(out, 0x6a) // i32.add
 		if s.global {
 			out = append(out, 0x24) // global.set
-			out = appendU32(out, s.x.fuel)
+			out = wasmbin.AppendU32(out, s.x.fuel)
 		} else {
 			out = append(out, 0x21) // local.set
-			out = appendU32(out, fl)
+			out = wasmbin.AppendU32(out, fl)
 		}
 		out = append(out, 0x0c, 0x00, 0x0b) // br $re, end $re
 	}
@@ -214,29 +176,29 @@ func (s *bodyScratch) emitInst(out, src []byte, i int, fl uint32, h int32, shift
 	if i+1 < len(s.insts) {
 		end = int(s.insts[i+1].at)
 	}
-	r := &reader{b: src, i: int(in.at) + 1}
+	r := &wasmbin.Reader{Buf: src, Pos: int(in.at) + 1}
 	switch {
 	case in.flags&flagBulkCall != 0:
 		f := s.x.bulk // memory.fill's helper; memory.copy's is next
-		if r.u32() == 10 {
+		if r.U32() == 10 {
 			f++
 		}
-		out = appendU32(append(out, 0x10), f)
+		out = wasmbin.AppendU32(append(out, 0x10), f)
 	case in.flags&flagLeafCall != 0:
-		out = appendU32(append(out, 0x10), s.x.leaves.copyOf[r.u32()-s.x.yield])
+		out = wasmbin.AppendU32(append(out, 0x10), s.x.leaves.copyOf[r.U32()-s.x.yield])
 	case in.flags&flagFuncIdx != 0:
-		out = appendU32(append(out, src[in.at]), s.x.fn(r.u32()))
+		out = wasmbin.AppendU32(append(out, src[in.at]), s.x.fn(r.U32()))
 	case shift != 0 && (in.kind == opBr || in.kind == opBrIf || in.kind == opBrTable):
 		out = append(out, src[in.at])
 		label := func(t int32) {
-			l := r.u32()
+			l := r.U32()
 			if t < h { // the function's label (-1) or a block opened before the loop
 				l += shift
 			}
-			out = appendU32(out, l)
+			out = wasmbin.AppendU32(out, l)
 		}
 		if in.kind == opBrTable {
-			out = appendU32(out, r.u32())
+			out = wasmbin.AppendU32(out, r.U32())
 			for _, t := range s.targets[in.end : in.end+in.alt] {
 				label(t)
 			}

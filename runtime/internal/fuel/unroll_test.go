@@ -1,4 +1,4 @@
-package runtime
+package fuel
 
 import (
 	"context"
@@ -11,32 +11,20 @@ import (
 	"github.com/wqhost/wqhost/internal/wasmtest"
 )
 
-// unrollShapes are fuelLoops and loops left other ways than by their end: by a branch to a
+// unrollShapes are wasmtest.LoopModules and loops left other ways than by their end: by a branch to a
 // block around them, and by a return.
-func unrollShapes() []struct {
-	name  string
-	funcs []wasmtest.Func
-} {
-	shapes := append([]struct {
-		name  string
-		funcs []wasmtest.Func
-	}(nil), fuelLoops...)
+func unrollShapes() []wasmtest.LoopModule {
+	shapes := append([]wasmtest.LoopModule(nil), wasmtest.LoopModules...)
 	fn := func(body ...byte) []wasmtest.Func {
 		return []wasmtest.Func{{Export: "run", Params: []byte{wasmtest.I32, wasmtest.I32}, Results: []byte{wasmtest.I32}, Body: body}}
 	}
-	return append(shapes, struct {
-		name  string
-		funcs []wasmtest.Func
-	}{"break", fn(
+	return append(shapes, wasmtest.LoopModule{Name: "break", Funcs: fn(
 		0x02, 0x40, 0x03, 0x40, // block, loop
 		0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, // n--
 		0x41, 0x05, 0x46, 0x0d, 0x01, // n == 5: br_if to the block
 		0x20, 0x00, 0x0d, 0x00, // n != 0: br_if to the loop
 		0x0b, 0x0b, 0x20, 0x00, // end, end, n
-	)}, struct {
-		name  string
-		funcs []wasmtest.Func
-	}{"return", fn(
+	)}, wasmtest.LoopModule{Name: "return", Funcs: fn(
 		0x03, 0x40, // loop
 		0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, // n--
 		0x41, 0x03, 0x46, 0x04, 0x40, 0x41, 0xe3, 0x00, 0x0f, 0x0b, // n == 3: return 99
@@ -56,32 +44,32 @@ func TestUnrolledLoops(t *testing.T) {
 	const allowance = 500
 	ctx := context.Background()
 	for _, tt := range unrollShapes() {
-		t.Run(tt.name, func(t *testing.T) {
-			mod := wasmtest.Module(tt.funcs...)
-			flat, err := instrumentWith(mod, instrumentOptions{segment: segmentBytes, unroll: 1})
+		t.Run(tt.Name, func(t *testing.T) {
+			mod := wasmtest.Module(tt.Funcs...)
+			flat, err := InstrumentWith(mod, Options{Segment: SegmentBytes, Unroll: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
-			unrolled, err := instrumentWith(mod, instrumentOptions{segment: segmentBytes, unroll: unrollCopies})
+			unrolled, err := InstrumentWith(mod, Options{Segment: SegmentBytes, Unroll: UnrollCopies})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(unrolled.wasm) <= len(flat.wasm) {
-				t.Fatalf("nothing unrolled: %d bytes, %d without unrolling", len(unrolled.wasm), len(flat.wasm))
+			if len(unrolled) <= len(flat) {
+				t.Fatalf("nothing unrolled: %d bytes, %d without unrolling", len(unrolled), len(flat))
 			}
 			var yields int
 			rt := wazero.NewRuntime(ctx)
 			t.Cleanup(func() { _ = rt.Close(ctx) })
-			_, err = rt.NewHostModuleBuilder(hostModuleName).NewFunctionBuilder().
+			_, err = rt.NewHostModuleBuilder(YieldModule).NewFunctionBuilder().
 				WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) {
 					yields++
 					s[0] = allowance
-				}), nil, []api.ValueType{api.ValueTypeI32}).Export(yieldImport).Instantiate(ctx)
+				}), nil, []api.ValueType{api.ValueTypeI32}).Export(YieldImport).Instantiate(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var runs [3]api.Function
-			for i, wasm := range [][]byte{mod, flat.wasm, unrolled.wasm} {
+			for i, wasm := range [][]byte{mod, flat, unrolled} {
 				m, err := rt.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().WithName(fmt.Sprint(i)))
 				if err != nil {
 					t.Fatal(err)

@@ -1,4 +1,4 @@
-package runtime
+package fuel
 
 import (
 	"context"
@@ -174,30 +174,30 @@ type specWorld struct {
 	rt    wazero.Runtime
 	named map[string]api.Module
 	last  api.Module
-	instr func([]byte) (*yieldCode, error) // nil: the original
+	instr func([]byte) ([]byte, error) // nil: the original
 	// refused is why the last module instantiated runs uninstrumented, if it does.
 	refused error
 }
 
 // denseInstrument puts a check between every two instructions, so that the suite checks a
 // check's effect wherever one can go, not only where a few KiB of code have passed.
-func denseInstrument(wasm []byte) (*yieldCode, error) {
-	return instrumentWith(wasm, instrumentOptions{segment: 0, fuel: fuelRefill, unroll: unrollCopies})
+func denseInstrument(wasm []byte) ([]byte, error) {
+	return InstrumentWith(wasm, Options{Segment: 0, Fuel: Refill, Unroll: UnrollCopies})
 }
 
 // starvedInstrument has the usual checks, every entry tested, and starts without fuel: with
 // a yield that hands out none either, every check takes its slow path, the call to yield.
 // (The entries without a test are in the dense world.)
-func starvedInstrument(wasm []byte) (*yieldCode, error) {
-	return instrumentWith(wasm, instrumentOptions{segment: segmentBytes, fuel: 0, unroll: unrollCopies, testEntries: true})
+func starvedInstrument(wasm []byte) ([]byte, error) {
+	return InstrumentWith(wasm, Options{Segment: SegmentBytes, Fuel: 0, Unroll: UnrollCopies, TestEntries: true})
 }
 
-func newSpecWorld(ctx context.Context, t *testing.T, features api.CoreFeatures, spectest []byte, instr func([]byte) (*yieldCode, error), refill uint64, yields *int) *specWorld {
+func newSpecWorld(ctx context.Context, t *testing.T, features api.CoreFeatures, spectest []byte, instr func([]byte) ([]byte, error), refill uint64, yields *int) *specWorld {
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(features))
 	t.Cleanup(func() { _ = rt.Close(ctx) })
-	_, err := rt.NewHostModuleBuilder(hostModuleName).NewFunctionBuilder().
+	_, err := rt.NewHostModuleBuilder(YieldModule).NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) { *yields++; s[0] = refill }),
-			nil, []api.ValueType{api.ValueTypeI32}).Export(yieldImport).Instantiate(ctx)
+			nil, []api.ValueType{api.ValueTypeI32}).Export(YieldImport).Instantiate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func newSpecWorld(ctx context.Context, t *testing.T, features api.CoreFeatures, 
 		if err != nil {
 			t.Fatal(err)
 		}
-		spectest = yc.wasm
+		spectest = yc
 	}
 	if _, err := rt.InstantiateWithConfig(ctx, spectest, wazero.NewModuleConfig().WithName("spectest")); err != nil {
 		t.Fatal(err)
@@ -259,7 +259,7 @@ func runSpecScript(t *testing.T, st *specStats, name, path string, spectest []by
 	// every two instructions that would take long, so the fast path runs there.
 	worlds := []*specWorld{
 		newSpecWorld(ctx, t, features, spectest, starvedInstrument, 0, &st.yields),
-		newSpecWorld(ctx, t, features, spectest, denseInstrument, fuelRefill, &st.yields),
+		newSpecWorld(ctx, t, features, spectest, denseInstrument, Refill, &st.yields),
 	}
 	read := func(file string) []byte {
 		b, err := os.ReadFile(filepath.Join(filepath.Dir(path), file))
@@ -360,13 +360,13 @@ func (w *specWorld) instantiate(ctx context.Context, wasm []byte, reg, name stri
 	if w.instr != nil {
 		yc, err := w.instr(wasm)
 		switch {
-		case errors.Is(err, errUndecodable):
+		case errors.Is(err, ErrUndecodable):
 			w.refused = err // the host runs it uninstrumented
 		case err != nil:
 			return nil, err
 		default:
 			_ = cm.Close(ctx)
-			if cm, err = w.rt.CompileModule(ctx, yc.wasm); err != nil {
+			if cm, err = w.rt.CompileModule(ctx, yc); err != nil {
 				return nil, fmt.Errorf("instrumented module invalid: %w", err)
 			}
 		}
@@ -440,11 +440,11 @@ func checkInvalid(ctx context.Context, st *specStats, rt wazero.Runtime, where s
 		_ = cm.Close(ctx)
 		return
 	}
-	yc, err := instrument(wasm)
+	yc, err := Instrument(wasm)
 	if err != nil {
 		return
 	}
-	if cm, err := rt.CompileModule(ctx, yc.wasm); err == nil {
+	if cm, err := rt.CompileModule(ctx, yc); err == nil {
 		_ = cm.Close(ctx)
 		st.invalidMadeValid = append(st.invalidMadeValid, where)
 	}

@@ -1,31 +1,15 @@
-package runtime
+package fuel
 
-import "fmt"
+import (
+	"fmt"
 
-// Small leaf functions called directly are charged by their callers (instrument.go has the
-// scheme). A loop calling a small function used to pay twice per pass: the callee's entry
-// charge and the loop's check, each a load, a subtraction and a store of the fuel global
-// (a function that calls keeps its fuel there), chained through memory: the `call` case of
-// BenchmarkFuelCost ran 1.94-2.03x on a 2 GHz EPYC.
-//
-// A leaf here is a defined function with no loop, no call of any kind (nor memory.fill or
-// memory.copy, which are calls to the bulk helpers) and at most leafBytes of code on its
-// longest path (divisions and bulk operations weighed as the checks weigh them, so
-// memory.grow alone exceeds it). Such a function runs a bounded amount of code and cannot
-// recurse. Each leaf that some function calls directly gets a copy with no check, appended
-// after the module's own functions (and the bulk helpers), and every direct call of the leaf
-// calls the copy instead; the call site counts the leaf's code as its own, so the caller's
-// checks charge it and the invariant of the checks holds as before: no path runs more than
-// segmentBytes of code between two checks, each charging what may run before the next. Such
-// a call reads and writes no fuel, so the caller does not spill its fuel local around it,
-// and a loop whose calls are all to leaves keeps its fuel in a register and can be
-// unrolled. The original keeps its entry charge for every other way in (exports, tables,
-// ref.func, the start function), where no caller's check has counted it.
+	"github.com/wqhost/wqhost/runtime/internal/wasmbin"
+)
 
 // leafBytes is the most code a leaf's longest path may weigh.
 const leafBytes = 256
 
-// leaves are the copied leaves of a module (see above).
+// leaves are the copied leaves of a module (see the package doc).
 type leaves struct {
 	// cost[f] is, for the defined function f, 1 plus the weight of its longest path in bytes
 	// when f is copied, else 0.
@@ -42,10 +26,10 @@ type leaves struct {
 // function calls directly, each with its copy's index: first is the index the first copy
 // takes. params are the numbers of parameters of the defined functions.
 func findLeaves(payload []byte, x *fuelIndex, params []uint32, first uint32) (*leaves, error) {
-	r := &reader{b: payload}
-	n := r.u32()
-	if r.err != nil {
-		return nil, r.err
+	r := &wasmbin.Reader{Buf: payload}
+	n := r.U32()
+	if r.Err != nil {
+		return nil, r.Err
 	}
 	if int64(n) != int64(len(params)) {
 		return nil, fmt.Errorf("%d bodies for %d functions", n, len(params))
@@ -55,10 +39,10 @@ func findLeaves(payload []byte, x *fuelIndex, params []uint32, first uint32) (*l
 	srcs := make([][]byte, n)
 	s := bodyScratch{segment: 1<<63 - 1, x: x}
 	for f := range n {
-		size := r.u32()
-		src := r.bytes(int(size))
-		if r.err != nil {
-			return nil, fmt.Errorf("function %d: %w", f, r.err)
+		size := r.U32()
+		src := r.Bytes(int(size))
+		if r.Err != nil {
+			return nil, fmt.Errorf("function %d: %w", f, r.Err)
 		}
 		start, locals, err := bodyLocals(src)
 		if err != nil {
@@ -72,7 +56,7 @@ func findLeaves(payload []byte, x *fuelIndex, params []uint32, first uint32) (*l
 		for _, in := range s.insts {
 			loop = loop || in.kind == opLoop
 			if in.flags&flagCall != 0 && src[in.at] == 0x10 {
-				if c := (&reader{b: src, i: int(in.at) + 1}).u32(); c >= x.yield && c-x.yield < n {
+				if c := (&wasmbin.Reader{Buf: src, Pos: int(in.at) + 1}).U32(); c >= x.yield && c-x.yield < n {
 					called[c-x.yield] = true
 				}
 			}
@@ -85,8 +69,8 @@ func findLeaves(payload []byte, x *fuelIndex, params []uint32, first uint32) (*l
 			srcs[f] = src
 		}
 	}
-	if r.i != len(payload) {
-		return nil, fmt.Errorf("%d trailing bytes", len(payload)-r.i)
+	if r.Pos != len(payload) {
+		return nil, fmt.Errorf("%d trailing bytes", len(payload)-r.Pos)
 	}
 	for f := range n {
 		if lv.cost[f] == 0 {
@@ -123,25 +107,25 @@ func (s *bodyScratch) longestPath(bodyEnd int) uint64 {
 // bodyLocals reads the local declarations at the start of a body: it returns where the
 // code starts and the number of locals declared.
 func bodyLocals(src []byte) (int, uint64, error) {
-	r := &reader{b: src}
-	groups := r.u32()
+	r := &wasmbin.Reader{Buf: src}
+	groups := r.U32()
 	var n uint64
 	for range groups {
-		n += uint64(r.u32())
-		if t := r.byte(); !isValType(t) {
+		n += uint64(r.U32())
+		if t := r.Byte(); !wasmbin.IsValType(t) {
 			return 0, 0, fmt.Errorf("local of unknown type 0x%02x", t)
 		}
 	}
-	if r.err != nil {
-		return 0, 0, fmt.Errorf("locals: %w", r.err)
+	if r.Err != nil {
+		return 0, 0, fmt.Errorf("locals: %w", r.Err)
 	}
-	return r.i, n, nil
+	return r.Pos, n, nil
 }
 
 // appendLeafCopies appends the bodies of the leaves' copies: each its original with no check
 // (a leaf calls nothing, so nothing in it is renumbered but ref.func).
-func appendLeafCopies(out []byte, x *fuelIndex, params []uint32, opt instrumentOptions) ([]byte, error) {
-	s := bodyScratch{segment: opt.segment, unroll: 1, noChecks: true}
+func appendLeafCopies(out []byte, x *fuelIndex, params []uint32, opt Options) ([]byte, error) {
+	s := bodyScratch{segment: opt.Segment, unroll: 1, noChecks: true}
 	var body []byte
 	for k, f := range x.leaves.copies {
 		var err error
@@ -149,21 +133,10 @@ func appendLeafCopies(out []byte, x *fuelIndex, params []uint32, opt instrumentO
 		if err != nil {
 			return nil, fmt.Errorf("copy of function body %d: %w", f, err)
 		}
-		out = appendU32(out, uint32(len(body)))
+		out = wasmbin.AppendU32(out, uint32(len(body)))
 		out = append(out, body...)
 	}
 	return out, nil
-}
-
-// funcTypes returns the type index of each function of the function section.
-func funcTypes(payload []byte) ([]uint32, error) {
-	r := &reader{b: payload}
-	n := r.u32()
-	types := make([]uint32, 0, min(n, uint32(len(payload))))
-	for i := uint32(0); i < n && r.err == nil; i++ {
-		types = append(types, r.u32())
-	}
-	return types, r.err
 }
 
 // leafCopy returns the index of the copy of the function f (an index of the original

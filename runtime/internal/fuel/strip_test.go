@@ -1,19 +1,21 @@
-package runtime
+package fuel
 
 import (
 	"bytes"
 	"testing"
+
+	"github.com/wqhost/wqhost/runtime/internal/wasmbin"
 )
 
 // Helpers that take an instrumented module apart again (TestInstrumentCommittedModules).
 
 func sectionOf(t testing.TB, wasm []byte, id byte) []byte {
-	r := &reader{b: wasm, i: 8}
-	for r.i < len(r.b) {
-		sid := r.byte()
-		p := r.bytes(int(r.u32()))
-		if r.err != nil {
-			t.Fatal(r.err)
+	r := &wasmbin.Reader{Buf: wasm, Pos: 8}
+	for r.Pos < len(r.Buf) {
+		sid := r.Byte()
+		p := r.Bytes(int(r.U32()))
+		if r.Err != nil {
+			t.Fatal(r.Err)
 		}
 		if sid == id {
 			return p
@@ -23,28 +25,28 @@ func sectionOf(t testing.TB, wasm []byte, id byte) []byte {
 	return nil
 }
 
-// fuelIndexOf is the fuelIndex instrument uses for wasm, and the numbers of parameters of
+// fuelIndexOf is the fuelIndex Instrument uses for wasm, and the numbers of parameters of
 // wasm's defined functions.
 func fuelIndexOf(t testing.TB, wasm []byte) (*fuelIndex, []uint32) {
 	x := &fuelIndex{}
 	var typeParams, params []uint32
-	r := &reader{b: wasm, i: 8}
-	for r.i < len(r.b) {
-		id := r.byte()
-		p := r.bytes(int(r.u32()))
+	r := &wasmbin.Reader{Buf: wasm, Pos: 8}
+	for r.Pos < len(r.Buf) {
+		id := r.Byte()
+		p := r.Bytes(int(r.U32()))
 		var err error
 		switch id {
-		case secType:
-			typeParams, err = funcTypeParams(p)
-		case secImport:
+		case wasmbin.SecType:
+			typeParams, err = wasmbin.FuncTypeParams(p)
+		case wasmbin.SecImport:
 			var f, g uint32
-			_, f, g, err = countImports(p, ^uint32(0))
+			_, f, g, err = wasmbin.CountImports(p, ^uint32(0))
 			x.yield = f
 			x.fuel += g
-		case secFunc:
-			params, err = funcParams(p, typeParams)
-		case secGlobal:
-			x.fuel += (&reader{b: p}).u32()
+		case wasmbin.SecFunc:
+			params, err = wasmbin.FuncParams(p, typeParams)
+		case wasmbin.SecGlobal:
+			x.fuel += (&wasmbin.Reader{Buf: p}).U32()
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -56,7 +58,7 @@ func fuelIndexOf(t testing.TB, wasm []byte) (*fuelIndex, []uint32) {
 		first += 2
 	}
 	x.types = ^uint32(0)
-	lv, err := findLeaves(sectionOf(t, wasm, secCode), x, params, first)
+	lv, err := findLeaves(sectionOf(t, wasm, wasmbin.SecCode), x, params, first)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,14 +66,14 @@ func fuelIndexOf(t testing.TB, wasm []byte) (*fuelIndex, []uint32) {
 	return x, params
 }
 
-func sectionsOf(t testing.TB, wasm []byte) []section {
-	var secs []section
-	r := &reader{b: wasm, i: 8}
-	for r.i < len(r.b) {
-		id := r.byte()
-		secs = append(secs, section{id, r.bytes(int(r.u32()))})
-		if r.err != nil {
-			t.Fatal(r.err)
+func sectionsOf(t testing.TB, wasm []byte) []wasmbin.Section {
+	var secs []wasmbin.Section
+	r := &wasmbin.Reader{Buf: wasm, Pos: 8}
+	for r.Pos < len(r.Buf) {
+		id := r.Byte()
+		secs = append(secs, wasmbin.Section{ID: id, Payload: r.Bytes(int(r.U32()))})
+		if r.Err != nil {
+			t.Fatal(r.Err)
 		}
 	}
 	return secs
@@ -87,8 +89,8 @@ func sectionsOf(t testing.TB, wasm []byte) []section {
 // each starts with global.get of the fuel global or local.get of the fuel local, which the
 // original lacks.
 func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]byte, int) {
-	r := &reader{b: code}
-	n := r.u32()
+	r := &wasmbin.Reader{Buf: code}
+	n := r.U32()
 	if x != nil && x.bulk != 0 {
 		n -= 2 // the helpers, after the module's own
 	}
@@ -99,26 +101,26 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 			original[c] = x.yield + f
 		}
 	}
-	out := appendU32(nil, n)
+	out := wasmbin.AppendU32(nil, n)
 	checks := 0
 	for f := range n {
-		src := r.bytes(int(r.u32()))
-		br := &reader{b: src}
-		groups := br.u32()
+		src := r.Bytes(int(r.U32()))
+		br := &wasmbin.Reader{Buf: src}
+		groups := br.U32()
 		var body []byte
 		fl := uint64(params[f])
 		if x != nil {
 			groups--
 		}
-		body = appendU32(body, groups)
-		start := br.i
+		body = wasmbin.AppendU32(body, groups)
+		start := br.Pos
 		for range groups {
-			fl += uint64(br.u32())
-			br.byte()
+			fl += uint64(br.U32())
+			br.Byte()
 		}
-		body = append(body, src[start:br.i]...)
+		body = append(body, src[start:br.Pos]...)
 		if x != nil {
-			if g := br.bytes(2); !bytes.Equal(g, []byte{0x01, 0x7f}) {
+			if g := br.Bytes(2); !bytes.Equal(g, []byte{0x01, 0x7f}) {
 				t.Fatalf("function %d: the last locals are % x, want one i32", f, g)
 			}
 		}
@@ -158,7 +160,7 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 				{x.appendReload(nil, uint32(fl)), 0, 'i'},
 			}
 		}
-		// skipAdded skips one addition at br.i (only an entry's form at the function's
+		// skipAdded skips one addition at br.Pos (only an entry's form at the function's
 		// entry, none of them elsewhere) and reports whether it did and whether it was a
 		// check. Additions start with global.get $fuel or local.get $f, which the original
 		// code never holds: such bytes that match no addition fail the test.
@@ -167,7 +169,7 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 				return false, false
 			}
 			for _, a := range adds {
-				got := src[br.i:min(br.i+len(a.code), len(src))]
+				got := src[br.Pos:min(br.Pos+len(a.code), len(src))]
 				head := len(a.code) // the bytes before the charge, or all
 				if a.at != 0 {
 					head = a.at
@@ -179,22 +181,22 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 					continue
 				}
 				if a.at != 0 {
-					if c := (&reader{b: got[a.at:]}).leb(5); c == 0 || c > fuelRefill {
+					if c := (&wasmbin.Reader{Buf: got[a.at:]}).LEB(5); c == 0 || c > Refill {
 						t.Fatalf("function %d: charge %d", f, c)
 					}
 					checks++
 				}
-				br.bytes(len(a.code))
+				br.Bytes(len(a.code))
 				return true, a.at != 0
 			}
 			// global.get $fuel or local.get $f, a check's first instruction after its blocks.
 			get := func(a added) []byte { return a.code[4 : a.at-1] }
-			if bytes.HasPrefix(src[br.i:], get(adds[0])) || bytes.HasPrefix(src[br.i:], get(adds[4])) {
-				t.Fatalf("function %d: a malformed check at offset %d", f, br.i)
+			if bytes.HasPrefix(src[br.Pos:], get(adds[0])) || bytes.HasPrefix(src[br.Pos:], get(adds[4])) {
+				t.Fatalf("function %d: a malformed check at offset %d", f, br.Pos)
 			}
 			return false, false
 		}
-		// skipAll skips every addition at br.i and reports how many checks there were.
+		// skipAll skips every addition at br.Pos and reports how many checks there were.
 		skipAll := func() int {
 			n := 0
 			for {
@@ -212,27 +214,27 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 		}
 		for depth := 1; depth > 0; {
 			skipAll()
-			at := br.i
-			op := br.byte()
-			im, err := skipImmediates(br, op)
+			at := br.Pos
+			op := br.Byte()
+			im, err := wasmbin.SkipImmediates(br, op)
 			if err != nil {
 				t.Fatalf("function %d: %v", f, err)
 			}
-			if op == 0x10 && x != nil && x.bulk != 0 && (im.idx == x.bulk || im.idx == x.bulk+1) {
-				body = append(body, [][]byte{{0xfc, 0x0b, 0x00}, {0xfc, 0x0a, 0x00, 0x00}}[im.idx-x.bulk]...)
-			} else if o, ok := original[im.idx]; ok && op == 0x10 {
-				body = appendU32(append(body, op), o)
-			} else if im.funcIdx {
+			if op == 0x10 && x != nil && x.bulk != 0 && (im.Idx == x.bulk || im.Idx == x.bulk+1) {
+				body = append(body, [][]byte{{0xfc, 0x0b, 0x00}, {0xfc, 0x0a, 0x00, 0x00}}[im.Idx-x.bulk]...)
+			} else if o, ok := original[im.Idx]; ok && op == 0x10 {
+				body = wasmbin.AppendU32(append(body, op), o)
+			} else if im.FuncIdx {
 				switch {
 				case x == nil:
-				case im.idx == x.yield:
+				case im.Idx == x.yield:
 					t.Fatalf("function %d: calls yield outside a check", f)
-				case im.idx > x.yield:
-					im.idx--
+				case im.Idx > x.yield:
+					im.Idx--
 				}
-				body = appendU32(append(body, op), im.idx)
+				body = wasmbin.AppendU32(append(body, op), im.Idx)
 			} else {
-				body = append(body, src[at:br.i]...)
+				body = append(body, src[at:br.Pos]...)
 			}
 			switch op {
 			case 0x02, 0x03, 0x04:
@@ -241,18 +243,18 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 				depth--
 			}
 			if op == 0x03 && skipAll() == 0 && x != nil {
-				t.Fatalf("function %d: no check at offset %d", f, br.i)
+				t.Fatalf("function %d: no check at offset %d", f, br.Pos)
 			}
 		}
-		out = appendU32(out, uint32(len(body)))
+		out = wasmbin.AppendU32(out, uint32(len(body)))
 		out = append(out, body...)
 	}
 	if x != nil && x.bulk != 0 {
 		rest := bulkHelpers(nil, x)
-		if got := code[r.i:min(r.i+len(rest), len(code))]; !bytes.Equal(got, rest) {
+		if got := code[r.Pos:min(r.Pos+len(rest), len(code))]; !bytes.Equal(got, rest) {
 			t.Fatalf("the bulk helpers are % x, want % x", got, rest)
 		}
-		r.i += len(rest)
+		r.Pos += len(rest)
 	}
 	// Each copy is its leaf's body with one more local, the unused fuel local.
 	var copies []uint32
@@ -260,20 +262,20 @@ func stripChecks(t testing.TB, code []byte, x *fuelIndex, params []uint32) ([]by
 		copies = x.leaves.copies
 	}
 	for k, f := range copies {
-		src, leaf := r.bytes(int(r.u32())), x.leaves.bodies[k]
-		lr := &reader{b: leaf}
-		groups := lr.u32()
+		src, leaf := r.Bytes(int(r.U32())), x.leaves.bodies[k]
+		lr := &wasmbin.Reader{Buf: leaf}
+		groups := lr.U32()
 		code, _, err := bodyLocals(leaf)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := append(append(appendU32(nil, groups+1), leaf[lr.i:code]...), 0x01, 0x7f)
+		want := append(append(wasmbin.AppendU32(nil, groups+1), leaf[lr.Pos:code]...), 0x01, 0x7f)
 		if !bytes.Equal(src, append(want, leaf[code:]...)) {
 			t.Fatalf("the copy of function %d is % x, want its body % x with the fuel local", f, src, leaf)
 		}
 	}
-	if r.err != nil || r.i != len(code) {
-		t.Fatalf("%v, %d bytes left", r.err, len(code)-r.i)
+	if r.Err != nil || r.Pos != len(code) {
+		t.Fatalf("%v, %d bytes left", r.Err, len(code)-r.Pos)
 	}
 	return out, checks
 }

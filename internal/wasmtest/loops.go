@@ -1,0 +1,47 @@
+package wasmtest
+
+// LoopModule is a module's functions whose last, exported as "run", is a loop.
+type LoopModule struct {
+	Name  string
+	Funcs []Func // the last is the loop, exported as "run"
+}
+
+// LoopModules are spec-suite style micro loops, the worst cases of the fuel checks: each takes
+// n, runs n passes of its loop and returns a value of its work (params beyond n are its
+// locals, passed 0).
+var LoopModules = []LoopModule{
+	{"count", []Func{{Export: "run", Params: []byte{I32, I32}, Results: []byte{I32}, Body: []byte{
+		0x03, 0x40, // loop
+		0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, // n--
+		0x0d, 0x00, // br_if 0
+		0x0b, 0x20, 0x00, // end, n
+	}}}},
+	{"nested", []Func{{Export: "run", Params: []byte{I32, I32}, Results: []byte{I32}, Body: []byte{
+		0x03, 0x40, // loop $outer
+		0x41, 0x10, 0x21, 0x01, // j = 16
+		0x03, 0x40, // loop $inner
+		0x20, 0x01, 0x41, 0x01, 0x6b, 0x22, 0x01, 0x0d, 0x00, // j--, br_if $inner
+		0x0b,                                                       // end
+		0x20, 0x00, 0x41, 0x10, 0x6b, 0x22, 0x00, 0x41, 0x00, 0x4a, // n -= 16, n > 0
+		0x0d, 0x00, // br_if $outer
+		0x0b, 0x20, 0x00, // end, n
+	}}}},
+	{"call", []Func{
+		{Export: "inc", Params: []byte{I32}, Results: []byte{I32}, Body: []byte{0x20, 0x00, 0x41, 0x01, 0x6a}},
+		{Export: "run", Params: []byte{I32, I32}, Results: []byte{I32}, Body: []byte{
+			0x03, 0x40, // loop
+			0x20, 0x01, 0x10, 0x00, 0x21, 0x01, // s = inc(s)
+			0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, 0x0d, 0x00, // n--, br_if 0
+			0x0b, 0x20, 0x01, // end, s
+		}}}},
+	{"br_table", []Func{{Export: "run", Params: []byte{I32, I32}, Results: []byte{I32}, Body: []byte{
+		0x03, 0x40, // loop
+		0x02, 0x40, 0x02, 0x40, // block $b1, block $b0
+		0x20, 0x00, 0x41, 0x01, 0x71, 0x0e, 0x01, 0x00, 0x01, // br_table $b0 $b1 on n&1
+		0x0b,                                     // end $b0: odd passes
+		0x20, 0x01, 0x41, 0x03, 0x6a, 0x21, 0x01, // s += 3
+		0x0b,                                                 // end $b1
+		0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, 0x0d, 0x00, // n--, br_if 0
+		0x0b, 0x20, 0x01, // end, s
+	}}}},
+}
