@@ -6,23 +6,30 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
-// Scan implements queue.Scanner: the scan order is send order (the sequence a message keeps
-// for its life, also its id), the cursor the last sequence listed, and the filter is
-// Filter.Matches on the stored message. It selects under the queue's lock and copies only
-// the page's body prefixes.
+// Scan implements queue.Scanner: the scan order is receive order, (visible time, sequence),
+// as Peek and the local store list; the cursor is the last message's "<visible>.<seq>"; the
+// filter is Filter.Matches on the stored message. It selects under the queue's lock and
+// copies only the page's body prefixes.
 func (q *Queue) Scan(ctx context.Context, o queue.ScanOptions, fn func(m *queue.Message, size int64) error) (string, error) {
-	var after uint64
+	var after item
 	if o.After != "" {
-		n, err := strconv.ParseUint(o.After, 10, 64)
-		if err != nil {
+		v, sq, ok := strings.Cut(o.After, ".")
+		var e1, e2 error
+		after.visible, e1 = strconv.ParseInt(v, 10, 64)
+		after.seq, e2 = strconv.ParseUint(sq, 10, 64)
+		if !ok || e1 != nil || e2 != nil {
 			return "", fmt.Errorf("memory: scan %s: cursor %.40q: %w", q.name, o.After, queue.ErrBadCursor)
 		}
-		after = n
+	}
+	order := func(a, b *item) int { return cmp.Or(cmp.Compare(a.visible, b.visible), cmp.Compare(a.seq, b.seq)) }
+	if o.Newest {
+		order = func(a, b *item) int { return cmp.Or(cmp.Compare(b.visible, a.visible), cmp.Compare(b.seq, a.seq)) }
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -34,20 +41,16 @@ func (q *Queue) Scan(ctx context.Context, o queue.ScanOptions, fn func(m *queue.
 	q.mu.Lock()
 	var items []*item
 	for _, it := range q.matching(o.Filter) {
-		if o.After == "" || !o.Newest && it.seq > after || o.Newest && it.seq < after {
+		if o.After == "" || order(it, &after) > 0 {
 			items = append(items, it)
 		}
 	}
-	slices.SortFunc(items, func(a, b *item) int {
-		if o.Newest {
-			a, b = b, a
-		}
-		return cmp.Compare(a.seq, b.seq)
-	})
+	slices.SortFunc(items, order)
 	next := ""
 	if o.Limit > 0 && len(items) > o.Limit {
 		items = items[:o.Limit]
-		next = strconv.FormatUint(items[len(items)-1].seq, 10)
+		last := items[len(items)-1]
+		next = strconv.FormatInt(last.visible, 10) + "." + strconv.FormatUint(last.seq, 10)
 	}
 	page := make([]found, len(items))
 	for i, it := range items {

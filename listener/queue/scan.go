@@ -83,9 +83,9 @@ type ScanOptions struct {
 
 // Scanner lists a queue's messages without leasing or changing them, filtered by the store
 // and paged by cursor, leased and delayed ones included: what an admin listing needs of a
-// dead-letter queue of millions. Pages follow the store's scan order (local: receive
-// order; memory: send order), which a message keeps while it is neither received nor
-// released, so pages of a queue nobody receives from hold every match once. Without it:
+// dead-letter queue of millions. Pages follow the store's scan order (local and memory:
+// receive order), which a message keeps while it is neither received nor released, so
+// pages of a queue nobody receives from hold every match once. Without it:
 // a listing uses Peeker (one page, no cursor, no filter), and a dead-letter listing, count,
 // purge or redrive leases the messages in batches and filters them with Filter.Matches
 // (host/internal/queueapi).
