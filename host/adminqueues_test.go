@@ -83,7 +83,7 @@ tenants:
 		t.Fatal(err)
 	}
 	if want := queue.CapScan | queue.CapSweep; queue.Of(dead)&want != want {
-		// queueapi filters in the store only through these; without them every
+		// adminqueue filters in the store only through these; without them every
 		// dead-letter query is a scan that leases the whole queue.
 		t.Fatalf("the host's local dead-letter queue (%T) has capabilities %s, want scan and sweep", dead, queue.Of(dead))
 	}

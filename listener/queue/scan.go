@@ -88,7 +88,7 @@ type ScanOptions struct {
 // pages of a queue nobody receives from hold every match once. Without it:
 // a listing uses Peeker (one page, no cursor, no filter), and a dead-letter listing, count,
 // purge or redrive leases the messages in batches and filters them with Filter.Matches
-// (host/internal/queueapi).
+// (host/internal/adminqueue).
 type Scanner interface {
 	// Scan calls fn for the page of messages o selects, in scan order, each with at most
 	// o.BodyBytes of its body (Oversize 0) and its whole body's size, and returns the

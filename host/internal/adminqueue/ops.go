@@ -1,12 +1,12 @@
-// Package queueapi are the operations the admin API runs on a tenant's queues, opened on a
+// Package adminqueue are the operations the admin API runs on a tenant's queues, opened on a
 // running host's own backends: send, peek, and the dead letters' filtered listing, count,
 // purge and rate-limited redrive (run as jobs, see Jobs). It reaches a store only through
 // the queue contract (listener/queue): where the store has a queue.Scanner and a
 // queue.Sweeper, filters run in the store and bodies are read only as far as they are shown
 // (the local store: in SQL); elsewhere dead letters are scanned by leasing them
-// (scanLeasing). The CLI's operations without a host (host/internal/queueops) share the
+// (scanLeasing). The CLI's operations without a host (host/internal/offlinepoison) share the
 // requeue of one dead letter (RequeueOne).
-package queueapi
+package adminqueue
 
 import (
 	"context"
