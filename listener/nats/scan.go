@@ -38,9 +38,13 @@ func (q *Queue) Scan(ctx context.Context, o queue.ScanOptions, fn func(m *queue.
 	if o.After != "" && !o.Newest {
 		from = after + 1
 	}
+	only, ok := onlySeq(o.Filter)
+	if !ok {
+		return "", nil
+	}
 	now := time.Now()
-	err := q.walk(ctx, from, func(raw *jetstream.RawStreamMsg) (bool, error) {
-		if o.Newest && o.After != "" && raw.Sequence >= after {
+	err := q.walk(ctx, max(from, only), func(raw *jetstream.RawStreamMsg) (bool, error) {
+		if o.Newest && o.After != "" && raw.Sequence >= after || only > 0 && raw.Sequence > only {
 			return false, nil
 		}
 		m, ok := q.scanned(raw, o.Filter, now)
@@ -81,8 +85,15 @@ func (q *Queue) Scan(ctx context.Context, o queue.ScanOptions, fn func(m *queue.
 // CountMatching implements queue.Scanner: one read of the stream by sequence.
 func (q *Queue) CountMatching(ctx context.Context, f queue.Filter) (int64, error) {
 	var n int64
+	only, ok := onlySeq(f)
+	if !ok {
+		return 0, nil
+	}
 	now := time.Now()
-	err := q.walk(ctx, 0, func(raw *jetstream.RawStreamMsg) (bool, error) {
+	err := q.walk(ctx, only, func(raw *jetstream.RawStreamMsg) (bool, error) {
+		if only > 0 && raw.Sequence > only {
+			return false, nil
+		}
 		if _, ok := q.scanned(raw, f, now); ok {
 			n++
 		}
@@ -98,4 +109,15 @@ func (q *Queue) scanned(raw *jetstream.RawStreamMsg, f queue.Filter, now time.Ti
 	}
 	m := peeked(q, raw, true)
 	return m, f.Matches(m)
+}
+
+// onlySeq is the one sequence f.ID selects (0: f selects by other means), so that a read of
+// one dead letter by id is one direct get, not a walk of the stream; ok false when f.ID is
+// not a sequence of this stream's and selects nothing.
+func onlySeq(f queue.Filter) (seq uint64, ok bool) {
+	if f.ID == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseUint(f.ID, 10, 64)
+	return n, err == nil && n > 0
 }
