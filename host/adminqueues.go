@@ -7,19 +7,19 @@ import (
 
 	"github.com/wqhost/wqhost/host/admin"
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/host/internal/queueapi"
+	"github.com/wqhost/wqhost/host/internal/adminqueue"
 )
 
 // jobRunner holds the admin API's background jobs (dead-letter redrives) with the context
 // that stops them when the host closes.
 type jobRunner struct {
-	jobs   *queueapi.Jobs
+	jobs   *adminqueue.Jobs
 	cancel context.CancelFunc
 }
 
 func newJobs() jobRunner {
 	ctx, cancel := context.WithCancel(context.Background())
-	return jobRunner{jobs: queueapi.NewJobs(ctx), cancel: cancel}
+	return jobRunner{jobs: adminqueue.NewJobs(ctx), cancel: cancel}
 }
 
 // stop cancels the running jobs and waits for them, before the backends they use close.
@@ -56,7 +56,7 @@ func (a adminHost) Queues(ctx context.Context, tenant, queue string) (admin.Queu
 }
 
 // Jobs is where the admin API's redrives run.
-func (a adminHost) Jobs() *queueapi.Jobs { return a.h.jobs.jobs }
+func (a adminHost) Jobs() *adminqueue.Jobs { return a.h.jobs.jobs }
 
 // maxSendBytes is the admin API's limit on a send's request body: the largest tenant
 // limits.max_message_bytes, base64 in JSON, with 64 KiB to spare.

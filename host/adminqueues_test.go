@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
-	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -83,10 +82,10 @@ tenants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := dead.(*local.Queue); !ok {
-		// queueapi filters in SQL only on a *local.Queue; a wrapper would make every
-		// dead-letter query a scan that leases the whole queue.
-		t.Fatalf("the host's local dead-letter queue is a %T, not a *local.Queue", dead)
+	if want := queue.CapScan | queue.CapSweep; queue.Of(dead)&want != want {
+		// adminqueue filters in the store only through these; without them every
+		// dead-letter query is a scan that leases the whole queue.
+		t.Fatalf("the host's local dead-letter queue (%T) has capabilities %s, want scan and sweep", dead, queue.Of(dead))
 	}
 	for _, reason := range []string{"trap", "trap", "timeout"} {
 		if _, err := dead.Send(ctx, []byte("m"), queue.SendOptions{Attributes: map[string]string{queue.AttrReason: reason}}); err != nil {

@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/internal/adminqueue"
 	"github.com/wqhost/wqhost/host/internal/backends"
-	"github.com/wqhost/wqhost/host/internal/queueapi"
-	"github.com/wqhost/wqhost/host/internal/queueops"
+	"github.com/wqhost/wqhost/host/internal/offlinepoison"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -43,19 +43,19 @@ func (h *Host) OpenQueue(ctx context.Context, tenant, queue string) (queue.Queue
 }
 
 // The operations on a tenant's queues that run through the config alone, without a host
-// (the CLI's poison commands), live in host/internal/queueops; those the admin API runs on a
-// host's own queues (and the CLI's peek) in host/internal/queueapi. These are their names
+// (the CLI's poison commands), live in host/internal/offlinepoison; those the admin API runs on a
+// host's own queues (and the CLI's peek) in host/internal/adminqueue. These are their names
 // in package host.
 
 // DeadLetter is one message of a <queue>-poison queue, with what the listener recorded.
-type DeadLetter = queueops.DeadLetter
+type DeadLetter = offlinepoison.DeadLetter
 
 // ListOptions page a listing of dead letters (WalkDeadLetters).
-type ListOptions = queueops.ListOptions
+type ListOptions = offlinepoison.ListOptions
 
 // ListBodyBytes is the largest body a listing of dead letters includes: a listing needs the
 // metadata, and must not load a queue of large bodies into memory.
-const ListBodyBytes = queueops.ListBodyBytes
+const ListBodyBytes = offlinepoison.ListBodyBytes
 
 // Peeker is implemented by queues that can show their messages without leasing or changing
 // them (the local, memory and Azure backends). max <= 0 asks for the backend's maximum.
@@ -64,51 +64,51 @@ type Peeker = queue.Peeker
 // WalkDeadLetters calls fn for the dead letters of tenant's queue (its <queue>-poison), in
 // bounded memory: a body above ListBodyBytes is never loaded. It returns a cursor for
 // ListOptions.After when more follow the Limit, "" otherwise (see
-// queueops.WalkDeadLetters).
+// offlinepoison.WalkDeadLetters).
 func WalkDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue string, opts ListOptions, fn func(DeadLetter) error) (next string, err error) {
-	return queueops.WalkDeadLetters(ctx, cfg, tenant, queue, opts, fn)
+	return offlinepoison.WalkDeadLetters(ctx, cfg, tenant, queue, opts, fn)
 }
 
 // RequeueDeadLetters moves up to limit (0 = all) dead letters of tenant's queue back to the
 // queue, with their original attributes, and returns how many moved (see
-// queueops.RequeueDeadLetters).
+// offlinepoison.RequeueDeadLetters).
 func RequeueDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) (int, error) {
-	return queueops.RequeueDeadLetters(ctx, cfg, tenant, queue, limit)
+	return offlinepoison.RequeueDeadLetters(ctx, cfg, tenant, queue, limit)
 }
 
 // PurgeDeadLetters deletes up to limit (0 = all) dead letters of tenant's queue and returns
 // how many. It loads no body where the backend can leave it in its store (local).
 func PurgeDeadLetters(ctx context.Context, cfg *config.Config, tenant, queue string, limit int) (int, error) {
-	return queueops.PurgeDeadLetters(ctx, cfg, tenant, queue, limit)
+	return offlinepoison.PurgeDeadLetters(ctx, cfg, tenant, queue, limit)
 }
 
 // PeekItem is one message as StreamPeek shows it: its body cut to a preview, and its size.
-type PeekItem = queueapi.PeekItem
+type PeekItem = adminqueue.PeekItem
 
 // StreamPeek calls fn for up to limit (0: all) messages of tenant's queue in receive order,
 // without consuming them, each with at most bodyBytes of its body. On the local store it
 // reads one row at a time and only each body's prefix, so it runs in bounded memory
-// whatever the queue and its bodies hold (see queueapi.PeekQueue).
+// whatever the queue and its bodies hold (see adminqueue.PeekQueue).
 func StreamPeek(ctx context.Context, cfg *config.Config, tenant, queue string, limit int, bodyBytes int64, fn func(PeekItem) error) error {
 	q, closer, err := OpenQueue(ctx, cfg, tenant, queue)
 	if err != nil {
 		return err
 	}
 	defer closer.Close()
-	if _, err := queueapi.PeekQueue(ctx, q, "", limit, bodyBytes, fn); err != nil {
+	if _, err := adminqueue.PeekQueue(ctx, q, "", limit, bodyBytes, fn); err != nil {
 		return fmt.Errorf("peek %s/%s: %w", tenant, queue, err)
 	}
 	return nil
 }
 
-// Preview is a body cut to a size, as text or base64 (see queueapi.Preview).
-type Preview = queueapi.Preview
+// Preview is a body cut to a size, as text or base64 (see adminqueue.Preview).
+type Preview = adminqueue.Preview
 
 // MaxPreviewBytes is the most of a body a peek or dead-letter listing shows.
-const MaxPreviewBytes = queueapi.MaxPreviewBytes
+const MaxPreviewBytes = adminqueue.MaxPreviewBytes
 
 // DeadLetterItem is one dead letter as the admin API lists it (GET .../deadletters).
-type DeadLetterItem = queueapi.Item
+type DeadLetterItem = adminqueue.Item
 
 // DeadLetterOfItem is a dead letter of the admin API's listing as WalkDeadLetters gives it:
 // the body only when the preview holds all of it, the attributes less the listener's
@@ -117,7 +117,7 @@ func DeadLetterOfItem(it DeadLetterItem) DeadLetter {
 	d := DeadLetter{
 		ID: it.ID, BodyBytes: it.Size, Reason: it.Reason, OriginalID: it.OriginalID, OriginalQueue: it.OriginalQueue,
 		DequeueCount: it.DequeueCount, DeadLetteredAt: it.DeadLetteredAt, HandlerVersion: it.HandlerVersion,
-		Attributes: queueapi.UserAttributes(it.Attributes),
+		Attributes: adminqueue.UserAttributes(it.Attributes),
 	}
 	if !it.Truncated {
 		switch {

@@ -37,7 +37,7 @@ func ordered(q queue.Queue) (queue.Queue, error) {
 }
 
 type orderedQueue struct {
-	queue.Decorator // Peek, Counts and MaxMessageBytes of q; Capabilities narrows the rest
+	queue.Decorator // Peek, Scan, Counts and MaxMessageBytes of q; Capabilities narrows the rest
 	r               queue.OrderedReceiver
 	batcher         queue.Batcher // nil if q has none
 	waiter          queue.Waiter  // nil if q has none
@@ -51,11 +51,12 @@ type orderedQueue struct {
 }
 
 // Capabilities implements queue.Advertiser: its own batch delete, wait and renewal, a body
-// limit (every OrderedReceiver has one), and the moves, peeks, counts and size limit of q.
-// q's Watcher and FuncWatcher are withheld: they would report held-back messages visible.
+// limit (every OrderedReceiver has one), and the moves, peeks, scans, counts and size limit
+// of q. q's Watcher and FuncWatcher are withheld: they would report held-back messages
+// visible; so is its Sweeper, whose deletes would bypass the leased set.
 func (o *orderedQueue) Capabilities() queue.Caps {
 	own := queue.CapBatch | queue.CapWait | queue.CapRenew | queue.CapBodyLimit
-	return own | queue.Of(o.Queue)&(queue.CapMove|queue.CapPeek|queue.CapCount|queue.CapMaxBytes|queue.CapRelease)
+	return own | queue.Of(o.Queue)&(queue.CapMove|queue.CapPeek|queue.CapScan|queue.CapCount|queue.CapMaxBytes|queue.CapRelease)
 }
 
 // Receive implements Queue with ReceiveOrdered.

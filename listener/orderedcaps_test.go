@@ -20,6 +20,7 @@ func TestOrderedForwardsEveryCapability(t *testing.T) {
 		queue.CapWatch:     "its own Wait ends on a settle; the store's watch would report held-back messages visible",
 		queue.CapWatchFunc: "as for watch",
 		queue.CapOrdered:   "it is the ordered receive's consumer",
+		queue.CapSweep:     "a sweep's deletes would bypass the set of leased messages it keeps",
 	}
 	inner, err := memory.New(memory.Options{}).Open(context.Background(), "o")
 	if err != nil {

@@ -156,7 +156,7 @@ func (c *cli) deadPrinter(asJSON bool) *deadPrinter {
 
 func (p *deadPrinter) add(d host.DeadLetter) error {
 	if p.asJSON {
-		line, err := json.Marshal(d) // the body as text, or body_base64 (queueops.DeadLetter.MarshalJSON)
+		line, err := json.Marshal(d) // the body as text, or body_base64 (offlinepoison.DeadLetter.MarshalJSON)
 		if err != nil {
 			return err
 		}

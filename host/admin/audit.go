@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/wqhost/wqhost/host/internal/queueapi"
+	"github.com/wqhost/wqhost/host/internal/adminqueue"
 )
 
 // The audit log: every state-changing request (a send, a reload, a rollback, a dead-letter
@@ -57,7 +57,7 @@ func reloadCount(res any) int64 {
 }
 
 // filterText is a dead-letter filter as the API's JSON writes it ({} selects every one).
-func filterText(f queueapi.Filter) string {
+func filterText(f adminqueue.Filter) string {
 	b, err := json.Marshal(f)
 	if err != nil {
 		return "?"

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wqhost/wqhost/host/internal/queueapi"
+	"github.com/wqhost/wqhost/host/internal/adminqueue"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -22,7 +22,7 @@ type QueueHost interface {
 	// host's own backends. An error IsNotFound classifies is 404.
 	Queues(ctx context.Context, tenant, queue string) (Queues, error)
 	// Jobs is where redrives run; their contexts end when the host closes.
-	Jobs() *queueapi.Jobs
+	Jobs() *adminqueue.Jobs
 }
 
 // DepthRefresher is a QueueHost whose status pages show depths its listeners read earlier:
@@ -165,8 +165,8 @@ func (s *server) send(w http.ResponseWriter, r *http.Request, q queueRequest) {
 		}
 		bodies = [][]byte{b}
 	}
-	ids, err := queueapi.SendMessages(r.Context(), q.qs.Queue, q.tenant, bodies, opts, q.qs.MaxMessageBytes)
-	var tl *queueapi.TooLargeError
+	ids, err := adminqueue.SendMessages(r.Context(), q.qs.Queue, q.tenant, bodies, opts, q.qs.MaxMessageBytes)
+	var tl *adminqueue.TooLargeError
 	switch {
 	case errors.As(err, &tl):
 		writeError(w, http.StatusRequestEntityTooLarge, "%v", err)
@@ -202,11 +202,11 @@ func (s *server) peek(w http.ResponseWriter, r *http.Request, q queueRequest) {
 	limit, err := intParam(r, "limit", 20, 1, MaxPeek)
 	if err == nil {
 		var bb int64
-		bb, err = intParam(r, "body_bytes", queueapi.DefaultPreviewBytes, 0, queueapi.MaxPreviewBytes)
+		bb, err = intParam(r, "body_bytes", adminqueue.DefaultPreviewBytes, 0, adminqueue.MaxPreviewBytes)
 		if err == nil {
-			items := []queueapi.PeekItem{}
+			items := []adminqueue.PeekItem{}
 			var next string
-			next, err = queueapi.PeekQueue(r.Context(), q.qs.Queue, r.URL.Query().Get("after"), int(limit), bb, func(it queueapi.PeekItem) error {
+			next, err = adminqueue.PeekQueue(r.Context(), q.qs.Queue, r.URL.Query().Get("after"), int(limit), bb, func(it adminqueue.PeekItem) error {
 				items = append(items, it)
 				return nil
 			})
@@ -222,11 +222,11 @@ func (s *server) peek(w http.ResponseWriter, r *http.Request, q queueRequest) {
 // writeQueueError answers a failed queue operation: 400 for the client's mistakes, 409 for
 // a purge whose count changed, 500 for the rest.
 func writeQueueError(w http.ResponseWriter, err error) {
-	var cc *queueapi.CountChangedError
+	var cc *adminqueue.CountChangedError
 	switch {
 	case errors.As(err, &cc):
 		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "count": cc.Count, "expect": cc.Expect})
-	case errors.Is(err, queueapi.ErrBadQuery), errors.Is(err, queue.ErrBadCursor), errors.Is(err, errBadRequest):
+	case errors.Is(err, adminqueue.ErrBadQuery), errors.Is(err, queue.ErrBadCursor), errors.Is(err, errBadRequest):
 		writeError(w, http.StatusBadRequest, "%v", err)
 	default:
 		writeError(w, http.StatusInternalServerError, "%v", err)
@@ -236,9 +236,9 @@ func writeQueueError(w http.ResponseWriter, err error) {
 var errBadRequest = errors.New("bad request")
 
 // filterParams reads a dead-letter filter from the query string.
-func filterParams(r *http.Request) (queueapi.Filter, error) {
+func filterParams(r *http.Request) (adminqueue.Filter, error) {
 	v := r.URL.Query()
-	f := queueapi.Filter{Reason: v.Get("reason"), Version: v.Get("version"), Body: v.Get("body")}
+	f := adminqueue.Filter{Reason: v.Get("reason"), Version: v.Get("version"), Body: v.Get("body")}
 	for _, t := range []struct {
 		name string
 		dst  *time.Time
@@ -258,16 +258,16 @@ func (s *server) deadList(w http.ResponseWriter, r *http.Request, q queueRequest
 	f, err := filterParams(r)
 	var limit, bb int64
 	if err == nil {
-		limit, err = intParam(r, "limit", queueapi.DefaultPage, 1, queueapi.MaxPage)
+		limit, err = intParam(r, "limit", adminqueue.DefaultPage, 1, adminqueue.MaxPage)
 	}
 	if err == nil {
-		bb, err = intParam(r, "body_bytes", queueapi.DefaultPreviewBytes, 0, queueapi.MaxPreviewBytes)
+		bb, err = intParam(r, "body_bytes", adminqueue.DefaultPreviewBytes, 0, adminqueue.MaxPreviewBytes)
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	items, next, err := queueapi.ListDead(r.Context(), q.qs.Dead, queueapi.Query{Filter: f, Limit: int(limit), After: r.URL.Query().Get("after"), BodyBytes: bb})
+	items, next, err := adminqueue.ListDead(r.Context(), q.qs.Dead, adminqueue.Query{Filter: f, Limit: int(limit), After: r.URL.Query().Get("after"), BodyBytes: bb})
 	if err != nil {
 		writeQueueError(w, err)
 		return
@@ -276,13 +276,13 @@ func (s *server) deadList(w http.ResponseWriter, r *http.Request, q queueRequest
 }
 
 func (s *server) deadGet(w http.ResponseWriter, r *http.Request, q queueRequest) {
-	bb, err := intParam(r, "body_bytes", queueapi.MaxPreviewBytes, 0, queueapi.MaxPreviewBytes)
+	bb, err := intParam(r, "body_bytes", adminqueue.MaxPreviewBytes, 0, adminqueue.MaxPreviewBytes)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
 	id := r.PathValue("id")
-	it, ok, err := queueapi.GetDead(r.Context(), q.qs.Dead, id, bb)
+	it, ok, err := adminqueue.GetDead(r.Context(), q.qs.Dead, id, bb)
 	switch {
 	case err != nil:
 		writeQueueError(w, err)
@@ -295,8 +295,8 @@ func (s *server) deadGet(w http.ResponseWriter, r *http.Request, q queueRequest)
 
 // bulkRequest is the body of count, redrive and purge.
 type bulkRequest struct {
-	Filter queueapi.Filter `json:"filter"`
-	// Rate is a redrive's pace in messages per second (0 = queueapi.DefaultRate).
+	Filter adminqueue.Filter `json:"filter"`
+	// Rate is a redrive's pace in messages per second (0 = adminqueue.DefaultRate).
 	Rate int `json:"rate"`
 	// Expect is the count a purge (required) or redrive (optional) was confirmed for.
 	Expect *int64 `json:"expect"`
@@ -315,8 +315,8 @@ func decodeBulk(r *http.Request) (bulkRequest, error) {
 	if req.Limit < 0 {
 		return req, fmt.Errorf("%w: limit %d: want 0 (all) or more", errBadRequest, req.Limit)
 	}
-	if req.Rate < 0 || req.Rate > queueapi.MaxRate {
-		return req, fmt.Errorf("%w: rate %d: want 0..%d messages per second", errBadRequest, req.Rate, queueapi.MaxRate)
+	if req.Rate < 0 || req.Rate > adminqueue.MaxRate {
+		return req, fmt.Errorf("%w: rate %d: want 0..%d messages per second", errBadRequest, req.Rate, adminqueue.MaxRate)
 	}
 	return req, nil
 }
@@ -327,7 +327,7 @@ func (s *server) deadCount(w http.ResponseWriter, r *http.Request, q queueReques
 		writeQueueError(w, err)
 		return
 	}
-	n, err := queueapi.CountDead(r.Context(), q.qs.Dead, req.Filter)
+	n, err := adminqueue.CountDead(r.Context(), q.qs.Dead, req.Filter)
 	if err != nil {
 		writeQueueError(w, err)
 		return
@@ -344,7 +344,7 @@ func (s *server) deadPurge(w http.ResponseWriter, r *http.Request, q queueReques
 		writeQueueError(w, err)
 		return
 	}
-	n, err := queueapi.PurgeDead(r.Context(), q.qs.Dead, req.Filter, *req.Expect, req.Limit)
+	n, err := adminqueue.PurgeDead(r.Context(), q.qs.Dead, req.Filter, *req.Expect, req.Limit)
 	s.refresh(r.Context(), q.tenant, q.queue)
 	if err != nil {
 		writeQueueError(w, err)
@@ -361,18 +361,18 @@ func (s *server) deadRedrive(w http.ResponseWriter, r *http.Request, q queueRequ
 		return
 	}
 	if req.Expect != nil {
-		n, err := queueapi.CountDead(r.Context(), q.qs.Dead, req.Filter)
+		n, err := adminqueue.CountDead(r.Context(), q.qs.Dead, req.Filter)
 		if err != nil {
 			writeQueueError(w, err)
 			return
 		}
 		if n != *req.Expect {
-			writeQueueError(w, &queueapi.CountChangedError{Count: n, Expect: *req.Expect})
+			writeQueueError(w, &adminqueue.CountChangedError{Count: n, Expect: *req.Expect})
 			return
 		}
 	}
-	id := q.qh.Jobs().Start("redrive", q.tenant, q.queue, func(ctx context.Context, p *queueapi.Progress) error {
-		err := queueapi.RedriveDead(ctx, q.qs.Dead, q.qs.Queue, req.Filter, req.Rate, req.Limit, p)
+	id := q.qh.Jobs().Start("redrive", q.tenant, q.queue, func(ctx context.Context, p *adminqueue.Progress) error {
+		err := adminqueue.RedriveDead(ctx, q.qs.Dead, q.qs.Queue, req.Filter, req.Rate, req.Limit, p)
 		s.log.Info("admin action finished", "actor", q.p.actor(), "action", "redrive-dead-letters", "target", q.tenant+"/"+q.queue,
 			"count", p.Done.Load(), "failed", p.Failed.Load(), "matched", p.Matched.Load(), "err", err)
 		// Before the job reads as finished: a client that saw it done then sees fresh depths.

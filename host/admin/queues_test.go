@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wqhost/wqhost/host/internal/queueapi"
+	"github.com/wqhost/wqhost/host/internal/adminqueue"
 	"github.com/wqhost/wqhost/internal/clock/clocktest"
 	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/queue"
@@ -24,7 +24,7 @@ import (
 type queueHost struct {
 	store *local.Backend
 	clock *clocktest.Fake
-	jobs  *queueapi.Jobs
+	jobs  *adminqueue.Jobs
 	limit int64
 }
 
@@ -34,7 +34,7 @@ func (h *queueHost) HasTenant(name string) bool                   { return name 
 func (h *queueHost) Notify(context.Context, string, string) error { return nil }
 func (h *queueHost) Reload(context.Context) (any, error)          { return nil, nil }
 func (h *queueHost) IsNotFound(err error) bool                    { return strings.Contains(err.Error(), "no such queue") }
-func (h *queueHost) Jobs() *queueapi.Jobs                         { return h.jobs }
+func (h *queueHost) Jobs() *adminqueue.Jobs                       { return h.jobs }
 
 func (h *queueHost) Queues(ctx context.Context, tenant, q string) (Queues, error) {
 	if q == "missing" {
@@ -62,7 +62,7 @@ func newQueueHost(t *testing.T) (*queueHost, http.Handler) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &queueHost{store: st, clock: clk, jobs: queueapi.NewJobs(ctx), limit: 1000}
+	h := &queueHost{store: st, clock: clk, jobs: adminqueue.NewJobs(ctx), limit: 1000}
 	t.Cleanup(func() {
 		cancel()
 		h.jobs.Wait()
@@ -126,11 +126,11 @@ func call(t *testing.T, h http.Handler, tok, method, path string, body any, want
 }
 
 type deadPage struct {
-	Items []queueapi.Item `json:"items"`
-	Next  string          `json:"next"`
+	Items []adminqueue.Item `json:"items"`
+	Next  string            `json:"next"`
 }
 
-func ids(items []queueapi.Item) []string {
+func ids(items []adminqueue.Item) []string {
 	var out []string
 	for _, it := range items {
 		out = append(out, it.ID)
@@ -196,7 +196,7 @@ func TestDeadLetterListing(t *testing.T) {
 			t.Errorf("?%s listed %d, want %d", c.query, len(p.Items), c.n)
 		}
 	}
-	var one queueapi.Item
+	var one adminqueue.Item
 	call(t, api, aTok, "GET", base+"/"+want[0], nil, 200, &one)
 	if one.Truncated || one.Size != int64(len(*one.Body)) || one.Reason != "trap: unreachable" {
 		t.Errorf("detail %+v: want the whole body and the reason", one)
@@ -254,7 +254,7 @@ func TestDeadLetterRedrive(t *testing.T) {
 	var j struct{ Job string }
 	call(t, api, aTok, "POST", base+"/redrive", map[string]any{"filter": map[string]string{"reason": "trap"}, "rate": 1000, "expect": 3}, 202, &j)
 	st := waitJob(t, api, aTok, j.Job)
-	if st.State != queueapi.JobDone || st.Matched != 3 || st.Done != 3 || st.Failed != 0 {
+	if st.State != adminqueue.JobDone || st.Matched != 3 || st.Done != 3 || st.Failed != 0 {
 		t.Fatalf("job %+v: want done with 3 of 3 moved", st)
 	}
 	in, _ := h.store.Queue(context.Background(), "a/jobs")
@@ -278,21 +278,21 @@ func TestDeadLetterRedrive(t *testing.T) {
 		h.deadLetter(t, "a", fmt.Sprint(i), "slow", "v1")
 	}
 	call(t, api, aTok, "POST", base+"/redrive", map[string]any{"filter": map[string]string{"reason": "slow"}, "rate": 1}, 202, &j)
-	var cancelled queueapi.JobStatus
+	var cancelled adminqueue.JobStatus
 	call(t, api, aTok, "DELETE", "/v1/jobs/"+j.Job, nil, 200, &cancelled)
 	st = waitJob(t, api, aTok, j.Job)
-	if st.State != queueapi.JobCancelled || st.Done >= 20 {
+	if st.State != adminqueue.JobCancelled || st.Done >= 20 {
 		t.Errorf("cancelled job %+v: want cancelled before moving all 20", st)
 	}
 }
 
-func waitJob(t *testing.T, api http.Handler, tok, id string) queueapi.JobStatus {
+func waitJob(t *testing.T, api http.Handler, tok, id string) adminqueue.JobStatus {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		var st queueapi.JobStatus
+		var st adminqueue.JobStatus
 		call(t, api, tok, "GET", "/v1/jobs/"+id, nil, 200, &st)
-		if st.State != queueapi.JobRunning {
+		if st.State != adminqueue.JobRunning {
 			return st
 		}
 		if time.Now().After(deadline) {
@@ -353,7 +353,7 @@ func TestSendAndPeek(t *testing.T) {
 		t.Errorf("oversized send: %d %s: want 413 naming the size and the limit", rec.Code, rec.Body)
 	}
 	var p struct {
-		Items []queueapi.PeekItem `json:"items"`
+		Items []adminqueue.PeekItem `json:"items"`
 	}
 	for range 2 {
 		call(t, api, aTok, "GET", base+"?limit=10&body_bytes=11", nil, 200, &p)

@@ -17,6 +17,8 @@ import (
 // json_extract, the body with instr over the stored blob), so no body reaches Go. Without
 // Attrs, From, To and Body a match reads the queue's index only.
 type Match struct {
+	// ID, when above 0, selects only the message with that id.
+	ID int64
 	// Attrs are conditions on the message's attributes.
 	Attrs []AttrMatch
 	// From and To bound the time the message was inserted (for a dead letter: when it was
@@ -41,6 +43,10 @@ type AttrMatch struct {
 
 // where appends the match's SQL conditions (each starting with " AND") and their arguments.
 func (m Match) where(sb *strings.Builder, args []any, now int64) []any {
+	if m.ID > 0 {
+		sb.WriteString(" AND id = ?")
+		args = append(args, m.ID)
+	}
 	if m.MaxID > 0 {
 		sb.WriteString(" AND id <= ?")
 		args = append(args, m.MaxID)

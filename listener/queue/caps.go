@@ -19,9 +19,11 @@ const (
 	CapCount                      // Counter
 	CapMaxBytes                   // MessageLimiter
 	CapRelease                    // Releaser
+	CapScan                       // Scanner
+	CapSweep                      // Sweeper
 
 	// CapAll is every capability of the contract.
-	CapAll = CapRelease<<1 - 1
+	CapAll = CapSweep<<1 - 1
 )
 
 // caps lists each capability with its name and its interface check.
@@ -42,6 +44,8 @@ var caps = []struct {
 	{CapCount, "count", is[Counter]},
 	{CapMaxBytes, "max-bytes", is[MessageLimiter]},
 	{CapRelease, "release", is[Releaser]},
+	{CapScan, "scan", is[Scanner]},
+	{CapSweep, "sweep", is[Sweeper]},
 }
 
 func is[T any](q Queue) bool { _, ok := q.(T); return ok }
@@ -119,6 +123,10 @@ func capOf[T any]() Caps {
 		return CapMaxBytes
 	case *Releaser:
 		return CapRelease
+	case *Scanner:
+		return CapScan
+	case *Sweeper:
+		return CapSweep
 	}
 	return CapAll
 }

@@ -26,6 +26,7 @@ func TestCapabilityTableComplete(t *testing.T) {
 		CapWatch: capOf[Watcher](), CapWatchFunc: capOf[FuncWatcher](), CapMove: capOf[Mover](),
 		CapRenew: capOf[Renewer](), CapOrdered: capOf[OrderedReceiver](), CapPeek: capOf[Peeker](),
 		CapCount: capOf[Counter](), CapMaxBytes: capOf[MessageLimiter](), CapRelease: capOf[Releaser](),
+		CapScan: capOf[Scanner](), CapSweep: capOf[Sweeper](),
 	}
 	if len(checks) != len(caps) {
 		t.Fatalf("this test checks %d capabilities of %d: add the new one", len(checks), len(caps))

@@ -68,13 +68,7 @@ func (d Decorator) Unwrap() Queue { return d.Queue }
 // MoveTo forwards to Inner's Mover, with dst unwrapped of its decorators (Unwrap) so that a
 // decorated dead-letter queue of the same store still takes the one-transaction move.
 func (d Decorator) MoveTo(ctx context.Context, m *Message, dst Queue, body []byte, opts SendOptions) error {
-	for {
-		u, ok := dst.(interface{ Unwrap() Queue })
-		if !ok {
-			break
-		}
-		dst = u.Unwrap()
-	}
+	dst = Unwrap(dst)
 	if mv, ok := As[Mover](d.Queue); ok {
 		return mv.MoveTo(ctx, m, dst, body, opts)
 	}
@@ -127,4 +121,29 @@ func (d Decorator) MaxMessageBytes() int {
 		return l.MaxMessageBytes()
 	}
 	return 0
+}
+
+// Scan forwards to Inner's Scanner.
+func (d Decorator) Scan(ctx context.Context, o ScanOptions, fn func(m *Message, size int64) error) (string, error) {
+	if s, ok := As[Scanner](d.Queue); ok {
+		return s.Scan(ctx, o, fn)
+	}
+	return "", errors.ErrUnsupported
+}
+
+// CountMatching forwards to Inner's Scanner.
+func (d Decorator) CountMatching(ctx context.Context, f Filter) (int64, error) {
+	if s, ok := As[Scanner](d.Queue); ok {
+		return s.CountMatching(ctx, f)
+	}
+	return 0, errors.ErrUnsupported
+}
+
+// Sweep forwards to Inner's Sweeper. Its walk's MoveTo is the inner store's, which unwraps
+// a decorated dst (Unwrap).
+func (d Decorator) Sweep(ctx context.Context, f Filter) (Sweep, int64, error) {
+	if s, ok := As[Sweeper](d.Queue); ok {
+		return s.Sweep(ctx, f)
+	}
+	return nil, 0, errors.ErrUnsupported
 }

@@ -79,6 +79,8 @@ func contractCases() []contractCase {
 		{name: "MaxMessageBytesAccepted", needs: queue.CapMaxBytes, run: testMaxBytes},
 		{name: "ReleaserKeepsDequeueCount", needs: queue.CapRelease, run: testReleaser},
 		{name: "ListenerStopKeepsDequeueCounts", needs: queue.CapRelease, run: testListenerStopKeepsCounts},
+		{name: "ScannerPagesFilterCursor", needs: queue.CapScan, run: testScanner},
+		{name: "SweeperDeletesAndMovesSnapshot", needs: queue.CapSweep, run: testSweeper},
 		{name: "OrderedReleaseKeepsPlaceAndCount", needs: queue.CapOrdered | queue.CapRelease, run: testOrderedRelease},
 
 		{name: "FallbackBatchDeletesEach", hide: queue.CapBatch, run: testListenerDrains},

@@ -12,14 +12,14 @@ import (
 )
 
 // Capabilities implements queue.Advertiser: the capabilities every shard has (ordered
-// receive only over one shard).
+// receive, scans and sweeps only over one shard).
 func (q *Queue) Capabilities() queue.Caps {
 	cs := queue.CapAll
 	for _, s := range q.shards {
 		cs &= queue.Of(s)
 	}
 	if len(q.shards) > 1 {
-		cs &^= queue.CapOrdered
+		cs &^= queue.CapOrdered | queue.CapScan | queue.CapSweep
 	}
 	return cs
 }
@@ -185,13 +185,7 @@ func (q *Queue) MoveTo(ctx context.Context, m *queue.Message, dst queue.Queue, b
 	if !ok {
 		return errors.ErrUnsupported
 	}
-	for {
-		u, ok := dst.(interface{ Unwrap() queue.Queue })
-		if !ok {
-			break
-		}
-		dst = u.Unwrap()
-	}
+	dst = queue.Unwrap(dst)
 	if sd, ok := dst.(*Queue); ok {
 		dst = sd.shards[slices.Index(q.shards, s)%len(sd.shards)]
 	}

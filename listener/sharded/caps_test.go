@@ -38,8 +38,8 @@ func TestShardedForwardsEveryCapability(t *testing.T) {
 	for c := queue.Caps(1); c&queue.CapAll != 0; c <<= 1 {
 		t.Run(c.String(), func(t *testing.T) {
 			shards := 2
-			if c == queue.CapOrdered {
-				shards = 1 // order groups span shards: forwarded over one shard only
+			if c == queue.CapOrdered || c == queue.CapScan || c == queue.CapSweep {
+				shards = 1 // order groups and scan cursors span shards: forwarded over one shard only
 			}
 			all := make([]queue.Caps, shards)
 			for i := range all {
@@ -64,7 +64,8 @@ func TestShardedForwardsEveryCapability(t *testing.T) {
 	}
 }
 
-// TestShardedOrderedNeedsOneShard: over several shards no order spans them.
+// TestShardedOrderedNeedsOneShard: over several shards no order spans them, nor does a
+// scan's cursor or a sweep's snapshot.
 func TestShardedOrderedNeedsOneShard(t *testing.T) {
 	q, err := New("s", stubs(t, queue.CapAll, queue.CapAll), Options{})
 	if err != nil {
@@ -72,6 +73,9 @@ func TestShardedOrderedNeedsOneShard(t *testing.T) {
 	}
 	if _, ok := queue.As[queue.OrderedReceiver](q); ok {
 		t.Fatal("sharded over two shards offers ordered receive")
+	}
+	if c := queue.Of(q) & (queue.CapScan | queue.CapSweep); c != 0 {
+		t.Fatalf("sharded over two shards offers %s", c)
 	}
 }
 
@@ -102,6 +106,10 @@ func asCap(q queue.Queue, c queue.Caps) (any, bool) {
 		return queue.As[queue.MessageLimiter](q)
 	case queue.CapRelease:
 		return queue.As[queue.Releaser](q)
+	case queue.CapScan:
+		return queue.As[queue.Scanner](q)
+	case queue.CapSweep:
+		return queue.As[queue.Sweeper](q)
 	}
 	return nil, false
 }

@@ -1,4 +1,4 @@
-package queueops
+package offlinepoison
 
 import (
 	"encoding/json"

@@ -1,11 +1,12 @@
-// Package queueapi are the operations the admin API runs on a tenant's queues, opened on a
+// Package adminqueue are the operations the admin API runs on a tenant's queues, opened on a
 // running host's own backends: send, peek, and the dead letters' filtered listing, count,
-// purge and rate-limited redrive (run as jobs, see Jobs). On the local store filters run in
-// SQL and bodies are read only as far as they are shown (listener/local's Select, Count,
-// DeleteMatching, MoveMatching); elsewhere dead letters are scanned by leasing them
-// (scanLeasing). The CLI's operations without a host (host/internal/queueops) share the
+// purge and rate-limited redrive (run as jobs, see Jobs). It reaches a store only through
+// the queue contract (listener/queue): where the store has a queue.Scanner and a
+// queue.Sweeper, filters run in the store and bodies are read only as far as they are shown
+// (the local store: in SQL); elsewhere dead letters are scanned by leasing them
+// (scanLeasing). The CLI's operations without a host (host/internal/offlinepoison) share the
 // requeue of one dead letter (RequeueOne).
-package queueapi
+package adminqueue
 
 import (
 	"context"
@@ -14,7 +15,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -95,17 +95,18 @@ type PeekItem struct {
 
 // PeekQueue calls fn for up to limit (0: all) messages of q, in receive order, after the
 // cursor after ("" = the first), without consuming them, each with at most bodyBytes of its
-// body, and returns the cursor that continues ("" when no more follow). On the local store
-// it reads the rows one at a time and only each body's prefix (SQL substr), so a peek holds
-// one prefix at once whatever the queue and its bodies; the memory and Azure backends (no
-// cursor: after must be "", and next is always "") copy their messages whole first.
+// body, and returns the cursor that continues ("" when no more follow). On a store with a
+// queue.Scanner only each body's prefix is read (the local store reads the rows one at a
+// time, SQL substr, so a peek holds one prefix at once whatever the queue and its bodies;
+// memory copies the page's prefixes); a store with only a queue.Peeker (Azure, NATS: no
+// cursor, after must be "", and next is always "") copies its messages whole first.
 func PeekQueue(ctx context.Context, q queue.Queue, after string, limit int, bodyBytes int64, fn func(PeekItem) error) (next string, err error) {
 	bodyBytes = max(bodyBytes, 0)
-	if lq, ok := q.(*local.Queue); ok {
-		next, err := lq.Select(ctx, local.Match{Live: true}, local.Page{After: after, Limit: limit}, bodyBytes, func(r *local.Row) error {
-			return fn(peekItem(&r.Message, r.Size))
+	if s, ok := queue.As[queue.Scanner](q); ok {
+		o := queue.ScanOptions{Filter: queue.Filter{Live: true}, After: after, Limit: limit, BodyBytes: bodyBytes}
+		return s.Scan(ctx, o, func(m *queue.Message, size int64) error {
+			return fn(peekItem(m, size))
 		})
-		return next, err
 	}
 	if after != "" {
 		return "", fmt.Errorf("%w: the queue's backend has no cursor to continue a peek", ErrBadQuery)

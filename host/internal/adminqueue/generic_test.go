@@ -1,4 +1,4 @@
-package queueapi
+package adminqueue
 
 import (
 	"context"
@@ -11,15 +11,32 @@ import (
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
-// TestDeadLettersWithoutSQL: on a backend without SQL (memory) the listing pages newest
-// first through every matching dead letter once, the count, purge and redrive select what
-// the filter says (the time from wqhost.dead_lettered_at), and every dead letter left is
-// released, visible again, when each ends.
+// TestDeadLettersWithoutSQL: on a backend without SQL (memory, with its queue.Scanner and
+// with it hidden so that every operation leases) the listing pages newest first through
+// every matching dead letter once, the count, purge and redrive select what the filter
+// says (the time from wqhost.dead_lettered_at), and every dead letter left is released,
+// visible again, when each ends.
 func TestDeadLettersWithoutSQL(t *testing.T) {
+	t.Run("scanner", func(t *testing.T) { testDeadLettersWithoutSQL(t, false) })
+	t.Run("leasing", func(t *testing.T) { testDeadLettersWithoutSQL(t, true) })
+}
+
+// noScan hides its queue's Scanner and Sweeper.
+type noScan struct{ queue.Decorator }
+
+func (n noScan) Capabilities() queue.Caps {
+	return n.Decorator.Capabilities() &^ (queue.CapScan | queue.CapSweep)
+}
+
+func testDeadLettersWithoutSQL(t *testing.T, hide bool) {
 	ctx := context.Background()
 	be := memory.New(memory.Options{})
 	dst, _ := be.Queue(ctx, "jobs")
-	dead, _ := be.Queue(ctx, "jobs"+queue.PoisonSuffix)
+	mdead, _ := be.Queue(ctx, "jobs"+queue.PoisonSuffix)
+	var dead queue.Queue = mdead
+	if hide {
+		dead = noScan{queue.Decorator{Queue: mdead}}
+	}
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	for i := range 40 {
 		reason := "trap"
@@ -81,7 +98,7 @@ func TestDeadLettersWithoutSQL(t *testing.T) {
 			t.Errorf("redriven %s attributes %v: want the user's kept, the bookkeeping dropped", m.ID, m.Attributes)
 		}
 	}
-	left, _ := dead.Peek(ctx, 0)
+	left, _ := mdead.Peek(ctx, 0)
 	for _, m := range left {
 		if m.VisibleAt.After(time.Now()) {
 			t.Errorf("dead letter %s still leased after the scans", m.ID)

@@ -1,4 +1,4 @@
-package queueapi
+package adminqueue
 
 import (
 	"context"
@@ -10,20 +10,21 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Filter selects dead letters for a listing, a count, a purge or a redrive: every field set
 // must hold.
 //
-// On the local store it is evaluated in SQL (see local.Match): the reason and version with
+// It becomes a queue.Filter, which a store with a queue.Scanner or queue.Sweeper evaluates
+// where the dead letters are. The local store does it in SQL: the reason and version with
 // json_extract on each row's attributes, the time range on the row's insertion time (when
 // it entered the poison queue, which is when it was dead-lettered), the body with instr over
 // the stored body. Without a filter a count reads the queue's index only; with one it reads
 // every row of the poison queue (about 1 s per million dead letters, see docs/admin-api.md),
-// and a body filter reads every candidate's whole body inside SQLite. Elsewhere (memory,
-// Azure, NATS) the dead letters are leased in batches and filtered in Go (scanLeasing).
+// and a body filter reads every candidate's whole body inside SQLite. Memory filters under
+// its lock. A store without them (Azure, NATS) has its dead letters leased in batches and
+// filtered in Go (scanLeasing, queue.Filter.Matches).
 type Filter struct {
 	// Reason is a substring of the reason the message was dead-lettered for.
 	Reason string `json:"reason,omitempty"`
@@ -39,37 +40,20 @@ type Filter struct {
 // Empty reports whether the filter selects every dead letter.
 func (f Filter) Empty() bool { return f == Filter{} }
 
-func (f Filter) local(maxID int64) local.Match {
-	m := local.Match{From: f.Since, To: f.Until, MaxID: maxID}
+// contract is the filter in the contract's terms: a substring of the reason, the version
+// exactly, the time bounds on when the message was dead-lettered, a substring of the body.
+func (f Filter) contract() queue.Filter {
+	qf := queue.Filter{From: f.Since, To: f.Until}
 	if f.Reason != "" {
-		m.Attrs = append(m.Attrs, local.AttrMatch{Key: queue.AttrReason, Value: f.Reason, Contains: true})
+		qf.Attrs = append(qf.Attrs, queue.AttrFilter{Key: queue.AttrReason, Value: f.Reason, Contains: true})
 	}
 	if f.Version != "" {
-		m.Attrs = append(m.Attrs, local.AttrMatch{Key: queue.AttrHandlerVersion, Value: f.Version})
+		qf.Attrs = append(qf.Attrs, queue.AttrFilter{Key: queue.AttrHandlerVersion, Value: f.Version})
 	}
 	if f.Body != "" {
-		m.Body = []byte(f.Body)
+		qf.Body = []byte(f.Body)
 	}
-	return m
-}
-
-// matches evaluates the filter in Go on a message whose body is loaded (backends without
-// SQL). The time is the dead_lettered_at attribute, else the insertion time.
-func (f Filter) matches(m *queue.Message) bool {
-	a := m.Attributes
-	if f.Reason != "" && !strings.Contains(a[queue.AttrReason], f.Reason) {
-		return false
-	}
-	if f.Version != "" && a[queue.AttrHandlerVersion] != f.Version {
-		return false
-	}
-	if !f.Since.IsZero() || !f.Until.IsZero() {
-		at := deadAt(m)
-		if !f.Since.IsZero() && at.Before(f.Since) || !f.Until.IsZero() && !at.Before(f.Until) {
-			return false
-		}
-	}
-	return f.Body == "" || strings.Contains(string(m.Body), f.Body)
+	return qf
 }
 
 func deadAt(m *queue.Message) time.Time {
@@ -174,16 +158,18 @@ func (q *Query) normalize() error {
 
 // ListDead returns one page of the dead letters of dead (a <queue>-poison queue) that
 // q.Filter selects, newest first, and the cursor of the next page ("" after the last). On
-// the local store the page walks the queue's index from the cursor and reads only the
-// previewed prefix of each body; elsewhere see scanLeasing.
+// a store with a queue.Scanner the page is the store's (on the local store it walks the
+// queue's index from the cursor and reads only the previewed prefix of each body);
+// elsewhere see listScanning.
 func ListDead(ctx context.Context, dead queue.Queue, q Query) (items []Item, next string, err error) {
 	if err := q.normalize(); err != nil {
 		return nil, "", err
 	}
 	items = []Item{}
-	if lq, ok := dead.(*local.Queue); ok {
-		next, err = lq.Select(ctx, q.Filter.local(0), local.Page{After: q.After, Limit: q.Limit, Newest: true}, q.BodyBytes, func(r *local.Row) error {
-			items = append(items, itemOf(&r.Message, r.Size))
+	if s, ok := queue.As[queue.Scanner](dead); ok {
+		o := queue.ScanOptions{Filter: q.Filter.contract(), After: q.After, Limit: q.Limit, Newest: true, BodyBytes: q.BodyBytes}
+		next, err = s.Scan(ctx, o, func(m *queue.Message, size int64) error {
+			items = append(items, itemOf(m, size))
 			return nil
 		})
 		return items, next, err
@@ -195,12 +181,16 @@ func ListDead(ctx context.Context, dead queue.Queue, q Query) (items []Item, nex
 // MaxPreviewBytes) of its body; ok false when there is none with that id.
 func GetDead(ctx context.Context, dead queue.Queue, id string, bodyBytes int64) (it Item, ok bool, err error) {
 	bodyBytes = min(max(bodyBytes, 0), MaxPreviewBytes)
-	if lq, isLocal := dead.(*local.Queue); isLocal {
-		r, err := lq.Get(ctx, id, bodyBytes)
-		if err != nil || r == nil {
+	if s, isScanner := queue.As[queue.Scanner](dead); isScanner {
+		o := queue.ScanOptions{Filter: queue.Filter{ID: id}, Limit: 1, BodyBytes: bodyBytes}
+		_, err = s.Scan(ctx, o, func(m *queue.Message, size int64) error {
+			it, ok = itemOf(m, size), true
+			return nil
+		})
+		if err != nil {
 			return Item{}, false, err
 		}
-		return itemOf(&r.Message, r.Size), true, nil
+		return it, ok, nil
 	}
 	err = scanLeasing(ctx, dead, func(m *queue.Message) (bool, error) {
 		if m.ID == id {
@@ -224,12 +214,13 @@ func cut(m *queue.Message, n int64) (*queue.Message, int64) {
 
 // CountDead counts the dead letters of dead that f selects (a redrive's or purge's dry run).
 func CountDead(ctx context.Context, dead queue.Queue, f Filter) (int64, error) {
-	if lq, ok := dead.(*local.Queue); ok {
-		return lq.Count(ctx, f.local(0))
+	qf := f.contract()
+	if s, ok := queue.As[queue.Scanner](dead); ok {
+		return s.CountMatching(ctx, qf)
 	}
 	var n int64
 	err := scanLeasing(ctx, dead, func(m *queue.Message) (bool, error) {
-		if f.matches(m) {
+		if qf.Matches(m) {
 			n++
 		}
 		return false, nil
@@ -237,7 +228,7 @@ func CountDead(ctx context.Context, dead queue.Queue, f Filter) (int64, error) {
 	return n, err
 }
 
-// listScanning is ListDead on a backend without SQL: it scans every dead letter (leased
+// listScanning is ListDead on a store without a queue.Scanner: it scans every dead letter (leased
 // while the scan runs, see scanLeasing) and keeps the Limit+1 newest by (dead-lettered
 // time, id) before the cursor "t<ns>.<id>" that match the filter: a bounded selection, not
 // the queue, so pages follow each other whatever order the backend returns messages in.
@@ -258,8 +249,9 @@ func listScanning(ctx context.Context, dead queue.Queue, q Query) ([]Item, strin
 		after = &keyed{t: n, id: id}
 	}
 	var page []keyed
+	qf := q.Filter.contract()
 	err := scanLeasing(ctx, dead, func(m *queue.Message) (bool, error) {
-		if !q.Filter.matches(m) {
+		if !qf.Matches(m) {
 			return false, nil
 		}
 		k := keyed{t: deadAt(m).UnixNano(), id: m.ID}
@@ -294,14 +286,15 @@ func listScanning(ctx context.Context, dead queue.Queue, q Query) ([]Item, strin
 	return items, next, nil
 }
 
-// scanLeasing walks the dead letters of a backend without SQL (memory, Azure, NATS): it
+// scanLeasing walks the dead letters of a store without a queue.Scanner (Azure, NATS), or
+// without a queue.Sweeper for a purge or redrive (memory too): it
 // leases them in batches and hands each one, body loaded, to fn once, which settles it
 // (returns true: deleted or moved) or leaves it. The ones left stay leased until the walk
 // ends, so a backend that puts a released message back at the head does not hand it out
 // again, and are then released together, whole (on Azure a release rewrites the message
 // with what it is given). The walk ends when a batch brings nothing new. Its limits: it
 // holds every dead letter it scanned and left, bodies and all (Azure: at most 64 KiB each),
-// so it is meant for dead-letter queues of thousands, not millions (the local store has none);
+// so it is meant for dead-letter queues of thousands, not millions (the local store needs none);
 // a dead letter leased by someone else is not seen; a walk longer than the lease (30 s)
 // sees its first dead letters come back, and skips them as seen.
 func scanLeasing(ctx context.Context, dead queue.Queue, fn func(m *queue.Message) (settled bool, err error)) error {

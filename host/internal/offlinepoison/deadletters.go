@@ -1,10 +1,10 @@
-// Package queueops are the operations on a tenant's dead letters that run without a host,
+// Package offlinepoison are the operations on a tenant's dead letters that run without a host,
 // through the config alone (the CLI's poison commands when no host runs on the data
 // directory): list, requeue or purge them. Each opens the queues it needs on a backend of
 // its own (backends.OpenQueues) and closes it on return; nothing is shared and nothing is
 // locked. With a host running, the CLI goes through its admin API instead
-// (host/internal/queueapi).
-package queueops
+// (host/internal/adminqueue).
+package offlinepoison
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/host/config"
+	"github.com/wqhost/wqhost/host/internal/adminqueue"
 	"github.com/wqhost/wqhost/host/internal/backends"
-	"github.com/wqhost/wqhost/host/internal/queueapi"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -68,7 +68,7 @@ func deadLetterOf(m *queue.Message) DeadLetter {
 // userAttributes keeps what the message came with: not the dead-letter bookkeeping, nor the
 // metering figures (those are Usage).
 func userAttributes(a map[string]string) map[string]string {
-	out := queueapi.UserAttributes(a)
+	out := adminqueue.UserAttributes(a)
 	for k := range usageAttr {
 		delete(out, k)
 	}
@@ -284,7 +284,7 @@ func RequeueDeadLetters(ctx context.Context, cfg *config.Config, tenant, qname s
 	// original id are requeued once, the others only deleted.
 	requeued := map[string]bool{}
 	return drain(ctx, dead, limit, 0, func(m *queue.Message) error {
-		return queueapi.RequeueOne(ctx, dead, dst, qname, m, requeued)
+		return adminqueue.RequeueOne(ctx, dead, dst, qname, m, requeued)
 	})
 }
 

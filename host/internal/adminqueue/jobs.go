@@ -1,4 +1,4 @@
-package queueapi
+package adminqueue
 
 import (
 	"context"

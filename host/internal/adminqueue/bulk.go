@@ -1,4 +1,4 @@
-package queueapi
+package adminqueue
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wqhost/wqhost/listener/local"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -22,18 +21,19 @@ func (e *CountChangedError) Error() string {
 // PurgeDead deletes the dead letters of dead that f selects (at most limit of them; 0: all),
 // if there are expect of them (the count a dry run showed and a user confirmed; else a
 // *CountChangedError and nothing is deleted), and returns how many it deleted. Dead letters that arrive while it runs are
-// not taken, and one leased at that moment (a reader holds it) is left. On the local store
-// it deletes MatchChunk at a time, each chunk one short transaction, so a host serving from
-// the store is not held up.
+// not taken, and one leased at that moment (a reader holds it) is left. On a store with a
+// queue.Sweeper (local) it deletes sweepChunk at a time, each chunk one short transaction,
+// so a host serving from the store is not held up.
 func PurgeDead(ctx context.Context, dead queue.Queue, f Filter, expect, limit int64) (int64, error) {
 	left := func(purged int64) int {
 		if limit <= 0 {
-			return local.MatchChunk
+			return sweepChunk
 		}
-		return int(min(limit-purged, local.MatchChunk))
+		return int(min(limit-purged, sweepChunk))
 	}
-	if lq, ok := dead.(*local.Queue); ok {
-		m, n, err := snapshot(ctx, lq, f)
+	qf := f.contract()
+	if sw, ok := queue.As[queue.Sweeper](dead); ok {
+		walk, n, err := sw.Sweep(ctx, qf)
 		if err != nil {
 			return 0, err
 		}
@@ -41,9 +41,8 @@ func PurgeDead(ctx context.Context, dead queue.Queue, f Filter, expect, limit in
 			return 0, &CountChangedError{Count: n, Expect: expect}
 		}
 		var purged int64
-		var c local.Cursor
 		for left(purged) > 0 {
-			found, deleted, err := lq.DeleteMatching(ctx, m, &c, left(purged))
+			found, deleted, err := walk.Delete(ctx, left(purged))
 			purged += int64(deleted)
 			if err != nil || found == 0 {
 				return purged, err
@@ -60,7 +59,7 @@ func PurgeDead(ctx context.Context, dead queue.Queue, f Filter, expect, limit in
 	}
 	var purged int64
 	err = scanLeasing(ctx, dead, func(m *queue.Message) (bool, error) {
-		if !f.matches(m) || left(purged) == 0 {
+		if !qf.Matches(m) || left(purged) == 0 {
 			return false, nil
 		}
 		if err := dead.Delete(ctx, m); err != nil {
@@ -72,16 +71,9 @@ func PurgeDead(ctx context.Context, dead queue.Queue, f Filter, expect, limit in
 	return purged, err
 }
 
-// snapshot is f on the local store bounded to the dead letters there now, and their count.
-func snapshot(ctx context.Context, lq *local.Queue, f Filter) (local.Match, int64, error) {
-	last, err := lq.Backend().LastID(ctx)
-	if err != nil {
-		return local.Match{}, 0, err
-	}
-	m := f.local(max(last, 1))
-	n, err := lq.Count(ctx, m)
-	return m, n, err
-}
+// sweepChunk is how many dead letters a purge or redrive asks a queue.Sweeper for at once:
+// the local store's own chunk (local.MatchChunk), one short transaction of its writer.
+const sweepChunk = 256
 
 // Progress are a redrive's counters, read while it runs.
 type Progress struct {
@@ -102,13 +94,13 @@ const MaxRate = 100000
 // back to dst (their original queue) at rate messages per second (0 = DefaultRate), each with its original attributes
 // (the dead-letter bookkeeping dropped, as RequeueDeadLetters does) and a fresh dequeue
 // count, counting into p. Dead letters that arrive while it runs (a redriven message that
-// fails again) are not taken. On the local store each chunk moves in one transaction inside
-// the store, bodies unread; elsewhere each message is sent again and deleted (see
-// requeueOne) during a scanLeasing walk. It stops at ctx's end.
+// fails again) are not taken. On a store with a queue.Sweeper (local) each chunk moves in
+// one transaction inside the store, bodies unread; elsewhere each message is sent again and
+// deleted (see RequeueOne) during a scanLeasing walk. It stops at ctx's end.
 func RedriveDead(ctx context.Context, dead, dst queue.Queue, f Filter, rate int, limit int64, p *Progress) error {
 	left := func() int64 {
 		if limit <= 0 {
-			return local.MatchChunk
+			return sweepChunk
 		}
 		return limit - p.Done.Load() - p.Failed.Load()
 	}
@@ -117,12 +109,9 @@ func RedriveDead(ctx context.Context, dead, dst queue.Queue, f Filter, rate int,
 	}
 	rate = min(rate, MaxRate)
 	pace := pacer{start: time.Now(), rate: float64(rate)}
-	if lq, ok := dead.(*local.Queue); ok {
-		ldst, ok := dst.(*local.Queue)
-		if !ok || ldst.Backend() != lq.Backend() {
-			return fmt.Errorf("redrive %s to %s: not queues of one store", dead.Name(), dst.Name())
-		}
-		m, n, err := snapshot(ctx, lq, f)
+	qf := f.contract()
+	if sw, ok := queue.As[queue.Sweeper](dead); ok {
+		walk, n, err := sw.Sweep(ctx, qf)
 		if err != nil {
 			return err
 		}
@@ -130,10 +119,12 @@ func RedriveDead(ctx context.Context, dead, dst queue.Queue, f Filter, rate int,
 			n = min(n, limit)
 		}
 		p.Matched.Store(n)
-		chunk := int64(min(max(rate/10, 1), local.MatchChunk))
-		var c local.Cursor
+		chunk := int64(min(max(rate/10, 1), sweepChunk))
 		for left() > 0 {
-			found, moved, err := lq.MoveMatching(ctx, m, &c, int(min(chunk, left())), ldst, deadLetterKeys)
+			found, moved, err := walk.MoveTo(ctx, int(min(chunk, left())), dst, deadLetterKeys)
+			if errors.Is(err, errors.ErrUnsupported) {
+				return fmt.Errorf("redrive %s to %s: not queues of one store", dead.Name(), dst.Name())
+			}
 			p.Done.Add(int64(moved))
 			p.Failed.Add(int64(found - moved))
 			if err != nil || found == 0 {
@@ -155,7 +146,7 @@ func RedriveDead(ctx context.Context, dead, dst queue.Queue, f Filter, rate int,
 	p.Matched.Store(n)
 	requeued := map[string]bool{}
 	return scanLeasing(ctx, dead, func(m *queue.Message) (bool, error) {
-		if !f.matches(m) || left() <= 0 {
+		if !qf.Matches(m) || left() <= 0 {
 			return false, nil
 		}
 		if err := pace.wait(ctx, p.Done.Load()+p.Failed.Load()); err != nil {
