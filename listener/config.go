@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/defaults"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -108,20 +109,20 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Defaults of Config: the one definition of each, which the host's config (host/config)
-// and the built-in policies (plugins/builtin) refer to.
+// Defaults of Config, which the built-in policies (plugins/builtin) refer to. Those the
+// host's config (host/config) also documents are defined once in internal/defaults.
 const (
-	DefaultMinWorkers        = 1
-	DefaultMaxWorkers        = 16
+	DefaultMinWorkers        = defaults.MinWorkers
+	DefaultMaxWorkers        = defaults.MaxWorkers
 	DefaultBatchSize         = queue.MaxBatch
-	DefaultVisibilityTimeout = 30 * time.Second
-	DefaultMaxDequeueCount   = 5
-	DefaultMinIdle           = 100 * time.Millisecond
-	DefaultMaxIdle           = 60 * time.Second
+	DefaultVisibilityTimeout = defaults.VisibilityTimeout
+	DefaultMaxDequeueCount   = defaults.MaxDequeueCount
+	DefaultMinIdle           = defaults.MinIdle
+	DefaultMaxIdle           = defaults.MaxIdle
 	DefaultErrorBackoffMax   = 60 * time.Second
 	DefaultTimeSlice         = 10 * time.Second
-	DefaultShutdownGrace     = 30 * time.Second
-	DefaultPushFallbackPoll  = 5 * time.Minute
+	DefaultShutdownGrace     = defaults.ShutdownGrace
+	DefaultPushFallbackPoll  = defaults.PushFallbackPoll
 )
 
 func (c *Config) withDefaults() (Config, error) {
