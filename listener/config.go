@@ -112,17 +112,17 @@ type Config struct {
 // Defaults of Config, which the built-in policies (plugins/builtin) refer to. Those the
 // host's config (host/config) also documents are defined once in internal/defaults.
 const (
-	DefaultMinWorkers        = defaults.MinWorkers
-	DefaultMaxWorkers        = defaults.MaxWorkers
+	DefaultMinWorkers        = defaults.MinWorkers // 1
+	DefaultMaxWorkers        = defaults.MaxWorkers // 16
 	DefaultBatchSize         = queue.MaxBatch
-	DefaultVisibilityTimeout = defaults.VisibilityTimeout
-	DefaultMaxDequeueCount   = defaults.MaxDequeueCount
-	DefaultMinIdle           = defaults.MinIdle
-	DefaultMaxIdle           = defaults.MaxIdle
+	DefaultVisibilityTimeout = defaults.VisibilityTimeout // 30s
+	DefaultMaxDequeueCount   = defaults.MaxDequeueCount   // 5
+	DefaultMinIdle           = defaults.MinIdle           // 100ms
+	DefaultMaxIdle           = defaults.MaxIdle           // 60s
 	DefaultErrorBackoffMax   = 60 * time.Second
 	DefaultTimeSlice         = 10 * time.Second
-	DefaultShutdownGrace     = defaults.ShutdownGrace
-	DefaultPushFallbackPoll  = defaults.PushFallbackPoll
+	DefaultShutdownGrace     = defaults.ShutdownGrace    // 30s
+	DefaultPushFallbackPoll  = defaults.PushFallbackPoll // 5m
 )
 
 func (c *Config) withDefaults() (Config, error) {

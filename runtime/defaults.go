@@ -10,9 +10,9 @@ const PageBytes = 65536
 // and a host user get the same pool.
 const (
 	// DefaultMaxInstances is PoolConfig.MaxInstances' default: calls at once per pool.
-	DefaultMaxInstances = defaults.MaxInstances
+	DefaultMaxInstances = defaults.MaxInstances // 4
 	// DefaultMaxOutputBytes is PoolConfig.MaxOutputBytes' default: the largest output message.
-	DefaultMaxOutputBytes = defaults.MaxOutputBytes
+	DefaultMaxOutputBytes = defaults.MaxOutputBytes // 1 MiB
 	// DefaultMaxOutputs is PoolConfig.MaxOutputs' default: outputs per message.
 	DefaultMaxOutputs = 64
 	// DefaultMaxCallOutputBytes is PoolConfig.MaxCallOutputBytes' default: the bytes of all
@@ -23,7 +23,7 @@ const (
 	DefaultStdioCapBytes = 16 << 10
 	// DefaultMemoryBytes is the linear memory an instance may grow to when TenantLimits
 	// sets none (DefaultMemoryPages pages).
-	DefaultMemoryBytes = defaults.MemoryBytes
+	DefaultMemoryBytes = defaults.MemoryBytes // 128 MiB
 	// DefaultMemoryPages is TenantLimits.MemoryPages' default.
 	DefaultMemoryPages uint32 = DefaultMemoryBytes / PageBytes
 )

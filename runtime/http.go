@@ -33,7 +33,7 @@ const (
 	DefaultHTTPMaxRequests      = 8
 	DefaultHTTPMaxRedirects     = 5
 	// DefaultTenantHTTPRequests caps a tenant's concurrently open outbound requests.
-	DefaultTenantHTTPRequests = defaults.TenantHTTPRequests
+	DefaultTenantHTTPRequests = defaults.TenantHTTPRequests // 64
 )
 
 // Bounds the host keeps whatever the policy says.

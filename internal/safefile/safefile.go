@@ -16,7 +16,7 @@ import (
 )
 
 // DefaultMaxBytes is the size cap used when none is configured: far above any real module.
-const DefaultMaxBytes = defaults.MaxModuleBytes
+const DefaultMaxBytes = defaults.MaxModuleBytes // 256 MiB
 
 // ErrNotRegular reports a path that is not a regular file (a FIFO, device, socket or
 // directory).

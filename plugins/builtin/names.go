@@ -10,17 +10,17 @@ import (
 
 // Names of the built-in policies, as written in config.
 const (
-	BackoffRandomExponential  = defaults.BackoffRandomExponential
-	ScalerDepthTable          = defaults.ScalerDepthTable
-	ScalerTarget              = defaults.ScalerTarget
-	PoisonRetryThenDeadLetter = defaults.PoisonRetryThenDeadLetter
+	BackoffRandomExponential  = defaults.BackoffRandomExponential  // "random-exponential"
+	ScalerDepthTable          = defaults.ScalerDepthTable          // "depth-table"
+	ScalerTarget              = defaults.ScalerTarget              // "target"
+	PoisonRetryThenDeadLetter = defaults.PoisonRetryThenDeadLetter // "retry-then-dead-letter"
 )
 
 // Default policy names, used when config names none.
 const (
-	DefaultBackoffName = defaults.BackoffName
-	DefaultScalerName  = defaults.ScalerName
-	DefaultPoisonName  = defaults.PoisonName
+	DefaultBackoffName = defaults.BackoffName // BackoffRandomExponential
+	DefaultScalerName  = defaults.ScalerName  // ScalerTarget
+	DefaultPoisonName  = defaults.PoisonName  // PoisonRetryThenDeadLetter
 )
 
 // BackoffNames returns the names NewBackoffNamed accepts.

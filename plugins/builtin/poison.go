@@ -18,9 +18,9 @@ import (
 // retries at once (visibilityTimeout 0); a short first delay keeps that promptness without
 // a hot loop. DefaultPoisonMaxDelay also caps a handler's own retry-after.
 const (
-	DefaultBaseDelay      = defaults.PoisonBaseDelay
+	DefaultBaseDelay      = defaults.PoisonBaseDelay // 1s
 	DefaultFactor         = 2.0
-	DefaultPoisonMaxDelay = defaults.PoisonMaxDelay
+	DefaultPoisonMaxDelay = defaults.PoisonMaxDelay // 60s
 )
 
 // PoisonOptions configure RetryThenDeadLetter. Zero or negative values mean the defaults.

@@ -11,7 +11,7 @@ import (
 
 // Defaults of Config's zero fields.
 const (
-	DefaultCallTimeout    = defaults.PluginCallTimeout
+	DefaultCallTimeout    = defaults.PluginCallTimeout // 50ms
 	DefaultStartTimeout   = 10 * time.Second
 	DefaultHealthInterval = time.Second
 	DefaultRestartMin     = 100 * time.Millisecond
