@@ -55,8 +55,13 @@ else
 	step "staticcheck: not installed, skipped (scripts/test.sh installs it)"
 fi
 check "Go files at most $MAX_GO_LINES lines" file_length_check
-check "go test -short (all packages but the fault suite)" \
-	go test -short -count=1 -timeout 10m $(go list ./... | grep -v '/faulttest$')
+# The slowest tests in -short, which scripts/test.sh still runs: wazero's spec suite, the
+# fuel rewriter over every committed module, the Extism plugin corpus, `wqhost new` building
+# each template, and the conformance suite run again over sharded, real-clock and wrapping
+# variants of a backend whose own TestConformance runs here (about a quarter of the time).
+SLOW='^(TestSpecSuite|TestInstrumentCommittedModules|TestExtismCorpus|TestNewProjectsBuildAnywhere|TestConformanceSharded|TestConformanceShardedOne|TestConformanceRealClock|TestCountingBackend)$'
+check "go test -short (all packages but the fault suite; not the slowest: scripts/check.sh)" \
+	go test -short -count=1 -timeout 10m -skip "$SLOW" $(go list ./... | grep -v '/faulttest$')
 
 elapsed=$(($(date +%s) - start))
 if [ ${#failed[@]} -gt 0 ]; then
