@@ -1,5 +1,5 @@
 # Convenience targets; scripts/ holds the real commands.
-.PHONY: wasm wasm-check test image build
+.PHONY: wasm wasm-check check test image build
 
 # Rebuild every example handler's committed .wasm (deterministic).
 wasm:
@@ -8,6 +8,11 @@ wasm:
 # Fail if a committed .wasm differs from a fresh build.
 wasm-check:
 	bash scripts/build-wasm.sh --check
+
+# The fast loop: gofmt, vet, staticcheck, unit tests in -short mode without -race and
+# without toolchain installs; prints its time. `make test` is the full check CI runs.
+check:
+	bash scripts/check.sh
 
 test:
 	bash scripts/test.sh

@@ -7,13 +7,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/defaults"
 	"github.com/wqhost/wqhost/listener/outcome"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // MaxBatchMessages is the most messages BatchConfig.MaxMessages may ask for in one call
 // (AWS Lambda's SQS trigger allows as many).
-const MaxBatchMessages = 10000
+const MaxBatchMessages = defaults.MaxBatchMessages // 10000
 
 // BatchConfig makes a listener hand its handler many messages in one call. The listener
 // gathers leased messages across receives (a receive returns at most MaxBatch) until one of

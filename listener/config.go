@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/defaults"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
@@ -108,20 +109,20 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Defaults of Config: the one definition of each, which the host's config (host/config)
-// and the built-in policies (plugins/builtin) refer to.
+// Defaults of Config, which the built-in policies (plugins/builtin) refer to. Those the
+// host's config (host/config) also documents are defined once in internal/defaults.
 const (
-	DefaultMinWorkers        = 1
-	DefaultMaxWorkers        = 16
+	DefaultMinWorkers        = defaults.MinWorkers // 1
+	DefaultMaxWorkers        = defaults.MaxWorkers // 16
 	DefaultBatchSize         = queue.MaxBatch
-	DefaultVisibilityTimeout = 30 * time.Second
-	DefaultMaxDequeueCount   = 5
-	DefaultMinIdle           = 100 * time.Millisecond
-	DefaultMaxIdle           = 60 * time.Second
+	DefaultVisibilityTimeout = defaults.VisibilityTimeout // 30s
+	DefaultMaxDequeueCount   = defaults.MaxDequeueCount   // 5
+	DefaultMinIdle           = defaults.MinIdle           // 100ms
+	DefaultMaxIdle           = defaults.MaxIdle           // 60s
 	DefaultErrorBackoffMax   = 60 * time.Second
 	DefaultTimeSlice         = 10 * time.Second
-	DefaultShutdownGrace     = 30 * time.Second
-	DefaultPushFallbackPoll  = 5 * time.Minute
+	DefaultShutdownGrace     = defaults.ShutdownGrace    // 30s
+	DefaultPushFallbackPoll  = defaults.PushFallbackPoll // 5m
 )
 
 func (c *Config) withDefaults() (Config, error) {

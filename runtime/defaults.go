@@ -1,16 +1,18 @@
 package runtime
 
+import "github.com/wqhost/wqhost/internal/defaults"
+
 // PageBytes is the size of one page of WebAssembly linear memory.
 const PageBytes = 65536
 
-// Defaults of the zero fields of PoolConfig and TenantLimits: the one definition of each,
-// which the host's config (host/config) refers to, so that a library user and a host user
-// get the same pool.
+// Defaults of the zero fields of PoolConfig and TenantLimits. Those the host's config
+// (host/config) also documents are defined once in internal/defaults, so that a library user
+// and a host user get the same pool.
 const (
 	// DefaultMaxInstances is PoolConfig.MaxInstances' default: calls at once per pool.
-	DefaultMaxInstances = 4
+	DefaultMaxInstances = defaults.MaxInstances // 4
 	// DefaultMaxOutputBytes is PoolConfig.MaxOutputBytes' default: the largest output message.
-	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxOutputBytes = defaults.MaxOutputBytes // 1 MiB
 	// DefaultMaxOutputs is PoolConfig.MaxOutputs' default: outputs per message.
 	DefaultMaxOutputs = 64
 	// DefaultMaxCallOutputBytes is PoolConfig.MaxCallOutputBytes' default: the bytes of all
@@ -21,7 +23,7 @@ const (
 	DefaultStdioCapBytes = 16 << 10
 	// DefaultMemoryBytes is the linear memory an instance may grow to when TenantLimits
 	// sets none (DefaultMemoryPages pages).
-	DefaultMemoryBytes = 128 << 20
+	DefaultMemoryBytes = defaults.MemoryBytes // 128 MiB
 	// DefaultMemoryPages is TenantLimits.MemoryPages' default.
 	DefaultMemoryPages uint32 = DefaultMemoryBytes / PageBytes
 )

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/wqhost/wqhost/internal/defaults"
 	"github.com/wqhost/wqhost/netpolicy"
 )
 
@@ -32,7 +33,7 @@ const (
 	DefaultHTTPMaxRequests      = 8
 	DefaultHTTPMaxRedirects     = 5
 	// DefaultTenantHTTPRequests caps a tenant's concurrently open outbound requests.
-	DefaultTenantHTTPRequests = 64
+	DefaultTenantHTTPRequests = defaults.TenantHTTPRequests // 64
 )
 
 // Bounds the host keeps whatever the policy says.

@@ -41,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/wqhost/wqhost/internal/defaults"
 )
 
 // Host is what the admin API steers.
@@ -172,7 +173,7 @@ type principal struct {
 
 // DefaultMaxBodyBytes is Options.MaxBodyBytes' default (64 KiB): admin requests are small
 // JSON documents.
-const DefaultMaxBodyBytes = 64 << 10
+const DefaultMaxBodyBytes = defaults.AdminMaxBodyBytes
 
 // New returns the admin API handler.
 func New(h Host, opts Options) http.Handler {

@@ -48,43 +48,39 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wqhost/wqhost/host/admin"
-	"github.com/wqhost/wqhost/internal/safefile"
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/internal/defaults"
 	"github.com/wqhost/wqhost/listener/queue"
-	"github.com/wqhost/wqhost/plugins/builtin"
-	"github.com/wqhost/wqhost/plugins/external"
-	"github.com/wqhost/wqhost/runtime"
 )
 
 // DefaultTenant is the tenant whose queues are not prefixed.
 const DefaultTenant = "default"
 
 // Documented defaults. Where a library package (listener, plugins/builtin, plugins/external,
-// runtime, host/admin) has the same setting, its default is the one definition and these
-// refer to it: a config that sets nothing behaves as a library user who sets nothing
+// runtime, host/admin) has the same setting, both refer to one definition in
+// internal/defaults, a package that imports nothing, so that this package links none of the
+// library packages: a config that sets nothing behaves as a library user who sets nothing
 // (TestEffectiveDefaultsAreTheLibraryDefaults). The rest are the host's own choices.
 const (
 	DefaultDataDir           = "./data"
 	DefaultAdminAddr         = "127.0.0.1:8480"
-	DefaultAdminMaxBodyBytes = ByteSize(admin.DefaultMaxBodyBytes)
+	DefaultAdminMaxBodyBytes = ByteSize(defaults.AdminMaxBodyBytes)
 	DefaultBackend           = "local"
 	DefaultLocalPath         = "wqhost.db"
-	DefaultBatchSize         = listener.DefaultBatchSize
-	DefaultVisibilityTimeout = listener.DefaultVisibilityTimeout
-	DefaultMaxDequeueCount   = listener.DefaultMaxDequeueCount
-	DefaultMinWorkers        = listener.DefaultMinWorkers
-	DefaultMaxWorkers        = listener.DefaultMaxWorkers
-	DefaultBackoffMin        = listener.DefaultMinIdle
-	DefaultBackoffMax        = listener.DefaultMaxIdle
-	DefaultPoisonBaseDelay   = builtin.DefaultBaseDelay
-	DefaultPoisonMaxDelay    = builtin.DefaultPoisonMaxDelay
-	DefaultPoisonJitter      = builtin.DefaultJitter
-	DefaultPluginTimeout     = external.DefaultCallTimeout
-	DefaultMemory            = ByteSize(runtime.DefaultMemoryBytes)
-	DefaultPushFallbackPoll  = listener.DefaultPushFallbackPoll
-	DefaultMaxOutputBytes    = ByteSize(runtime.DefaultMaxOutputBytes)
-	DefaultPoolMaxInstances  = runtime.DefaultMaxInstances
+	DefaultBatchSize         = queue.MaxBatch
+	DefaultVisibilityTimeout = defaults.VisibilityTimeout
+	DefaultMaxDequeueCount   = defaults.MaxDequeueCount
+	DefaultMinWorkers        = defaults.MinWorkers
+	DefaultMaxWorkers        = defaults.MaxWorkers
+	DefaultBackoffMin        = defaults.MinIdle
+	DefaultBackoffMax        = defaults.MaxIdle
+	DefaultPoisonBaseDelay   = defaults.PoisonBaseDelay
+	DefaultPoisonMaxDelay    = defaults.PoisonMaxDelay
+	DefaultPoisonJitter      = defaults.PoisonJitter
+	DefaultPluginTimeout     = defaults.PluginCallTimeout
+	DefaultMemory            = ByteSize(defaults.MemoryBytes)
+	DefaultPushFallbackPoll  = defaults.PushFallbackPoll
+	DefaultMaxOutputBytes    = ByteSize(defaults.MaxOutputBytes)
+	DefaultPoolMaxInstances  = defaults.MaxInstances
 
 	// DefaultTimeout is the host's time limit per message; a runtime pool has none unless
 	// given one (PoolConfig.Timeout 0), which a host must never run.
@@ -118,10 +114,10 @@ const (
 
 // Policy names of the built-in policies (plugins/builtin).
 const (
-	BackoffRandomExponential  = builtin.BackoffRandomExponential
-	ScalerDepthTable          = builtin.ScalerDepthTable
-	ScalerTarget              = builtin.ScalerTarget
-	PoisonRetryThenDeadLetter = builtin.PoisonRetryThenDeadLetter
+	BackoffRandomExponential  = defaults.BackoffRandomExponential
+	ScalerDepthTable          = defaults.ScalerDepthTable
+	ScalerTarget              = defaults.ScalerTarget
+	PoisonRetryThenDeadLetter = defaults.PoisonRetryThenDeadLetter
 )
 
 // ABI names (runtime.ABI values).
@@ -444,7 +440,7 @@ type Pool struct {
 func defaultConfig() Config {
 	return Config{
 		DataDir:        DefaultDataDir,
-		MaxModuleBytes: safefile.DefaultMaxBytes,
+		MaxModuleBytes: defaults.MaxModuleBytes,
 		MaxBindings:    DefaultMaxBindings,
 		Metrics:        Metrics{PerBinding: true},
 		Shutdown:       Shutdown{Grace: DefaultShutdownGrace},
@@ -478,9 +474,9 @@ func defaultBinding() Binding {
 		MaxWorkers:        DefaultMaxWorkers,
 		PushFallbackPoll:  DefaultPushFallbackPoll,
 		Batch:             Batch{MaxBytes: DefaultBatchMaxBytes},
-		Backoff:           Backoff{Policy: builtin.DefaultBackoffName, Min: DefaultBackoffMin, Max: DefaultBackoffMax},
-		Scaler:            Scaler{Policy: builtin.DefaultScalerName},
-		Poison:            Poison{Policy: builtin.DefaultPoisonName, BaseDelay: DefaultPoisonBaseDelay, MaxDelay: DefaultPoisonMaxDelay, Jitter: DefaultPoisonJitter},
+		Backoff:           Backoff{Policy: defaults.BackoffName, Min: DefaultBackoffMin, Max: DefaultBackoffMax},
+		Scaler:            Scaler{Policy: defaults.ScalerName},
+		Poison:            Poison{Policy: defaults.PoisonName, BaseDelay: DefaultPoisonBaseDelay, MaxDelay: DefaultPoisonMaxDelay, Jitter: DefaultPoisonJitter},
 		Pool:              Pool{MinInstances: DefaultPoolMinInstances, MaxInstances: DefaultPoolMaxInstances, IdleTimeout: DefaultPoolIdleTimeout},
 		Breaker:           Breaker{Threshold: DefaultBreakerThreshold},
 	}

@@ -74,6 +74,8 @@ func TestEffectiveDefaultsAreTheLibraryDefaults(t *testing.T) {
 		{"admin.max_body_bytes", int64(c.Admin.MaxBodyBytes), int64(admin.DefaultMaxBodyBytes), int64(64 << 10)},
 		{"max_module_bytes", int64(c.MaxModuleBytes), int64(safefile.DefaultMaxBytes), int64(256 << 20)},
 		{"batch_size maximum", MaxBatchSize, queue.MaxBatch, 32},
+		// validate.go names the target scaler's default (0 = one receive batch per worker).
+		{"scaler.target (0 = builtin default)", queue.MaxBatch, int(builtin.DefaultTargetPerWorker), 32},
 		{"visibility_timeout and poison.max_delay maximum", MaxVisibility, queue.MaxVisibility, 7 * 24 * time.Hour},
 		// The local store loads bodies up to its default limit: every message a config may
 		// allow (not imported by the config itself, which would pull SQLite into it).

@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/wqhost/wqhost/internal/defaults"
 	"github.com/wqhost/wqhost/netpolicy"
-	"github.com/wqhost/wqhost/runtime"
 )
 
 // Bounds of the http: block, checked at load.
@@ -21,7 +21,7 @@ const (
 	MaxHTTPRequestsCap     = 1000
 	MaxHTTPRedirectsCap    = 20
 	MaxHTTPConcurrencyCap  = 10000
-	DefaultHTTPConcurrency = runtime.DefaultTenantHTTPRequests
+	DefaultHTTPConcurrency = defaults.TenantHTTPRequests
 )
 
 // HTTP is a binding's outbound HTTP policy. With no allow rules (the default) every request

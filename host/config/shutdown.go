@@ -3,11 +3,11 @@ package config
 import (
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
+	"github.com/wqhost/wqhost/internal/defaults"
 )
 
 // DefaultShutdownGrace is shutdown.grace's default: the listener's own.
-const DefaultShutdownGrace = listener.DefaultShutdownGrace
+const DefaultShutdownGrace = defaults.ShutdownGrace
 
 // MaxShutdownGrace bounds shutdown.grace: a stop that may take longer than an hour is a
 // stuck host to an operator (and to Kubernetes, whose grace period must cover it).

@@ -10,10 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wqhost/wqhost/listener"
-	"github.com/wqhost/wqhost/listener/pollbudget"
+	"github.com/wqhost/wqhost/internal/defaults"
 	"github.com/wqhost/wqhost/listener/queue"
-	"github.com/wqhost/wqhost/plugins/builtin"
 )
 
 // Ranges checked at load.
@@ -27,7 +25,7 @@ const (
 	MinMemory          = ByteSize(1 << 20)
 	MaxMessageBytesCap = ByteSize(64 << 20)
 	// MaxBatchMessages caps batch.max_messages (AWS Lambda's SQS trigger allows as many).
-	MaxBatchMessages = listener.MaxBatchMessages
+	MaxBatchMessages = defaults.MaxBatchMessages
 	// MaxBatchWait caps batch.max_wait: a batch holds its leases (renewed) that long.
 	MaxBatchWait = 15 * time.Minute
 	// MaxCallOutputBytesCap caps limits.max_call_output_bytes.
@@ -264,8 +262,8 @@ func (c *Config) validateBackend(fail failFunc, path string, b Backend) {
 		if b.PoisonFormat != "" {
 			oneOf(fail, path+".poison_format", b.PoisonFormat, "envelope", "raw")
 		}
-		if b.IdleCallsPerHour < 0 || b.IdleCallsPerHour > pollbudget.MaxCallsPerHour {
-			fail(path+".idle_calls_per_hour", "%d is outside 0..%d", b.IdleCallsPerHour, pollbudget.MaxCallsPerHour)
+		if b.IdleCallsPerHour < 0 || b.IdleCallsPerHour > defaults.MaxIdleCallsPerHour {
+			fail(path+".idle_calls_per_hour", "%d is outside 0..%d", b.IdleCallsPerHour, defaults.MaxIdleCallsPerHour)
 		}
 	case BackendNATS:
 		validateNATS(fail, path, b)
@@ -372,8 +370,8 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 	}
 
 	c.validatePlugin(fail, bp+".backoff", b.Backoff.PluginRef)
-	if !slices.Contains(builtin.BackoffNames(), b.Backoff.Policy) {
-		fail(bp+".backoff.policy", "unknown policy %q (known: %s)", b.Backoff.Policy, strings.Join(builtin.BackoffNames(), ", "))
+	if !slices.Contains(defaults.BackoffNames(), b.Backoff.Policy) {
+		fail(bp+".backoff.policy", "unknown policy %q (known: %s)", b.Backoff.Policy, strings.Join(defaults.BackoffNames(), ", "))
 	}
 	if b.Backoff.Min <= 0 {
 		fail(bp+".backoff.min", "%s must be positive", b.Backoff.Min)
@@ -399,18 +397,19 @@ func (c *Config) validateBinding(fail failFunc, bp, tenant string, t Tenant, b B
 		}
 	case ScalerTarget:
 		if b.Scaler.Target < 0 {
-			fail(bp+".scaler.target", "%d is negative (messages per worker; 0 = %d)", b.Scaler.Target, builtin.DefaultTargetPerWorker)
+			// 0 is plugins/builtin's DefaultTargetPerWorker: one receive batch per worker.
+			fail(bp+".scaler.target", "%d is negative (messages per worker; 0 = %d)", b.Scaler.Target, queue.MaxBatch)
 		}
 		if len(b.Scaler.Table) > 0 {
 			fail(bp+".scaler.table", "applies to the depth-table policy, not target")
 		}
 	default:
-		fail(bp+".scaler.policy", "unknown policy %q (known: %s)", b.Scaler.Policy, strings.Join(builtin.ScalerNames(), ", "))
+		fail(bp+".scaler.policy", "unknown policy %q (known: %s)", b.Scaler.Policy, strings.Join(defaults.ScalerNames(), ", "))
 	}
 
 	c.validatePlugin(fail, bp+".poison", b.Poison.PluginRef)
-	if !slices.Contains(builtin.PoisonNames(), b.Poison.Policy) {
-		fail(bp+".poison.policy", "unknown policy %q (known: %s)", b.Poison.Policy, strings.Join(builtin.PoisonNames(), ", "))
+	if !slices.Contains(defaults.PoisonNames(), b.Poison.Policy) {
+		fail(bp+".poison.policy", "unknown policy %q (known: %s)", b.Poison.Policy, strings.Join(defaults.PoisonNames(), ", "))
 	}
 	if !(b.Poison.Jitter >= 0 && b.Poison.Jitter <= 1) {
 		fail(bp+".poison.jitter", "%v is outside 0..1 (a fraction of each retry delay: 0.1 = ±10 %%, 0 = none)", b.Poison.Jitter)

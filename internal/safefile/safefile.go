@@ -11,10 +11,12 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/wqhost/wqhost/internal/defaults"
 )
 
 // DefaultMaxBytes is the size cap used when none is configured: far above any real module.
-const DefaultMaxBytes = 256 << 20
+const DefaultMaxBytes = defaults.MaxModuleBytes // 256 MiB
 
 // ErrNotRegular reports a path that is not a regular file (a FIFO, device, socket or
 // directory).

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/clock"
+	"github.com/wqhost/wqhost/internal/defaults"
 )
 
 // DefaultMinInterval is Options.MinInterval's default: the listener's own shortest idle
@@ -40,7 +41,7 @@ const DefaultMinInterval = 100 * time.Millisecond
 
 // MaxCallsPerHour bounds Options.CallsPerHour: 10,000 idle receives a second, half of an
 // Azure storage account's documented 20,000 requests a second.
-const MaxCallsPerHour = 36_000_000
+const MaxCallsPerHour = defaults.MaxIdleCallsPerHour // 36,000,000
 
 // Options configure a Budget.
 type Options struct {

@@ -4,12 +4,14 @@ import (
 	"hash/fnv"
 	"strconv"
 	"time"
+
+	"github.com/wqhost/wqhost/internal/defaults"
 )
 
 // DefaultJitter is the spread of RetryThenDeadLetter's retry delays: ±10 %, as River's. A
 // batch that failed together (a downstream outage, a bad deploy) would otherwise come back
 // together, in lockstep, at every retry.
-const DefaultJitter = 0.1
+const DefaultJitter = defaults.PoisonJitter // 0.1
 
 // jitter spreads d by up to ±frac, keeping it within (0, limit]: a delay the spread would
 // take past limit is reflected below it, so delays at the cap spread too instead of piling

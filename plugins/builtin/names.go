@@ -4,32 +4,33 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/wqhost/wqhost/internal/defaults"
 	"github.com/wqhost/wqhost/listener"
 )
 
 // Names of the built-in policies, as written in config.
 const (
-	BackoffRandomExponential  = "random-exponential"
-	ScalerDepthTable          = "depth-table"
-	ScalerTarget              = "target"
-	PoisonRetryThenDeadLetter = "retry-then-dead-letter"
+	BackoffRandomExponential  = defaults.BackoffRandomExponential  // "random-exponential"
+	ScalerDepthTable          = defaults.ScalerDepthTable          // "depth-table"
+	ScalerTarget              = defaults.ScalerTarget              // "target"
+	PoisonRetryThenDeadLetter = defaults.PoisonRetryThenDeadLetter // "retry-then-dead-letter"
 )
 
 // Default policy names, used when config names none.
 const (
-	DefaultBackoffName = BackoffRandomExponential
-	DefaultScalerName  = ScalerTarget
-	DefaultPoisonName  = PoisonRetryThenDeadLetter
+	DefaultBackoffName = defaults.BackoffName // BackoffRandomExponential
+	DefaultScalerName  = defaults.ScalerName  // ScalerTarget
+	DefaultPoisonName  = defaults.PoisonName  // PoisonRetryThenDeadLetter
 )
 
 // BackoffNames returns the names NewBackoffNamed accepts.
-func BackoffNames() []string { return []string{BackoffRandomExponential} }
+func BackoffNames() []string { return defaults.BackoffNames() }
 
 // ScalerNames returns the names NewScalerNamed accepts.
-func ScalerNames() []string { return []string{ScalerDepthTable, ScalerTarget} }
+func ScalerNames() []string { return defaults.ScalerNames() }
 
 // PoisonNames returns the names NewPoisonNamed accepts.
-func PoisonNames() []string { return []string{PoisonRetryThenDeadLetter} }
+func PoisonNames() []string { return defaults.PoisonNames() }
 
 // ScalerOptions configure the scaler chosen by name; each scaler reads its own field.
 type ScalerOptions struct {

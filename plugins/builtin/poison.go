@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/wqhost/wqhost/internal/defaults"
 	"github.com/wqhost/wqhost/listener"
 	"github.com/wqhost/wqhost/listener/outcome"
 )
@@ -17,9 +18,9 @@ import (
 // retries at once (visibilityTimeout 0); a short first delay keeps that promptness without
 // a hot loop. DefaultPoisonMaxDelay also caps a handler's own retry-after.
 const (
-	DefaultBaseDelay      = time.Second
+	DefaultBaseDelay      = defaults.PoisonBaseDelay // 1s
 	DefaultFactor         = 2.0
-	DefaultPoisonMaxDelay = 60 * time.Second
+	DefaultPoisonMaxDelay = defaults.PoisonMaxDelay // 60s
 )
 
 // PoisonOptions configure RetryThenDeadLetter. Zero or negative values mean the defaults.

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/wqhost/wqhost/internal/clock"
+	"github.com/wqhost/wqhost/internal/defaults"
 	"github.com/wqhost/wqhost/listener/queue"
 )
 
 // Defaults of Config's zero fields.
 const (
-	DefaultCallTimeout    = 50 * time.Millisecond
+	DefaultCallTimeout    = defaults.PluginCallTimeout // 50ms
 	DefaultStartTimeout   = 10 * time.Second
 	DefaultHealthInterval = time.Second
 	DefaultRestartMin     = 100 * time.Millisecond
