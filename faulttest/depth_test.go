@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -188,15 +187,7 @@ func TestFaultDepthFreshnessLocal(t *testing.T) {
 func TestFaultDepthFreshnessNATS(t *testing.T) {
 	c := natsCluster(t)
 	dir := t.TempDir()
-	cfg := writeConfig(t, dir, fmt.Sprintf(`data_dir: %s
-log: {level: warn}
-backends:
-  js:
-    type: nats
-    create_queues: true
-    nats: {urls: [%s], replicas: 3}
-tenants:
-  default:%s`, filepath.Join(dir, "data"), strings.Join(quoted(c.urls()), ", "), depthBinding("js")))
+	cfg := c.r3Config(dir, "log: {level: warn}\n", depthBinding("js"))
 	mustWQ(t, nil, "send", "--config", cfg, "--queue", "jobs", "--count", strconv.Itoa(depthBacklog), "m-{n}")
 	js := c.js()
 	count := func() (int64, error) {

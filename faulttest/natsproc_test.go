@@ -314,3 +314,18 @@ func (c *natsProcs) waitStreamEmpty(stream string, limit time.Duration, hosts ..
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// r3Config writes a config into dir whose backend js is an R3 work-queue stream of the
+// cluster (created as needed) and whose tenant default holds bindings (their YAML, indented
+// under the tenant); top is more top-level YAML, such as a log level, or "".
+func (c *natsProcs) r3Config(dir, top, bindings string) string {
+	c.t.Helper()
+	return writeConfig(c.t, dir, fmt.Sprintf(`data_dir: %s
+%sbackends:
+  js:
+    type: nats
+    create_queues: true
+    nats: {urls: [%s], replicas: 3}
+tenants:
+  default:%s`, filepath.Join(dir, "data"), top, strings.Join(quoted(c.urls()), ", "), bindings))
+}

@@ -100,14 +100,7 @@ func TestFaultScaleInReleaseLocal(t *testing.T) {
 func TestFaultScaleInReleaseNATS(t *testing.T) {
 	c := natsCluster(t)
 	dir := t.TempDir()
-	cfg := writeConfig(t, dir, fmt.Sprintf(`data_dir: %s
-backends:
-  js:
-    type: nats
-    create_queues: true
-    nats: {urls: [%s], replicas: 3}
-tenants:
-  default:%s`, filepath.Join(dir, "data"), strings.Join(quoted(c.urls()), ", "), releaseBinding("js")))
+	cfg := c.r3Config(dir, "", releaseBinding("js"))
 	scaleInRelease(t, "nats", cfg, nil)
 }
 
@@ -117,15 +110,7 @@ tenants:
 func TestFaultScaleInReleaseNATSOrdered(t *testing.T) {
 	c := natsCluster(t)
 	dir := t.TempDir()
-	cfg := writeConfig(t, dir, fmt.Sprintf(`data_dir: %s
-backends:
-  js:
-    type: nats
-    create_queues: true
-    nats: {urls: [%s], replicas: 3}
-tenants:
-  default:%s        ordered: true
-`, filepath.Join(dir, "data"), strings.Join(quoted(c.urls()), ", "), releaseBinding("js")))
+	cfg := c.r3Config(dir, "", releaseBinding("js")+"        ordered: true\n")
 	scaleInRelease(t, "nats-ordered", cfg, nil, "--order", "1")
 }
 
