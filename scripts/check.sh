@@ -8,43 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MAX_GO_LINES=600
 WQHOST_TEST_CACHE_DIR=$(mktemp -d)
 export WQHOST_TEST_CACHE_DIR
 trap 'rm -rf "$WQHOST_TEST_CACHE_DIR"' EXIT
 
-start=$(date +%s)
-step() { printf '==> %s (%ds)\n' "$*" "$(($(date +%s) - start))"; }
-failed=()
-check() { # check NAME COMMAND...
-	local name=$1
-	shift
-	step "$name"
-	if ! "$@"; then
-		failed+=("$name")
-		echo "FAILED: $name" >&2
-	fi
-}
-
-gofmt_check() {
-	local unformatted
-	unformatted=$(gofmt -l $(git ls-files '*.go'))
-	if [ -n "$unformatted" ]; then
-		echo "not gofmt-formatted:" >&2
-		echo "$unformatted" >&2
-		return 1
-	fi
-}
-file_length_check() {
-	local long
-	long=$(git ls-files '*.go' | xargs grep -L '^// Code generated .* DO NOT EDIT\.$' |
-		xargs wc -l | awk -v max="$MAX_GO_LINES" '$2 != "total" && $1 > max { print $2 ": " $1 " lines" }')
-	if [ -n "$long" ]; then
-		echo "Go files over $MAX_GO_LINES lines (split them by job):" >&2
-		echo "$long" >&2
-		return 1
-	fi
-}
+# step, check, gofmt_check, file_length_check and MAX_GO_LINES, as scripts/test.sh has them.
+source scripts/checks.sh
 
 check "gofmt" gofmt_check
 check "go vet" go vet ./...

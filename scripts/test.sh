@@ -14,8 +14,6 @@ cd "$(dirname "$0")/.."
 STATICCHECK_VERSION=v0.8.2
 # golang.org/x/tools release whose cmd/deadcode reports unreachable functions.
 DEADCODE_VERSION=v0.39.0
-# No hand-written Go file may be longer: a longer one holds more than one job.
-MAX_GO_LINES=600
 FUZZTIME=${FUZZTIME:-10s}
 
 # One wazero compilation cache for every test package and the fault suite of this run
@@ -25,19 +23,9 @@ WQHOST_TEST_CACHE_DIR=$(mktemp -d)
 export WQHOST_TEST_CACHE_DIR
 trap 'rm -rf "$WQHOST_TEST_CACHE_DIR"' EXIT
 
-start=$(date +%s)
-step() { printf '\n==> %s (%ds)\n' "$*" "$(($(date +%s) - start))"; }
-# Checks after the toolchains all run, so one CI log shows every problem; failed lists them.
-failed=()
-check() { # check NAME COMMAND...
-	local name=$1
-	shift
-	step "$name"
-	if ! "$@"; then
-		failed+=("$name")
-		echo "FAILED: $name" >&2
-	fi
-}
+# step, check (checks after the toolchains all run, so one CI log shows every problem;
+# failed lists them), gofmt_check, file_length_check and MAX_GO_LINES.
+source scripts/checks.sh
 
 step "toolchains"
 go version
@@ -104,15 +92,6 @@ if ! go version -m "$gobin/deadcode" 2>/dev/null | grep -qE "mod[[:space:]]+gola
 	GOFLAGS= go install "golang.org/x/tools/cmd/deadcode@$DEADCODE_VERSION"
 fi
 
-gofmt_check() {
-	local unformatted
-	unformatted=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
-	if [ -n "$unformatted" ]; then
-		echo "not gofmt-formatted:" >&2
-		echo "$unformatted" >&2
-		return 1
-	fi
-}
 check "gofmt" gofmt_check
 check "go vet" go vet ./...
 # The SDK is its own module (sdk/go/go.mod): checked with the language rules of its go
@@ -144,17 +123,6 @@ deadcode_check() {
 	fi
 }
 check "deadcode (unreachable functions)" deadcode_check
-# Generated files (protoc output) are exempt.
-file_length_check() {
-	local long
-	long=$(git ls-files '*.go' | xargs grep -L '^// Code generated .* DO NOT EDIT\.$' |
-		xargs wc -l | awk -v max="$MAX_GO_LINES" '$2 != "total" && $1 > max { print $2 ": " $1 " lines" }')
-	if [ -n "$long" ]; then
-		echo "Go files over $MAX_GO_LINES lines (split them by job):" >&2
-		echo "$long" >&2
-		return 1
-	fi
-}
 check "Go files at most $MAX_GO_LINES lines" file_length_check
 if [ -f scripts/build-wasm.sh ]; then
 	check "committed .wasm rebuild from source" bash scripts/build-wasm.sh --check
