@@ -80,7 +80,8 @@ func (h *Host) watchMemory(ctx context.Context) {
 			u := h.engine.MemoryBudget()
 			rtmetrics.Read(samples)
 			h.engine.SetHostHeld(hostHeld(u, metricBytes(samples[0].Value)+metricBytes(samples[1].Value)))
-			if want := goMemLimit(h.mem.budget, h.engine.MemoryBudget()); tune && (want-last > 16<<20 || want-last < -16<<20) {
+			// The share just set is on the heap, which goMemLimit does not count: u still holds.
+			if want := goMemLimit(h.mem.budget, u); tune && (want-last > 16<<20 || want-last < -16<<20) {
 				// SetMemoryLimit stops the world: only for a change worth it.
 				debug.SetMemoryLimit(want)
 				last = want
